@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages keel needs to build, test and benchmark,
+# skipping those already present. Run as root (CI and `make` do).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  libuv1-dev libcmocka-dev libssl-dev
+  iproute2 procps psmisc netcat-openbsd
+  python3 python3-kazoo python3-pytest
+  zookeeper zookeeper-bin libzookeeper-mt-dev default-jre-headless
+  gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (or install them) and try again" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq || true
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,63 @@
+/*
+ * main.c — the `keel` binary: one executable, many subcommands.
+ *
+ *	keel server ...        run a server (see `keel server --help`)
+ *	keel version           print the version
+ *
+ * Unknown subcommands print the list and exit 2.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#ifndef KEEL_VERSION
+#define KEEL_VERSION "0.1.0"
+#endif
+
+const struct cli_command cli_commands[] = {
+	{"server", cli_server, "run a keel server (Raft member, ZooKeeper port)"},
+	{"version", cli_version, "print the version"},
+	{NULL, NULL, NULL},
+};
+
+int cli_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("keel %s\n", KEEL_VERSION);
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: keel COMMAND [ARGS...]\n\ncommands:\n");
+	for (const struct cli_command *c = cli_commands; c->name != NULL; c++) {
+		fprintf(out, "  %-12s %s\n", c->name, c->summary);
+	}
+	fprintf(out, "\n`keel COMMAND --help` describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		return cli_version(argc - 1, argv + 1);
+	}
+	for (const struct cli_command *c = cli_commands; c->name != NULL; c++) {
+		if (strcmp(argv[1], c->name) == 0) {
+			return c->run(argc - 1, argv + 1);
+		}
+	}
+	fprintf(stderr, "keel: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
