@@ -1,0 +1,514 @@
+/*
+ * conn.c — framed, batched TCP connections (see net.h for the contract).
+ *
+ * Read side: libuv reads into the connection's reassembly buffer; complete
+ * frames are handed to on_frame in order; the unparsed remainder moves to the
+ * front. The buffer grows to the largest frame seen (bounded by
+ * max_frame_bytes) and shrinks back when idle.
+ *
+ * Write side: frames are appended to out[active]; a uv_check handle runs once
+ * per loop iteration and starts one uv_write per dirty connection with all
+ * that was appended, then switches `active` so new frames never touch memory
+ * libuv is writing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "base/crc32c.h"
+#include "net/net.h"
+
+#define READ_CHUNK 16384u
+#define IDLE_BUFFER_KEEP 65536u
+
+static void conn_try_flush(struct net_conn *conn);
+static void conn_finish_close(struct net_conn *conn);
+
+static size_t header_size(const struct net_conn *conn)
+{
+	return conn->cfg.checksummed ? 8u : 4u;
+}
+
+static void on_idle(uv_idle_t *idle)
+{
+	(void)idle;
+}
+
+/* Output appended outside the poll phase (a timer, a completion) must not
+ * wait for the next network event: an active idle handle makes the coming
+ * poll non-blocking, so the check handle runs at once. */
+static void mark_dirty(struct net_conn *conn)
+{
+	if (conn->nl->dirty == NULL) {
+		uv_idle_start(&conn->nl->flush_idle, on_idle);
+	}
+	if (!conn->dirty) {
+		conn->dirty = true;
+		conn->next_dirty = conn->nl->dirty;
+		conn->nl->dirty = conn;
+	}
+}
+
+static void unlink_dirty(struct net_conn *conn)
+{
+	if (!conn->dirty) {
+		return;
+	}
+	struct net_conn **pp = &conn->nl->dirty;
+	while (*pp != NULL && *pp != conn) {
+		pp = &(*pp)->next_dirty;
+	}
+	if (*pp == conn) {
+		*pp = conn->next_dirty;
+	}
+	conn->dirty = false;
+	conn->next_dirty = NULL;
+}
+
+static void on_flush_check(uv_check_t *check)
+{
+	struct net_loop *nl = check->data;
+	while (nl->dirty != NULL) {
+		struct net_conn *conn = nl->dirty;
+		nl->dirty = conn->next_dirty;
+		conn->dirty = false;
+		conn->next_dirty = NULL;
+		conn_try_flush(conn);
+	}
+	uv_idle_stop(&nl->flush_idle);
+}
+
+enum keel_err net_loop_init(struct net_loop *nl, uv_loop_t *loop)
+{
+	memset(nl, 0, sizeof(*nl));
+	nl->loop = loop;
+	if (uv_check_init(loop, &nl->flush_check) != 0) {
+		return KEEL_IO;
+	}
+	nl->flush_check.data = nl;
+	if (uv_idle_init(loop, &nl->flush_idle) != 0) {
+		return KEEL_IO;
+	}
+	if (uv_check_start(&nl->flush_check, on_flush_check) != 0) {
+		return KEEL_IO;
+	}
+	return KEEL_OK;
+}
+
+void net_loop_close(struct net_loop *nl)
+{
+	uv_check_stop(&nl->flush_check);
+	uv_close((uv_handle_t *)&nl->flush_check, NULL);
+	uv_idle_stop(&nl->flush_idle);
+	uv_close((uv_handle_t *)&nl->flush_idle, NULL);
+}
+
+static void conn_setup(struct net_conn *conn, struct net_loop *nl,
+		       const struct net_conn_config *cfg, const struct net_conn_ops *ops,
+		       void *user)
+{
+	KEEL_ASSERT(cfg->max_frame_bytes > 0);
+	KEEL_ASSERT(cfg->max_output_bytes > 0);
+	memset(conn, 0, sizeof(*conn));
+	conn->nl = nl;
+	conn->ops = ops;
+	conn->user = user;
+	conn->cfg = *cfg;
+	size_t out_max = cfg->max_output_bytes + cfg->max_frame_bytes + 16;
+	keel_wbuf_init_dynamic(&conn->out[0], 0, out_max);
+	keel_wbuf_init_dynamic(&conn->out[1], 0, out_max);
+	conn->tcp.data = conn;
+	conn->close_reason = KEEL_OK;
+	conn->peer_addr[0] = '\0';
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct net_conn *conn = handle->data;
+	size_t limit = conn->cfg.max_frame_bytes + header_size(conn);
+	if (conn->rcap - conn->rlen < READ_CHUNK / 4 && conn->rcap < limit) {
+		size_t cap = conn->rcap == 0 ? READ_CHUNK : conn->rcap * 2;
+		if (cap > limit) {
+			cap = limit;
+		}
+		uint8_t *p = realloc(conn->rbuf, cap);
+		if (p != NULL) {
+			conn->rbuf = p;
+			conn->rcap = cap;
+		}
+	}
+	buf->base = (char *)conn->rbuf + conn->rlen;
+	buf->len = conn->rcap - conn->rlen;
+}
+
+/* Parses and delivers the complete frames in the buffer. */
+static void conn_dispatch(struct net_conn *conn)
+{
+	size_t hdr = header_size(conn);
+	size_t pos = 0;
+	conn->in_dispatch = true;
+	while (!conn->closing && !conn->paused && conn->rlen - pos >= 4) {
+		const uint8_t *p = conn->rbuf + pos;
+		uint32_t len = keel_load_be32(p);
+		if (!conn->first_bytes_checked) {
+			conn->first_bytes_checked = true;
+			if ((len == 0 || len > conn->cfg.max_frame_bytes) &&
+			    conn->ops->on_bad_prefix != NULL && conn->ops->on_bad_prefix(conn, p)) {
+				pos = conn->rlen;
+				break;
+			}
+		}
+		if (len > conn->cfg.max_frame_bytes) {
+			net_conn_close(conn, KEEL_TOOBIG, false);
+			break;
+		}
+		if (conn->rlen - pos < hdr + len) {
+			/* Make room for the whole frame if the buffer is too small. */
+			if (conn->rcap < hdr + len) {
+				size_t need = hdr + len;
+				memmove(conn->rbuf, conn->rbuf + pos, conn->rlen - pos);
+				conn->rlen -= pos;
+				pos = 0;
+				uint8_t *nb = realloc(conn->rbuf, need);
+				if (nb == NULL) {
+					net_conn_close(conn, KEEL_NOMEM, false);
+					break;
+				}
+				conn->rbuf = nb;
+				conn->rcap = need;
+			}
+			break;
+		}
+		const uint8_t *payload = p + hdr;
+		if (conn->cfg.checksummed && keel_crc32c(0, payload, len) != keel_load_be32(p + 4)) {
+			net_conn_close(conn, KEEL_CORRUPT, false);
+			break;
+		}
+		pos += hdr + len;
+		conn->nl->frames_in++;
+		if (!conn->ops->on_frame(conn, payload, len)) {
+			break;
+		}
+	}
+	conn->in_dispatch = false;
+	if (conn->closing) {
+		conn->rlen = 0;
+		return;
+	}
+	if (pos > 0) {
+		memmove(conn->rbuf, conn->rbuf + pos, conn->rlen - pos);
+		conn->rlen -= pos;
+	}
+	if (conn->rlen == 0 && conn->rcap > IDLE_BUFFER_KEEP) {
+		free(conn->rbuf);
+		conn->rbuf = NULL;
+		conn->rcap = 0;
+	}
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	(void)buf;
+	struct net_conn *conn = stream->data;
+	if (nread < 0) {
+		net_conn_close(conn, nread == UV_EOF ? KEEL_OK : KEEL_IO, false);
+		return;
+	}
+	if (conn->closing) {
+		return;
+	}
+	conn->rlen += (size_t)nread;
+	conn->nl->bytes_in += (uint64_t)nread;
+	conn_dispatch(conn);
+}
+
+static enum keel_err start_reading(struct net_conn *conn)
+{
+	if (conn->reading || conn->paused || conn->closing) {
+		return KEEL_OK;
+	}
+	if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) != 0) {
+		return KEEL_IO;
+	}
+	conn->reading = true;
+	return KEEL_OK;
+}
+
+static void fill_peer_addr(struct net_conn *conn)
+{
+	struct sockaddr_storage ss;
+	int len = (int)sizeof(ss);
+	if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&ss, &len) == 0) {
+		net_format_addr((struct sockaddr *)&ss, conn->peer_addr, sizeof(conn->peer_addr));
+	}
+}
+
+enum keel_err net_conn_accept(struct net_conn *conn, struct net_loop *nl, uv_stream_t *server,
+			      const struct net_conn_config *cfg, const struct net_conn_ops *ops,
+			      void *user)
+{
+	conn_setup(conn, nl, cfg, ops, user);
+	if (uv_tcp_init(nl->loop, &conn->tcp) != 0) {
+		return KEEL_IO;
+	}
+	conn->started = true;
+	if (uv_accept(server, (uv_stream_t *)&conn->tcp) != 0) {
+		net_conn_close(conn, KEEL_IO, false);
+		return KEEL_OK; /* on_close reports it */
+	}
+	conn->connected = true;
+	uv_tcp_nodelay(&conn->tcp, 1);
+	fill_peer_addr(conn);
+	if (start_reading(conn) != KEEL_OK) {
+		net_conn_close(conn, KEEL_IO, false);
+	}
+	return KEEL_OK;
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+	struct net_conn *conn = req->data;
+	if (conn->closing) {
+		return;
+	}
+	if (status != 0) {
+		if (conn->on_connect != NULL) {
+			conn->on_connect(conn, KEEL_IO);
+		}
+		net_conn_close(conn, KEEL_IO, false);
+		return;
+	}
+	conn->connected = true;
+	uv_tcp_nodelay(&conn->tcp, 1);
+	fill_peer_addr(conn);
+	if (start_reading(conn) != KEEL_OK) {
+		net_conn_close(conn, KEEL_IO, false);
+		return;
+	}
+	if (conn->on_connect != NULL) {
+		conn->on_connect(conn, KEEL_OK);
+	}
+	/* Frames queued before the connection was up go out now. */
+	if (!conn->closing && net_conn_pending_output(conn) > 0) {
+		mark_dirty(conn);
+	}
+}
+
+enum keel_err net_conn_connect(struct net_conn *conn, struct net_loop *nl,
+			       const struct sockaddr *addr, const struct net_conn_config *cfg,
+			       const struct net_conn_ops *ops, void *user,
+			       void (*on_connect)(struct net_conn *conn, enum keel_err err))
+{
+	conn_setup(conn, nl, cfg, ops, user);
+	conn->on_connect = on_connect;
+	if (uv_tcp_init(nl->loop, &conn->tcp) != 0) {
+		return KEEL_IO;
+	}
+	conn->started = true;
+	conn->connect_req.data = conn;
+	if (uv_tcp_connect(&conn->connect_req, &conn->tcp, addr, on_connected) != 0) {
+		net_conn_close(conn, KEEL_IO, false);
+	}
+	return KEEL_OK;
+}
+
+size_t net_conn_pending_output(const struct net_conn *conn)
+{
+	return conn->out[0].size + conn->out[1].size;
+}
+
+static void check_output_limit(struct net_conn *conn)
+{
+	struct keel_wbuf *w = &conn->out[conn->active];
+	if (!keel_wbuf_ok(w) || net_conn_pending_output(conn) > conn->cfg.max_output_bytes) {
+		keel_wbuf_reset(w);
+		net_conn_close(conn, KEEL_LIMIT, false);
+	}
+}
+
+struct keel_wbuf *net_conn_frame_begin(struct net_conn *conn, size_t *mark)
+{
+	if (conn->closing) {
+		return NULL;
+	}
+	struct keel_wbuf *w = &conn->out[conn->active];
+	*mark = w->size;
+	keel_wbuf_zero(w, header_size(conn));
+	return w;
+}
+
+void net_conn_frame_end(struct net_conn *conn, size_t mark)
+{
+	if (conn->closing) {
+		return;
+	}
+	struct keel_wbuf *w = &conn->out[conn->active];
+	if (keel_wbuf_ok(w)) {
+		size_t hdr = header_size(conn);
+		KEEL_ASSERT(w->size >= mark + hdr);
+		size_t len = w->size - mark - hdr;
+		keel_store_be32(w->data + mark, (uint32_t)len);
+		if (conn->cfg.checksummed) {
+			keel_store_be32(w->data + mark + 4,
+					keel_crc32c(0, w->data + mark + hdr, len));
+		}
+		conn->nl->frames_out++;
+	}
+	check_output_limit(conn);
+	if (!conn->closing) {
+		mark_dirty(conn);
+	}
+}
+
+void net_conn_send(struct net_conn *conn, const void *payload, size_t size)
+{
+	size_t mark;
+	struct keel_wbuf *w = net_conn_frame_begin(conn, &mark);
+	if (w == NULL) {
+		return;
+	}
+	keel_wbuf_bytes(w, payload, size);
+	net_conn_frame_end(conn, mark);
+}
+
+void net_conn_send_raw(struct net_conn *conn, const void *data, size_t size)
+{
+	if (conn->closing) {
+		return;
+	}
+	keel_wbuf_bytes(&conn->out[conn->active], data, size);
+	check_output_limit(conn);
+	if (!conn->closing) {
+		mark_dirty(conn);
+	}
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct net_conn *conn = req->data;
+	struct keel_wbuf *done = &conn->out[!conn->active];
+	conn->nl->bytes_out += done->size;
+	keel_wbuf_reset(done);
+	if (done->capacity > IDLE_BUFFER_KEEP) {
+		keel_wbuf_free(done);
+	}
+	conn->writing = false;
+	if (status != 0) {
+		if (!conn->closing) {
+			net_conn_close(conn, KEEL_IO, false);
+		} else {
+			conn_finish_close(conn);
+		}
+		return;
+	}
+	conn_try_flush(conn);
+}
+
+static void conn_try_flush(struct net_conn *conn)
+{
+	if (conn->writing) {
+		return; /* on_written will come back here */
+	}
+	struct keel_wbuf *w = &conn->out[conn->active];
+	if (w->size == 0) {
+		if (conn->closing) {
+			conn_finish_close(conn);
+		}
+		return;
+	}
+	if (!conn->started || uv_is_closing((uv_handle_t *)&conn->tcp)) {
+		return;
+	}
+	if (!conn->connected) {
+		if (conn->closing) {
+			conn_finish_close(conn);
+		}
+		return; /* still connecting: on_connected re-marks */
+	}
+	uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->size);
+	conn->write_req.data = conn;
+	conn->active = !conn->active;
+	conn->writing = true;
+	conn->nl->writes++;
+	if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_written) != 0) {
+		conn->writing = false;
+		keel_wbuf_reset(w);
+		if (!conn->closing) {
+			net_conn_close(conn, KEEL_IO, false);
+		} else {
+			conn_finish_close(conn);
+		}
+	}
+}
+
+static void on_closed(uv_handle_t *handle)
+{
+	struct net_conn *conn = handle->data;
+	unlink_dirty(conn);
+	free(conn->rbuf);
+	conn->rbuf = NULL;
+	conn->rlen = conn->rcap = 0;
+	keel_wbuf_free(&conn->out[0]);
+	keel_wbuf_free(&conn->out[1]);
+	conn->ops->on_close(conn, conn->close_reason);
+}
+
+static void conn_finish_close(struct net_conn *conn)
+{
+	uv_handle_t *h = (uv_handle_t *)&conn->tcp;
+	if (!uv_is_closing(h)) {
+		if (conn->reading) {
+			uv_read_stop((uv_stream_t *)&conn->tcp);
+			conn->reading = false;
+		}
+		uv_close(h, on_closed);
+	}
+}
+
+void net_conn_close(struct net_conn *conn, enum keel_err reason, bool flush)
+{
+	if (conn->closing) {
+		return;
+	}
+	conn->closing = true;
+	conn->close_reason = reason;
+	if (conn->reading) {
+		uv_read_stop((uv_stream_t *)&conn->tcp);
+		conn->reading = false;
+	}
+	if (flush && conn->connected && net_conn_pending_output(conn) > 0) {
+		/* Flush first; conn_try_flush closes once the output is gone. */
+		if (!conn->writing) {
+			mark_dirty(conn);
+		}
+		return;
+	}
+	conn_finish_close(conn);
+}
+
+void net_conn_pause(struct net_conn *conn)
+{
+	if (conn->paused || conn->closing) {
+		return;
+	}
+	conn->paused = true;
+	if (conn->reading) {
+		uv_read_stop((uv_stream_t *)&conn->tcp);
+		conn->reading = false;
+	}
+}
+
+void net_conn_resume(struct net_conn *conn)
+{
+	if (!conn->paused || conn->closing) {
+		return;
+	}
+	conn->paused = false;
+	if (!conn->in_dispatch) {
+		conn_dispatch(conn);
+	}
+	if (!conn->closing && !conn->paused && start_reading(conn) != KEEL_OK) {
+		net_conn_close(conn, KEEL_IO, false);
+	}
+}
