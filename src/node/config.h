@@ -1,0 +1,76 @@
+/*
+ * config.h — the `keel server` configuration: flags and config file.
+ *
+ * Every option can be given as a flag (`--name value` or `--name=value`) or
+ * as a `name = value` line in the file named by --config (# starts a comment).
+ * Flags override the file. node_config_help() prints the table, so the help
+ * text and the parser can never disagree.
+ */
+#ifndef KEEL_NODE_CONFIG_H
+#define KEEL_NODE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+
+#define NODE_MAX_MEMBERS 16
+#define NODE_ADDR_SIZE 128
+#define NODE_PATH_SIZE 1024
+
+struct node_member {
+	uint64_t id;
+	char peer_addr[NODE_ADDR_SIZE]; /* HOST:PORT of its Raft port */
+};
+
+struct node_config {
+	uint64_t id;
+	char data_dir[NODE_PATH_SIZE];
+	char listen[NODE_ADDR_SIZE];
+	char peer_listen[NODE_ADDR_SIZE];
+	char metrics_listen[NODE_ADDR_SIZE]; /* empty: no metrics endpoint */
+	char config_file[NODE_PATH_SIZE];
+	struct node_member cluster[NODE_MAX_MEMBERS];
+	size_t cluster_count;
+	bool join;                 /* start empty and wait to be added */
+	char log_level[16];
+
+	/* Raft timing. */
+	uint32_t heartbeat_ms;
+	uint32_t election_timeout_ms;
+	/* Snapshots and log retention. */
+	uint64_t snapshot_entries;       /* take a snapshot after this many applied */
+	uint64_t snapshot_trailing;      /* entries kept behind a snapshot */
+	uint32_t snapshot_chunk_bytes;
+	/* Storage. */
+	uint64_t segment_bytes;
+	/* ZooKeeper limits (ZooKeeper's defaults). */
+	uint32_t max_packet_bytes;       /* jute.maxbuffer */
+	uint32_t tick_ms;                /* ZooKeeper tickTime */
+	uint32_t min_session_timeout_ms; /* 0: 2 x tick */
+	uint32_t max_session_timeout_ms; /* 0: 20 x tick */
+	uint32_t max_client_connections;
+	uint32_t max_watches_per_connection;
+	uint32_t max_pending_per_connection;
+	/* Controller. */
+	uint32_t broker_session_timeout_ms;
+};
+
+/* Defaults for every field (no members, no id). */
+void node_config_defaults(struct node_config *cfg);
+
+/* Parses argv (after the subcommand name) and, if given, the --config file.
+ * On error writes a message to err and returns KEEL_CONFIG. Sets *help when
+ * --help was asked for. */
+enum keel_err node_config_parse(struct node_config *cfg, int argc, char **argv, bool *help,
+				char *err, size_t err_size);
+
+/* Parses "1=host:port,2=host:port". */
+enum keel_err node_parse_cluster(const char *text, struct node_member *out, size_t max,
+				 size_t *count, char *err, size_t err_size);
+
+void node_config_help(FILE *out);
+
+#endif

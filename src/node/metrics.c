@@ -1,0 +1,79 @@
+/* metrics.c — histograms and Prometheus text output (see metrics.h). */
+#include "node/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const uint64_t bounds_us[METRICS_BUCKETS] = {
+	50,    100,   250,    500,    1000,   2000,   5000,    10000,   20000,  50000,
+	100000, 200000, 500000, 1000000, 2000000, 3000000, 5000000, 7500000, 10000000,
+};
+
+void metrics_hist_observe(struct metrics_hist *h, uint64_t value_us)
+{
+	size_t i = 0;
+	while (i < METRICS_BUCKETS && value_us > bounds_us[i]) {
+		i++;
+	}
+	h->counts[i]++;
+	h->total++;
+	h->sum_us += value_us;
+}
+
+uint64_t metrics_hist_quantile(const struct metrics_hist *h, double q)
+{
+	if (h->total == 0) {
+		return 0;
+	}
+	uint64_t want = (uint64_t)((double)h->total * q);
+	uint64_t seen = 0;
+	for (size_t i = 0; i < METRICS_BUCKETS; i++) {
+		seen += h->counts[i];
+		if (seen > want) {
+			return bounds_us[i];
+		}
+	}
+	return bounds_us[METRICS_BUCKETS - 1];
+}
+
+static void wprintf(struct keel_wbuf *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		keel_wbuf_bytes(w, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	}
+}
+
+void metrics_counter(struct keel_wbuf *w, const char *name, const char *help, uint64_t value)
+{
+	wprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+		(unsigned long long)value);
+}
+
+void metrics_gauge(struct keel_wbuf *w, const char *name, const char *help, double value)
+{
+	wprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, value);
+}
+
+void metrics_histogram(struct keel_wbuf *w, const char *name, const char *help,
+		       const struct metrics_hist *h)
+{
+	wprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	uint64_t cum = 0;
+	for (size_t i = 0; i < METRICS_BUCKETS; i++) {
+		cum += h->counts[i];
+		wprintf(w, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds_us[i] / 1e6,
+			(unsigned long long)cum);
+	}
+	cum += h->counts[METRICS_BUCKETS];
+	wprintf(w, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+		(unsigned long long)cum, name, (double)h->sum_us / 1e6, name,
+		(unsigned long long)h->total);
+}
