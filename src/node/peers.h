@@ -1,0 +1,110 @@
+/*
+ * peers.h — the links between servers: one persistent connection per pair.
+ *
+ * Every server listens on its peer port and dials each peer it knows. A new
+ * link starts with a HELLO frame {magic, version, from id, to id, from's peer
+ * address}; the acceptor checks it is the intended target. When two links to
+ * the same peer end up established (both dialed at once), both ends keep the
+ * one dialed by the lower id and close the other, so they agree without a
+ * further round trip. A broken link is re-dialed with exponential back-off
+ * (50 ms doubling to 2 s). Frames are checksummed (CRC-32C) by net/.
+ *
+ * Payload of every frame after HELLO: one byte of type (enum peer_frame_type)
+ * then the body. Sends to a peer without a link are dropped (Raft retries on
+ * its own; forwarded client requests are failed by the caller, which knows).
+ */
+#ifndef KEEL_NODE_PEERS_H
+#define KEEL_NODE_PEERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "net/net.h"
+#include "node/config.h"
+
+#define PEERS_MAX 32
+#define PEER_HELLO_MAGIC 0x4b45454cu /* "KEEL" */
+#define PEER_PROTOCOL_VERSION 1
+
+enum peer_frame_type {
+	PEER_FRAME_HELLO = 1,
+	PEER_FRAME_RAFT = 2,    /* a Raft message */
+	PEER_FRAME_FORWARD = 3, /* follower -> leader: propose this for a client */
+	PEER_FRAME_FORWARD_REJECT = 4, /* leader -> follower: could not propose */
+	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
+	PEER_FRAME_ADMIN = 6,          /* an admin request forwarded to the leader */
+	PEER_FRAME_ADMIN_REPLY = 7,
+};
+
+struct peers;
+
+struct peer_link {
+	struct net_conn conn;
+	struct peers *owner;
+	uint64_t remote_id; /* 0 until HELLO */
+	bool dialed;        /* we dialed it (else accepted) */
+	bool established;   /* HELLO exchanged */
+	struct peer_link *next; /* all links */
+};
+
+struct peer {
+	uint64_t id;
+	char addr[NODE_ADDR_SIZE];
+	struct sockaddr_storage sa;
+	bool addr_valid;
+	struct peer_link *link;    /* the established link, if any */
+	struct peer_link *dialing; /* an outgoing attempt in progress */
+	uint64_t next_dial_ms;
+	uint32_t backoff_ms;
+	uint64_t frames_sent;
+	uint64_t frames_dropped;
+};
+
+typedef void (*peers_message_fn)(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+				 size_t size);
+typedef void (*peers_link_fn)(void *ctx, uint64_t id, bool up);
+
+struct peers {
+	struct net_loop *nl;
+	uv_tcp_t listener;
+	bool listening;
+	uint64_t self_id;
+	char self_addr[NODE_ADDR_SIZE];
+	struct peer table[PEERS_MAX];
+	size_t count;
+	struct peer_link *links;
+	struct net_conn_config conn_cfg;
+	peers_message_fn on_message;
+	peers_link_fn on_link;
+	void *ctx;
+	uint64_t now_ms;
+	bool closing;
+};
+
+enum keel_err peers_init(struct peers *ps, struct net_loop *nl, uint64_t self_id,
+			 const char *listen_addr, size_t max_frame_bytes, peers_message_fn on_message,
+			 peers_link_fn on_link, void *ctx, char *err, size_t err_size);
+
+/* Adds or updates a peer's address (re-dials if it changed). */
+enum keel_err peers_set(struct peers *ps, uint64_t id, const char *addr);
+/* Forgets a peer and closes its link. */
+void peers_remove(struct peers *ps, uint64_t id);
+struct peer *peers_find(struct peers *ps, uint64_t id);
+bool peers_connected(struct peers *ps, uint64_t id);
+
+/* Dials peers that need it; call from the tick timer. */
+void peers_tick(struct peers *ps, uint64_t now_ms);
+
+/* Starts a frame of `type` to peer `id`: returns the writer (append the
+ * body, then peers_send_end) or NULL when there is no link (dropped). */
+struct keel_wbuf *peers_send_begin(struct peers *ps, uint64_t id, uint8_t type, size_t *mark);
+void peers_send_end(struct peers *ps, uint64_t id, size_t mark);
+
+/* Closes the listener and every link; on_close callbacks follow in the loop. */
+void peers_close(struct peers *ps);
+
+#endif
