@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/admin_client.h"
 #include "cli/cli.h"
 
 #ifndef KEEL_VERSION
@@ -17,6 +18,10 @@
 
 const struct cli_command cli_commands[] = {
 	{"server", cli_server, "run a keel server (Raft member, ZooKeeper port)"},
+	{"status", cli_status, "show every server's role, term, indexes and lag"},
+	{"members", cli_members, "add, promote or remove cluster members"},
+	{"leader", cli_leader, "leader transfer ID: hand leadership to another voter"},
+	{"snapshot", cli_snapshot, "ask servers to write a snapshot now"},
 	{"version", cli_version, "print the version"},
 	{NULL, NULL, NULL},
 };

@@ -1,0 +1,74 @@
+/*
+ * admin.h — operating a server: the admin protocol on the client port, the
+ * four-letter words, the metrics endpoint.
+ *
+ * Admin protocol (used by `keel status`, `keel members`, `keel leader`):
+ * a client-port connection whose first frame starts with ADMIN_MAGIC is an
+ * admin connection. Every frame (both ways):
+ *
+ *	u32 magic "KEEL" | u8 version 1 | u8 op | u64 request id | body
+ *
+ * and replies carry, after that header, u32 err (enum keel_err), u16
+ * message length + message (for humans), then an op-specific body.
+ *
+ *	ADMIN_OP_STATUS         -> JSON text: this server's view of the cluster
+ *	ADMIN_OP_MEMBER_CHANGE  u8 change, u64 id, u16 len + peer address
+ *	ADMIN_OP_TRANSFER       u64 id
+ *
+ * Membership changes and transfers run on the leader: a follower forwards
+ * them over the peer link (PEER_FRAME_ADMIN) and relays the reply. `add`
+ * adds the server as a learner, waits until it has caught up with the
+ * commit index, then promotes it, so a new voter never stalls the quorum.
+ */
+#ifndef KEEL_NODE_ADMIN_H
+#define KEEL_NODE_ADMIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "node/node.h"
+
+#define ADMIN_MAGIC 0x4b45454cu /* "KEEL" */
+#define ADMIN_VERSION 1
+
+enum admin_op {
+	ADMIN_OP_STATUS = 1,
+	ADMIN_OP_MEMBER_CHANGE = 2,
+	ADMIN_OP_TRANSFER = 3,
+	ADMIN_OP_SNAPSHOT = 4, /* take a snapshot now (operators, tests) */
+};
+
+enum admin_member_change {
+	ADMIN_MEMBER_ADD = 1,         /* learner, catch up, promote */
+	ADMIN_MEMBER_ADD_LEARNER = 2,
+	ADMIN_MEMBER_PROMOTE = 3,
+	ADMIN_MEMBER_REMOVE = 4,
+};
+
+struct node_client;
+
+/* A frame from an admin connection (the client module routes it here). */
+void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size);
+/* The connection went away: drop pending replies to it. */
+void admin_on_client_closed(struct node *n, struct node_client *c);
+
+/* A four-letter word on the client port; writes the answer to `out`.
+ * Returns false for a word keel does not know. */
+bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out);
+
+void admin_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
+			 size_t size);
+void admin_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
+void admin_on_leader_change(struct node *n);
+void admin_tick(struct node *n, uint64_t now_ms);
+void admin_close(struct node *n);
+
+/* GET handler of the metrics/health HTTP endpoint. */
+int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,
+		       const char **content_type);
+
+/* The JSON status document (shared by the admin op and GET /status). */
+void admin_status_json(struct node *n, struct keel_wbuf *w);
+
+#endif

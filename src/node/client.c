@@ -1,0 +1,269 @@
+/*
+ * client.c — the client port: accept, classify, four-letter words, admin
+ * connections, the connection table. ZooKeeper sessions: client_zk.c.
+ */
+#include "node/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "node/admin.h"
+#include "node/client_zk.h"
+#include "os/log.h"
+
+struct node_clients {
+	uv_tcp_t listener;
+	bool listening;
+	struct node_client *head;
+	size_t count;
+	uint64_t next_id;
+	struct keel_hmap by_id;
+	struct net_conn_config cfg;
+	uint64_t closed_packets_received;
+	uint64_t closed_packets_sent;
+};
+
+static bool client_eq(const void *item, const void *key)
+{
+	return ((const struct node_client *)item)->id == *(const uint64_t *)key;
+}
+
+struct node_client *node_client_find(struct node *n, uint64_t id)
+{
+	if (n->clients == NULL || id == 0) {
+		return NULL;
+	}
+	struct node_client *c = keel_hmap_find(&n->clients->by_id, keel_hash_u64(id), client_eq, &id);
+	return c != NULL && !c->conn.closing ? c : NULL;
+}
+
+size_t node_clients_count(struct node *n)
+{
+	return n->clients != NULL ? n->clients->count : 0;
+}
+
+static bool on_bad_prefix(struct net_conn *conn, const uint8_t prefix[4])
+{
+	struct node_client *c = conn->user;
+	struct keel_wbuf out;
+	keel_wbuf_init_dynamic(&out, 1024, 16u << 20);
+	if (!admin_four_letter(c->node, (const char *)prefix, &out)) {
+		keel_wbuf_free(&out);
+		return false; /* not a word we know: treated as a bad length */
+	}
+	c->mode = CLIENT_FOUR_LETTER;
+	net_conn_send_raw(conn, out.data, out.size);
+	keel_wbuf_free(&out);
+	net_conn_close(conn, KEEL_OK, true);
+	return true;
+}
+
+static bool on_frame(struct net_conn *conn, const uint8_t *payload, size_t size)
+{
+	struct node_client *c = conn->user;
+	struct node *n = c->node;
+	c->packets_received++;
+	if (c->mode == CLIENT_NEW) {
+		if (size >= 4 && keel_load_be32(payload) == ADMIN_MAGIC) {
+			c->mode = CLIENT_ADMIN;
+		} else {
+			c->mode = CLIENT_ZK;
+			return zk_conn_on_connect_frame(n, c, payload, size);
+		}
+	}
+	if (c->mode == CLIENT_ADMIN) {
+		admin_on_frame(n, c, payload, size);
+		return !conn->closing;
+	}
+	return zk_conn_on_frame(n, c, payload, size);
+}
+
+static void on_close(struct net_conn *conn, enum keel_err reason)
+{
+	struct node_client *c = conn->user;
+	struct node *n = c->node;
+	struct node_clients *cl = n->clients;
+	if (reason != KEEL_OK && reason != KEEL_SHUTDOWN && c->mode != CLIENT_FOUR_LETTER) {
+		KEEL_DEBUG("client %s closed: %s", conn->peer_addr, keel_strerror(reason));
+	}
+	if (c->mode == CLIENT_ADMIN) {
+		admin_on_client_closed(n, c);
+	}
+	if (c->mode == CLIENT_ZK) {
+		zk_conn_on_close(n, c);
+	}
+	keel_hmap_remove_item(&cl->by_id, keel_hash_u64(c->id), c);
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		cl->head = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	cl->count--;
+	cl->closed_packets_received += c->packets_received;
+	cl->closed_packets_sent += c->packets_sent;
+	free(c);
+}
+
+static const struct net_conn_ops client_ops = {on_frame, on_bad_prefix, on_close};
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct node *n = server->data;
+	struct node_clients *cl = n->clients;
+	if (status != 0 || n->stopping) {
+		return;
+	}
+	struct node_client *c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		return;
+	}
+	c->node = n;
+	c->id = cl->next_id++;
+	c->connected_ms = node_now_ms(n);
+	if (keel_hmap_insert(&cl->by_id, keel_hash_u64(c->id), c) != KEEL_OK) {
+		free(c);
+		return;
+	}
+	c->next = cl->head;
+	if (cl->head != NULL) {
+		cl->head->prev = c;
+	}
+	cl->head = c;
+	cl->count++;
+	n->stats.client_connections_total++;
+	net_conn_accept(&c->conn, &n->nl, server, &cl->cfg, &client_ops, c);
+	if (cl->count > n->cfg.max_client_connections) {
+		KEEL_WARN("client %s refused: %u connections already open", c->conn.peer_addr,
+			  n->cfg.max_client_connections);
+		net_conn_close(&c->conn, KEEL_LIMIT, false);
+	}
+}
+
+enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
+{
+	struct node_clients *cl = calloc(1, sizeof(*cl));
+	if (cl == NULL) {
+		return KEEL_NOMEM;
+	}
+	n->clients = cl;
+	cl->next_id = 1;
+	keel_hmap_init(&cl->by_id, 64);
+	cl->cfg.max_frame_bytes = n->cfg.max_packet_bytes;
+	cl->cfg.max_output_bytes = 64u * n->cfg.max_packet_bytes;
+	cl->cfg.checksummed = false;
+	enum keel_err rc = zk_clients_init(n, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	rc = net_listen(&cl->listener, n->loop, n->cfg.listen, on_connection, n, err, err_size);
+	if (rc == KEEL_OK) {
+		cl->listening = true;
+	}
+	return rc;
+}
+
+void node_clients_close(struct node *n)
+{
+	struct node_clients *cl = n->clients;
+	if (cl == NULL) {
+		return;
+	}
+	if (cl->listening) {
+		uv_close((uv_handle_t *)&cl->listener, NULL);
+		cl->listening = false;
+	}
+	for (struct node_client *c = cl->head; c != NULL; c = c->next) {
+		net_conn_close(&c->conn, KEEL_SHUTDOWN, true);
+	}
+	/* The structures are freed as the closes complete; the table last. */
+	for (int i = 0; i < 100 && cl->count > 0; i++) {
+		uv_run(n->loop, UV_RUN_NOWAIT);
+	}
+	zk_clients_close(n);
+	keel_hmap_close(&cl->by_id);
+	if (cl->count == 0) {
+		free(cl);
+		n->clients = NULL;
+	}
+}
+
+void node_clients_stats(struct node *n, struct node_client_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct node_clients *cl = n->clients;
+	if (cl == NULL) {
+		return;
+	}
+	out->packets_received = cl->closed_packets_received;
+	out->packets_sent = cl->closed_packets_sent;
+	for (struct node_client *c = cl->head; c != NULL; c = c->next) {
+		out->packets_received += c->packets_received;
+		out->packets_sent += c->packets_sent;
+	}
+	zk_clients_stats(n, out);
+}
+
+void node_clients_reset_stats(struct node *n)
+{
+	struct node_clients *cl = n->clients;
+	if (cl == NULL) {
+		return;
+	}
+	cl->closed_packets_received = 0;
+	cl->closed_packets_sent = 0;
+	for (struct node_client *c = cl->head; c != NULL; c = c->next) {
+		c->packets_received = 0;
+		c->packets_sent = 0;
+	}
+	zk_clients_reset_stats(n);
+}
+
+void node_clients_describe(struct node *n, struct keel_wbuf *out, bool detailed)
+{
+	struct node_clients *cl = n->clients;
+	if (cl == NULL) {
+		return;
+	}
+	for (struct node_client *c = cl->head; c != NULL; c = c->next) {
+		if (c->mode != CLIENT_ZK) {
+			continue;
+		}
+		zk_conn_describe(n, c, out, detailed);
+	}
+}
+
+void node_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
+{
+	zk_clients_on_leader_change(n, old_leader, new_leader);
+}
+
+void node_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count)
+{
+	zk_clients_on_reads(n, reads, count);
+}
+
+void node_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
+				size_t size)
+{
+	zk_clients_on_peer_frame(n, from, type, body, size);
+}
+
+void node_clients_tick(struct node *n, uint64_t now_ms)
+{
+	zk_clients_tick(n, now_ms);
+}
+
+void node_clients_after_apply(struct node *n)
+{
+	zk_clients_after_apply(n);
+}
+
+void node_clients_on_snapshot_installed(struct node *n)
+{
+	zk_clients_on_snapshot_installed(n);
+}

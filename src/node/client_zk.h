@@ -1,0 +1,40 @@
+/*
+ * client_zk.h — serving ZooKeeper clients: sessions, requests, watches.
+ *
+ * Called by client.c for connections that speak the ZooKeeper protocol and
+ * by the node for Raft events that concern them (applied entries, read
+ * indexes, leader changes, forwarded requests on peer links).
+ */
+#ifndef KEEL_NODE_CLIENT_ZK_H
+#define KEEL_NODE_CLIENT_ZK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "node/client.h"
+#include "node/entry.h"
+#include "node/node.h"
+
+enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size);
+void zk_clients_close(struct node *n);
+
+/* The first frame of a ZooKeeper connection (a ConnectRequest). */
+bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8_t *payload,
+			      size_t size);
+bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size);
+void zk_conn_on_close(struct node *n, struct node_client *c);
+void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed);
+
+void zk_clients_stats(struct node *n, struct node_client_stats *out);
+void zk_clients_reset_stats(struct node *n);
+void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
+void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
+void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
+			      size_t size);
+void zk_clients_tick(struct node *n, uint64_t now_ms);
+void zk_clients_after_apply(struct node *n);
+void zk_clients_on_snapshot_installed(struct node *n);
+
+#endif

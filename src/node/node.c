@@ -1,0 +1,706 @@
+/*
+ * node.c — the server's loop: start-up, the Raft ready loop, peer messages,
+ * storage completions, the tick, shutdown.
+ *
+ * The ready loop (node_drive) is the only place outputs of the Raft core are
+ * handled, in this order per ready: hand the persist batch to storage, send
+ * messages, apply committed entries, answer reads, note soft state, advance.
+ * Work that must call back into the core (admin waiters completing,
+ * snapshot-read failures) is queued while a ready is open and run after
+ * raft_advance(), because the core forbids calls between ready and advance.
+ *
+ *   start --recover--> FOLLOWER/... (Raft decides) --SIGTERM--> STOPPING
+ *                                                    --storage error--> FAILED
+ */
+#include "node/node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "node/admin.h"
+#include "node/client.h"
+#include "node/entry.h"
+#include "node/fsm.h"
+#include "node/snapshot.h"
+#include "os/clock.h"
+#include "os/log.h"
+
+#define PERSIST_RING 256
+
+static void node_after_advance(struct node *n);
+
+/* The largest peer frame: an AppendEntries at its byte limit (or one entry
+ * at the entry limit) with per-entry overhead, or a snapshot chunk. */
+static size_t peer_max_frame_bytes(const struct raft_options *o)
+{
+	size_t append = (size_t)KEEL_MAX(o->max_append_bytes, o->max_entry_bytes) +
+			(size_t)o->max_append_entries * 64u;
+	size_t chunk = (size_t)o->snapshot_chunk_bytes + 64u * RAFT_MAX_MEMBERS + 1024u;
+	return KEEL_MAX(append, chunk) + 4096u;
+}
+
+uint64_t node_now_ms(const struct node *n)
+{
+	return uv_now(n->loop);
+}
+
+const struct node_addr *node_addr_find(const struct node *n, uint64_t id)
+{
+	for (size_t i = 0; i < n->book.count; i++) {
+		if (n->book.addrs[i].id == id) {
+			return &n->book.addrs[i];
+		}
+	}
+	return NULL;
+}
+
+/* ---- deferred work (runs after raft_advance) ---- */
+
+static void defer_snapshot_failure(struct node *n, uint64_t peer)
+{
+	if (n->deferred_snap_fail_count < KEEL_ARRAY_SIZE(n->deferred_snap_fail)) {
+		n->deferred_snap_fail[n->deferred_snap_fail_count++] = peer;
+	}
+}
+
+static void defer_unreachable(struct node *n, uint64_t peer)
+{
+	for (size_t i = 0; i < n->deferred_unreachable_count; i++) {
+		if (n->deferred_unreachable[i] == peer) {
+			return;
+		}
+	}
+	if (n->deferred_unreachable_count < KEEL_ARRAY_SIZE(n->deferred_unreachable)) {
+		n->deferred_unreachable[n->deferred_unreachable_count++] = peer;
+	}
+}
+
+/* ---- waiters (admin operations on the leader) ---- */
+
+void node_wait_commit(struct node *n, struct node_waiter *w)
+{
+	w->next = NULL;
+	KEEL_ASSERT(n->waiters_tail == NULL || n->waiters_tail->index < w->index);
+	if (n->waiters_tail == NULL) {
+		n->waiters_head = w;
+	} else {
+		n->waiters_tail->next = w;
+	}
+	n->waiters_tail = w;
+}
+
+/* A committed entry at (index, term): waiters up to it are decided. */
+static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
+{
+	while (n->waiters_head != NULL && n->waiters_head->index <= index) {
+		struct node_waiter *w = n->waiters_head;
+		n->waiters_head = w->next;
+		if (n->waiters_head == NULL) {
+			n->waiters_tail = NULL;
+		}
+		w->result = (w->index == index && w->term == term) ? KEEL_OK : KEEL_CANCELED;
+		w->next = NULL;
+		/* Completed after advance (the callback may call into Raft). */
+		if (n->done_tail == NULL) {
+			n->done_head = w;
+		} else {
+			n->done_tail->next = w;
+		}
+		n->done_tail = w;
+	}
+}
+
+static void waiters_fail_all(struct node *n, enum keel_err err)
+{
+	while (n->waiters_head != NULL) {
+		struct node_waiter *w = n->waiters_head;
+		n->waiters_head = w->next;
+		w->result = err;
+		w->next = NULL;
+		if (n->done_tail == NULL) {
+			n->done_head = w;
+		} else {
+			n->done_tail->next = w;
+		}
+		n->done_tail = w;
+	}
+	n->waiters_tail = NULL;
+}
+
+/* ---- sending Raft messages ---- */
+
+static void send_raft_msg(struct node *n, const struct raft_msg *msg)
+{
+	struct raft_msg copy;
+	const struct raft_msg *m = msg;
+	if (msg->type == RAFT_MSG_SNAPSHOT) {
+		/* Fill the chunk from the snapshot file. */
+		copy = *msg;
+		size_t got = 0;
+		enum keel_err rc = node_storage_snapshot_read(
+			n->storage, msg->snapshot.meta.index, msg->snapshot.meta.term,
+			msg->snapshot.offset, n->snapshot_chunk_buf, msg->snapshot.size, &got);
+		if (rc != KEEL_OK || got != msg->snapshot.size) {
+			KEEL_WARN("snapshot %llu for peer %llu: cannot read chunk at %llu (%s)",
+				  (unsigned long long)msg->snapshot.meta.index,
+				  (unsigned long long)msg->to, (unsigned long long)msg->snapshot.offset,
+				  keel_strerror(rc));
+			defer_snapshot_failure(n, msg->to);
+			return;
+		}
+		copy.snapshot.data = n->snapshot_chunk_buf;
+		m = &copy;
+	}
+	size_t mark;
+	struct keel_wbuf *w = peers_send_begin(&n->peers, m->to, PEER_FRAME_RAFT, &mark);
+	if (w == NULL) {
+		defer_unreachable(n, m->to);
+		return;
+	}
+	enum keel_err rc = raft_msg_encode(m, w);
+	KEEL_ASSERT(rc == KEEL_OK);
+	peers_send_end(&n->peers, m->to, mark);
+}
+
+/* ---- soft state ---- */
+
+static void on_soft_state(struct node *n, const struct raft_ready *rd)
+{
+	bool leader_changed = rd->leader != n->leader;
+	uint8_t old_role = n->role;
+	n->role = rd->role;
+	n->term = rd->term;
+	if (leader_changed) {
+		n->stats.leader_changes++;
+		if (rd->leader == n->cfg.id) {
+			KEEL_INFO("became leader in term %llu", (unsigned long long)rd->term);
+		} else if (rd->leader != 0) {
+			KEEL_INFO("following leader %llu in term %llu",
+				  (unsigned long long)rd->leader, (unsigned long long)rd->term);
+		} else {
+			KEEL_INFO("no leader in term %llu (%s)", (unsigned long long)rd->term,
+				  raft_role_name(rd->role));
+		}
+	} else if (old_role != rd->role && rd->role == RAFT_CANDIDATE) {
+		n->stats.elections_seen++;
+		KEEL_INFO("starting election for term %llu", (unsigned long long)rd->term);
+	}
+	uint64_t old_leader = n->leader;
+	n->leader = rd->leader;
+	if (leader_changed) {
+		if (old_leader == n->cfg.id) {
+			/* Lost leadership: admin operations waiting here fail. */
+			waiters_fail_all(n, KEEL_NOTLEADER);
+		}
+		node_clients_on_leader_change(n, old_leader, rd->leader);
+		admin_on_leader_change(n);
+	}
+}
+
+/* ---- the ready loop ---- */
+
+static void handle_ready(struct node *n, struct raft_ready *rd)
+{
+	if (rd->persist_id != 0) {
+		if (rd->install != NULL) {
+			KEEL_INFO("installing snapshot %llu (term %llu, %llu bytes) from the leader",
+				  (unsigned long long)rd->install->meta.index,
+				  (unsigned long long)rd->install->meta.term,
+				  (unsigned long long)rd->install->meta.size_bytes);
+			n->install_persist_id = rd->persist_id;
+			n->install_meta = rd->install->meta;
+		}
+		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = keel_clock_mono_ns();
+		enum keel_err rc = node_storage_submit(n->storage, rd);
+		if (rc != KEEL_OK) {
+			KEEL_ERROR("storage refused a batch (%s): stopping", keel_strerror(rc));
+			n->failed = true;
+		}
+		n->stats.persist_batches++;
+	}
+	for (size_t i = 0; i < rd->n_msgs; i++) {
+		send_raft_msg(n, &rd->msgs[i]);
+	}
+	for (size_t i = 0; i < rd->n_committed; i++) {
+		const struct raft_entry *e = &rd->committed[i];
+		KEEL_ASSERT(e->index == n->applied_index + 1);
+		if (e->type == RAFT_ENTRY_CONFIG) {
+			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
+			KEEL_ASSERT(crc == KEEL_OK);
+		}
+		fsm_apply(n, e);
+		n->applied_index = e->index;
+		n->applied_term = e->term;
+		n->stats.entries_applied++;
+		waiters_on_commit(n, e->index, e->term);
+	}
+	if (rd->n_reads > 0) {
+		node_clients_on_reads(n, rd->reads, rd->n_reads);
+		admin_on_reads(n, rd->reads, rd->n_reads);
+	}
+	n->commit_index = rd->commit;
+	if (rd->soft_state_changed) {
+		on_soft_state(n, rd);
+	}
+}
+
+void node_drive(struct node *n)
+{
+	if (n->in_ready) {
+		n->drive_again = true;
+		return;
+	}
+	if (n->raft == NULL) {
+		return;
+	}
+	do {
+		n->drive_again = false;
+		struct raft_ready rd;
+		while (!n->failed && raft_ready(n->raft, &rd)) {
+			uint64_t applied_before = n->applied_index;
+			n->in_ready = true;
+			handle_ready(n, &rd);
+			raft_advance(n->raft, &rd);
+			n->in_ready = false;
+			if (n->applied_index != applied_before) {
+				raft_applied(n->raft, n->applied_index);
+			}
+			node_after_advance(n);
+		}
+	} while (n->drive_again && !n->failed);
+	if (n->failed && !n->stopping) {
+		KEEL_ERROR("stopping: the server cannot make writes durable");
+		n->exit_code = 1;
+		uv_stop(n->loop);
+	}
+}
+
+static void node_after_advance(struct node *n)
+{
+	for (size_t i = 0; i < n->deferred_snap_fail_count; i++) {
+		raft_report_snapshot(n->raft, n->deferred_snap_fail[i], RAFT_SNAPSHOT_FAILED);
+	}
+	n->deferred_snap_fail_count = 0;
+	for (size_t i = 0; i < n->deferred_unreachable_count; i++) {
+		raft_report_unreachable(n->raft, n->deferred_unreachable[i]);
+	}
+	n->deferred_unreachable_count = 0;
+	while (n->done_head != NULL) {
+		struct node_waiter *w = n->done_head;
+		n->done_head = w->next;
+		if (n->done_head == NULL) {
+			n->done_tail = NULL;
+		}
+		w->next = NULL;
+		w->done(n, w, w->result);
+	}
+	node_clients_after_apply(n);
+	snapshot_maybe_start(n);
+}
+
+enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
+			   uint64_t *term)
+{
+	KEEL_ASSERT(!n->in_ready);
+	enum keel_err rc = raft_propose(n->raft, data, size, index, term);
+	if (rc == KEEL_OK) {
+		n->stats.proposals++;
+	} else {
+		n->stats.proposals_failed++;
+	}
+	return rc;
+}
+
+/* ---- storage completions ---- */
+
+static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
+{
+	struct node *n = ctx;
+	if (err != KEEL_OK) {
+		KEEL_ERROR("storage failed (%s): refusing to acknowledge anything more",
+			   keel_strerror(err));
+		n->failed = true;
+		node_drive(n);
+		return;
+	}
+	uint64_t started = n->persist_submitted_ns[persist_id % PERSIST_RING];
+	if (started != 0) {
+		metrics_hist_observe(&n->stats.append_latency,
+				     (keel_clock_mono_ns() - started) / 1000u);
+	}
+	if (n->install_persist_id == persist_id) {
+		/* The received snapshot is durable: load it before telling Raft. */
+		char path[1024];
+		char msg[256];
+		node_storage_snapshot_path(n->storage, path, sizeof(path));
+		enum keel_err rc = fsm_snapshot_load(n, path, n->install_meta.index, msg, sizeof(msg));
+		if (rc != KEEL_OK) {
+			KEEL_ERROR("cannot load installed snapshot %s: %s", path, msg);
+			n->failed = true;
+			node_drive(n);
+			return;
+		}
+		n->applied_index = n->install_meta.index;
+		n->commit_index = KEEL_MAX(n->commit_index, n->applied_index);
+		n->install_persist_id = 0;
+		n->stats.snapshots_installed++;
+		node_clients_on_snapshot_installed(n);
+		KEEL_INFO("snapshot %llu installed", (unsigned long long)n->install_meta.index);
+	}
+	enum keel_err rc = raft_persisted(n->raft, persist_id);
+	KEEL_ASSERT(rc == KEEL_OK);
+	if (n->applied_index > 0) {
+		raft_applied(n->raft, n->applied_index);
+	}
+	node_drive(n);
+}
+
+/* ---- peer messages ---- */
+
+static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+			    size_t size)
+{
+	struct node *n = ctx;
+	switch (type) {
+	case PEER_FRAME_RAFT: {
+		struct raft_msg msg;
+		enum keel_err rc = raft_msg_decode(body, size, &n->msg_limits, &msg,
+						   n->decode_entries, n->msg_limits.max_entries);
+		if (rc != KEEL_OK || msg.from != from || msg.to != n->cfg.id) {
+			KEEL_WARN("peer %llu: bad Raft message (%s), ignored",
+				  (unsigned long long)from, keel_strerror(rc));
+			return;
+		}
+		rc = raft_step(n->raft, &msg);
+		if (rc != KEEL_OK && rc != KEEL_INVAL) {
+			KEEL_WARN("raft_step: %s", keel_strerror(rc));
+		}
+		node_drive(n);
+		return;
+	}
+	case PEER_FRAME_FORWARD:
+	case PEER_FRAME_FORWARD_REJECT:
+	case PEER_FRAME_SESSION_TOUCH:
+		node_clients_on_peer_frame(n, from, type, body, size);
+		return;
+	case PEER_FRAME_ADMIN:
+	case PEER_FRAME_ADMIN_REPLY:
+		admin_on_peer_frame(n, from, type, body, size);
+		return;
+	default:
+		KEEL_WARN("peer %llu: unknown frame type %u", (unsigned long long)from, type);
+	}
+}
+
+static void on_peer_link(void *ctx, uint64_t id, bool up)
+{
+	struct node *n = ctx;
+	if (!up && n->raft != NULL && !n->in_ready) {
+		raft_report_unreachable(n->raft, id);
+		node_drive(n);
+	}
+}
+
+/* ---- timers and signals ---- */
+
+static void on_tick(uv_timer_t *t)
+{
+	struct node *n = t->data;
+	uint64_t now = node_now_ms(n);
+	raft_tick(n->raft, now);
+	peers_tick(&n->peers, now);
+	node_clients_tick(n, now);
+	admin_tick(n, now);
+	snapshot_tick(n);
+	node_drive(n);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct node *n = s->data;
+	if (n->stopping) {
+		return;
+	}
+	KEEL_INFO("received %s: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	n->stopping = true;
+	uv_stop(n->loop);
+}
+
+/* ---- start-up ---- */
+
+/* The address book at start: --cluster, plus CLUSTER entries in the log
+ * that are not applied yet (so that peers can be dialed before replay). */
+static void book_seed(struct node *n)
+{
+	for (size_t i = 0; i < n->cfg.cluster_count; i++) {
+		if (node_addr_find(n, n->cfg.cluster[i].id) == NULL &&
+		    n->book.count < KEEL_ARRAY_SIZE(n->book.addrs)) {
+			struct node_addr *a = &n->book.addrs[n->book.count++];
+			memset(a, 0, sizeof(*a));
+			a->id = n->cfg.cluster[i].id;
+			snprintf(a->peer_addr, sizeof(a->peer_addr), "%s", n->cfg.cluster[i].peer_addr);
+		}
+	}
+}
+
+void node_book_changed(struct node *n)
+{
+	for (size_t i = 0; i < n->book.count; i++) {
+		const struct node_addr *a = &n->book.addrs[i];
+		if (a->id != n->cfg.id && a->peer_addr[0] != '\0') {
+			peers_set(&n->peers, a->id, a->peer_addr);
+		}
+	}
+	/* Forget peers no longer in the book. */
+	for (size_t i = 0; i < n->peers.count;) {
+		uint64_t id = n->peers.table[i].id;
+		if (node_addr_find(n, id) == NULL) {
+			peers_remove(&n->peers, id);
+		} else {
+			i++;
+		}
+	}
+}
+
+static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_size)
+{
+	struct node_storage_options so = {
+		.data_dir = n->cfg.data_dir,
+		.segment_bytes = n->cfg.segment_bytes,
+		.max_entry_bytes = n->raft_opts.max_entry_bytes,
+		.loop = n->loop,
+		.on_durable = on_durable,
+		.ctx = n,
+		.fsync_hist = &n->stats.fsync_latency,
+	};
+	struct node_recovered rec;
+	memset(&rec, 0, sizeof(rec));
+	enum keel_err rc = node_storage_open(&n->storage, &so, &rec, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	struct keel_wbuf boot;
+	keel_wbuf_init_dynamic(&boot, 0, 1 << 16);
+	struct raft_entry boot_entry;
+	if (rec.empty && !n->cfg.join) {
+		if (n->cfg.cluster_count == 0) {
+			snprintf(err, err_size, "a new server needs --cluster (or --join to be added)");
+			keel_wbuf_free(&boot);
+			return KEEL_CONFIG;
+		}
+		struct raft_config config;
+		memset(&config, 0, sizeof(config));
+		for (size_t i = 0; i < n->cfg.cluster_count; i++) {
+			config.members[i].id = n->cfg.cluster[i].id;
+			config.members[i].role = RAFT_VOTER;
+		}
+		config.count = (uint32_t)n->cfg.cluster_count;
+		/* Sorted by id, as raft_config requires. */
+		for (uint32_t i = 1; i < config.count; i++) {
+			for (uint32_t j = i; j > 0 && config.members[j - 1].id > config.members[j].id;
+			     j--) {
+				struct raft_member t = config.members[j];
+				config.members[j] = config.members[j - 1];
+				config.members[j - 1] = t;
+			}
+		}
+		if (raft_config_role(&config, n->cfg.id) == 0) {
+			snprintf(err, err_size, "--cluster does not list this server's id %llu",
+				 (unsigned long long)n->cfg.id);
+			keel_wbuf_free(&boot);
+			return KEEL_CONFIG;
+		}
+		rc = raft_bootstrap_entry(&config, &boot, &boot_entry);
+		KEEL_ASSERT(rc == KEEL_OK);
+		struct raft_hard_state hs = {.term = 1, .vote = 0};
+		rc = node_storage_bootstrap(n->storage, &boot_entry, &hs, err, err_size);
+		if (rc != KEEL_OK) {
+			keel_wbuf_free(&boot);
+			return rc;
+		}
+		KEEL_INFO("bootstrapped a new cluster of %u voters", config.count);
+		rec.hard_state = hs;
+		rec.entries = &boot_entry;
+		rec.n_entries = 1;
+	}
+	if (rec.has_snapshot) {
+		char msg[256];
+		rc = fsm_snapshot_load(n, rec.snapshot_path, rec.snapshot.index, msg, sizeof(msg));
+		if (rc != KEEL_OK) {
+			snprintf(err, err_size, "cannot load snapshot %s: %s", rec.snapshot_path, msg);
+			keel_wbuf_free(&boot);
+			return rc;
+		}
+		n->applied_index = rec.snapshot.index;
+		n->commit_index = rec.snapshot.index;
+		n->snapshot_index = rec.snapshot.index;
+		KEEL_INFO("loaded snapshot %llu (term %llu)", (unsigned long long)rec.snapshot.index,
+			  (unsigned long long)rec.snapshot.term);
+	}
+	book_seed(n);
+	/* Addresses from log entries not yet applied. */
+	for (size_t i = 0; i < rec.n_entries; i++) {
+		const struct raft_entry *e = &rec.entries[i];
+		if (e->type == RAFT_ENTRY_NORMAL) {
+			struct node_entry ne;
+			if (node_entry_decode(e->data, e->size, &ne) == KEEL_OK &&
+			    ne.kind == NODE_ENTRY_CLUSTER) {
+				fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, false);
+			}
+		}
+	}
+	rc = raft_restore(n->raft, &rec.hard_state, rec.has_snapshot ? &rec.snapshot : NULL,
+			  rec.entries, rec.n_entries);
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "the log on disk does not fit together (%s)",
+			 keel_strerror(rc));
+	} else {
+		KEEL_INFO("recovered term %llu, %zu log entries%s", (unsigned long long)rec.hard_state.term,
+			  rec.n_entries, rec.has_snapshot ? " after the snapshot" : "");
+	}
+	if (rec.entries != &boot_entry) {
+		node_storage_release_recovered(n->storage, &rec);
+	}
+	keel_wbuf_free(&boot);
+	return rc;
+}
+
+enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
+			size_t err_size)
+{
+	memset(n, 0, sizeof(*n));
+	n->cfg = *cfg;
+	n->loop = loop;
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "id=%llu", (unsigned long long)cfg->id);
+	keel_log_set_prefix(prefix);
+	keel_log_set_level((enum keel_log_level)keel_log_parse_level(cfg->log_level));
+	uv_update_time(loop);
+	n->start_ms = node_now_ms(n);
+
+	enum keel_err rc = net_loop_init(&n->nl, loop);
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "cannot set up the event loop");
+		return rc;
+	}
+	raft_options_default(&n->raft_opts);
+	n->raft_opts.id = cfg->id;
+	uint64_t seed;
+	keel_os_random(&seed, sizeof(seed));
+	keel_rng_seed(&n->raft_opts.rng, seed);
+	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
+	n->raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
+	n->raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
+	n->raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
+	n->raft_opts.max_entry_bytes = cfg->max_packet_bytes + 4096;
+	raft_options_msg_limits(&n->raft_opts, &n->msg_limits);
+	n->decode_entries = calloc(n->msg_limits.max_entries, sizeof(struct raft_entry));
+	n->snapshot_chunk_buf = malloc(cfg->snapshot_chunk_bytes);
+	if (n->decode_entries == NULL || n->snapshot_chunk_buf == NULL) {
+		snprintf(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
+	rc = raft_init(&n->raft, &n->raft_opts);
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "invalid Raft options (%s)", keel_strerror(rc));
+		return rc;
+	}
+	rc = fsm_create(n, &n->fsm);
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "cannot create the state machine (%s)", keel_strerror(rc));
+		return rc;
+	}
+	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
+			peer_max_frame_bytes(&n->raft_opts), on_peer_message, on_peer_link, n,
+			err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	rc = recover_and_restore(n, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	node_book_changed(n);
+	rc = node_clients_init(n, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	if (cfg->metrics_listen[0] != '\0') {
+		rc = http_server_start(&n->http, loop, cfg->metrics_listen, admin_http_handler, n, err,
+				       err_size);
+		if (rc != KEEL_OK) {
+			return rc;
+		}
+		n->http_running = true;
+	}
+	uv_timer_init(loop, &n->tick_timer);
+	n->tick_timer.data = n;
+	uint64_t tick = KEEL_MAX(cfg->heartbeat_ms / 2, 5u);
+	uv_timer_start(&n->tick_timer, on_tick, tick, tick);
+	uv_signal_init(loop, &n->sigterm);
+	uv_signal_init(loop, &n->sigint);
+	n->sigterm.data = n;
+	n->sigint.data = n;
+	uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&n->sigint, on_signal, SIGINT);
+	KEEL_INFO("keel server %llu: clients on %s, peers on %s%s%s, data in %s",
+		  (unsigned long long)cfg->id, cfg->listen, cfg->peer_listen,
+		  cfg->metrics_listen[0] ? ", metrics on " : "", cfg->metrics_listen,
+		  cfg->data_dir);
+	raft_tick(n->raft, node_now_ms(n));
+	node_drive(n);
+	return KEEL_OK;
+}
+
+int node_run(struct node *n)
+{
+	uv_run(n->loop, UV_RUN_DEFAULT);
+	return n->exit_code;
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h)) {
+		uv_close(h, NULL);
+	}
+}
+
+void node_close(struct node *n)
+{
+	n->stopping = true;
+	uv_timer_stop(&n->tick_timer);
+	node_clients_close(n);
+	admin_close(n);
+	peers_close(&n->peers);
+	if (n->http_running) {
+		http_server_close(&n->http);
+	}
+	snapshot_close(n);
+	/* Let closes and in-flight writes finish, then stop the storage thread
+	 * (which waits for queued batches to be synced). */
+	for (int i = 0; i < 50 && uv_run(n->loop, UV_RUN_NOWAIT) != 0; i++) {
+		uv_sleep(2);
+	}
+	if (n->storage != NULL) {
+		node_storage_close(n->storage);
+		n->storage = NULL;
+	}
+	net_loop_close(&n->nl);
+	uv_walk(n->loop, close_walk, NULL);
+	uv_run(n->loop, UV_RUN_DEFAULT);
+	if (n->raft != NULL) {
+		raft_close(n->raft);
+		n->raft = NULL;
+	}
+	if (n->fsm != NULL) {
+		fsm_destroy(n->fsm);
+		n->fsm = NULL;
+	}
+	free(n->decode_entries);
+	free(n->snapshot_chunk_buf);
+	KEEL_INFO("stopped");
+}

@@ -1,0 +1,181 @@
+/*
+ * node.h — a keel server: one libuv loop wiring Raft, storage, peers, the
+ * client port and the state machine.
+ *
+ * Threads: the loop thread runs everything here; the storage thread (see
+ * storage.h) writes and syncs the WAL; snapshots are written by a forked
+ * child. Ordering rules kept here (DESIGN.md), asserted where they can break:
+ *   - the Raft core releases only messages whose state is durable, and the
+ *     leader counts itself only after its own fsync (raft.h); the node
+ *     reports durability strictly in persist order;
+ *   - committed entries are applied in index order exactly once
+ *     (KEEL_ASSERT on applied_index + 1 == entry index);
+ *   - a client's write is answered only after the entry is applied on the
+ *     server the client is connected to.
+ *
+ * Lifecycle:  node_init -> node_run (until SIGTERM/SIGINT) -> node_close.
+ */
+#ifndef KEEL_NODE_NODE_H
+#define KEEL_NODE_NODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/err.h"
+#include "base/hash.h"
+#include "net/http.h"
+#include "net/net.h"
+#include "node/config.h"
+#include "node/metrics.h"
+#include "node/peers.h"
+#include "node/storage.h"
+#include "raft/raft.h"
+
+struct node_client;
+struct node_admin_conn;
+
+/* The address book: where each server's peer and client ports are. Part of
+ * the replicated state (changed by NODE_ENTRY_CLUSTER entries). */
+struct node_addr {
+	uint64_t id;
+	char peer_addr[NODE_ADDR_SIZE];
+	char client_addr[NODE_ADDR_SIZE];
+};
+
+struct node_addr_book {
+	struct node_addr addrs[PEERS_MAX];
+	size_t count;
+};
+
+/* Something waiting for its Raft entry to commit (admin operations on the
+ * leader). Matched by (index, term) in commit order. */
+struct node;
+
+struct node_waiter {
+	uint64_t index;
+	uint64_t term;
+	void (*done)(struct node *n, struct node_waiter *w, enum keel_err err);
+	void *ctx;
+	uint64_t ctx_id;
+	enum keel_err result;
+	struct node_waiter *next;
+};
+
+struct node_stats {
+	uint64_t proposals;
+	uint64_t proposals_failed;
+	uint64_t entries_applied;
+	uint64_t elections_seen;
+	uint64_t leader_changes;
+	uint64_t persist_batches;
+	uint64_t snapshots_taken;
+	uint64_t snapshots_installed;
+	uint64_t client_connections_total;
+	uint64_t requests;
+	struct metrics_hist append_latency;  /* submit -> durable, per batch */
+	struct metrics_hist fsync_latency;   /* storage thread's fdatasync */
+	struct metrics_hist commit_latency;  /* propose -> applied (local writes) */
+	struct metrics_hist request_latency; /* client request -> reply */
+};
+
+struct node {
+	struct node_config cfg;
+	uv_loop_t *loop;
+	struct net_loop nl;
+	struct peers peers;
+	uv_tcp_t client_listener;
+	bool client_listening;
+	struct http_server http;
+	bool http_running;
+	uv_timer_t tick_timer;
+	uv_signal_t sigterm;
+	uv_signal_t sigint;
+	uint64_t start_ms;
+
+	struct node_storage *storage;
+	struct raft *raft;
+	struct raft_options raft_opts;
+	struct raft_msg_limits msg_limits;
+	struct raft_entry *decode_entries; /* scratch for raft_msg_decode */
+	uint8_t *snapshot_chunk_buf;
+
+	/* Soft state from the last ready. */
+	uint8_t role;
+	uint64_t leader;
+	uint64_t term;
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t applied_term;             /* term of the entry at applied_index */
+	struct raft_config applied_config; /* membership in force at applied_index */
+	bool in_ready;    /* between raft_ready and raft_advance */
+	bool drive_again; /* node_drive was asked for while in_ready */
+
+	/* Work for after raft_advance (the core forbids calls before). */
+	uint64_t deferred_snap_fail[PEERS_MAX];
+	size_t deferred_snap_fail_count;
+	uint64_t deferred_unreachable[PEERS_MAX];
+	size_t deferred_unreachable_count;
+	struct node_waiter *done_head;
+	struct node_waiter *done_tail;
+
+	/* A snapshot received from the leader, being made durable. */
+	uint64_t install_persist_id;
+	struct raft_snapshot_meta install_meta;
+
+	/* Our own snapshots (node/snapshot.c). */
+	uint64_t snapshot_index;
+	struct node_snapshotter *snapshotter;
+	struct node_admin *admin;
+
+	/* Persist batches in flight: submit time per id, for latency. */
+	uint64_t persist_submitted_ns[256];
+
+	/* The replicated state machine (besides the address book). */
+	struct node_addr_book book;
+	struct node_fsm *fsm;
+
+	/* Admin waiters (leader) in index order. */
+	struct node_waiter *waiters_head;
+	struct node_waiter *waiters_tail;
+
+	/* Client side. */
+	struct node_clients *clients;
+
+	struct node_stats stats;
+	bool stopping;
+	bool failed; /* storage failed: stop serving */
+	int exit_code;
+};
+
+/* Sets up everything (storage recovery, Raft restore, listeners). On error
+ * writes a message for the operator and returns non-OK. */
+enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
+			size_t err_size);
+
+/* Runs the loop until shutdown; returns the process exit code. */
+int node_run(struct node *n);
+
+void node_close(struct node *n);
+
+/* Drives the Raft core: collects and handles every ready. Call after any
+ * input (step, tick, propose, persisted). Safe to call re-entrantly: a call
+ * made while a ready is being handled is folded into the running one. */
+void node_drive(struct node *n);
+
+/* Proposes `data` (an encoded envelope) on the leader. */
+enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
+			   uint64_t *term);
+
+/* Adds a waiter for (index, term); `w` stays owned by the caller until done. */
+void node_wait_commit(struct node *n, struct node_waiter *w);
+
+/* Monotonic milliseconds of the loop. */
+uint64_t node_now_ms(const struct node *n);
+
+const struct node_addr *node_addr_find(const struct node *n, uint64_t id);
+
+/* The address book changed: update peer links. */
+void node_book_changed(struct node *n);
+
+#endif

@@ -1,0 +1,249 @@
+"""Test harness: real `keel server` processes on loopback.
+
+A Cluster owns N servers with their data directories under a temp dir, ports
+picked free at start, and helpers to kill -9, pause (SIGSTOP), restart,
+query roles through the four-letter words and the admin protocol, and wait
+for conditions with deadlines. Every server's stderr goes to a log file that
+is printed when a test fails (see conftest.py).
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+KEEL = os.environ.get("KEEL", os.path.join(os.path.dirname(__file__), "..", "..", "build", "keel"))
+ADMIN_MAGIC = 0x4B45454C
+
+
+def free_ports(count):
+    """Returns `count` distinct free TCP ports on 127.0.0.1."""
+    socks, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def four_letter(addr, word, timeout=2.0):
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(word.encode())
+        chunks = []
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks).decode(errors="replace")
+
+
+def _recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        b = s.recv(n - len(buf))
+        if not b:
+            raise ConnectionError("closed")
+        buf += b
+    return buf
+
+
+def admin_call(addr, op, body=b"", timeout=10.0):
+    """One admin request; returns (err, message, body)."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        payload = struct.pack(">IBBQ", ADMIN_MAGIC, 1, op, 1) + body
+        s.sendall(struct.pack(">I", len(payload)) + payload)
+        (n,) = struct.unpack(">I", _recv_exact(s, 4))
+        resp = _recv_exact(s, n)
+    magic, _ver, _op, _rid, err, mlen = struct.unpack(">IBBQIH", resp[:20])
+    assert magic == ADMIN_MAGIC
+    msg = resp[20:20 + mlen].decode()
+    return err, msg, resp[20 + mlen:]
+
+
+class Server:
+    def __init__(self, cluster, sid, client_port, peer_port, metrics_port):
+        self.cluster = cluster
+        self.id = sid
+        self.client_port = client_port
+        self.peer_port = peer_port
+        self.metrics_port = metrics_port
+        self.data_dir = os.path.join(cluster.root, "node%d" % sid)
+        self.log_path = os.path.join(cluster.root, "node%d.log" % sid)
+        self.proc = None
+        self.paused = False
+        self.extra_args = []
+
+    @property
+    def client_addr(self):
+        return "127.0.0.1:%d" % self.client_port
+
+    @property
+    def peer_addr(self):
+        return "127.0.0.1:%d" % self.peer_port
+
+    def start(self, join=False, cluster_arg=None):
+        os.makedirs(self.data_dir, exist_ok=True)
+        args = [KEEL, "server", "--id", str(self.id), "--data-dir", self.data_dir,
+                "--listen", self.client_addr, "--peer-listen", self.peer_addr,
+                "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
+                "--cluster", cluster_arg or self.cluster.cluster_arg()]
+        if join:
+            args.append("--join")
+        args += self.cluster.server_args + self.extra_args
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        log.close()
+        self.paused = False
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        if self.alive():
+            if self.paused:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+        self.paused = False
+
+    def stop(self, timeout=15):
+        if self.alive():
+            if self.paused:
+                self.proc.send_signal(signal.SIGCONT)
+                self.paused = False
+            self.proc.terminate()
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("server %d did not stop on SIGTERM" % self.id)
+        return None
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def wipe(self):
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def status(self, timeout=3.0):
+        err, msg, body = admin_call(self.client_addr, 1, timeout=timeout)
+        assert err == 0, msg
+        return json.loads(body)
+
+    def srvr(self):
+        return four_letter(self.client_addr, "srvr")
+
+    def mode(self):
+        """The Mode: line of srvr, or None when unreachable."""
+        try:
+            for line in self.srvr().splitlines():
+                if line.startswith("Mode:"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            return None
+        return None
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+
+class Cluster:
+    def __init__(self, size, server_args=None, root=None):
+        self.root = root or tempfile.mkdtemp(prefix="keel-it-")
+        self.server_args = server_args or ["--election-timeout-ms", "1000",
+                                           "--heartbeat-ms", "100"]
+        self.servers = {}
+        for sid in range(1, size + 1):
+            self.add_server(sid)
+
+    def add_server(self, sid):
+        ports = free_ports(3)
+        srv = Server(self, sid, *ports)
+        self.servers[sid] = srv
+        return srv
+
+    def cluster_arg(self, ids=None):
+        ids = ids if ids is not None else sorted(self.servers)
+        return ",".join("%d=%s" % (i, self.servers[i].peer_addr) for i in ids)
+
+    def connect_string(self, ids=None):
+        ids = ids if ids is not None else sorted(self.servers)
+        return ",".join(self.servers[i].client_addr for i in ids)
+
+    def start(self, ids=None):
+        for sid in (ids or sorted(self.servers)):
+            self.servers[sid].start()
+
+    def live(self):
+        return [s for s in self.servers.values() if s.alive() and not s.paused]
+
+    def leaders(self):
+        return [s for s in self.live() if s.mode() == "leader"]
+
+    def wait_leader(self, timeout=15.0, exclude=()):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            leaders = [s for s in self.leaders() if s.id not in exclude]
+            if len(leaders) == 1:
+                # Everyone live agrees on the leader id.
+                return leaders[0]
+            time.sleep(0.05)
+        raise AssertionError("no single leader within %.1fs: %s" % (
+            timeout, {s.id: s.mode() for s in self.live()}))
+
+    def wait(self, cond, timeout=15.0, what="condition", interval=0.05):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                last = cond()
+                if last:
+                    return last
+            except (OSError, AssertionError, ValueError) as e:
+                last = e
+            time.sleep(interval)
+        raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+    def stop(self):
+        for s in self.servers.values():
+            try:
+                s.stop()
+            except AssertionError:
+                pass
+            if s.alive():
+                s.kill()
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def dump_logs(self, tail=80):
+        out = []
+        for s in self.servers.values():
+            lines = s.log().splitlines()[-tail:]
+            out.append("---- server %d (%s) ----\n%s" % (s.id, s.log_path, "\n".join(lines)))
+        return "\n".join(out)
