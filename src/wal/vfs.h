@@ -287,6 +287,10 @@ void wal_vfs_fault_set_fail_rate(struct wal_vfs *vfs, enum wal_vfs_op op, uint64
  * num/den. The stored contents are not changed. */
 void wal_vfs_fault_set_read_flip_rate(struct wal_vfs *vfs, uint64_t num, uint64_t den);
 
+/* The nth read from now on (1 = the next one) flips one random bit of the
+ * data it returns (stored bytes untouched). 0 cancels. */
+void wal_vfs_fault_flip_nth_read(struct wal_vfs *vfs, uint64_t nth);
+
 /* After `mutations` more mutating calls (write, datasync, truncate, allocate,
  * create, rename, unlink, sync_dir, mkdir) the power goes off: the call that
  * would be number mutations+1 and everything after it fails with KEEL_IO and

@@ -98,6 +98,7 @@ struct fault_vfs {
 	uint64_t fail_den[WAL_VFS_OP_COUNT];
 	uint64_t flip_num;
 	uint64_t flip_den;
+	uint64_t flip_nth;
 	bool power_armed;
 	uint64_t power_budget;
 	bool powered_off;
@@ -608,7 +609,9 @@ static enum keel_err fault_pwrite(struct wal_vfs_file *file, const void *buf, si
 
 static void maybe_flip(struct fault_vfs *fv, uint8_t *buf, size_t size)
 {
-	if (fv->flip_den == 0 || size == 0 || !keel_rng_chance(fv->rng, fv->flip_num, fv->flip_den)) {
+	bool scripted = fv->flip_nth > 0 && --fv->flip_nth == 0;
+	bool random = fv->flip_den > 0 && keel_rng_chance(fv->rng, fv->flip_num, fv->flip_den);
+	if (size == 0 || !(scripted || random)) {
 		return;
 	}
 	uint64_t bit = keel_rng_below(fv->rng, (uint64_t)size * 8);
@@ -1041,6 +1044,14 @@ void wal_vfs_fault_set_read_flip_rate(struct wal_vfs *vfs, uint64_t num, uint64_
 	pthread_mutex_lock(&fv->mutex);
 	fv->flip_num = num;
 	fv->flip_den = num == 0 ? 0 : den;
+	pthread_mutex_unlock(&fv->mutex);
+}
+
+void wal_vfs_fault_flip_nth_read(struct wal_vfs *vfs, uint64_t nth)
+{
+	struct fault_vfs *fv = fault_of(vfs);
+	pthread_mutex_lock(&fv->mutex);
+	fv->flip_nth = nth;
 	pthread_mutex_unlock(&fv->mutex);
 }
 
