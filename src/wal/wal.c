@@ -215,8 +215,24 @@ static enum keel_err create_spare(struct wal *wal, uint64_t generation, bool syn
 	return KEEL_OK;
 }
 
-enum keel_err wal_prepare_spare(struct wal *wal)
+/* Abandons a half-prepared spare (its file is removed, best effort). */
+static void drop_preparing(struct wal *wal)
 {
+	if (wal->preparing == NULL) {
+		return;
+	}
+	wal_vfs_close(wal->preparing);
+	wal->preparing = NULL;
+	char name[WAL_NAME_MAX];
+	char path[WAL_VFS_PATH_MAX];
+	wal_spare_name(name, wal->preparing_generation);
+	wal_path(path, wal->dir, name);
+	(void)wal_vfs_unlink(wal->config.vfs, path);
+}
+
+enum keel_err wal_prepare_spare_step(struct wal *wal, uint64_t budget_bytes, bool *done)
+{
+	*done = true;
 	enum keel_err err = refuse_if_failed(wal);
 	if (err != KEEL_OK || wal->config.prealloc == WAL_PREALLOC_NONE ||
 	    wal->spare_count >= wal->config.spare_segments) {
@@ -226,15 +242,58 @@ enum keel_err wal_prepare_spare(struct wal *wal)
 		      sizeof(uint64_t))) {
 		return wal_fail(wal->errmsg, KEEL_NOMEM, "wal: no memory for the spare list");
 	}
-	uint64_t generation = wal->next_generation++;
-	struct wal_vfs_file *f;
-	err = create_spare(wal, generation, true, &f);
+	char name[WAL_NAME_MAX];
+	char path[WAL_VFS_PATH_MAX];
+	if (wal->preparing == NULL) {
+		wal->preparing_generation = wal->next_generation++;
+		wal->preparing_offset = 0;
+		wal_spare_name(name, wal->preparing_generation);
+		wal_path(path, wal->dir, name);
+		err = wal_vfs_open(wal->config.vfs, path, WAL_VFS_CREATE | WAL_VFS_EXCLUSIVE,
+				   &wal->preparing);
+		if (err != KEEL_OK) {
+			wal->preparing = NULL;
+			return wal_fail_io(wal->errmsg, err, "wal: create %s", path);
+		}
+	}
+	uint64_t size = wal->config.segment_size_bytes;
+	if (wal->config.prealloc == WAL_PREALLOC_FALLOCATE) {
+		err = wal_vfs_allocate(wal->preparing, size);
+		wal->preparing_offset = size;
+	} else {
+		uint64_t n = KEEL_MIN(budget_bytes, size - wal->preparing_offset);
+		err = wal_vfs_write_zeros(wal->preparing, wal->preparing_offset, n);
+		wal->preparing_offset += n;
+	}
+	if (err == KEEL_OK && wal->preparing_offset == size) {
+		err = wal_vfs_datasync(wal->preparing);
+		if (err == KEEL_OK) {
+			wal_vfs_close(wal->preparing);
+			wal->preparing = NULL;
+			wal->spares[wal->spare_count++] = wal->preparing_generation;
+			*done = wal->spare_count >= wal->config.spare_segments;
+			return KEEL_OK;
+		}
+	}
 	if (err != KEEL_OK) {
+		wal_spare_name(name, wal->preparing_generation);
+		wal_fail_io(wal->errmsg, err, "wal: preallocate %s", name);
+		drop_preparing(wal);
 		return err; /* not sticky: no log data was involved */
 	}
-	wal_vfs_close(f);
-	wal->spares[wal->spare_count++] = generation;
+	*done = false;
 	return KEEL_OK;
+}
+
+enum keel_err wal_prepare_spare(struct wal *wal)
+{
+	bool done = false;
+	enum keel_err err = KEEL_OK;
+	uint64_t target = wal->spare_count + 1;
+	while (err == KEEL_OK && !done && wal->spare_count < target) {
+		err = wal_prepare_spare_step(wal, UINT64_MAX, &done);
+	}
+	return err;
 }
 
 /* Moves every segment at or after first_index to the obsolete list and
@@ -736,6 +795,10 @@ void wal_close(struct wal *wal)
 	if (wal->active != NULL) {
 		wal_vfs_close(wal->active);
 		wal->active = NULL;
+	}
+	if (wal->preparing != NULL) { /* a partial spare: removed at the next open */
+		wal_vfs_close(wal->preparing);
+		wal->preparing = NULL;
 	}
 	free(wal->segments);
 	free(wal->obsolete);

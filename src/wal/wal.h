@@ -142,6 +142,11 @@ struct wal {
 	uint8_t *buf;
 	size_t buf_used;
 	size_t buf_capacity;
+
+	/* A spare being zero-filled step by step (wal_prepare_spare_step). */
+	struct wal_vfs_file *preparing;
+	uint64_t preparing_generation;
+	uint64_t preparing_offset;
 };
 
 /*
@@ -193,6 +198,11 @@ enum keel_err wal_reset(struct wal *wal, uint64_t snapshot_index, uint64_t snaps
  * preallocation is off. A failure here is not sticky (no log data is
  * involved): the partial file is removed. */
 enum keel_err wal_prepare_spare(struct wal *wal);
+
+/* The same in steps of at most budget_bytes of zero-filling, so that the
+ * storage thread can check for new batches in between; *done is true when
+ * nothing (more) is needed right now. */
+enum keel_err wal_prepare_spare_step(struct wal *wal, uint64_t budget_bytes, bool *done);
 
 bool wal_failed(const struct wal *wal);
 uint64_t wal_last_index(const struct wal *wal);
