@@ -18,6 +18,7 @@
 const struct cli_command cli_commands[] = {
 	{"server", cli_server, "run a keel server (Raft member, ZooKeeper port)"},
 	{"version", cli_version, "print the version"},
+	{"wal", cli_wal, "inspect a write-ahead log (wal dump --data-dir DIR)"},
 	{NULL, NULL, NULL},
 };
 

@@ -62,6 +62,7 @@ struct recovery {
 	struct wal *wal;
 	struct wal_recovered *out;
 	char *errmsg;
+	bool dry_run; /* wal_check: decide, change nothing */
 
 	uint64_t *generations; /* from seg-G names */
 	size_t generation_count;
@@ -170,7 +171,7 @@ static enum keel_err check_spares(struct recovery *rc)
 		if (wal->config.prealloc != WAL_PREALLOC_NONE && kept < wal->config.spare_segments) {
 			struct wal_vfs_file *f;
 			uint64_t size = 0;
-			if (wal_vfs_open(wal->config.vfs, path, 0, &f) == KEEL_OK) {
+			if (wal_vfs_open(wal->config.vfs, path, WAL_VFS_READ_ONLY, &f) == KEEL_OK) {
 				keep = wal_vfs_size(f, &size) == KEEL_OK &&
 				       size == wal->config.segment_size_bytes;
 				wal_vfs_close(f);
@@ -178,6 +179,9 @@ static enum keel_err check_spares(struct recovery *rc)
 		}
 		if (keep) {
 			wal->spares[kept++] = wal->spares[i];
+			continue;
+		}
+		if (rc->dry_run) {
 			continue;
 		}
 		enum keel_err err = wal_vfs_unlink(wal->config.vfs, path);
@@ -202,7 +206,7 @@ static enum keel_err scan_directory(struct recovery *rc)
 	if (rc->list_nomem) {
 		return wal_fail(rc->errmsg, KEEL_NOMEM, "wal: no memory to list %s", wal->dir);
 	}
-	for (size_t i = 0; i < rc->leftover_count; i++) {
+	for (size_t i = 0; !rc->dry_run && i < rc->leftover_count; i++) {
 		char path[WAL_VFS_PATH_MAX];
 		wal_path(path, wal->dir, rc->leftovers[i]);
 		err = wal_vfs_unlink(wal->config.vfs, path);
@@ -211,7 +215,8 @@ static enum keel_err scan_directory(struct recovery *rc)
 		}
 	}
 	if (rc->leftover_count > 0) {
-		note(rc, "removed %zu unfinished temp file(s)", rc->leftover_count);
+		note(rc, "%s %zu unfinished temp file(s)", rc->dry_run ? "would remove" : "removed",
+		     rc->leftover_count);
 	}
 	if (rc->generation_count > 1) {
 		qsort(rc->generations, rc->generation_count, sizeof(uint64_t), compare_u64);
@@ -252,6 +257,11 @@ static enum keel_err load_snapshot(struct recovery *rc)
 			break;
 		}
 		/* Damaged: set it aside so that nothing ever counts on it. */
+		if (rc->dry_run) {
+			note(rc, "snapshot %s is damaged (%s)", list->items[i].name, why);
+			err = KEEL_OK;
+			continue;
+		}
 		char from[WAL_VFS_PATH_MAX];
 		char to[WAL_VFS_PATH_MAX];
 		char corrupt_name[WAL_NAME_MAX + 8];
@@ -672,9 +682,12 @@ void wal_recovered_free(struct wal_recovered *r)
 static enum keel_err recover(struct recovery *rc)
 {
 	struct wal *wal = rc->wal;
-	enum keel_err err = wal_vfs_mkdir(wal->config.vfs, wal->dir);
-	if (err != KEEL_OK && err != KEEL_EXIST) {
-		return wal_fail_io(rc->errmsg, err, "wal: create directory %s", wal->dir);
+	enum keel_err err = KEEL_OK;
+	if (!rc->dry_run) {
+		err = wal_vfs_mkdir(wal->config.vfs, wal->dir);
+		if (err != KEEL_OK && err != KEEL_EXIST) {
+			return wal_fail_io(rc->errmsg, err, "wal: create directory %s", wal->dir);
+		}
 	}
 	err = scan_directory(rc);
 	if (err == KEEL_OK) {
@@ -693,7 +706,7 @@ static enum keel_err recover(struct recovery *rc)
 	if (err == KEEL_OK) {
 		err = check_terms(rc);
 	}
-	if (err == KEEL_OK) {
+	if (err == KEEL_OK && !rc->dry_run) {
 		err = sync_recovered(rc);
 	}
 	if (err == KEEL_OK) {
@@ -702,8 +715,8 @@ static enum keel_err recover(struct recovery *rc)
 	return err;
 }
 
-enum keel_err wal_open(struct wal *wal, const struct wal_config *config,
-		       struct wal_recovered *out)
+static enum keel_err open_or_check(struct wal *wal, const struct wal_config *config,
+				   struct wal_recovered *out, bool dry_run)
 {
 	memset(wal, 0, sizeof(*wal));
 	memset(out, 0, sizeof(*out));
@@ -720,17 +733,39 @@ enum keel_err wal_open(struct wal *wal, const struct wal_config *config,
 	if (wal->buf == NULL) {
 		return wal_fail(wal->errmsg, KEEL_NOMEM, "wal: no memory for the write buffer");
 	}
-	struct recovery rc = {.wal = wal, .out = out, .errmsg = wal->errmsg};
+	struct recovery rc = {.wal = wal, .out = out, .errmsg = wal->errmsg, .dry_run = dry_run};
 	err = recover(&rc);
 	free(rc.generations);
 	free(rc.leftovers);
 	free(rc.segments);
 	free(rc.chain);
-	if (err != KEEL_OK) {
+	if (err != KEEL_OK || dry_run) {
 		free_state(wal);
+	}
+	if (err != KEEL_OK) {
 		wal_recovered_free(out);
 		return err;
 	}
-	wal->open = true;
+	wal->open = !dry_run;
 	return KEEL_OK;
+}
+
+enum keel_err wal_open(struct wal *wal, const struct wal_config *config,
+		       struct wal_recovered *out)
+{
+	return open_or_check(wal, config, out, false);
+}
+
+enum keel_err wal_check(const struct wal_config *config, struct wal_recovered *out,
+			char errmsg[WAL_ERRMSG_SIZE])
+{
+	struct wal *wal = malloc(sizeof(*wal));
+	if (wal == NULL) {
+		memset(out, 0, sizeof(*out));
+		return wal_fail(errmsg, KEEL_NOMEM, "wal: no memory");
+	}
+	enum keel_err err = open_or_check(wal, config, out, true);
+	memcpy(errmsg, wal->errmsg, WAL_ERRMSG_SIZE);
+	free(wal);
+	return err;
 }

@@ -159,6 +159,13 @@ struct wal {
 enum keel_err wal_open(struct wal *wal, const struct wal_config *config,
 		       struct wal_recovered *out);
 
+/* What wal_open() would decide, without changing anything on disk (no
+ * directory creation, no temp file removal, no renames, no syncs): for
+ * operators' tools. On KEEL_OK `out` is filled (free it); on error errmsg
+ * holds the same message wal_open() would give. */
+enum keel_err wal_check(const struct wal_config *config, struct wal_recovered *out,
+			char errmsg[WAL_ERRMSG_SIZE]);
+
 /* Closes files and frees memory. Does not sync: what was not synced may be
  * lost, as in a crash. */
 void wal_close(struct wal *wal);
