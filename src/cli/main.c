@@ -23,6 +23,7 @@ const struct cli_command cli_commands[] = {
 	{"leader", cli_leader, "leader transfer ID: hand leadership to another voter"},
 	{"snapshot", cli_snapshot, "ask servers to write a snapshot now"},
 	{"version", cli_version, "print the version"},
+	{"wal", cli_wal, "inspect a write-ahead log (wal dump --data-dir DIR)"},
 	{NULL, NULL, NULL},
 };
 

@@ -17,6 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+#undef MAX_INPUT /* <limits.h> defines one (terminal input queue) under _GNU_SOURCE */
 #define MAX_INPUT 65536
 #define MAX_SEEDS 256
 
