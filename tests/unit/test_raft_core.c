@@ -1,0 +1,292 @@
+/*
+ * Unit tests of the Raft core: one test per rule of the paper (and of the
+ * extensions keel relies on), each on a small harness cluster.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_raft_harness.h"
+
+static struct th_cluster cl;
+
+static int teardown(void **state)
+{
+	(void)state;
+	th_close(&cl);
+	return 0;
+}
+
+static size_t count_msgs(const struct raft_ready *rd, uint8_t type)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < rd->n_msgs; i++) {
+		n += rd->msgs[i].type == type;
+	}
+	return n;
+}
+
+/* ---- election ---- */
+
+static void test_election_basic(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 1);
+	th_elect(&cl, 1);
+	assert_int_equal(th_leader(&cl), 1);
+	struct raft_status st = th_status(&cl, 1);
+	assert_int_equal(st.term, 2);
+	for (uint64_t id = 2; id <= 3; id++) {
+		st = th_status(&cl, id);
+		assert_int_equal(st.role, RAFT_FOLLOWER);
+		assert_int_equal(st.leader, 1);
+		assert_int_equal(st.term, 2);
+		assert_int_equal(st.vote, 1);
+	}
+	/* the no-op of term 2 is committed and applied everywhere */
+	for (uint64_t id = 1; id <= 3; id++) {
+		assert_int_equal(th_status(&cl, id).commit_index, 2);
+		assert_int_equal(th_node(&cl, id)->applied, 2);
+	}
+}
+
+/* Election safety: one vote per term; a candidate without a quorum never
+ * leads, and two candidates of one term cannot both win. */
+static void test_election_safety_split_vote(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 2);
+	cl.opts.pre_vote = false;
+	/* restart nodes without pre-vote so that both campaign for real */
+	th_close(&cl);
+	struct raft_options o;
+	raft_options_default(&o);
+	o.pre_vote = false;
+	th_init(&cl, 3, 0, &o, 2);
+	th_tick(&cl, 1, 5000);
+	th_tick(&cl, 2, 5000);
+	th_ready_all(&cl);
+	/* both are candidates in term 2, each voted for itself */
+	assert_int_equal(th_status(&cl, 1).role, RAFT_CANDIDATE);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_CANDIDATE);
+	assert_int_equal(th_status(&cl, 1).term, 2);
+	assert_int_equal(th_status(&cl, 2).term, 2);
+	th_stabilize(&cl, true);
+	/* node 3 votes for whichever asked first, once: exactly one leader */
+	uint32_t leaders = 0;
+	for (uint64_t id = 1; id <= 3; id++) {
+		leaders += th_status(&cl, id).role == RAFT_LEADER;
+	}
+	assert_int_equal(leaders, 1);
+	assert_int_equal(th_status(&cl, 3).vote, th_leader(&cl));
+}
+
+static void test_candidate_needs_quorum(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 3);
+	th_isolate(&cl, 1, true);
+	th_elect(&cl, 1);
+	assert_int_not_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	/* pre-vote: an isolated node does not even raise its term */
+	assert_int_equal(th_status(&cl, 1).term, 1);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_PRE_CANDIDATE);
+}
+
+/* Vote restriction (§5.4.1): a voter refuses a candidate whose log is
+ * behind its own. */
+static void test_vote_requires_up_to_date_log(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 4);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 3, true);
+	th_propose(&cl, 1, "a", NULL);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 2).last_index, 3);
+	assert_int_equal(th_status(&cl, 3).last_index, 2);
+	/* node 1 goes away; node 3 (behind) campaigns: 2 refuses it */
+	th_isolate(&cl, 1, true);
+	th_isolate(&cl, 3, false);
+	th_isolate(&cl, 1, true);
+	th_tick_all(&cl, 5000); /* leases of 2 and 3 expire */
+	th_stabilize(&cl, true);
+	th_elect(&cl, 3);
+	assert_int_not_equal(th_status(&cl, 3).role, RAFT_LEADER);
+	th_elect(&cl, 2);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_LEADER);
+}
+
+/* A candidate counts its own vote only once term+vote are durable, and a
+ * voter sends its grant only after its vote is durable. */
+static void test_vote_after_persist(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 5);
+	struct raft_options o = cl.opts;
+	(void)o;
+	th_tick(&cl, 1, 5000);
+	th_stabilize(&cl, false); /* pre-vote round needs no disk */
+	assert_int_equal(th_status(&cl, 1).role, RAFT_CANDIDATE);
+	/* voters got the real request but persisted nothing: no grant out */
+	for (uint64_t id = 2; id <= 3; id++) {
+		struct th_node *n = th_node(&cl, id);
+		assert_int_equal(th_status(&cl, id).vote, 1);
+		assert_true(n->n_pending > 0);
+		assert_int_equal(n->hs.vote, 0);
+	}
+	assert_int_equal(th_status(&cl, 1).role, RAFT_CANDIDATE);
+	/* voter 2 persists: its grant goes out, but the candidate's own
+	 * vote is not durable yet, so one grant of three is not a quorum */
+	th_persist(&cl, 2);
+	th_stabilize(&cl, false);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_CANDIDATE);
+	/* the candidate's term+vote become durable: now it counts itself */
+	th_persist(&cl, 1);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+}
+
+static void test_single_node_counts_self_after_persist(void **state)
+{
+	(void)state;
+	th_init(&cl, 1, 0, NULL, 6);
+	th_tick(&cl, 1, 5000);
+	th_ready_all(&cl);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_CANDIDATE);
+	th_persist(&cl, 1);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	th_ready_all(&cl);
+	/* the no-op is appended, but not committed before it is durable */
+	assert_int_equal(th_status(&cl, 1).last_index, 2);
+	assert_int_equal(th_status(&cl, 1).commit_index, 0);
+	th_persist(&cl, 1);
+	assert_int_equal(th_status(&cl, 1).commit_index, 2);
+	uint64_t index;
+	assert_int_equal(th_propose(&cl, 1, "x", &index), KEEL_OK);
+	assert_int_equal(index, 3);
+	th_ready_all(&cl);
+	assert_int_equal(th_status(&cl, 1).commit_index, 2);
+	th_persist(&cl, 1);
+	th_ready_all(&cl);
+	assert_int_equal(th_status(&cl, 1).commit_index, 3);
+	assert_int_equal(th_node(&cl, 1)->applied, 3);
+}
+
+/* ---- replication ---- */
+
+static void test_replication_commits_everywhere(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 7);
+	th_elect(&cl, 2);
+	for (int i = 0; i < 20; i++) {
+		char buf[16];
+		snprintf(buf, sizeof(buf), "v%d", i);
+		assert_int_equal(th_propose(&cl, 2, buf, NULL), KEEL_OK);
+	}
+	th_stabilize(&cl, true);
+	for (uint64_t id = 1; id <= 3; id++) {
+		assert_int_equal(th_node(&cl, id)->applied, 22);
+		assert_true(th_node(&cl, id)->sm_hash == th_node(&cl, 2)->sm_hash);
+	}
+	assert_int_equal(th_propose(&cl, 1, "no", NULL), KEEL_NOTLEADER);
+}
+
+/* Followers ack only after the entries are durable; the leader commits
+ * with the followers' durable acks even before its own fsync, but applies
+ * only what it has durably itself. */
+static void test_ack_after_persist(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 8);
+	th_elect(&cl, 1);
+	th_propose(&cl, 1, "a", NULL);
+	th_ready(&cl, th_node(&cl, 1)); /* leader: append out, own write pending */
+	while (th_deliver_one(&cl)) {
+	}
+	/* followers received the entry; their ready holds no ack */
+	for (uint64_t id = 2; id <= 3; id++) {
+		struct raft_ready rd;
+		struct th_node *n = th_node(&cl, id);
+		assert_true(raft_ready(n->r, &rd));
+		assert_int_equal(count_msgs(&rd, RAFT_MSG_APPEND_RESP), 0);
+		assert_int_equal(rd.n_entries, 1);
+		assert_true(rd.persist_id != 0);
+		raft_advance(n->r, &rd);
+		/* the harness batch is lost: persist by hand */
+		assert_int_equal(raft_persisted(n->r, rd.persist_id), KEEL_OK);
+		assert_true(raft_ready(n->r, &rd));
+		assert_int_equal(count_msgs(&rd, RAFT_MSG_APPEND_RESP), 1);
+		for (size_t i = 0; i < rd.n_msgs; i++) {
+			th_enqueue(&cl, n, &rd.msgs[i]);
+		}
+		raft_advance(n->r, &rd);
+	}
+	while (th_deliver_one(&cl)) {
+	}
+	/* quorum of followers: committed, though the leader has not synced */
+	assert_int_equal(th_status(&cl, 1).commit_index, 3);
+	assert_int_equal(th_status(&cl, 1).persisted_index, 2);
+	th_ready_all(&cl);
+	assert_int_equal(th_node(&cl, 1)->applied, 2); /* not durable locally */
+	th_persist(&cl, 1);
+	th_ready_all(&cl);
+	assert_int_equal(th_node(&cl, 1)->applied, 3);
+}
+
+/* Log matching and conflict resolution: a follower's divergent suffix is
+ * replaced by the leader's; committed entries are never touched. */
+static void test_log_matching_conflict(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 9);
+	th_elect(&cl, 1);
+	th_propose(&cl, 1, "base", NULL);
+	th_stabilize(&cl, true);
+	/* leader 1 appends entries no one else gets */
+	th_isolate(&cl, 1, true);
+	for (int i = 0; i < 5; i++) {
+		th_propose(&cl, 1, "lost", NULL);
+	}
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).last_index, 8);
+	/* 2 becomes leader of term 3 and writes different entries */
+	th_tick_all(&cl, 3000);
+	th_stabilize(&cl, true);
+	th_elect(&cl, 2);
+	assert_int_equal(th_leader(&cl) == 2 || th_status(&cl, 2).role == RAFT_LEADER, 1);
+	th_propose(&cl, 2, "kept", NULL);
+	th_propose(&cl, 2, "kept2", NULL);
+	th_stabilize(&cl, true);
+	/* heal: 1 steps down and takes 2's log */
+	th_heal(&cl);
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	struct raft_status s1 = th_status(&cl, 1), s2 = th_status(&cl, 2);
+	assert_int_equal(s1.role, RAFT_FOLLOWER);
+	assert_int_equal(s1.last_index, s2.last_index);
+	assert_int_equal(s1.last_term, s2.last_term);
+	assert_int_equal(th_node(&cl, 1)->applied, th_node(&cl, 2)->applied);
+	assert_true(th_node(&cl, 1)->sm_hash == th_node(&cl, 2)->sm_hash);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_teardown(test_election_basic, teardown),
+	cmocka_unit_test_teardown(test_election_safety_split_vote, teardown),
+	cmocka_unit_test_teardown(test_candidate_needs_quorum, teardown),
+	cmocka_unit_test_teardown(test_vote_requires_up_to_date_log, teardown),
+	cmocka_unit_test_teardown(test_vote_after_persist, teardown),
+	cmocka_unit_test_teardown(test_single_node_counts_self_after_persist, teardown),
+	cmocka_unit_test_teardown(test_replication_commits_everywhere, teardown),
+	cmocka_unit_test_teardown(test_ack_after_persist, teardown),
+	cmocka_unit_test_teardown(test_log_matching_conflict, teardown),
+};
+
+int main(void)
+{
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
