@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "base/buf.h"
 #include "cli/json.h"
 #include "net/net.h"

@@ -192,7 +192,7 @@ static enum keel_err write_batch(struct node_storage *s, struct batch *b)
 		struct wal_hard_state hs;
 		memset(&hs, 0, sizeof(hs));
 		hs.term = b->hard_state.term;
-		hs.vote = b->hard_state.vote;
+		hs.voted_for = b->hard_state.vote;
 		rc = wal_save_hard_state(&s->wal, &hs);
 		if (rc != KEEL_OK) {
 			KEEL_ERROR("hard state: %s", s->wal.errmsg);
@@ -513,7 +513,7 @@ enum keel_err node_storage_open(struct node_storage **out, const struct node_sto
 	rec->empty = !s->recovered.has_hard_state && !s->recovered.has_snapshot &&
 		     s->recovered.entry_count == 0;
 	rec->hard_state.term = s->recovered.hard_state.term;
-	rec->hard_state.vote = s->recovered.hard_state.vote;
+	rec->hard_state.vote = s->recovered.hard_state.voted_for;
 	if (s->recovered.has_snapshot) {
 		const struct wal_snapshot_meta *m = &s->recovered.snapshot;
 		rec->has_snapshot = true;
@@ -586,7 +586,7 @@ enum keel_err node_storage_bootstrap(struct node_storage *s, const struct raft_e
 	struct wal_hard_state whs;
 	memset(&whs, 0, sizeof(whs));
 	whs.term = hs->term;
-	whs.vote = hs->vote;
+	whs.voted_for = hs->vote;
 	struct wal_entry we = {entry->index, entry->term, entry->type, entry->size, entry->data};
 	enum keel_err rc = wal_save_hard_state(&s->wal, &whs);
 	if (rc == KEEL_OK) {

@@ -32,7 +32,7 @@ struct node_recovered {
 	struct raft_hard_state hard_state;
 	bool has_snapshot;
 	struct raft_snapshot_meta snapshot;
-	char snapshot_path[1024];
+	char snapshot_path[2048];
 	struct raft_entry *entries;
 	size_t n_entries;
 	bool empty; /* nothing on disk at all: a brand-new server */
