@@ -184,6 +184,43 @@ static int compare_rate(const void *a, const void *b)
 	return rx < ry ? -1 : rx > ry;
 }
 
+#define MODE_COUNT (sizeof(modes) / sizeof(modes[0]))
+
+/* `repeat` interleaved runs of one payload/batch configuration in every open
+ * mode; prints each mode's median. */
+static int run_config(struct bench **benches, uint32_t payload, size_t batch, double seconds,
+		      int repeat)
+{
+	struct result runs[MODE_COUNT][9];
+	int ok[MODE_COUNT] = {0};
+	int status = 0;
+	for (int r = 0; r < repeat; r++) {
+		for (size_t m = 0; m < MODE_COUNT; m++) {
+			if (benches[m] != NULL &&
+			    run_one(benches[m], payload, batch, seconds, &runs[m][ok[m]]) == 0) {
+				ok[m]++;
+			}
+		}
+	}
+	for (size_t m = 0; m < MODE_COUNT; m++) {
+		if (benches[m] == NULL) {
+			continue;
+		}
+		if (ok[m] == 0) {
+			status = 1;
+			continue;
+		}
+		qsort(runs[m], (size_t)ok[m], sizeof(runs[m][0]), compare_rate);
+		const struct result *res = &runs[m][ok[m] / 2]; /* the median */
+		double s = (double)res->ns / 1e9;
+		printf("%-7s %8u %6zu %12.0f %10.2f %10.0f %12.1f\n", modes[m].name, payload, batch,
+		       (double)res->records / s, (double)res->records * payload / s / 1e6,
+		       (double)res->batches / s, s * 1e6 / (double)res->batches);
+	}
+	fflush(stdout);
+	return status;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: keel-wal-bench DIR [--seconds S] [--repeat N] [--segment-mib M] "
@@ -224,7 +261,6 @@ int main(int argc, char **argv)
 	       "MB/s", "syncs/s", "us/batch");
 	/* One WAL per mode, all open at once: the runs of the modes are
 	 * interleaved, so that other load on the disk hits them alike. */
-	enum { MODE_COUNT = sizeof(modes) / sizeof(modes[0]) };
 	struct bench *benches[MODE_COUNT] = {NULL};
 	int status = 0;
 	for (size_t m = 0; m < MODE_COUNT; m++) {
@@ -239,34 +275,9 @@ int main(int argc, char **argv)
 	}
 	for (size_t p = 0; p < sizeof(payload_sizes) / sizeof(payload_sizes[0]); p++) {
 		for (size_t k = 0; k < sizeof(batch_sizes) / sizeof(batch_sizes[0]); k++) {
-			struct result runs[MODE_COUNT][9];
-			int ok[MODE_COUNT] = {0};
-			for (int r = 0; r < repeat; r++) {
-				for (size_t m = 0; m < MODE_COUNT; m++) {
-					if (benches[m] != NULL &&
-					    run_one(benches[m], payload_sizes[p], batch_sizes[k], seconds,
-						    &runs[m][ok[m]]) == 0) {
-						ok[m]++;
-					}
-				}
+			if (run_config(benches, payload_sizes[p], batch_sizes[k], seconds, repeat) != 0) {
+				status = 1;
 			}
-			for (size_t m = 0; m < MODE_COUNT; m++) {
-				if (benches[m] == NULL) {
-					continue;
-				}
-				if (ok[m] == 0) {
-					status = 1;
-					continue;
-				}
-				qsort(runs[m], (size_t)ok[m], sizeof(runs[m][0]), compare_rate);
-				const struct result *r = &runs[m][ok[m] / 2]; /* the median */
-				double s = (double)r->ns / 1e9;
-				printf("%-7s %8u %6zu %12.0f %10.2f %10.0f %12.1f\n", modes[m].name,
-				       payload_sizes[p], batch_sizes[k], (double)r->records / s,
-				       (double)r->records * payload_sizes[p] / s / 1e6,
-				       (double)r->batches / s, s * 1e6 / (double)r->batches);
-			}
-			fflush(stdout);
 		}
 	}
 out:
