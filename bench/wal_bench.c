@@ -8,7 +8,8 @@
  * file, growing file), each payload size (100 B, 1 KiB) and each batch size
  * (1, 8, 64, 512 entries per fdatasync), appends batches through the
  * synchronous WAL API (wal_append + wal_sync, one fdatasync per batch) for S
- * seconds (default 0.5), N times (default 3), and prints the median run's
+ * seconds (default 0.5), N times (default 3) — the modes' runs interleaved so
+ * that other load on the disk hits them alike — and prints the median run's
  * records/s, MB/s of payload, fdatasyncs/s and mean time per batch. One WAL
  * per mode lives in a fresh directory under DIR; between runs, off the
  * clock, a snapshot plus compaction recycles used segments into the spare
@@ -183,6 +184,43 @@ static int compare_rate(const void *a, const void *b)
 	return rx < ry ? -1 : rx > ry;
 }
 
+#define MODE_COUNT (sizeof(modes) / sizeof(modes[0]))
+
+/* `repeat` interleaved runs of one payload/batch configuration in every open
+ * mode; prints each mode's median. */
+static int run_config(struct bench **benches, uint32_t payload, size_t batch, double seconds,
+		      int repeat)
+{
+	struct result runs[MODE_COUNT][9];
+	int ok[MODE_COUNT] = {0};
+	int status = 0;
+	for (int r = 0; r < repeat; r++) {
+		for (size_t m = 0; m < MODE_COUNT; m++) {
+			if (benches[m] != NULL &&
+			    run_one(benches[m], payload, batch, seconds, &runs[m][ok[m]]) == 0) {
+				ok[m]++;
+			}
+		}
+	}
+	for (size_t m = 0; m < MODE_COUNT; m++) {
+		if (benches[m] == NULL) {
+			continue;
+		}
+		if (ok[m] == 0) {
+			status = 1;
+			continue;
+		}
+		qsort(runs[m], (size_t)ok[m], sizeof(runs[m][0]), compare_rate);
+		const struct result *res = &runs[m][ok[m] / 2]; /* the median */
+		double s = (double)res->ns / 1e9;
+		printf("%-7s %8u %6zu %12.0f %10.2f %10.0f %12.1f\n", modes[m].name, payload, batch,
+		       (double)res->records / s, (double)res->records * payload / s / 1e6,
+		       (double)res->batches / s, s * 1e6 / (double)res->batches);
+	}
+	fflush(stdout);
+	return status;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: keel-wal-bench DIR [--seconds S] [--repeat N] [--segment-mib M] "
@@ -221,40 +259,33 @@ int main(int argc, char **argv)
 	       root, repeat, seconds, segment_mib);
 	printf("%-7s %8s %6s %12s %10s %10s %12s\n", "segment", "payload", "batch", "records/s",
 	       "MB/s", "syncs/s", "us/batch");
+	/* One WAL per mode, all open at once: the runs of the modes are
+	 * interleaved, so that other load on the disk hits them alike. */
+	struct bench *benches[MODE_COUNT] = {NULL};
 	int status = 0;
-	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+	for (size_t m = 0; m < MODE_COUNT; m++) {
 		if (strstr(mode_list, modes[m].name) == NULL) {
 			continue;
 		}
-		struct bench *b = malloc(sizeof(*b));
-		if (b == NULL || bench_open(b, root, &modes[m], segment_mib << 20) != 0) {
-			free(b);
-			return 1;
+		benches[m] = malloc(sizeof(struct bench));
+		if (benches[m] == NULL || bench_open(benches[m], root, &modes[m], segment_mib << 20) != 0) {
+			status = 1;
+			goto out;
 		}
-		for (size_t p = 0; p < sizeof(payload_sizes) / sizeof(payload_sizes[0]); p++) {
-			for (size_t k = 0; k < sizeof(batch_sizes) / sizeof(batch_sizes[0]); k++) {
-				struct result runs[9];
-				int ok = 0;
-				for (int r = 0; r < repeat; r++) {
-					ok += run_one(b, payload_sizes[p], batch_sizes[k], seconds,
-						      &runs[ok]) == 0;
-				}
-				if (ok == 0) {
-					status = 1;
-					continue;
-				}
-				qsort(runs, (size_t)ok, sizeof(runs[0]), compare_rate);
-				const struct result *r = &runs[ok / 2]; /* the median */
-				double s = (double)r->ns / 1e9;
-				printf("%-7s %8u %6zu %12.0f %10.2f %10.0f %12.1f\n", modes[m].name,
-				       payload_sizes[p], batch_sizes[k], (double)r->records / s,
-				       (double)r->records * payload_sizes[p] / s / 1e6,
-				       (double)r->batches / s, s * 1e6 / (double)r->batches);
-				fflush(stdout);
+	}
+	for (size_t p = 0; p < sizeof(payload_sizes) / sizeof(payload_sizes[0]); p++) {
+		for (size_t k = 0; k < sizeof(batch_sizes) / sizeof(batch_sizes[0]); k++) {
+			if (run_config(benches, payload_sizes[p], batch_sizes[k], seconds, repeat) != 0) {
+				status = 1;
 			}
 		}
-		bench_close(b);
-		free(b);
+	}
+out:
+	for (size_t m = 0; m < MODE_COUNT; m++) {
+		if (benches[m] != NULL) {
+			bench_close(benches[m]);
+			free(benches[m]);
+		}
 	}
 	return status;
 }

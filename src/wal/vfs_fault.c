@@ -653,10 +653,25 @@ static enum keel_err fault_datasync(struct wal_vfs_file *file)
 		err = check_handle(fv, f, false);
 	}
 	if (err == KEEL_OK) {
-		if (!bytes_copy(&f->inode->durable, &f->inode->current)) {
+		/* current == durable + pending, so replaying the pending
+		 * operations makes durable equal current, in time proportional
+		 * to what was written since the last sync. */
+		struct inode *ino = f->inode;
+		bool ok = true;
+		for (size_t i = 0; ok && i < ino->pending_count; i++) {
+			const struct pending *p = &ino->pending[i];
+			ok = p->kind == PENDING_WRITE
+				     ? bytes_write(&ino->durable, p->offset, p->bytes, p->size)
+				     : bytes_resize(&ino->durable, p->offset);
+		}
+		if (!ok) {
 			err = no_memory(f->path);
 		} else {
-			pending_clear(f->inode);
+			pending_clear(ino);
+			KEEL_DEBUG_ASSERT(ino->durable.size == ino->current.size);
+			KEEL_DEBUG_ASSERT(ino->current.size == 0 ||
+					  memcmp(ino->durable.data, ino->current.data,
+						 (size_t)ino->current.size) == 0);
 		}
 	}
 	pthread_mutex_unlock(&fv->mutex);
@@ -1215,6 +1230,15 @@ enum keel_err wal_vfs_fault_corrupt(struct wal_vfs *vfs, const char *path_in, ui
 		ino->current.data[offset] ^= mask;
 		if (offset < ino->durable.size) {
 			ino->durable.data[offset] ^= mask;
+		}
+		/* Keep current == durable + pending: the pending writes that
+		 * cover the byte carry the flip too. */
+		for (size_t i = 0; i < ino->pending_count; i++) {
+			struct pending *p = &ino->pending[i];
+			if (p->kind == PENDING_WRITE && offset >= p->offset &&
+			    offset - p->offset < p->size) {
+				p->bytes[offset - p->offset] ^= mask;
+			}
 		}
 	}
 	pthread_mutex_unlock(&fv->mutex);

@@ -234,9 +234,13 @@ enum keel_err wal_prepare_spare_step(struct wal *wal, uint64_t budget_bytes, boo
 {
 	*done = true;
 	enum keel_err err = refuse_if_failed(wal);
-	if (err != KEEL_OK || wal->config.prealloc == WAL_PREALLOC_NONE ||
-	    wal->spare_count >= wal->config.spare_segments) {
+	if (err != KEEL_OK) {
 		return err;
+	}
+	if (wal->config.prealloc == WAL_PREALLOC_NONE ||
+	    wal->spare_count >= wal->config.spare_segments) {
+		drop_preparing(wal); /* compaction refilled the pool meanwhile */
+		return KEEL_OK;
 	}
 	if (!wal_grow((void **)&wal->spares, &wal->spare_capacity, wal->spare_count + 1,
 		      sizeof(uint64_t))) {

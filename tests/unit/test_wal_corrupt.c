@@ -245,6 +245,36 @@ static void test_damaged_header_and_hard_state_are_refused(void **state)
 	fixture_free(&fx);
 }
 
+/* A segment whose header says it follows another term than the entry
+ * before it: the log does not match itself. */
+static void test_prev_term_mismatch_is_refused(void **state)
+{
+	(void)state;
+	struct wal_fixture fx;
+	fixture_init(&fx, 30);
+	build_log(&fx, 100, 5);
+	char path[WAL_VFS_PATH_MAX];
+	uint64_t offset;
+	locate(&fx, 100, path, &offset); /* the last segment, which follows another */
+	struct wal_vfs_file *f;
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, 0, &f), KEEL_OK);
+	uint8_t buf[WAL_SEGMENT_HEADER_SIZE];
+	assert_int_equal(wal_vfs_pread_exact(f, buf, sizeof(buf), 0), KEEL_OK);
+	struct wal_segment_header h;
+	assert_int_equal(wal_segment_header_decode(buf, sizeof(buf), &h, NULL, 0), KEEL_OK);
+	assert_true(h.first_index > 1);
+	assert_int_equal(h.prev_term, 1);
+	h.prev_term = 0; /* valid checksum, wrong history */
+	wal_segment_header_encode(buf, &h);
+	assert_int_equal(wal_vfs_pwrite(f, buf, sizeof(buf), 0), KEEL_OK);
+	assert_int_equal(wal_vfs_datasync(f), KEEL_OK);
+	wal_vfs_close(f);
+	assert_int_equal(fixture_open(&fx), KEEL_CORRUPT);
+	assert_non_null(strstr(fx.wal.errmsg, "does not match"));
+	assert_non_null(strstr(fx.wal.errmsg, "seg-"));
+	fixture_free(&fx);
+}
+
 static void save_snapshot(struct wal_fixture *fx, uint64_t index)
 {
 	char errmsg[WAL_ERRMSG_SIZE];
@@ -358,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_transient_read_flip_is_ridden_out),
 		cmocka_unit_test(test_missing_segment_is_refused),
 		cmocka_unit_test(test_damaged_header_and_hard_state_are_refused),
+		cmocka_unit_test(test_prev_term_mismatch_is_refused),
 		cmocka_unit_test(test_damaged_snapshot_falls_back_or_refuses),
 		cmocka_unit_test(test_sticky_failure_after_failed_sync),
 		cmocka_unit_test(test_sticky_failure_on_write_and_install),

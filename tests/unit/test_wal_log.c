@@ -370,6 +370,41 @@ static void test_spares_survive_restart(void **state)
 	fixture_free(&fx);
 }
 
+static void test_spare_prepared_in_steps(void **state)
+{
+	(void)state;
+	struct wal_fixture fx;
+	fixture_init(&fx, 13);
+	fx.config.spare_segments = 1;
+	assert_int_equal(fixture_open(&fx), KEEL_OK);
+	bool done = false;
+	int steps = 0;
+	while (!done) {
+		assert_int_equal(wal_prepare_spare_step(&fx.wal, 1000, &done), KEEL_OK);
+		steps++;
+		assert_int_equal(count_files(&fx, WAL_FILE_SPARE), 1); /* partial or complete */
+	}
+	assert_int_equal(steps, (TEST_SEGMENT_SIZE + 999) / 1000);
+	assert_int_equal(fx.wal.spare_count, 1);
+	/* Start another, then let compaction refill the pool: the partial one
+	 * is dropped at the next step. */
+	static struct model m;
+	memset(&m, 0, sizeof(m));
+	save_term(&fx, 1, 0);
+	grow(&fx, &m, 1, 40, 1, 8, true); /* takes the spare, rolls segments */
+	assert_int_equal(fx.wal.spare_count, 0);
+	assert_int_equal(wal_prepare_spare_step(&fx.wal, 1000, &done), KEEL_OK);
+	assert_false(done);
+	take_snapshot(&fx, 40, 1);
+	assert_int_equal(wal_compact(&fx.wal, 40), KEEL_OK);
+	assert_int_equal(fx.wal.spare_count, 1); /* a recycled segment */
+	assert_int_equal(count_files(&fx, WAL_FILE_SPARE), 2);
+	assert_int_equal(wal_prepare_spare_step(&fx.wal, 1000, &done), KEEL_OK);
+	assert_true(done);
+	assert_int_equal(count_files(&fx, WAL_FILE_SPARE), 1);
+	fixture_free(&fx);
+}
+
 static void test_large_entries_bypass_the_buffer(void **state)
 {
 	(void)state;
@@ -473,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_conflict_drops_old_history),
 		cmocka_unit_test(test_hard_state_round_trip_and_check),
 		cmocka_unit_test(test_spares_survive_restart),
+		cmocka_unit_test(test_spare_prepared_in_steps),
 		cmocka_unit_test(test_large_entries_bypass_the_buffer),
 		cmocka_unit_test(test_snapshot_stream_and_verify),
 	};
