@@ -220,11 +220,23 @@ static enum keel_err write_batch(struct node_storage *s, struct batch *b)
 static void *storage_thread(void *arg)
 {
 	struct node_storage *s = arg;
+	bool idle_work = true;
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		while (s->pending_head == NULL && s->compact_upto == 0 && !s->stop) {
+			if (idle_work && !s->failed) {
+				/* Zero-fill spare segments 1 MiB at a time while idle,
+				 * so a segment roll never waits for it. */
+				pthread_mutex_unlock(&s->mu);
+				bool done = true;
+				enum keel_err err = wal_prepare_spare_step(&s->wal, 1u << 20, &done);
+				idle_work = err == KEEL_OK && !done;
+				pthread_mutex_lock(&s->mu);
+				continue;
+			}
 			pthread_cond_wait(&s->cond, &s->mu);
 		}
+		idle_work = true;
 		if (s->pending_head == NULL && s->compact_upto == 0 && s->stop) {
 			break;
 		}
@@ -261,9 +273,6 @@ static void *storage_thread(void *arg)
 			}
 			char msg[WAL_ERRMSG_SIZE];
 			wal_snapshot_prune(&s->wal_config, s->wal_config.snapshots_retained, msg);
-		}
-		if (rc == KEEL_OK && head == NULL) {
-			(void)wal_prepare_spare(&s->wal);
 		}
 		for (struct batch *b = head; b != NULL; b = b->next) {
 			b->sync_ns = sync_ns;
