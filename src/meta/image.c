@@ -896,8 +896,7 @@ enum keel_err meta_image_begin_batch(struct meta_image *img, int64_t offset,
 
 enum keel_err meta_image_apply(struct meta_image *img, int64_t offset,
 			       const struct meta_batch *batch, struct meta_changes *changes,
-			       struct meta_apply_result *result, meta_apply_trace_fn trace,
-			       void *ctx)
+			       struct meta_apply_result *result)
 {
 	struct meta_apply_result local;
 	if (result == NULL) {
@@ -911,15 +910,10 @@ enum keel_err meta_image_apply(struct meta_image *img, int64_t offset,
 	if (err == KEEL_STALE) {
 		result->batch_ignored = true;
 		result->ignored = batch->count;
-		for (uint32_t i = 0; trace != NULL && i < batch->count; i++) {
-			trace(ctx, img, &batch->records[i], KEEL_STALE,
-			      "batch from an older controller epoch");
-		}
 		return KEEL_OK;
 	}
 	for (uint32_t i = 0; i < batch->count; i++) {
-		struct meta_errbuf why;
-		err = meta_image_apply_record(img, &batch->records[i], changes, &why);
+		err = meta_image_apply_record(img, &batch->records[i], changes, NULL);
 		if (err == KEEL_NOMEM) {
 			return KEEL_NOMEM;
 		}
@@ -927,9 +921,6 @@ enum keel_err meta_image_apply(struct meta_image *img, int64_t offset,
 			result->applied++;
 		} else {
 			result->ignored++;
-		}
-		if (trace != NULL) {
-			trace(ctx, img, &batch->records[i], err, why.msg);
 		}
 	}
 	return KEEL_OK;

@@ -206,25 +206,16 @@ struct meta_apply_result {
 	bool batch_ignored; /* the whole batch came from an older controller */
 };
 
-/* Called after each record of a batch with the image as it is right after
- * that record (for `keel log dump`); `status` is KEEL_OK or why it was
- * ignored, `why` a sentence (never NULL). */
-typedef void (*meta_apply_trace_fn)(void *ctx, const struct meta_image *img,
-				    const struct meta_record *rec, enum keel_err status,
-				    const char *why);
-
 /*
  * Applies one batch, committed at Raft index `offset`. Returns KEEL_INVAL
  * (image untouched) if offset <= img->offset; KEEL_NOMEM if memory ran out
  * (the record in flight is not applied; the server must stop: its image
  * would diverge); otherwise KEEL_OK, with per-record outcomes in `result`.
- * `changes` (may be NULL) gets what changed, appended; `trace`/`ctx` may be
- * NULL.
+ * `changes` (may be NULL) gets what changed, appended; `result` may be NULL.
  */
 enum keel_err meta_image_apply(struct meta_image *img, int64_t offset,
 			       const struct meta_batch *batch, struct meta_changes *changes,
-			       struct meta_apply_result *result, meta_apply_trace_fn trace,
-			       void *ctx);
+			       struct meta_apply_result *result);
 
 /*
  * The two halves of meta_image_apply, for a caller that builds a batch one

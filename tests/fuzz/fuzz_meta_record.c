@@ -37,10 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct meta_changes ch;
 		meta_changes_init(&ch, 4096);
 		struct meta_apply_result res;
-		KEEL_ASSERT(meta_image_apply(&img, 1, &batch, &ch, &res, NULL, NULL) == KEEL_OK);
+		KEEL_ASSERT(meta_image_apply(&img, 1, &batch, &ch, &res) == KEEL_OK);
 		KEEL_ASSERT(res.applied + res.ignored == batch.count);
 		KEEL_ASSERT(meta_image_check(&img, &eb));
-		KEEL_ASSERT(meta_image_apply(&img, 2, &batch, &ch, &res, NULL, NULL) == KEEL_OK);
+		KEEL_ASSERT(meta_image_apply(&img, 2, &batch, &ch, &res) == KEEL_OK);
 		KEEL_ASSERT(meta_image_check(&img, &eb));
 		meta_changes_close(&ch);
 		meta_image_close(&img);

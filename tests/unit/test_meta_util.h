@@ -103,7 +103,7 @@ static inline enum keel_err tm_apply(struct meta_image *img, int64_t offset, int
 				     struct meta_apply_result *res, struct meta_changes *ch)
 {
 	struct meta_batch b = {{1, epoch, 1000 + offset}, recs, n};
-	return meta_image_apply(img, offset, &b, ch, res, NULL, NULL);
+	return meta_image_apply(img, offset, &b, ch, res);
 }
 
 #endif
