@@ -6,9 +6,12 @@
  * encodes it, and either commits it at once (auto_commit) or keeps it
  * pending. Committing decodes the bytes and applies them to the committed
  * image at the next Raft index (sometimes skipping indexes, as ZooKeeper
- * entries would), exactly as the real server must. Replies that come with a
- * batch take effect only when it commits. A failover drops or commits the
- * pending batches and builds a new controller from the committed image.
+ * entries would), exactly as the real server must. A reply takes effect
+ * only once every batch proposed before it (and its own) has committed —
+ * the rule the server must keep, since a reply describes the controller's
+ * working image; a reply with nothing in flight takes effect at once. A
+ * failover drops or commits the pending batches (and the replies waiting
+ * on them) and builds a new controller from the committed image.
  *
  * The "brokers" register, heartbeat, follow the committed log instantly,
  * and — as partition leaders — add every live, active replica back into
@@ -43,7 +46,7 @@ struct h_broker {
 };
 
 struct h_pending {
-	uint8_t *data;
+	uint8_t *data; /* NULL: only a reply waiting for the batches before it */
 	size_t size;
 	int32_t registered_broker; /* -1 or the broker whose registration reply this carries */
 	int64_t registered_epoch;
@@ -157,16 +160,18 @@ static inline void h_commit_one(struct h_cluster *c)
 	struct keel_arena arena;
 	keel_arena_init(&arena, 4096);
 	struct meta_batch batch;
-	struct meta_errbuf eb;
-	KEEL_ASSERT(meta_batch_decode(p.data, p.size, &arena, &batch, &eb) == KEEL_OK);
-	/* Raft indexes: ZooKeeper entries may sit between metadata batches. */
-	c->offset += 1 + (int64_t)keel_rng_below(&c->sim_rng, 3);
-	meta_changes_reset(&c->changes);
-	struct meta_apply_result res;
-	KEEL_ASSERT(meta_image_apply(&c->committed, c->offset, &batch, &c->changes, &res) ==
-		    KEEL_OK);
-	c->applied_batches++;
-	c->ignored_records += res.ignored;
+	if (p.data != NULL) {
+		struct meta_errbuf eb;
+		KEEL_ASSERT(meta_batch_decode(p.data, p.size, &arena, &batch, &eb) == KEEL_OK);
+		/* Raft indexes: ZooKeeper entries may sit between metadata batches. */
+		c->offset += 1 + (int64_t)keel_rng_below(&c->sim_rng, 3);
+		meta_changes_reset(&c->changes);
+		struct meta_apply_result res;
+		KEEL_ASSERT(meta_image_apply(&c->committed, c->offset, &batch, &c->changes,
+					     &res) == KEEL_OK);
+		c->applied_batches++;
+		c->ignored_records += res.ignored;
+	}
 	/* A reply reaches the process that asked, not a later incarnation. */
 	if (p.registered_broker >= 0) {
 		struct h_broker *b = h_broker(c, p.registered_broker);
@@ -183,7 +188,7 @@ static inline void h_commit_one(struct h_cluster *c)
 			b->alive = false;
 		}
 	}
-	if (c->on_commit != NULL) {
+	if (c->on_commit != NULL && p.data != NULL) {
 		c->on_commit(c, &batch, c->ctx);
 	}
 	keel_arena_close(&arena);
@@ -197,20 +202,38 @@ static inline void h_commit_all(struct h_cluster *c)
 	}
 }
 
-/* The server's part after a controller call: propose the batch (if any). */
+/*
+ * The server's part after a controller call: propose the batch (if any),
+ * and send the reply (its effects: a registration epoch, a stop) once the
+ * batch and every one before it has committed.
+ */
 static inline void h_propose(struct h_cluster *c, struct meta_batch *batch, int32_t reg_broker,
 			     int64_t reg_epoch, int32_t stop_broker)
 {
-	if (batch == NULL) {
+	bool has_effect = reg_broker >= 0 || stop_broker >= 0;
+	if (batch == NULL && !has_effect) {
+		return;
+	}
+	if (batch == NULL && c->pending_count == 0) {
+		/* Nothing in flight: the reply goes out now. */
+		struct h_pending now = {NULL, 0, reg_broker, reg_epoch, stop_broker, 0};
+		int32_t who = reg_broker >= 0 ? reg_broker : stop_broker;
+		now.incarnation = who >= 0 ? h_broker(c, who)->incarnation : 0;
+		KEEL_ASSERT(c->pending_count < H_MAX_PENDING);
+		c->pending[c->pending_count++] = now;
+		h_commit_one(c);
 		return;
 	}
 	KEEL_ASSERT(c->pending_count < H_MAX_PENDING);
-	batch->hdr.timestamp_ms = 1700000000000ll + c->now;
-	struct keel_wbuf w;
-	keel_wbuf_init_dynamic(&w, 256, 64u << 20);
-	KEEL_ASSERT(meta_batch_encode(batch, &w) == KEEL_OK);
 	struct h_pending *p = &c->pending[c->pending_count++];
-	p->data = keel_wbuf_release(&w, &p->size);
+	memset(p, 0, sizeof(*p));
+	if (batch != NULL) {
+		batch->hdr.timestamp_ms = 1700000000000ll + c->now;
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 256, 64u << 20);
+		KEEL_ASSERT(meta_batch_encode(batch, &w) == KEEL_OK);
+		p->data = keel_wbuf_release(&w, &p->size);
+	}
 	p->registered_broker = reg_broker;
 	p->registered_epoch = reg_epoch;
 	p->stop_broker = stop_broker;
@@ -269,13 +292,8 @@ static inline struct meta_broker_registration_response h_register(struct h_clust
 	if (resp.error != META_ERR_NONE) {
 		return resp;
 	}
-	if (batch == NULL) {
-		b->registered = true;
-		b->epoch = resp.broker_epoch;
-	} else {
-		b->register_sent = true;
-		h_propose(c, batch, b->id, resp.broker_epoch, -1);
-	}
+	b->register_sent = true;
+	h_propose(c, batch, b->id, resp.broker_epoch, -1);
 	return resp;
 }
 
@@ -292,11 +310,7 @@ static inline struct meta_broker_heartbeat_response h_heartbeat(struct h_cluster
 		b->registered = false;
 	}
 	bool stop = resp.error == META_ERR_NONE && resp.should_shut_down;
-	if (stop && batch == NULL) {
-		b->was_told_stop = true;
-		b->alive = false;
-	}
-	h_propose(c, batch, -1, 0, stop && batch != NULL ? b->id : -1);
+	h_propose(c, batch, -1, 0, stop ? b->id : -1);
 	return resp;
 }
 
