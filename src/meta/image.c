@@ -740,6 +740,9 @@ static void remove_configs_of(struct meta_image *img, uint8_t type, const char *
 {
 	uint32_t first;
 	uint32_t n = meta_image_config_range(img, type, name, &first);
+	if (n == 0) {
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		meta_config_entry_free(&img->configs[first + i]);
 	}
