@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum keel_err err = meta_batch_decode(data, size, &arena, &batch, &eb);
 	if (err == KEEL_OK) {
 		struct keel_wbuf w;
-		keel_wbuf_init_dynamic(&w, 256, size + 64);
+		keel_wbuf_init_dynamic(&w, 0, size + 64);
 		KEEL_ASSERT(meta_batch_encode(&batch, &w) == KEEL_OK);
 		KEEL_ASSERT(w.size == size);
 		KEEL_ASSERT(memcmp(w.data, data, size) == 0);
