@@ -402,7 +402,7 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		return;
 	}
 	for (uint32_t j = 0; j < index; j++) {
-		if (strcmp(req->topics[j].name, t->name) == 0) {
+		if (req->topics[j].name != NULL && strcmp(req->topics[j].name, t->name) == 0) {
 			result->error = META_ERR_INVALID_REQUEST;
 			result->error_message = "topic named twice in one request";
 			return;
