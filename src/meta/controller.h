@@ -29,11 +29,20 @@
  * Outputs. Every entry point returns (via *batch) either NULL — nothing to
  * propose — or a batch to propose as ONE Raft entry (the server stamps
  * batch->hdr.timestamp_ms with its wall clock, encodes it with
- * meta_batch_encode and prefixes its tag byte). A response that comes with
- * a batch must be sent only after that entry is applied (like any write);
- * one without a batch can be sent at once. The batch, its records and the
- * arrays/strings of the response live until the next call on the
- * controller.
+ * meta_batch_encode and prefixes its tag byte). The batch, its records and
+ * the arrays/strings of the response live until the next call on the
+ * controller: encode both before calling again.
+ *
+ * When to send a response: only once EVERY batch this controller has
+ * proposed so far — this call's, if any, and all earlier ones — is
+ * applied on this server (KRaft completes every controller event that
+ * way). A response describes the working image, which may include
+ * decisions still in flight; e.g. a heartbeat may answer should_shut_down
+ * with no batch of its own because the batch moving the broker's
+ * leaderships away was proposed by the previous heartbeat and is not
+ * committed yet. So: remember the Raft index of the last proposal; hold
+ * each response until applied index >= that index. If leadership is lost
+ * first, answer NOT_CONTROLLER instead.
  *
  * Return values: KEEL_OK; KEEL_NOMEM (the controller is then unusable:
  * close it and build a new one). Protocol-level errors travel in the

@@ -485,6 +485,56 @@ static enum keel_err load_header(struct loader *l, struct meta_image *img, uint3
 	return KEEL_OK;
 }
 
+static int epoch_cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/* The checksum, then the indexes and uniqueness rules that need every
+ * entity loaded. */
+static enum keel_err finish_load(struct loader *l, struct meta_image *img)
+{
+	uint32_t expect = l->crc;
+	uint8_t crc[4];
+	enum keel_err err = l->read(l->ctx, crc, sizeof(crc));
+	if (err != KEEL_OK) {
+		if (err == KEEL_SHORT) {
+			meta_errbuf_set(l->eb, "image snapshot ends early (no checksum)");
+		}
+		return err;
+	}
+	if (keel_load_be32(crc) != expect) {
+		return corrupt(l, "image snapshot checksum mismatch");
+	}
+	if (img->topic_count > 1) {
+		qsort(img->topics_by_id, img->topic_count, sizeof(*img->topics_by_id),
+		      topic_id_cmp);
+	}
+	for (uint32_t i = 1; i < img->topic_count; i++) {
+		if (topic_id_cmp(&img->topics_by_id[i - 1], &img->topics_by_id[i]) == 0) {
+			return corrupt(l, "image snapshot: two topics share an id");
+		}
+	}
+	if (img->broker_count < 2) {
+		return KEEL_OK;
+	}
+	int64_t *epochs = malloc((size_t)img->broker_count * sizeof(*epochs));
+	if (epochs == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (uint32_t i = 0; i < img->broker_count; i++) {
+		epochs[i] = img->brokers[i]->epoch;
+	}
+	qsort(epochs, img->broker_count, sizeof(*epochs), epoch_cmp);
+	bool dup = false;
+	for (uint32_t i = 1; i < img->broker_count; i++) {
+		dup |= epochs[i - 1] == epochs[i];
+	}
+	free(epochs);
+	return dup ? corrupt(l, "image snapshot: two brokers share an epoch") : KEEL_OK;
+}
+
 static enum keel_err load_all(struct loader *l, struct meta_image *img)
 {
 	uint32_t counts[3];
@@ -541,35 +591,7 @@ static enum keel_err load_all(struct loader *l, struct meta_image *img)
 			return err;
 		}
 	}
-	uint32_t expect = l->crc;
-	uint8_t crc[4];
-	err = l->read(l->ctx, crc, sizeof(crc));
-	if (err != KEEL_OK) {
-		if (err == KEEL_SHORT) {
-			meta_errbuf_set(l->eb, "image snapshot ends early (no checksum)");
-		}
-		return err;
-	}
-	if (keel_load_be32(crc) != expect) {
-		return corrupt(l, "image snapshot checksum mismatch");
-	}
-	if (img->topic_count > 1) {
-		qsort(img->topics_by_id, img->topic_count, sizeof(*img->topics_by_id),
-		      topic_id_cmp);
-	}
-	for (uint32_t i = 1; i < img->topic_count; i++) {
-		if (topic_id_cmp(&img->topics_by_id[i - 1], &img->topics_by_id[i]) == 0) {
-			return corrupt(l, "image snapshot: two topics share an id");
-		}
-	}
-	for (uint32_t i = 1; i < img->broker_count; i++) {
-		for (uint32_t j = 0; j < i; j++) {
-			if (img->brokers[i]->epoch == img->brokers[j]->epoch) {
-				return corrupt(l, "image snapshot: two brokers share an epoch");
-			}
-		}
-	}
-	return KEEL_OK;
+	return finish_load(l, img);
 }
 
 enum keel_err meta_image_load(struct meta_image *img, meta_read_fn read, void *ctx,

@@ -842,6 +842,50 @@ static void test_batch_limit_defers_work(void **state)
 	h_close(&c);
 }
 
+static void test_timers_and_noops(void **state)
+{
+	(void)state;
+	struct meta_controller_config cfg;
+	meta_controller_config_default(&cfg);
+	cfg.noop_interval_ms = 500;
+	cfg.rebalance_interval_ms = 0;
+	struct h_cluster c;
+	start3(&c, &cfg);
+	/* Idle: the next thing due is a NoOp or the earliest session deadline. */
+	int64_t next = meta_controller_next_tick_ms(&c.ctl, c.now);
+	assert_true(next > c.now);
+	assert_true(next <= c.now + cfg.session_timeout_ms);
+	/* Idle ticks write a NoOp every 500 ms and nothing else. */
+	c.auto_commit = false;
+	c.now += 500;
+	h_tick(&c);
+	assert_int_equal(c.pending_count, 1);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 4096);
+	struct meta_batch b;
+	assert_int_equal(meta_batch_decode(c.pending[0].data, c.pending[0].size, &arena, &b, NULL),
+			 KEEL_OK);
+	assert_int_equal(b.count, 1);
+	assert_int_equal(b.records[0].type, META_REC_NOOP);
+	c.now += 100;
+	h_tick(&c);
+	assert_int_equal(c.pending_count, 1); /* not due yet */
+	h_commit_all(&c);
+	/* A broker going quiet makes its deadline the next tick time. */
+	c.auto_commit = true;
+	cfg.noop_interval_ms = 0;
+	keel_arena_close(&arena);
+	h_close(&c);
+
+	start3(&c, NULL);
+	int64_t quiet_since = c.now;
+	h_broker(&c, 1)->paused = true;
+	h_run(&c, 1000, 500);
+	next = meta_controller_next_tick_ms(&c.ctl, c.now);
+	assert_true(next == quiet_since + c.cfg.session_timeout_ms);
+	h_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -859,6 +903,7 @@ int main(void)
 		cmocka_unit_test(test_topic_requests),
 		cmocka_unit_test(test_rack_aware_placement),
 		cmocka_unit_test(test_batch_limit_defers_work),
+		cmocka_unit_test(test_timers_and_noops),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
