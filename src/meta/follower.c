@@ -291,6 +291,80 @@ enum keel_err meta_follower_load_snapshot(struct meta_follower *f, const void *d
 	return err;
 }
 
+/* The ISR the leader wants for one partition; false when it is as wanted. */
+static bool wanted_isr(const struct meta_follower *f, const struct meta_topic *t, uint32_t pid,
+		       meta_caught_up_fn caught_up, void *ctx, int32_t *isr, uint32_t *count)
+{
+	const struct meta_partition *p = &t->partitions[pid];
+	uint32_t n = 0;
+	for (uint32_t r = 0; r < p->replica_count; r++) {
+		int32_t id = p->replicas[r];
+		bool in = meta_list_contains(p->isr, p->isr_count, id);
+		bool join = !in && meta_image_broker_active(&f->image, id) &&
+			    (caught_up == NULL || caught_up(ctx, t->id, (int32_t)pid, id));
+		if (in || join) {
+			isr[n++] = id;
+		}
+	}
+	*count = n;
+	return n != p->isr_count || p->leader_recovery_state != META_RECOVERED;
+}
+
+bool meta_follower_isr_request(struct meta_follower *f, int64_t broker_epoch,
+			       meta_caught_up_fn caught_up, void *ctx,
+			       struct meta_alter_partition_request *req)
+{
+	struct meta_alter_partition_topic *topics = NULL;
+	uint32_t topic_count = 0;
+	for (uint32_t t = 0; t < f->image.topic_count; t++) {
+		const struct meta_topic *topic = f->image.topics[t];
+		struct meta_alter_partition_item *items = NULL;
+		uint32_t item_count = 0;
+		for (uint32_t pid = 0; pid < topic->partition_count; pid++) {
+			const struct meta_partition *p = &topic->partitions[pid];
+			int32_t isr[META_MAX_REPLICAS];
+			uint32_t n;
+			if (p->leader != f->broker_id ||
+			    !wanted_isr(f, topic, pid, caught_up, ctx, isr, &n)) {
+				continue;
+			}
+			if (items == NULL) {
+				items = keel_arena_alloc(&f->arena,
+							 (size_t)topic->partition_count * sizeof(*items));
+			}
+			int32_t *copy = keel_arena_dup(&f->arena, isr, (size_t)n * sizeof(int32_t));
+			if (items == NULL || copy == NULL) {
+				return false; /* out of memory: ask next time */
+			}
+			items[item_count++] = (struct meta_alter_partition_item){
+				(int32_t)pid, p->leader_epoch, p->partition_epoch, copy, n,
+				META_RECOVERED};
+		}
+		if (item_count == 0) {
+			continue;
+		}
+		if (topics == NULL) {
+			topics = keel_arena_alloc(&f->arena,
+						  (size_t)f->image.topic_count * sizeof(*topics));
+			if (topics == NULL) {
+				return false;
+			}
+		}
+		memcpy(topics[topic_count].topic_id, topic->id, META_UUID_SIZE);
+		topics[topic_count].partitions = items;
+		topics[topic_count].partition_count = item_count;
+		topic_count++;
+	}
+	if (topic_count == 0) {
+		return false;
+	}
+	req->broker_id = f->broker_id;
+	req->broker_epoch = broker_epoch;
+	req->topics = topics;
+	req->topic_count = topic_count;
+	return true;
+}
+
 void meta_format_role_change(struct meta_fmt *f, const struct meta_role_change *c)
 {
 	switch (c->new_role) {

@@ -31,6 +31,7 @@
 #include "base/err.h"
 #include "meta/fmt.h"
 #include "meta/image.h"
+#include "meta/proto.h"
 
 enum meta_role {
 	META_ROLE_NONE = 0,
@@ -95,6 +96,24 @@ static inline int64_t meta_follower_offset(const struct meta_follower *f)
 /* The role this broker holds in a partition right now. */
 enum meta_role meta_follower_role(const struct meta_follower *f, const uint8_t topic_id[16],
 				  int32_t partition_id);
+
+/* Is `replica` caught up with this leader's log of the partition? */
+typedef bool (*meta_caught_up_fn)(void *ctx, const uint8_t topic_id[16], int32_t partition_id,
+				  int32_t replica);
+
+/*
+ * The AlterPartition request this broker should send as partition leader:
+ * for every partition it leads (in its image) whose ISR lacks an ACTIVE
+ * replica that `caught_up` accepts, or that is RECOVERING, the new ISR (the
+ * current one plus those replicas, in replica order) with state RECOVERED,
+ * at the leader and partition epochs of the image. `caught_up` NULL counts
+ * every active replica as caught up — what a broker without a data plane
+ * does. Returns false (req untouched) when there is nothing to ask. The
+ * request's arrays live until the next call on the follower.
+ */
+bool meta_follower_isr_request(struct meta_follower *f, int64_t broker_epoch,
+			       meta_caught_up_fn caught_up, void *ctx,
+			       struct meta_alter_partition_request *req);
 
 /* "leader of sensor-data-0 at epoch 3",
  * "follower of sensor-data-0 at epoch 3 (leader: Broker-2)" (or "(leader: none)"),

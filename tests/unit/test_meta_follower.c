@@ -271,12 +271,89 @@ static void test_role_change_text(void **state)
 	assert_string_equal(buf, "no longer a replica of sensor-data-0");
 }
 
+static bool never(void *ctx, const uint8_t topic_id[16], int32_t partition_id, int32_t replica)
+{
+	(void)topic_id;
+	(void)partition_id;
+	(void)replica;
+	(*(int *)ctx)++;
+	return false;
+}
+
+static void test_leader_isr_requests(void **state)
+{
+	(void)state;
+	struct fleet *fl = calloc(1, sizeof(*fl));
+	struct h_cluster c;
+	h_init(&c, 9, NULL);
+	for (int32_t id = 1; id <= 3; id++) {
+		meta_follower_init(&fl->followers[id], id, NULL);
+	}
+	c.on_commit = feed;
+	c.ctx = fl;
+	c.expand_isr = false; /* the followers' requests do it here */
+	for (int32_t id = 1; id <= 3; id++) {
+		h_add_broker(&c, id, NULL);
+	}
+	h_run(&c, 1000, 500);
+	assert_int_equal(h_create_topic(&c, "sensor-data", 6, 2, NULL, 0), META_ERR_NONE);
+	struct meta_alter_partition_request req;
+	/* Full ISRs: nothing to ask. */
+	for (int32_t id = 1; id <= 3; id++) {
+		assert_false(meta_follower_isr_request(&fl->followers[id], h_broker(&c, id)->epoch,
+						       NULL, NULL, &req));
+	}
+	h_kill(&c, 2);
+	h_run(&c, 10000, 500);
+	h_restart(&c, 2);
+	h_run(&c, 1500, 500);
+	assert_false(meta_image_broker(&c.committed, 2)->fenced);
+	const struct meta_topic *t = meta_image_topic(&c.committed, "sensor-data");
+	uint32_t short_isr = 0;
+	for (uint32_t p = 0; p < 6; p++) {
+		short_isr += t->partitions[p].isr_count == 1;
+	}
+	assert_int_equal(short_isr, 4); /* the 4 partitions with broker 2 */
+	/* A data plane that says "not caught up" asks nothing. */
+	int asked = 0;
+	assert_false(meta_follower_isr_request(&fl->followers[1], h_broker(&c, 1)->epoch, never,
+					       &asked, &req));
+	assert_true(asked > 0);
+	/* Without one, each leader asks for broker 2 back; the controller agrees. */
+	for (int32_t id = 1; id <= 3; id++) {
+		if (!meta_follower_isr_request(&fl->followers[id], h_broker(&c, id)->epoch, NULL,
+					       NULL, &req)) {
+			continue;
+		}
+		assert_int_equal(req.broker_id, id);
+		struct meta_alter_partition_response resp;
+		struct meta_batch *batch;
+		assert_int_equal(meta_controller_alter_partition(&c.ctl, c.now, &req, &resp, &batch),
+				 KEEL_OK);
+		assert_int_equal(resp.error, META_ERR_NONE);
+		for (uint32_t k = 0; k < resp.topics[0].partition_count; k++) {
+			assert_int_equal(resp.topics[0].partitions[k].error, META_ERR_NONE);
+		}
+		h_propose(&c, batch, -1, 0, -1);
+	}
+	for (uint32_t p = 0; p < 6; p++) {
+		assert_int_equal(t->partitions[p].isr_count, 2);
+	}
+	assert_false(fl->split_brain);
+	for (int32_t id = 1; id <= 3; id++) {
+		meta_follower_close(&fl->followers[id]);
+	}
+	h_close(&c);
+	free(fl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_followers_track_roles),
 		cmocka_unit_test(test_snapshot_then_batches),
 		cmocka_unit_test(test_role_change_text),
+		cmocka_unit_test(test_leader_isr_requests),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
