@@ -26,7 +26,7 @@ void meta_controller_config_default(struct meta_controller_config *cfg)
 	cfg->default_partitions = 1;
 	cfg->default_replication_factor = 1;
 	cfg->max_partitions_per_topic = 10000;
-	cfg->max_records_per_batch = 50000;
+	cfg->max_records_per_batch = 20000;
 }
 
 /* ---- sessions ---- */

@@ -303,14 +303,17 @@ static void put_topic(struct view *v, const struct meta_topic *t)
 	put_empty(v, path_of(path, "/brokers/topics/", t->name, "/partitions", NULL));
 }
 
-static void put_partition(struct view *v, const struct meta_topic *t, uint32_t pid)
+/* The partition's state node (and, when `created`, its empty parent). */
+static void put_partition(struct view *v, const struct meta_topic *t, uint32_t pid, bool created)
 {
 	const struct meta_partition *p = &t->partitions[pid];
 	char path[PATH_MAX_LEN];
 	char idtext[16];
 	int_text(idtext, sizeof(idtext), pid);
 	path_of(path, "/brokers/topics/", t->name, "/partitions/", idtext);
-	put_empty(v, path);
+	if (created) {
+		put_empty(v, path);
+	}
 	bool recovering = p->leader_recovery_state == META_RECOVERING;
 	struct meta_json j;
 	json_begin(v, &j);
@@ -396,7 +399,7 @@ static void full(struct view *v, const struct meta_image *img)
 		const struct meta_topic *topic = img->topics[t];
 		put_topic(v, topic);
 		for (uint32_t p = 0; p < topic->partition_count; p++) {
-			put_partition(v, topic, p);
+			put_partition(v, topic, p, true);
 		}
 		put_config(v, img, META_RESOURCE_TOPIC, topic->name);
 	}
@@ -438,7 +441,7 @@ static void one_change(struct view *v, const struct meta_image *img, const struc
 		if (c->created || c->replicas_changed) {
 			put_topic(v, t); /* the partition -> replicas map changed */
 		}
-		put_partition(v, t, (uint32_t)c->partition_id);
+		put_partition(v, t, (uint32_t)c->partition_id, c->created);
 		break;
 	case META_CHANGE_TOPIC_REMOVED:
 		emit(v, META_ZK_DELETE_TREE, path_of(path, "/brokers/topics/", c->name, NULL, NULL),
