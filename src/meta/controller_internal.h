@@ -1,0 +1,48 @@
+/*
+ * controller_internal.h — helpers shared by controller.c (machinery, tick)
+ * and controller_requests.c (request handlers). Not for use outside
+ * src/meta. See controller.c for the emit discipline.
+ */
+#ifndef KEEL_META_CONTROLLER_INTERNAL_H
+#define KEEL_META_CONTROLLER_INTERNAL_H
+
+#include "meta/controller.h"
+
+/* Starts an entry point: empties the arena and the output batch. */
+void ctl_begin_call(struct meta_controller *ctl);
+/* Ends one: *batch = the output batch, or NULL when it is empty. */
+void ctl_finish_call(struct meta_controller *ctl, struct meta_batch **batch);
+
+/* Records the output batch can still take. */
+uint32_t ctl_room(const struct meta_controller *ctl);
+
+/* Zeroed memory / a string copy in this call's arena (NULL: out of memory;
+ * ctl_strdup(NULL) is NULL). */
+void *ctl_alloc(struct meta_controller *ctl, size_t size);
+const char *ctl_strdup(struct meta_controller *ctl, const char *s);
+
+/* Emit = append to the output batch and apply to the working image. The
+ * record's pointers must live until the end of the call (arena or static). */
+enum keel_err ctl_emit(struct meta_controller *ctl, const struct meta_record *rec);
+enum keel_err ctl_emit_broker_ref(struct meta_controller *ctl, uint16_t type, int32_t id,
+				  int64_t epoch);
+/* Copies the change's lists into the arena first. */
+enum keel_err ctl_emit_partition_change(struct meta_controller *ctl,
+					const struct meta_partition_change_record *pc);
+
+/* Fences a broker (FenceBroker) and marks elections pending. */
+enum keel_err ctl_fence(struct meta_controller *ctl, const struct meta_broker *b);
+
+/* The election rule over every partition (see election.h); *complete is
+ * false when the batch ran out of room. */
+enum keel_err ctl_reconcile(struct meta_controller *ctl, bool preferred, bool *complete);
+/* Runs ctl_reconcile(false) if broker states changed since the last run. */
+enum keel_err ctl_run_pending_elections(struct meta_controller *ctl);
+
+/* Heartbeat sessions, sorted by broker id. */
+struct meta_session *ctl_session(struct meta_controller *ctl, int32_t id);
+enum keel_err ctl_session_set(struct meta_controller *ctl, int32_t id, int64_t epoch,
+			      int64_t deadline_ms);
+void ctl_session_remove(struct meta_controller *ctl, int32_t id);
+
+#endif

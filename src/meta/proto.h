@@ -1,0 +1,389 @@
+/*
+ * proto.h — bodies of the keel extension requests that brokers and tools
+ * send on the ZooKeeper client port, and of their responses.
+ *
+ * Transport is the server's: it frames each body after the ZooKeeper
+ * request header (xid, opcode) and maps `enum meta_api` to opcode numbers
+ * in the 1000+ range. Every body begins with an int16 version (0 today); a
+ * decoder refuses a newer one with KEEL_UNSUPPORTED, and the server answers
+ * it with META_ERR_UNSUPPORTED_VERSION. Encoding is jute-like (codec.h):
+ * big-endian integers, int32-length strings (-1 = null), int32-count arrays.
+ *
+ * Which server answers: the controller APIs (registration, heartbeat,
+ * unregister, create/delete topics, alter configs, alter partition) are
+ * served by the active controller only — any other server forwards them or
+ * answers META_ERR_NOT_CONTROLLER. DescribeCluster and FetchMetadata are
+ * answered by any server from its own committed image / log.
+ *
+ * Error codes are Kafka's numbers and names (protocol-level values carried
+ * in responses, not `enum keel_err`).
+ *
+ * Memory: decoders put every array and string in the caller's arena
+ * (strings NUL-terminated); FetchMetadata's batch and snapshot bytes are
+ * the exception and point into the input buffer. Encoders read the structs
+ * and keep nothing.
+ */
+#ifndef KEEL_META_PROTO_H
+#define KEEL_META_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "meta/fmt.h"
+#include "meta/image.h"
+#include "meta/record.h"
+
+enum meta_api {
+	META_API_BROKER_REGISTRATION = 0,
+	META_API_BROKER_HEARTBEAT = 1,
+	META_API_UNREGISTER_BROKER = 2,
+	META_API_CREATE_TOPICS = 3,
+	META_API_DELETE_TOPICS = 4,
+	META_API_ALTER_CONFIGS = 5,
+	META_API_ALTER_PARTITION = 6,
+	META_API_DESCRIBE_CLUSTER = 7,
+	META_API_FETCH_METADATA = 8,
+};
+#define META_API_COUNT 9
+
+/* Whether only the active controller may answer this API. */
+bool meta_api_needs_controller(enum meta_api api);
+const char *meta_api_name(enum meta_api api);
+
+/* Kafka's error codes (org.apache.kafka.common.protocol.Errors). */
+enum meta_error {
+	META_ERR_UNKNOWN_SERVER_ERROR = -1,
+	META_ERR_NONE = 0,
+	META_ERR_OFFSET_OUT_OF_RANGE = 1,
+	META_ERR_UNKNOWN_TOPIC_OR_PARTITION = 3,
+	META_ERR_NOT_LEADER_OR_FOLLOWER = 6,
+	META_ERR_INVALID_TOPIC_EXCEPTION = 17,
+	META_ERR_UNSUPPORTED_VERSION = 35,
+	META_ERR_TOPIC_ALREADY_EXISTS = 36,
+	META_ERR_INVALID_PARTITIONS = 37,
+	META_ERR_INVALID_REPLICATION_FACTOR = 38,
+	META_ERR_INVALID_CONFIG = 40,
+	META_ERR_NOT_CONTROLLER = 41,
+	META_ERR_INVALID_REQUEST = 42,
+	META_ERR_POLICY_VIOLATION = 44,
+	META_ERR_FENCED_LEADER_EPOCH = 74,
+	META_ERR_STALE_BROKER_EPOCH = 77,
+	META_ERR_INVALID_UPDATE_VERSION = 95,
+	META_ERR_UNKNOWN_TOPIC_ID = 100,
+	META_ERR_DUPLICATE_BROKER_REGISTRATION = 101,
+	META_ERR_BROKER_ID_NOT_REGISTERED = 102,
+	META_ERR_INELIGIBLE_REPLICA = 107,
+};
+
+/* "STALE_BROKER_EPOCH", ...; "UNKNOWN" for codes not in the table. */
+const char *meta_error_name(int16_t code);
+
+/* Largest item count a decoder accepts in one list (bounded further by
+ * the bytes actually present). */
+#define META_PROTO_MAX_ITEMS 1000000
+
+/* ---- BrokerRegistration ---- */
+
+struct meta_broker_registration_request {
+	int32_t broker_id;
+	uint8_t incarnation_id[META_UUID_SIZE]; /* new for every broker process start */
+	const struct meta_endpoint *endpoints;
+	uint32_t endpoint_count;
+	const char *rack;              /* NULL: none */
+	int64_t previous_broker_epoch; /* -1: none (see docs/controller.md) */
+};
+
+struct meta_broker_registration_response {
+	int16_t error;
+	const char *error_message; /* NULL when error is NONE */
+	int64_t broker_epoch;
+};
+
+/* ---- BrokerHeartbeat (also carries controlled shutdown) ---- */
+
+struct meta_broker_heartbeat_request {
+	int32_t broker_id;
+	int64_t broker_epoch;
+	int64_t current_metadata_offset; /* last metadata offset the broker applied */
+	bool want_fence;
+	bool want_shutdown;
+};
+
+struct meta_broker_heartbeat_response {
+	int16_t error;
+	const char *error_message;
+	bool is_caught_up;
+	bool is_fenced;
+	bool should_shut_down;
+};
+
+/* ---- UnregisterBroker ---- */
+
+struct meta_unregister_broker_request {
+	int32_t broker_id;
+};
+
+struct meta_unregister_broker_response {
+	int16_t error;
+	const char *error_message;
+};
+
+/* ---- CreateTopics ---- */
+
+struct meta_config_kv {
+	const char *key;
+	const char *value; /* NULL: delete (AlterConfigs only) */
+};
+
+struct meta_create_topic {
+	const char *name;
+	int32_t num_partitions;     /* -1: the controller's default */
+	int16_t replication_factor; /* -1: the controller's default */
+	const struct meta_config_kv *configs;
+	uint32_t config_count;
+};
+
+struct meta_create_topics_request {
+	const struct meta_create_topic *topics;
+	uint32_t topic_count;
+	bool validate_only;
+};
+
+struct meta_create_topic_result {
+	const char *name;
+	uint8_t topic_id[META_UUID_SIZE]; /* zero on error */
+	int16_t error;
+	const char *error_message;
+	int32_t num_partitions;
+	int16_t replication_factor;
+};
+
+struct meta_create_topics_response {
+	const struct meta_create_topic_result *topics;
+	uint32_t topic_count;
+};
+
+/* ---- DeleteTopics ---- */
+
+struct meta_delete_topics_request {
+	const char *const *names;
+	uint32_t name_count;
+};
+
+struct meta_delete_topic_result {
+	const char *name;
+	uint8_t topic_id[META_UUID_SIZE];
+	int16_t error;
+	const char *error_message;
+};
+
+struct meta_delete_topics_response {
+	const struct meta_delete_topic_result *results;
+	uint32_t result_count;
+};
+
+/* ---- AlterConfigs (incremental: set or delete keys) ---- */
+
+struct meta_alter_config_resource {
+	uint8_t resource_type; /* enum meta_resource_type */
+	const char *resource_name;
+	const struct meta_config_kv *entries;
+	uint32_t entry_count;
+};
+
+struct meta_alter_configs_request {
+	const struct meta_alter_config_resource *resources;
+	uint32_t resource_count;
+	bool validate_only;
+};
+
+struct meta_alter_config_result {
+	uint8_t resource_type;
+	const char *resource_name;
+	int16_t error;
+	const char *error_message;
+};
+
+struct meta_alter_configs_response {
+	const struct meta_alter_config_result *results;
+	uint32_t result_count;
+};
+
+/* ---- AlterPartition (ISR changes from partition leaders) ---- */
+
+struct meta_alter_partition_item {
+	int32_t partition_id;
+	int32_t leader_epoch;    /* the leader's current leader epoch */
+	int32_t partition_epoch; /* the partition epoch the leader last saw */
+	const int32_t *new_isr;
+	uint32_t new_isr_count;
+	uint8_t leader_recovery_state;
+};
+
+struct meta_alter_partition_topic {
+	uint8_t topic_id[META_UUID_SIZE];
+	const struct meta_alter_partition_item *partitions;
+	uint32_t partition_count;
+};
+
+struct meta_alter_partition_request {
+	int32_t broker_id;
+	int64_t broker_epoch;
+	const struct meta_alter_partition_topic *topics;
+	uint32_t topic_count;
+};
+
+/* The partition's state after the request (the current state on error). */
+struct meta_alter_partition_result {
+	int32_t partition_id;
+	int16_t error;
+	int32_t leader;
+	int32_t leader_epoch;
+	int32_t partition_epoch;
+	const int32_t *isr;
+	uint32_t isr_count;
+	uint8_t leader_recovery_state;
+};
+
+struct meta_alter_partition_topic_result {
+	uint8_t topic_id[META_UUID_SIZE];
+	const struct meta_alter_partition_result *partitions;
+	uint32_t partition_count;
+};
+
+struct meta_alter_partition_response {
+	int16_t error; /* request-level: STALE_BROKER_EPOCH, ... */
+	const char *error_message;
+	const struct meta_alter_partition_topic_result *topics;
+	uint32_t topic_count;
+};
+
+/* ---- DescribeCluster (read of one server's committed image) ---- */
+
+struct meta_describe_cluster_request {
+	const char *const *topic_names; /* none: every topic */
+	uint32_t topic_name_count;
+	bool include_brokers;
+	bool include_topics;
+};
+
+struct meta_describe_broker {
+	int32_t id;
+	int64_t epoch;
+	uint8_t incarnation_id[META_UUID_SIZE];
+	const struct meta_endpoint *endpoints;
+	uint32_t endpoint_count;
+	const char *rack;
+	bool fenced;
+	bool in_controlled_shutdown;
+};
+
+struct meta_describe_partition {
+	int32_t partition_id;
+	int32_t leader;
+	int32_t leader_epoch;
+	int32_t partition_epoch;
+	const int32_t *replicas;
+	uint32_t replica_count;
+	const int32_t *isr;
+	uint32_t isr_count;
+	uint8_t leader_recovery_state;
+};
+
+struct meta_describe_topic {
+	const char *name;
+	uint8_t topic_id[META_UUID_SIZE];
+	int16_t error; /* UNKNOWN_TOPIC_OR_PARTITION for a requested name not found */
+	const struct meta_describe_partition *partitions;
+	uint32_t partition_count;
+	const struct meta_config_kv *configs;
+	uint32_t config_count;
+};
+
+struct meta_describe_cluster_response {
+	int16_t error;
+	int32_t controller_id;
+	int32_t controller_epoch;
+	int64_t metadata_offset; /* the image's offset */
+	const struct meta_describe_broker *brokers;
+	uint32_t broker_count;
+	const struct meta_describe_topic *topics;
+	uint32_t topic_count;
+};
+
+/*
+ * Fills a DescribeCluster response from an image. Arrays go in `arena`;
+ * strings and lists point INTO the image, so encode the response before the
+ * image next changes. KEEL_NOMEM if the arena fails.
+ */
+enum keel_err meta_describe_cluster(const struct meta_image *img,
+				    const struct meta_describe_cluster_request *req,
+				    struct keel_arena *arena,
+				    struct meta_describe_cluster_response *resp);
+
+/* ---- FetchMetadata (follow the metadata log from an offset) ---- */
+
+struct meta_fetch_metadata_request {
+	int64_t from_offset; /* the first offset wanted (last applied + 1) */
+	int32_t max_bytes;   /* soft cap on the batch bytes in one response */
+};
+
+struct meta_fetch_batch {
+	int64_t offset;      /* Raft index of the entry */
+	const uint8_t *data; /* an encoded meta batch (record.h), tag byte removed */
+	size_t size;
+};
+
+/*
+ * Either a run of batches with offsets >= from_offset, in order, or — when
+ * the log no longer holds from_offset (compacted) — a whole image snapshot
+ * (image.h format) taken at snapshot_offset, after which the broker fetches
+ * from snapshot_offset + 1. high_watermark is the highest offset the server
+ * has applied; a broker whose from_offset is above it has all there is.
+ */
+struct meta_fetch_metadata_response {
+	int16_t error;
+	int64_t high_watermark;
+	int64_t snapshot_offset; /* -1: no snapshot in this response */
+	const uint8_t *snapshot;
+	size_t snapshot_size;
+	const struct meta_fetch_batch *batches;
+	uint32_t batch_count;
+};
+
+/* Largest snapshot / batch a FetchMetadata decoder accepts. */
+#define META_FETCH_MAX_BYTES (64u * 1024 * 1024)
+
+/* ---- encoders (append to w; KEEL_TOOBIG if it is full) and decoders ---- */
+
+#define META_PROTO_DECLARE(name)                                                              \
+	enum keel_err meta_encode_##name(struct keel_wbuf *w, const struct meta_##name *m);    \
+	enum keel_err meta_decode_##name(const void *data, size_t size, struct keel_arena *arena, \
+					 struct meta_##name *out, struct meta_errbuf *eb)
+
+META_PROTO_DECLARE(broker_registration_request);
+META_PROTO_DECLARE(broker_registration_response);
+META_PROTO_DECLARE(broker_heartbeat_request);
+META_PROTO_DECLARE(broker_heartbeat_response);
+META_PROTO_DECLARE(unregister_broker_request);
+META_PROTO_DECLARE(unregister_broker_response);
+META_PROTO_DECLARE(create_topics_request);
+META_PROTO_DECLARE(create_topics_response);
+META_PROTO_DECLARE(delete_topics_request);
+META_PROTO_DECLARE(delete_topics_response);
+META_PROTO_DECLARE(alter_configs_request);
+META_PROTO_DECLARE(alter_configs_response);
+META_PROTO_DECLARE(alter_partition_request);
+META_PROTO_DECLARE(alter_partition_response);
+META_PROTO_DECLARE(describe_cluster_request);
+META_PROTO_DECLARE(describe_cluster_response);
+META_PROTO_DECLARE(fetch_metadata_request);
+META_PROTO_DECLARE(fetch_metadata_response);
+
+#undef META_PROTO_DECLARE
+
+#endif
