@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "zk/zk_housekeeping.h"
 #include "zk/zk_mutate.h"
 #include "zk/zk_path.h"
 #include "zk/zk_state.h"
@@ -568,15 +569,6 @@ static void apply_create_session(struct apply_ctx *c, const struct zk_txn *txn)
 
 /* ---- housekeeping ---- */
 
-static bool container_expired(const struct zk_state *st, const struct zk_node *n, int64_t now)
-{
-	if (n->cversion > 0) {
-		return true;
-	}
-	int64_t never_used = st->config.container_max_never_used_ms;
-	return never_used != 0 && now - n->mtime > never_used;
-}
-
 static void apply_housekeeping(struct apply_ctx *c, const struct zk_txn *txn)
 {
 	struct zk_state *st = c->st;
@@ -585,21 +577,15 @@ static void apply_housekeeping(struct apply_ctx *c, const struct zk_txn *txn)
 		c->res->err = ZK_NO_NODE;
 		return;
 	}
-	const struct zk_node *n = zk_tree_node(&st->tree, id);
-	enum zk_node_kind kind = zk_owner_kind(n->ephemeral_owner);
 	if (zk_tree_first_child(&st->tree, id) != ZK_NODE_NONE) {
 		c->res->err = ZK_NOT_EMPTY;
 		return;
 	}
-	bool expired;
-	if (txn->kind == ZK_TXN_DELETE_CONTAINER) {
-		expired = kind == ZK_KIND_CONTAINER && container_expired(st, n, c->time_ms);
-	} else {
-		int64_t ttl = zk_owner_ttl_ms(n->ephemeral_owner);
-		expired = kind == ZK_KIND_TTL && ttl != 0 && c->time_ms - n->mtime > ttl;
-	}
-	if (!expired) {
-		c->res->err = ZK_BAD_VERSION; /* stale proposal: nothing to do */
+	/* The leader's rule again, at the stamped time: a stale proposal
+	 * (touched, re-used, replaced by another kind) changes nothing. */
+	enum zk_txn_kind kind;
+	if (!zk_housekeeping_due(st, id, c->time_ms, &kind) || kind != txn->kind) {
+		c->res->err = ZK_BAD_VERSION;
 		return;
 	}
 	enum keel_err err = zk_mut_delete(st, c->res, id, txn->path, c->zxid);
