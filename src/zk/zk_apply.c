@@ -802,6 +802,9 @@ enum keel_err zk_system_put(struct zk_state *st, struct zk_result *res, const ch
 	if (acl.count <= 0) {
 		return KEEL_INVAL;
 	}
+	if (data_size > st->config.max_packet_size) {
+		return KEEL_TOOBIG; /* what a client could not write either */
+	}
 	zk_mut_begin(st, res);
 	err = system_put(st, res, zk_bytes_of(path, path_size), zk_bytes_of(data, data_size), acl,
 			 flags);

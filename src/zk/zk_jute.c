@@ -155,7 +155,7 @@ struct zk_acl_vec zk_acl_vec_build(struct keel_wbuf *w, const struct zk_acl *acl
 		v.count = -1;
 		return v;
 	}
-	v.data = w->data + start;
+	v.data = w->data == NULL ? NULL : w->data + start;
 	v.size = (uint32_t)(w->size - start);
 	return v;
 }
@@ -220,7 +220,7 @@ struct zk_str_vec zk_str_vec_build(struct keel_wbuf *w, const char *const *strs,
 		v.count = -1;
 		return v;
 	}
-	v.data = w->data + start;
+	v.data = w->data == NULL ? NULL : w->data + start;
 	v.size = (uint32_t)(w->size - start);
 	return v;
 }

@@ -97,6 +97,12 @@ uint64_t zk_mut_session_digest(const struct zk_session *s);
 void zk_mut_eph_link(struct zk_state *st, struct zk_session *s, uint32_t id);
 enum keel_err zk_mut_special_add(struct zk_state *st, uint32_t id);
 
+/* A state with only an empty root (snapshot load fills it). */
+enum keel_err zk_state_init_bare(struct zk_state *st, const struct zk_config *cfg);
+/* The digests recomputed from scratch (O(n)). */
+uint64_t zk_state_digest_nodes_full(const struct zk_state *st, bool *ok);
+uint64_t zk_state_digest_sessions_full(const struct zk_state *st);
+
 /* "/a/b" -> "/a"; "/a" -> "/" (ZooKeeper's parent name for triggers). */
 struct zk_bytes zk_mut_parent_path(struct zk_bytes path);
 

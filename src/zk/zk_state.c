@@ -133,7 +133,7 @@ static uint64_t nodes_digest(const struct zk_state *st, bool *ok)
 	return w.sum;
 }
 
-enum keel_err zk_state_init(struct zk_state *st, const struct zk_config *cfg)
+enum keel_err zk_state_init_bare(struct zk_state *st, const struct zk_config *cfg)
 {
 	memset(st, 0, sizeof(*st));
 	st->config = *cfg;
@@ -153,6 +153,30 @@ enum keel_err zk_state_init(struct zk_state *st, const struct zk_config *cfg)
 	}
 	if (err != KEEL_OK) {
 		zk_state_close(st);
+	}
+	return err;
+}
+
+uint64_t zk_state_digest_nodes_full(const struct zk_state *st, bool *ok)
+{
+	return nodes_digest(st, ok);
+}
+
+uint64_t zk_state_digest_sessions_full(const struct zk_state *st)
+{
+	uint64_t sum = 0;
+	size_t cursor = 0;
+	const struct zk_session *s;
+	while ((s = keel_hmap_next(&st->sessions, &cursor)) != NULL) {
+		sum += zk_mut_session_digest(s);
+	}
+	return sum;
+}
+
+enum keel_err zk_state_init(struct zk_state *st, const struct zk_config *cfg)
+{
+	enum keel_err err = zk_state_init_bare(st, cfg);
+	if (err != KEEL_OK) {
 		return err;
 	}
 	/* The root shares world:anyone:ALL (ZooKeeper's "-1" ACL). */
@@ -271,13 +295,7 @@ uint64_t zk_state_hash_full(const struct zk_state *st)
 	bool ok;
 	uint64_t nodes = nodes_digest(st, &ok);
 	KEEL_ASSERT(ok);
-	uint64_t sessions = 0;
-	size_t cursor = 0;
-	const struct zk_session *s;
-	while ((s = keel_hmap_next(&st->sessions, &cursor)) != NULL) {
-		sessions += zk_mut_session_digest(s);
-	}
-	return combine(nodes, sessions);
+	return combine(nodes, zk_state_digest_sessions_full(st));
 }
 
 void zk_state_memory(const struct zk_state *st, struct zk_memory *mem)

@@ -212,7 +212,8 @@ void zk_state_memory(const struct zk_state *st, struct zk_memory *mem);
  * Each call is atomic (all or nothing). Errors: KEEL_INVAL (bad path, or a
  * parent that is a session ephemeral), KEEL_NOENT (missing parent without
  * ZK_SYSTEM_PARENTS; delete of a missing node), KEEL_EXIST (delete of a node
- * with children, not recursive), KEEL_LIMIT, KEEL_NOMEM.
+ * with children, not recursive), KEEL_TOOBIG (data over max_packet_size),
+ * KEEL_LIMIT, KEEL_NOMEM.
  */
 enum zk_system_flags {
 	ZK_SYSTEM_PARENTS = 1u << 0, /* create missing parents (same ACL, no data) */
