@@ -53,6 +53,19 @@ void zk_txn_encode_delete(struct keel_wbuf *w, enum zk_txn_kind kind, int64_t ti
 	zk_write_bytes(w, zk_bytes_of(path, path_size));
 }
 
+/* magic, version, kind, then time_ms */
+#define TIME_OFFSET 3u
+
+enum keel_err zk_txn_set_time(void *txn, size_t size, int64_t time_ms)
+{
+	uint8_t *p = txn;
+	if (size < TIME_OFFSET + 8 || p[0] != ZK_TXN_MAGIC || p[1] != ZK_TXN_VERSION) {
+		return KEEL_PROTO;
+	}
+	keel_store_be64(p + TIME_OFFSET, (uint64_t)time_ms);
+	return KEEL_OK;
+}
+
 enum keel_err zk_txn_decode(struct zk_txn *txn, const void *data, size_t size)
 {
 	struct keel_rbuf r;

@@ -95,6 +95,10 @@ void zk_txn_encode_close_session(struct keel_wbuf *w, const struct zk_txn_meta *
 void zk_txn_encode_delete(struct keel_wbuf *w, enum zk_txn_kind kind, int64_t time_ms,
 			  const char *path, size_t path_size);
 
+/* Re-stamps an encoded txn's time in place (the leader stamps entries a
+ * follower forwarded). KEEL_PROTO if `txn` is not an encoded txn. */
+enum keel_err zk_txn_set_time(void *txn, size_t size, int64_t time_ms);
+
 /* KEEL_CORRUPT for a wrong magic/version/kind, KEEL_PROTO when short or
  * malformed. */
 enum keel_err zk_txn_decode(struct zk_txn *txn, const void *data, size_t size);

@@ -664,6 +664,14 @@ static void test_txn_roundtrip(void **state)
 	for (size_t n = 0; n < w.size - 3; n++) {
 		assert_int_not_equal(zk_txn_decode(&t, w.data, n), KEEL_OK);
 	}
+	/* The leader re-stamps the time of a forwarded txn in place. */
+	assert_int_equal(zk_txn_set_time(w.data, w.size, 1800000000123), KEEL_OK);
+	assert_int_equal(zk_txn_decode(&t, w.data, w.size), KEEL_OK);
+	assert_int_equal(t.meta.time_ms, 1800000000123);
+	assert_int_equal(t.meta.xid, 42);
+	assert_int_equal(zk_txn_set_time(w.data, 10, 1), KEEL_PROTO);
+	uint8_t not_txn[16] = {0};
+	assert_int_equal(zk_txn_set_time(not_txn, sizeof(not_txn), 1), KEEL_PROTO);
 
 	uint8_t pw[16];
 	memset(pw, 7, 16);
