@@ -1,101 +1,1341 @@
 /*
- * client_zk.c — placeholder until the ZooKeeper layer (src/zk) lands: a
- * ZooKeeper client is told nothing and disconnected, with a log line.
+ * client_zk.c — serving ZooKeeper clients (client_zk.h).
+ *
+ * A connection's life:
+ *
+ *   HANDSHAKE --ConnectRequest--> decide (zk_session_connect)
+ *      NEW      propose CREATE_SESSION; reply ConnectResponse when applied
+ *      RESUME   reply now
+ *      EXPIRED/REFUSE  first a ReadIndex barrier (this server may be
+ *               behind), then decide again; still EXPIRED: reply timeOut 0
+ *               and close; still REFUSE: close
+ *   ACTIVE --requests--> ... --closeSession applied / expired / error--> CLOSED
+ *
+ * Replies leave in request order. Every request becomes a `struct
+ * zk_pending` in the connection's FIFO:
+ *   write   proposed at once (forwarded to the leader on a follower); its
+ *           reply is made when this server applies the entry;
+ *   read    served from the local state when it reaches the FIFO head, so
+ *           it sees every earlier write of the session;
+ *   sync    a ReadIndex barrier; served once applied >= the read index.
+ * A reply made while earlier requests are still open is kept and sent when
+ * it reaches the head. Watch events are written to the connection as apply
+ * fires them, so they precede any later reply.
+ *
+ * When the leader changes, writes whose fate is unknown cannot be answered
+ * truthfully: their connections are closed (the client sees ConnectionLoss
+ * and decides, as with ZooKeeper). Writes made while no leader is known wait
+ * for one, up to twice the election timeout.
+ *
+ * Session liveness: every request or ping touches the session. The leader
+ * keeps the expiry tracker; followers report the sessions they heard from
+ * every SESSION_REPORT_MS; the leader proposes CLOSE_SESSION for sessions
+ * silent past their timeout.
  */
 #include "node/client_zk.h"
 
-#include "os/log.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
+#include "base/assert.h"
+#include "node/fsm.h"
+#include "node/peers.h"
+#include "os/clock.h"
+#include "os/log.h"
+#include "zk/zk_housekeeping.h"
+#include "zk/zk_read.h"
+#include "zk/zk_session.h"
+#include "zk/zk_txn.h"
+#include "zk/zk_watch.h"
+
+#define SESSION_REPORT_MS 500u
+#define MAX_TOUCH_REPORT 4096u
+#define MAX_EXPIRE_PER_TICK 256u
+#define MAX_REAP_PER_SCAN 1000u
+
+enum conn_state {
+	ZC_HANDSHAKE = 1,
+	ZC_ACTIVE = 2,
+	ZC_CLOSING = 3,
+};
+
+enum pending_kind {
+	PK_CONNECT = 1, /* handshake: CREATE_SESSION or a barrier */
+	PK_WRITE = 2,
+	PK_READ = 3,
+	PK_SYNC = 4,
+};
+
+struct zk_pending {
+	struct zk_pending *next; /* FIFO of the connection */
+	struct zk_conn *zc;      /* NULL once the connection is gone */
+	uint8_t kind;
+	bool in_map;             /* in zs->by_request (writes, connects, syncs) */
+	bool in_fifo;
+	bool done;               /* reply ready (kept in reply/reply_size) */
+	bool proposed;           /* writes: handed to Raft or the leader */
+	bool barrier_ok;         /* sync/connect: read index confirmed */
+	int32_t xid;
+	int32_t opcode;
+	uint64_t request_id;
+	uint64_t read_index;
+	uint64_t start_ns;
+	uint64_t deadline_ms;
+	uint8_t *frame; /* reads/syncs: the request; unproposed writes: the entry */
+	size_t frame_size;
+	uint8_t *reply; /* a whole reply payload made before its turn */
+	size_t reply_size;
+};
+
+struct zk_conn {
+	struct node_client *client;
+	enum conn_state state;
+	int64_t session_id;
+	int32_t timeout_ms;
+	bool has_read_only;
+	bool attached;
+	bool touched;
+	struct zk_auth_info auth;
+	struct zk_watch_conn wconn;
+	struct zk_connect_request connect; /* kept during the handshake */
+	uint8_t connect_passwd[ZK_PASSWD_SIZE];
+	bool barrier_done;
+	struct zk_pending *head;
+	struct zk_pending *tail;
+	uint32_t pending_count;
+	bool paused_for_backlog;
+	uint64_t last_heard_ms;
+	/* For `cons`. */
+	int32_t last_cxid;
+	int64_t last_zxid;
+	int32_t last_op;
+	uint64_t last_latency_ms;
+	uint64_t min_latency_ms;
+	uint64_t max_latency_ms;
+	uint64_t total_latency_ms;
+	uint64_t replies;
+};
+
+struct zk_server {
+	struct zk_watches watches;
+	struct zk_expiry expiry;
+	bool expiry_active;
+	struct keel_hmap by_request; /* request id -> pending */
+	struct keel_hmap by_session; /* session id -> conn on this server */
+	uint64_t next_request_id;
+	struct keel_wbuf scratch;
+	uint64_t last_report_ms;
+	uint64_t last_housekeeping_ms;
+	/* Stats. */
+	uint64_t latency_min_ms;
+	uint64_t latency_max_ms;
+	uint64_t latency_total_ms;
+	uint64_t latency_count;
+	uint64_t outstanding;
+};
+
+static struct zk_server *server_of(struct node *n)
 {
-	(void)n;
-	(void)err;
-	(void)err_size;
-	return KEEL_OK;
+	return n->zk_server;
 }
 
-void zk_clients_close(struct node *n)
+/* ---- maps ---- */
+
+static bool pending_eq(const void *item, const void *key)
 {
-	(void)n;
+	return ((const struct zk_pending *)item)->request_id == *(const uint64_t *)key;
+}
+
+static bool conn_session_eq(const void *item, const void *key)
+{
+	return ((const struct zk_conn *)item)->session_id == *(const int64_t *)key;
+}
+
+static struct zk_pending *pending_lookup(struct zk_server *zs, uint64_t request_id)
+{
+	return keel_hmap_find(&zs->by_request, keel_hash_u64(request_id), pending_eq, &request_id);
+}
+
+static void pending_map_remove(struct zk_server *zs, struct zk_pending *p)
+{
+	if (p->in_map) {
+		keel_hmap_remove_item(&zs->by_request, keel_hash_u64(p->request_id), p);
+		p->in_map = false;
+	}
+}
+
+static void pending_free(struct zk_server *zs, struct zk_pending *p)
+{
+	KEEL_ASSERT(!p->in_fifo);
+	pending_map_remove(zs, p);
+	if (zs->outstanding > 0) {
+		zs->outstanding--;
+	}
+	free(p->frame);
+	free(p->reply);
+	free(p);
+}
+
+static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, uint8_t kind,
+				      int32_t xid, int32_t opcode)
+{
+	struct zk_pending *p = calloc(1, sizeof(*p));
+	if (p == NULL) {
+		return NULL;
+	}
+	p->zc = zc;
+	p->kind = kind;
+	p->xid = xid;
+	p->opcode = opcode;
+	p->start_ns = keel_clock_mono_ns();
+	zs->outstanding++;
+	return p;
+}
+
+static enum keel_err pending_map_add(struct zk_server *zs, struct zk_pending *p)
+{
+	p->request_id = zs->next_request_id++;
+	enum keel_err rc = keel_hmap_insert(&zs->by_request, keel_hash_u64(p->request_id), p);
+	if (rc == KEEL_OK) {
+		p->in_map = true;
+	}
+	return rc;
+}
+
+/* ---- connection helpers ---- */
+
+static struct zk_conn *zc_of(struct node_client *c)
+{
+	return c->zk;
+}
+
+static void conn_close(struct zk_conn *zc, enum keel_err reason, bool flush)
+{
+	if (zc->state == ZC_CLOSING) {
+		return;
+	}
+	zc->state = ZC_CLOSING;
+	net_conn_close(&zc->client->conn, reason, flush);
+}
+
+static void record_latency(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	struct zk_server *zs = server_of(n);
+	uint64_t us = (keel_clock_mono_ns() - p->start_ns) / 1000u;
+	uint64_t ms = us / 1000u;
+	metrics_hist_observe(&n->stats.request_latency, us);
+	if (zs->latency_count == 0 || ms < zs->latency_min_ms) {
+		zs->latency_min_ms = ms;
+	}
+	zs->latency_max_ms = KEEL_MAX(zs->latency_max_ms, ms);
+	zs->latency_total_ms += ms;
+	zs->latency_count++;
+	zc->last_latency_ms = ms;
+	if (zc->replies == 0 || ms < zc->min_latency_ms) {
+		zc->min_latency_ms = ms;
+	}
+	zc->max_latency_ms = KEEL_MAX(zc->max_latency_ms, ms);
+	zc->total_latency_ms += ms;
+	zc->replies++;
+}
+
+/* Writes a reply (header + body) as one frame on the connection. */
+static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t err,
+		       const uint8_t *body, size_t body_size)
+{
+	size_t mark;
+	struct keel_wbuf *w = net_conn_frame_begin(&zc->client->conn, &mark);
+	if (w == NULL) {
+		return;
+	}
+	zk_reply_header_encode(w, xid, zxid, err);
+	if (err == 0 && body_size > 0) {
+		keel_wbuf_bytes(w, body, body_size);
+	}
+	net_conn_frame_end(&zc->client->conn, mark);
+	zc->client->packets_sent++;
+	zc->last_zxid = zxid;
+}
+
+static void send_raw_payload(struct zk_conn *zc, const uint8_t *payload, size_t size)
+{
+	net_conn_send(&zc->client->conn, payload, size);
+	zc->client->packets_sent++;
+}
+
+static void fifo_push(struct zk_conn *zc, struct zk_pending *p)
+{
+	p->next = NULL;
+	p->in_fifo = true;
+	if (zc->tail == NULL) {
+		zc->head = p;
+	} else {
+		zc->tail->next = p;
+	}
+	zc->tail = p;
+	zc->pending_count++;
+	if (zc->pending_count >= zc->client->node->cfg.max_pending_per_connection &&
+	    !zc->paused_for_backlog) {
+		zc->paused_for_backlog = true;
+		net_conn_pause(&zc->client->conn);
+	}
+}
+
+static struct zk_pending *fifo_pop(struct zk_conn *zc)
+{
+	struct zk_pending *p = zc->head;
+	KEEL_ASSERT(p != NULL);
+	zc->head = p->next;
+	if (zc->head == NULL) {
+		zc->tail = NULL;
+	}
+	p->next = NULL;
+	p->in_fifo = false;
+	zc->pending_count--;
+	return p;
+}
+
+static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p);
+static void fifo_advance(struct node *n, struct zk_conn *zc);
+
+/* Completes `p` with a reply payload: sent now if it is the head, else kept. */
+static void complete(struct node *n, struct zk_pending *p, int32_t err, int64_t zxid,
+		     const uint8_t *body, size_t body_size)
+{
+	struct zk_conn *zc = p->zc;
+	if (zc == NULL || zc->state == ZC_CLOSING) {
+		return;
+	}
+	p->done = true;
+	if (zc->head == p) {
+		send_reply(zc, p->xid, zxid, err, body, body_size);
+		record_latency(n, zc, p);
+		fifo_pop(zc);
+		pending_free(server_of(n), p);
+		fifo_advance(n, zc);
+		return;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, ZK_REPLY_HEADER_SIZE + body_size, SIZE_MAX);
+	zk_reply_header_encode(&w, p->xid, zxid, err);
+	if (err == 0 && body_size > 0) {
+		keel_wbuf_bytes(&w, body, body_size);
+	}
+	if (!keel_wbuf_ok(&w)) {
+		keel_wbuf_free(&w);
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	p->reply = keel_wbuf_release(&w, &p->reply_size);
+}
+
+/* Sends what is ready at the head of the FIFO: kept replies, and reads
+ * whose turn has come. Stops at a write or sync still in flight. */
+static void fifo_advance(struct node *n, struct zk_conn *zc)
+{
+	while (zc->head != NULL && zc->state == ZC_ACTIVE) {
+		struct zk_pending *p = zc->head;
+		if (p->done && p->reply != NULL) {
+			send_raw_payload(zc, p->reply, p->reply_size);
+			record_latency(n, zc, p);
+			fifo_pop(zc);
+			pending_free(server_of(n), p);
+			continue;
+		}
+		if (p->kind == PK_READ || (p->kind == PK_SYNC && p->barrier_ok &&
+					   n->applied_index >= p->read_index)) {
+			fifo_pop(zc);
+			serve_read(n, zc, p);
+			pending_free(server_of(n), p);
+			continue;
+		}
+		break;
+	}
+	if (zc->paused_for_backlog &&
+	    zc->pending_count < zc->client->node->cfg.max_pending_per_connection / 2) {
+		zc->paused_for_backlog = false;
+		net_conn_resume(&zc->client->conn);
+	}
+}
+
+/* ---- watch events ---- */
+
+static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct zk_watch_event *ev)
+{
+	(void)ctx;
+	struct zk_conn *zc = KEEL_CONTAINER_OF(wconn, struct zk_conn, wconn);
+	if (zc->state == ZC_CLOSING) {
+		return;
+	}
+	size_t mark;
+	struct keel_wbuf *w = net_conn_frame_begin(&zc->client->conn, &mark);
+	if (w == NULL) {
+		return;
+	}
+	/* ZooKeeper 3.8 sends notifications with zxid -1. */
+	zk_reply_header_encode(w, -1, -1, 0);
+	struct zk_watcher_event we = {ev->type, ZK_STATE_SYNC_CONNECTED, ev->path};
+	zk_watcher_event_encode(w, &we);
+	net_conn_frame_end(&zc->client->conn, mark);
+	zc->client->packets_sent++;
+}
+
+/* ---- sessions ---- */
+
+static void touch(struct node *n, struct zk_conn *zc)
+{
+	zc->last_heard_ms = node_now_ms(n);
+	if (zc->session_id == 0) {
+		return;
+	}
+	struct zk_server *zs = server_of(n);
+	if (zs->expiry_active) {
+		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)node_now_ms(n));
+	} else {
+		zc->touched = true;
+	}
+}
+
+static void session_map_add(struct zk_server *zs, struct zk_conn *zc)
+{
+	int64_t id = zc->session_id;
+	struct zk_conn *old =
+		keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)id), conn_session_eq, &id);
+	if (old != NULL && old != zc) {
+		/* The session moved to a new connection: the old one goes. */
+		old->session_id = 0;
+		conn_close(old, KEEL_EXIST, true);
+	}
+	keel_hmap_insert(&zs->by_session, keel_hash_u64((uint64_t)id), zc);
+}
+
+static void session_map_remove(struct zk_server *zs, struct zk_conn *zc)
+{
+	if (zc->session_id != 0) {
+		keel_hmap_remove_item(&zs->by_session, keel_hash_u64((uint64_t)zc->session_id), zc);
+	}
+}
+
+static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int32_t timeout_ms)
+{
+	struct zk_server *zs = server_of(n);
+	zc->session_id = session_id;
+	zc->timeout_ms = timeout_ms;
+	zc->state = ZC_ACTIVE;
+	session_map_add(zs, zc);
+	if (!zc->attached &&
+	    zk_watches_attach(&zs->watches, &zc->wconn, zc->client->id, &zc->auth.ids) == KEEL_OK) {
+		zc->attached = true;
+	}
+	touch(n, zc);
+	net_conn_resume(&zc->client->conn);
+}
+
+/* ---- proposing ---- */
+
+/* Hands an encoded entry to Raft (leader) or to the leader (follower).
+ * Returns false when it cannot be sent now (no leader, link down). */
+static bool submit_entry(struct node *n, struct zk_pending *p, const uint8_t *entry, size_t size)
+{
+	if (n->role == RAFT_LEADER) {
+		uint64_t index, term;
+		enum keel_err rc = node_propose(n, entry, (uint32_t)size, &index, &term);
+		if (rc != KEEL_OK) {
+			KEEL_DEBUG("propose failed: %s", keel_strerror(rc));
+			return false;
+		}
+		node_drive(n);
+		return true;
+	}
+	if (n->leader == 0) {
+		return false;
+	}
+	size_t mark;
+	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_FORWARD, &mark);
+	if (w == NULL) {
+		return false;
+	}
+	keel_wbuf_bytes(w, entry, size);
+	peers_send_end(&n->peers, n->leader, mark);
+	(void)p;
+	return true;
+}
+
+/* Builds the envelope + txn for `p` in the scratch writer. */
+static void encode_entry_header(struct node *n, struct zk_pending *p, struct keel_wbuf *w)
+{
+	keel_wbuf_reset(w);
+	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, keel_clock_wall_ms());
+}
+
+/* Proposes now or keeps the entry until a leader is known. */
+static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wbuf *entry)
+{
+	if (submit_entry(n, p, entry->data, entry->size)) {
+		p->proposed = true;
+		return;
+	}
+	if (n->role == RAFT_LEADER || (n->leader != 0 && peers_connected(&n->peers, n->leader))) {
+		/* A leader that refused (busy, transferring): give up on it. */
+		if (p->zc != NULL) {
+			conn_close(p->zc, KEEL_BUSY, true);
+		}
+		return;
+	}
+	p->frame = malloc(entry->size);
+	if (p->frame == NULL) {
+		if (p->zc != NULL) {
+			conn_close(p->zc, KEEL_NOMEM, false);
+		}
+		return;
+	}
+	memcpy(p->frame, entry->data, entry->size);
+	p->frame_size = entry->size;
+	p->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 1000u;
+}
+
+/* ---- handshake ---- */
+
+static void start_barrier(struct node *n, struct zk_pending *p)
+{
+	enum keel_err rc = raft_read_index(n->raft, p->request_id);
+	if (rc != KEEL_OK) {
+		p->barrier_ok = false;
+		p->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 1000u;
+		p->proposed = false; /* retried on tick / leader change */
+		return;
+	}
+	p->proposed = true;
+	node_drive(n);
+}
+
+static void send_connect_response(struct zk_conn *zc, const struct zk_connect_response *rsp)
+{
+	struct keel_wbuf *w;
+	size_t mark;
+	w = net_conn_frame_begin(&zc->client->conn, &mark);
+	if (w == NULL) {
+		return;
+	}
+	zk_connect_response_encode(w, rsp);
+	net_conn_frame_end(&zc->client->conn, mark);
+	zc->client->packets_sent++;
+}
+
+/* Decides a handshake. `final` after a barrier: EXPIRED/REFUSE stand. */
+static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_connect_response rsp;
+	int32_t timeout = 0;
+	enum zk_connect_action action =
+		zk_session_connect(fsm_zk(n->fsm), fsm_zk_config(n->fsm), &zc->connect,
+				   (int64_t)n->applied_index, &rsp, &timeout);
+	if (!final && (action == ZK_CONNECT_REFUSE || action == ZK_CONNECT_EXPIRED)) {
+		/* This server may be behind: look again after a barrier. */
+		if (pending_map_add(zs, p) != KEEL_OK) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return;
+		}
+		start_barrier(n, p);
+		return;
+	}
+	switch (action) {
+	case ZK_CONNECT_REFUSE:
+		KEEL_INFO("client %s saw zxid 0x%llx, this server is at 0x%llx: refused",
+			  zc->client->conn.peer_addr, (unsigned long long)zc->connect.last_zxid_seen,
+			  (unsigned long long)n->applied_index);
+		conn_close(zc, KEEL_STALE, false);
+		break;
+	case ZK_CONNECT_EXPIRED:
+		send_connect_response(zc, &rsp);
+		conn_close(zc, KEEL_OK, true);
+		break;
+	case ZK_CONNECT_RESUME: {
+		int64_t sid = rsp.session_id;
+		send_connect_response(zc, &rsp);
+		activate(n, zc, sid, rsp.timeout_ms);
+		break;
+	}
+	case ZK_CONNECT_NEW: {
+		if (pending_map_add(zs, p) != KEEL_OK ||
+		    keel_os_random(zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return;
+		}
+		p->kind = PK_CONNECT;
+		zc->timeout_ms = timeout;
+		struct keel_wbuf *w = &zs->scratch;
+		encode_entry_header(n, p, w);
+		struct zk_txn_meta meta = {keel_clock_wall_ms(), n->cfg.id, 0, 0};
+		zk_txn_encode_create_session(w, &meta, timeout, zc->connect_passwd);
+		propose_or_hold(n, p, w);
+		return; /* p stays in the map until applied */
+	}
+	}
+	if (!p->in_map) {
+		pending_free(zs, p);
+	}
 }
 
 bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8_t *payload,
 			      size_t size)
 {
-	(void)n;
-	(void)payload;
-	(void)size;
-	KEEL_WARN("client %s: the ZooKeeper protocol is not served yet", c->conn.peer_addr);
-	net_conn_close(&c->conn, KEEL_UNSUPPORTED, false);
+	struct zk_server *zs = server_of(n);
+	struct zk_conn *zc = calloc(1, sizeof(*zc));
+	if (zc == NULL) {
+		net_conn_close(&c->conn, KEEL_NOMEM, false);
+		return false;
+	}
+	c->zk = zc;
+	zc->client = c;
+	zc->state = ZC_HANDSHAKE;
+	zk_auth_info_init(&zc->auth);
+	/* Every connection carries its ip identity (ACL scheme "ip"). */
+	char ip[64];
+	snprintf(ip, sizeof(ip), "%s", c->conn.peer_addr);
+	char *colon = strrchr(ip, ':');
+	if (colon != NULL) {
+		*colon = '\0';
+	}
+	zk_auth_info_add(&zc->auth, zk_bytes_of("ip", 2), zk_bytes_of(ip, strlen(ip)));
+	if (zk_connect_request_decode(&zc->connect, payload, size) != KEEL_OK) {
+		KEEL_DEBUG("client %s: malformed ConnectRequest", c->conn.peer_addr);
+		conn_close(zc, KEEL_PROTO, false);
+		return false;
+	}
+	/* The request's password points into the frame: keep a copy. */
+	size_t plen = zc->connect.passwd.size > 0 ? (size_t)zc->connect.passwd.size : 0;
+	if (plen > ZK_PASSWD_SIZE) {
+		plen = ZK_PASSWD_SIZE + 1; /* never matches; zk_session_password_ok says so */
+		zc->connect.passwd = zk_bytes_of(zc->connect_passwd, 0);
+		zc->connect.passwd.size = ZK_PASSWD_SIZE + 1;
+	} else {
+		memcpy(zc->connect_passwd, zc->connect.passwd.data, plen);
+		zc->connect.passwd = zk_bytes_of(zc->connect_passwd, plen);
+	}
+	zc->has_read_only = zc->connect.has_read_only;
+	struct zk_pending *p = pending_new(zs, zc, PK_CONNECT, 0, ZK_OP_CREATE_SESSION);
+	if (p == NULL) {
+		conn_close(zc, KEEL_NOMEM, false);
+		return false;
+	}
+	/* No request is read before the handshake is decided. */
+	net_conn_pause(&c->conn);
+	decide_connect(n, zc, p, false);
 	return false;
+}
+
+/* ---- requests ---- */
+
+static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_request req;
+	enum keel_err rc = zk_request_decode(&req, p->frame, p->frame_size);
+	KEEL_ASSERT(rc == KEEL_OK); /* decoded once already */
+	struct zk_read_ctx ctx = {
+		.state = fsm_zk(n->fsm),
+		.watches = zc->attached ? &zs->watches : NULL,
+		.conn = &zc->wconn,
+		.ids = &zc->auth.ids,
+		.session_id = zc->session_id,
+	};
+	struct keel_wbuf *body = &zs->scratch;
+	keel_wbuf_reset(body);
+	int32_t err = zk_read(&ctx, &req, body);
+	if (!keel_wbuf_ok(body)) {
+		conn_close(zc, KEEL_TOOBIG, false);
+		return;
+	}
+	if (zc->state == ZC_CLOSING) {
+		return;
+	}
+	send_reply(zc, p->xid, (int64_t)n->applied_index, err, body->data, body->size);
+	record_latency(n, zc, p);
+}
+
+static void handle_write(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_pending *p = pending_new(zs, zc, PK_WRITE, req->xid, req->opcode);
+	if (p == NULL || pending_map_add(zs, p) != KEEL_OK) {
+		if (p != NULL) {
+			pending_free(zs, p);
+		}
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	fifo_push(zc, p);
+	struct keel_wbuf *w = &zs->scratch;
+	encode_entry_header(n, p, w);
+	struct zk_txn_meta meta = {keel_clock_wall_ms(), n->cfg.id, req->xid, zc->session_id};
+	zk_txn_encode_request(w, &meta, &zc->auth.ids, req->opcode, req->body, req->body_size);
+	if (!keel_wbuf_ok(w)) {
+		conn_close(zc, KEEL_TOOBIG, false);
+		return;
+	}
+	propose_or_hold(n, p, w);
+}
+
+static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_request *req,
+		       const uint8_t *frame, size_t size, uint8_t kind)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_pending *p = pending_new(zs, zc, kind, req->xid, req->opcode);
+	if (p == NULL) {
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	if (kind == PK_READ && zc->head == NULL) {
+		/* Nothing before it: serve straight from the frame. */
+		p->frame = (uint8_t *)frame;
+		p->frame_size = size;
+		serve_read(n, zc, p);
+		p->frame = NULL;
+		pending_free(zs, p);
+		return;
+	}
+	p->frame = malloc(size);
+	if (p->frame == NULL) {
+		pending_free(zs, p);
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	memcpy(p->frame, frame, size);
+	p->frame_size = size;
+	fifo_push(zc, p);
+	if (kind == PK_SYNC) {
+		if (pending_map_add(zs, p) != KEEL_OK) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return;
+		}
+		start_barrier(n, p);
+	}
 }
 
 bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
 {
-	return zk_conn_on_connect_frame(n, c, payload, size);
+	struct zk_conn *zc = zc_of(c);
+	if (zc == NULL || zc->state != ZC_ACTIVE) {
+		return false;
+	}
+	n->stats.requests++;
+	struct zk_request req;
+	enum keel_err rc = zk_request_decode(&req, payload, size);
+	if (rc == KEEL_SHORT) {
+		conn_close(zc, KEEL_PROTO, false);
+		return false;
+	}
+	zc->last_cxid = req.xid;
+	zc->last_op = req.opcode;
+	touch(n, zc);
+	if (rc == KEEL_UNSUPPORTED) {
+		KEEL_DEBUG("client %s: unknown opcode %d", c->conn.peer_addr, req.opcode);
+		send_reply(zc, req.xid, -1, ZK_UNIMPLEMENTED, NULL, 0);
+		conn_close(zc, KEEL_PROTO, true);
+		return false;
+	}
+	if (rc != KEEL_OK) {
+		send_reply(zc, req.xid, (int64_t)n->applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
+		return true;
+	}
+	switch (zk_op_classify(req.opcode)) {
+	case ZK_CLASS_READ:
+	case ZK_CLASS_PING:
+		queue_read(n, zc, &req, payload, size, PK_READ);
+		break;
+	case ZK_CLASS_SYNC:
+		queue_read(n, zc, &req, payload, size, PK_SYNC);
+		break;
+	case ZK_CLASS_WRITE:
+	case ZK_CLASS_CLOSE:
+		handle_write(n, zc, &req);
+		break;
+	case ZK_CLASS_AUTH: {
+		int32_t err = zk_auth_handle(&zc->auth, &req.u.auth, n->cfg.super_digest[0] != '\0'
+										  ? n->cfg.super_digest
+										  : NULL);
+		send_reply(zc, -4, 0, err, NULL, 0);
+		if (err != 0) {
+			conn_close(zc, KEEL_PROTO, true);
+			return false;
+		}
+		break;
+	}
+	case ZK_CLASS_REFUSE:
+		send_reply(zc, req.xid, (int64_t)n->applied_index, zk_op_refusal(req.opcode), NULL,
+			   0);
+		break;
+	case ZK_CLASS_UNKNOWN:
+	default:
+		send_reply(zc, req.xid, -1, ZK_UNIMPLEMENTED, NULL, 0);
+		conn_close(zc, KEEL_PROTO, true);
+		return false;
+	}
+	return zc->state == ZC_ACTIVE && !c->conn.paused;
 }
 
 void zk_conn_on_close(struct node *n, struct node_client *c)
 {
-	(void)n;
-	(void)c;
+	struct zk_server *zs = server_of(n);
+	struct zk_conn *zc = zc_of(c);
+	if (zc == NULL) {
+		return;
+	}
+	while (zc->head != NULL) {
+		struct zk_pending *p = fifo_pop(zc);
+		p->zc = NULL;
+		if (!p->in_map) {
+			pending_free(zs, p);
+		}
+	}
+	/* Pendings still in the map (writes in flight) resolve on their own. */
+	size_t cursor = 0;
+	struct zk_pending *p;
+	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
+		if (p->zc == zc) {
+			p->zc = NULL;
+		}
+	}
+	if (zc->attached) {
+		zk_watches_detach(&zs->watches, &zc->wconn);
+	}
+	session_map_remove(zs, zc);
+	zk_auth_info_close(&zc->auth);
+	free(zc);
+	c->zk = NULL;
 }
 
-void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed)
+/* ---- apply ---- */
+
+void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
+			   const struct zk_result *res)
 {
-	(void)n;
-	(void)c;
-	(void)out;
-	(void)detailed;
+	struct zk_server *zs = server_of(n);
+	struct zk_state *st = fsm_zk(n->fsm);
+	/* Events first: they precede any reply made after this entry. */
+	zk_watches_fire(&zs->watches, st, res);
+	if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0 && zs->expiry_active) {
+		zk_expiry_add(&zs->expiry, res->new_session_id, res->new_session_timeout_ms,
+			      (int64_t)node_now_ms(n));
+	}
+	if (res->closed_session_id != 0) {
+		if (zs->expiry_active) {
+			zk_expiry_remove(&zs->expiry, res->closed_session_id);
+		}
+		int64_t sid = res->closed_session_id;
+		struct zk_conn *owner = keel_hmap_find(&zs->by_session, keel_hash_u64((uint64_t)sid),
+						       conn_session_eq, &sid);
+		bool own_close = ne->origin == n->cfg.id && res->kind == ZK_TXN_REQUEST;
+		if (owner != NULL && !own_close) {
+			/* Expired (or closed through another server): the client
+			 * learns it when it reconnects. */
+			session_map_remove(zs, owner);
+			owner->session_id = 0;
+			conn_close(owner, KEEL_OK, true);
+		}
+	}
+	if (ne->origin != n->cfg.id || ne->request_id == 0) {
+		return;
+	}
+	struct zk_pending *p = pending_lookup(zs, ne->request_id);
+	if (p == NULL) {
+		return; /* its connection was closed, e.g. on a leader change */
+	}
+	pending_map_remove(zs, p);
+	struct zk_conn *zc = p->zc;
+	if (p->kind == PK_CONNECT) {
+		if (zc != NULL && zc->state == ZC_HANDSHAKE) {
+			struct zk_connect_response rsp;
+			zk_session_created(res, zc->has_read_only, &rsp);
+			send_connect_response(zc, &rsp);
+			if (rsp.timeout_ms <= 0) {
+				conn_close(zc, KEEL_LIMIT, true);
+			} else {
+				activate(n, zc, res->new_session_id, res->new_session_timeout_ms);
+			}
+		}
+		pending_free(zs, p);
+		return;
+	}
+	if (zc == NULL) {
+		if (!p->in_fifo) {
+			pending_free(zs, p);
+		}
+		return;
+	}
+	bool closing = p->opcode == ZK_OP_CLOSE_SESSION;
+	if (closing) {
+		session_map_remove(zs, zc);
+	}
+	complete(n, p, res->err, (int64_t)res->zxid, res->body.data, res->body.size);
+	if (closing) {
+		zc->session_id = 0;
+		conn_close(zc, KEEL_OK, true);
+	}
 }
 
-void zk_clients_stats(struct node *n, struct node_client_stats *out)
+void zk_clients_on_apply_failed(struct node *n, const struct node_entry *ne)
 {
-	(void)n;
-	(void)out;
+	struct zk_server *zs = server_of(n);
+	if (ne->origin != n->cfg.id) {
+		return;
+	}
+	struct zk_pending *p = pending_lookup(zs, ne->request_id);
+	if (p == NULL) {
+		return;
+	}
+	pending_map_remove(zs, p);
+	if (p->zc != NULL) {
+		conn_close(p->zc, KEEL_CORRUPT, false);
+	}
+	if (!p->in_fifo) {
+		pending_free(zs, p);
+	}
 }
 
-void zk_clients_reset_stats(struct node *n)
+/* Serves syncs and handshake barriers whose index is now applied, and
+ * advances FIFOs. Runs after every applied batch. */
+void zk_clients_after_apply(struct node *n)
 {
-	(void)n;
-}
-
-void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
-{
-	(void)n;
-	(void)old_leader;
-	(void)new_leader;
+	struct zk_server *zs = server_of(n);
+	if (zs == NULL) {
+		return;
+	}
+	/* Syncs at FIFO heads. */
+	size_t cursor = 0;
+	struct zk_pending *p;
+	struct zk_pending *ready[64];
+	size_t n_ready = 0;
+	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL && n_ready < 64) {
+		if (p->barrier_ok && n->applied_index >= p->read_index) {
+			ready[n_ready++] = p;
+		}
+	}
+	for (size_t i = 0; i < n_ready; i++) {
+		p = ready[i];
+		pending_map_remove(zs, p);
+		struct zk_conn *zc = p->zc;
+		if (p->kind == PK_CONNECT) {
+			if (zc != NULL && zc->state == ZC_HANDSHAKE) {
+				decide_connect(n, zc, p, true);
+			} else {
+				pending_free(zs, p);
+			}
+			continue;
+		}
+		if (zc == NULL) {
+			if (!p->in_fifo) {
+				pending_free(zs, p);
+			}
+			continue;
+		}
+		fifo_advance(n, zc);
+	}
 }
 
 void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count)
 {
-	(void)n;
-	(void)reads;
-	(void)count;
+	struct zk_server *zs = server_of(n);
+	for (size_t i = 0; i < count; i++) {
+		struct zk_pending *p = pending_lookup(zs, reads[i].ctx);
+		if (p == NULL || (p->kind != PK_SYNC && p->kind != PK_CONNECT)) {
+			continue;
+		}
+		if (reads[i].err == KEEL_OK) {
+			p->barrier_ok = true;
+			p->read_index = reads[i].index;
+		} else {
+			/* Not confirmed (leadership moved, lost messages): ask again
+			 * on the next tick, within the deadline. */
+			p->proposed = false;
+			if (p->deadline_ms == 0) {
+				p->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms +
+						 1000u;
+			}
+		}
+	}
+	/* Served after the ready (they may already be applied). */
+}
+
+/* ---- leader changes, peers, ticks ---- */
+
+static void reap_emit(void *ctx, enum zk_txn_kind kind, struct zk_bytes path)
+{
+	struct node *n = ctx;
+	struct zk_server *zs = server_of(n);
+	struct keel_wbuf *w = &zs->scratch;
+	keel_wbuf_reset(w);
+	int64_t now = keel_clock_wall_ms();
+	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
+	zk_txn_encode_delete(w, kind, now, (const char *)path.data, (size_t)path.size);
+	uint64_t index, term;
+	if (keel_wbuf_ok(w)) {
+		(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+	}
+}
+
+static void propose_session_close(struct node *n, int64_t session_id)
+{
+	struct zk_server *zs = server_of(n);
+	struct keel_wbuf *w = &zs->scratch;
+	keel_wbuf_reset(w);
+	int64_t now = keel_clock_wall_ms();
+	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
+	struct zk_txn_meta meta = {now, 0, 0, session_id};
+	zk_txn_encode_close_session(w, &meta, ZK_CLOSE_EXPIRED);
+	uint64_t index, term;
+	(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+}
+
+void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
+{
+	struct zk_server *zs = server_of(n);
+	(void)old_leader;
+	if (new_leader == n->cfg.id && n->role == RAFT_LEADER) {
+		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->fsm), (int64_t)node_now_ms(n));
+		zs->expiry_active = true;
+		zs->last_housekeeping_ms = node_now_ms(n);
+	} else if (zs->expiry_active) {
+		zs->expiry_active = false;
+		zk_expiry_close(&zs->expiry);
+		zk_expiry_init(&zs->expiry, 0);
+	}
+	/* Writes already handed to a leader have an unknown fate now. */
+	size_t cursor = 0;
+	struct zk_pending *p;
+	struct zk_pending *drop[256];
+	size_t n_drop = 0;
+	bool more = true;
+	while (more) {
+		more = false;
+		n_drop = 0;
+		cursor = 0;
+		while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
+			if ((p->kind == PK_WRITE || p->kind == PK_CONNECT) && p->proposed &&
+			    !p->barrier_ok && p->frame == NULL) {
+				if (n_drop == KEEL_ARRAY_SIZE(drop)) {
+					more = true;
+					break;
+				}
+				drop[n_drop++] = p;
+			}
+		}
+		for (size_t i = 0; i < n_drop; i++) {
+			p = drop[i];
+			pending_map_remove(zs, p);
+			if (p->zc != NULL) {
+				conn_close(p->zc, KEEL_NOTLEADER, true);
+			}
+			if (!p->in_fifo) {
+				pending_free(zs, p);
+			}
+		}
+	}
 }
 
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size)
 {
-	(void)n;
-	(void)from;
-	(void)type;
-	(void)body;
-	(void)size;
+	struct zk_server *zs = server_of(n);
+	if (type == PEER_FRAME_FORWARD) {
+		/* A follower's client write: stamp our time, propose. */
+		struct node_entry ne;
+		if (node_entry_decode(body, size, &ne) != KEEL_OK || ne.kind != NODE_ENTRY_ZK ||
+		    ne.origin != from) {
+			return;
+		}
+		enum keel_err rc = KEEL_NOTLEADER;
+		if (n->role == RAFT_LEADER) {
+			uint8_t *copy = malloc(size);
+			if (copy == NULL) {
+				rc = KEEL_NOMEM;
+			} else {
+				memcpy(copy, body, size);
+				int64_t now = keel_clock_wall_ms();
+				keel_store_be64(copy + 18, (uint64_t)now);
+				size_t off = NODE_ENTRY_HEADER_SIZE;
+				rc = zk_txn_set_time(copy + off, size - off, now);
+				if (rc == KEEL_OK) {
+					uint64_t index, term;
+					rc = node_propose(n, copy, (uint32_t)size, &index, &term);
+				}
+				free(copy);
+			}
+		}
+		if (rc != KEEL_OK) {
+			size_t mark;
+			struct keel_wbuf *w =
+				peers_send_begin(&n->peers, from, PEER_FRAME_FORWARD_REJECT, &mark);
+			if (w != NULL) {
+				keel_wbuf_u64(w, ne.request_id);
+				keel_wbuf_u32(w, (uint32_t)rc);
+				peers_send_end(&n->peers, from, mark);
+			}
+		}
+		node_drive(n);
+		return;
+	}
+	if (type == PEER_FRAME_FORWARD_REJECT) {
+		struct keel_rbuf r;
+		keel_rbuf_init(&r, body, size);
+		uint64_t request_id = keel_rbuf_u64(&r);
+		uint32_t err = keel_rbuf_u32(&r);
+		if (!keel_rbuf_ok(&r)) {
+			return;
+		}
+		struct zk_pending *p = pending_lookup(zs, request_id);
+		if (p == NULL) {
+			return;
+		}
+		KEEL_DEBUG("leader %llu refused a forwarded write: %s", (unsigned long long)from,
+			   keel_strerror((enum keel_err)err));
+		pending_map_remove(zs, p);
+		if (p->zc != NULL) {
+			conn_close(p->zc, (enum keel_err)err, true);
+		}
+		if (!p->in_fifo) {
+			pending_free(zs, p);
+		}
+		return;
+	}
+	if (type == PEER_FRAME_SESSION_TOUCH && zs->expiry_active) {
+		struct keel_rbuf r;
+		keel_rbuf_init(&r, body, size);
+		uint32_t count = keel_rbuf_u32(&r);
+		int64_t now = (int64_t)node_now_ms(n);
+		for (uint32_t i = 0; i < count && keel_rbuf_ok(&r); i++) {
+			int64_t sid = keel_rbuf_i64(&r);
+			if (keel_rbuf_ok(&r)) {
+				zk_expiry_touch(&zs->expiry, sid, now);
+			}
+		}
+	}
+}
+
+static void report_sessions(struct node *n, uint64_t now)
+{
+	struct zk_server *zs = server_of(n);
+	if (now < zs->last_report_ms + SESSION_REPORT_MS) {
+		return;
+	}
+	zs->last_report_ms = now;
+	if (n->role == RAFT_LEADER || n->leader == 0) {
+		return;
+	}
+	size_t mark;
+	struct keel_wbuf *w = NULL;
+	size_t count_pos = 0;
+	uint32_t count = 0;
+	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+		struct zk_conn *zc = c->zk;
+		if (c->mode != CLIENT_ZK || zc == NULL || !zc->touched || zc->session_id == 0) {
+			continue;
+		}
+		if (w == NULL) {
+			w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_SESSION_TOUCH, &mark);
+			if (w == NULL) {
+				return; /* retried next time; flags stay set */
+			}
+			count_pos = w->size;
+			keel_wbuf_u32(w, 0);
+		}
+		keel_wbuf_i64(w, zc->session_id);
+		zc->touched = false;
+		if (++count == MAX_TOUCH_REPORT) {
+			break;
+		}
+	}
+	if (w != NULL) {
+		keel_wbuf_patch_u32(w, count_pos, count);
+		peers_send_end(&n->peers, n->leader, mark);
+	}
+}
+
+static void retry_held(struct node *n, uint64_t now)
+{
+	struct zk_server *zs = server_of(n);
+	size_t cursor = 0;
+	struct zk_pending *p;
+	struct zk_pending *expired[64];
+	size_t n_expired = 0;
+	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
+		if (p->proposed) {
+			continue;
+		}
+		if (p->frame != NULL && p->kind != PK_SYNC) {
+			/* An entry waiting for a leader. */
+			if (submit_entry(n, p, p->frame, p->frame_size)) {
+				p->proposed = true;
+				free(p->frame);
+				p->frame = NULL;
+				p->frame_size = 0;
+				continue;
+			}
+		} else if (p->kind == PK_SYNC || p->kind == PK_CONNECT) {
+			if (!p->barrier_ok && raft_read_index(n->raft, p->request_id) == KEEL_OK) {
+				p->proposed = true;
+				continue;
+			}
+		}
+		if (p->deadline_ms != 0 && now >= p->deadline_ms && n_expired < 64) {
+			expired[n_expired++] = p;
+		}
+	}
+	for (size_t i = 0; i < n_expired; i++) {
+		p = expired[i];
+		pending_map_remove(zs, p);
+		if (p->zc != NULL) {
+			KEEL_DEBUG("client %s: no leader to serve its request",
+				   p->zc->client->conn.peer_addr);
+			conn_close(p->zc, KEEL_NOLEADER, true);
+		}
+		if (!p->in_fifo) {
+			pending_free(zs, p);
+		}
+	}
 }
 
 void zk_clients_tick(struct node *n, uint64_t now_ms)
 {
-	(void)n;
-	(void)now_ms;
-}
-
-void zk_clients_after_apply(struct node *n)
-{
-	(void)n;
+	struct zk_server *zs = server_of(n);
+	retry_held(n, now_ms);
+	report_sessions(n, now_ms);
+	if (zs->expiry_active && n->role == RAFT_LEADER) {
+		int64_t ids[MAX_EXPIRE_PER_TICK];
+		size_t count = zk_expiry_expired(&zs->expiry, (int64_t)now_ms, ids,
+						 KEEL_ARRAY_SIZE(ids));
+		for (size_t i = 0; i < count; i++) {
+			KEEL_INFO("session 0x%llx expired", (unsigned long long)ids[i]);
+			propose_session_close(n, ids[i]);
+		}
+		if (now_ms >= zs->last_housekeeping_ms + n->cfg.housekeeping_ms) {
+			zs->last_housekeeping_ms = now_ms;
+			zk_housekeeping_scan(fsm_zk(n->fsm), keel_clock_wall_ms(), MAX_REAP_PER_SCAN,
+					     reap_emit, n);
+		}
+	}
 }
 
 void zk_clients_on_snapshot_installed(struct node *n)
 {
+	/* Watches cannot see what a snapshot changed: drop every ZooKeeper
+	 * connection; clients reconnect and setWatches reports the changes. */
+	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+		if (c->mode == CLIENT_ZK && c->zk != NULL) {
+			conn_close(c->zk, KEEL_CANCELED, true);
+		}
+	}
+}
+
+/* ---- set-up, stats ---- */
+
+enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
+{
+	struct zk_server *zs = calloc(1, sizeof(*zs));
+	if (zs == NULL) {
+		snprintf(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
+	n->zk_server = zs;
+	uint64_t seed = 0;
+	keel_os_random(&seed, sizeof(seed));
+	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
+			    n) != KEEL_OK ||
+	    zk_expiry_init(&zs->expiry, 0) != KEEL_OK ||
+	    keel_hmap_init(&zs->by_request, 1024) != KEEL_OK ||
+	    keel_hmap_init(&zs->by_session, 1024) != KEEL_OK) {
+		snprintf(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
+	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
+	zs->next_request_id = 1;
+	return KEEL_OK;
+}
+
+void zk_clients_close(struct node *n)
+{
+	struct zk_server *zs = server_of(n);
+	if (zs == NULL) {
+		return;
+	}
+	size_t cursor = 0;
+	struct zk_pending *p;
+	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
+		if (!p->in_fifo) {
+			p->in_map = false;
+			free(p->frame);
+			free(p->reply);
+			free(p);
+		}
+	}
+	keel_hmap_close(&zs->by_request);
+	keel_hmap_close(&zs->by_session);
+	zk_watches_close(&zs->watches);
+	zk_expiry_close(&zs->expiry);
+	keel_wbuf_free(&zs->scratch);
+	free(zs);
+	n->zk_server = NULL;
+}
+
+void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed)
+{
 	(void)n;
+	struct zk_conn *zc = c->zk;
+	char line[512];
+	int len;
+	if (zc == NULL) {
+		return;
+	}
+	if (!detailed) {
+		len = snprintf(line, sizeof(line), " /%s[1](queued=%u,recved=%llu,sent=%llu)\n",
+			       c->conn.peer_addr, zc->pending_count,
+			       (unsigned long long)c->packets_received,
+			       (unsigned long long)c->packets_sent);
+	} else {
+		uint64_t avg = zc->replies > 0 ? zc->total_latency_ms / zc->replies : 0;
+		len = snprintf(line, sizeof(line),
+			       " /%s[1](queued=%u,recved=%llu,sent=%llu,sid=0x%llx,lop=%s,est=%llu,"
+			       "to=%d,lcxid=0x%x,lzxid=0x%llx,lresp=%llu,llat=%llu,minlat=%llu,"
+			       "avglat=%llu,maxlat=%llu)\n",
+			       c->conn.peer_addr, zc->pending_count,
+			       (unsigned long long)c->packets_received,
+			       (unsigned long long)c->packets_sent,
+			       (unsigned long long)zc->session_id, zk_op_name(zc->last_op),
+			       (unsigned long long)c->connected_ms, zc->timeout_ms,
+			       (unsigned)zc->last_cxid, (unsigned long long)zc->last_zxid,
+			       (unsigned long long)zc->last_heard_ms,
+			       (unsigned long long)zc->last_latency_ms,
+			       (unsigned long long)zc->min_latency_ms, (unsigned long long)avg,
+			       (unsigned long long)zc->max_latency_ms);
+	}
+	if (len > 0) {
+		keel_wbuf_bytes(out, line, KEEL_MIN((size_t)len, sizeof(line) - 1));
+	}
+}
+
+void zk_clients_stats(struct node *n, struct node_client_stats *out)
+{
+	struct zk_server *zs = server_of(n);
+	if (zs == NULL) {
+		return;
+	}
+	out->outstanding = zs->outstanding;
+	out->latency_min_ms = zs->latency_min_ms;
+	out->latency_max_ms = zs->latency_max_ms;
+	out->latency_avg_ms =
+		zs->latency_count > 0 ? (double)zs->latency_total_ms / (double)zs->latency_count : 0;
+	out->watches = zk_watches_count(&zs->watches);
+	out->watched_paths = zs->watches.path_count;
+}
+
+void zk_clients_reset_stats(struct node *n)
+{
+	struct zk_server *zs = server_of(n);
+	if (zs == NULL) {
+		return;
+	}
+	zs->latency_min_ms = zs->latency_max_ms = zs->latency_total_ms = zs->latency_count = 0;
 }

@@ -35,6 +35,14 @@ void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const
 			      size_t size);
 void zk_clients_tick(struct node *n, uint64_t now_ms);
 void zk_clients_after_apply(struct node *n);
+
+struct zk_result;
+/* A ZooKeeper txn was applied at res->zxid: fire watches, answer the
+ * waiting client if it is ours, close expired sessions' connections. */
+void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
+			   const struct zk_result *res);
+/* A txn from this server could not be decoded: fail its request. */
+void zk_clients_on_apply_failed(struct node *n, const struct node_entry *ne);
 void zk_clients_on_snapshot_installed(struct node *n);
 
 #endif

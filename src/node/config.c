@@ -66,6 +66,10 @@ static const struct option_def options[] = {
 	{"max-pending-per-connection", OPT_U32,
 	 offsetof(struct node_config, max_pending_per_connection), 4, "N",
 	 "requests in flight per connection before reading pauses (default 1000)"},
+	{"housekeeping-ms", OPT_U32, offsetof(struct node_config, housekeeping_ms), 4, "MS",
+	 "how often the leader deletes empty containers and expired TTL nodes (default 60000)"},
+	{"super-digest", OPT_STR, offsetof(struct node_config, super_digest), 256, "super:HASH",
+	 "digest identity with all rights, as zookeeper.DigestAuthenticationProvider.superDigest"},
 	{"broker-session-timeout-ms", OPT_U32,
 	 offsetof(struct node_config, broker_session_timeout_ms), 4, "MS",
 	 "brokers without a heartbeat this long are fenced (default 9000)"},
@@ -87,6 +91,7 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->max_watches_per_connection = 1000000;
 	cfg->max_pending_per_connection = 1000;
 	cfg->broker_session_timeout_ms = 9000;
+	cfg->housekeeping_ms = 60000;
 }
 
 void node_config_help(FILE *out)

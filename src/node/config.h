@@ -54,6 +54,8 @@ struct node_config {
 	uint32_t max_client_connections;
 	uint32_t max_watches_per_connection;
 	uint32_t max_pending_per_connection;
+	uint32_t housekeeping_ms;        /* container/TTL scan interval */
+	char super_digest[256];          /* "super:BASE64" or empty */
 	/* Controller. */
 	uint32_t broker_session_timeout_ms;
 };

@@ -16,6 +16,7 @@
 #include "node/client_zk.h"
 #include "node/entry.h"
 #include "os/log.h"
+#include "zk/zk_snapshot.h"
 
 #define SNAP_MAGIC 0x4b534e50u /* "KSNP" */
 #define SNAP_VERSION 1
@@ -27,22 +28,75 @@
 
 struct node_fsm {
 	uint64_t malformed_entries;
+	struct zk_config zk_config;
+	struct zk_state zk;
+	struct zk_result zk_result;
 };
+
+static void zk_config_from(const struct node_config *c, struct zk_config *zc)
+{
+	zk_config_default(zc);
+	zc->max_packet_size = c->max_packet_bytes;
+	zc->tick_time_ms = (int32_t)c->tick_ms;
+	zc->min_session_timeout_ms = (int32_t)c->min_session_timeout_ms;
+	zc->max_session_timeout_ms = (int32_t)c->max_session_timeout_ms;
+	zc->max_watches_per_conn = c->max_watches_per_connection;
+}
 
 enum keel_err fsm_create(struct node *n, struct node_fsm **out)
 {
-	(void)n;
 	struct node_fsm *fsm = calloc(1, sizeof(*fsm));
 	if (fsm == NULL) {
 		return KEEL_NOMEM;
 	}
+	zk_config_from(&n->cfg, &fsm->zk_config);
+	enum keel_err rc = zk_state_init(&fsm->zk, &fsm->zk_config);
+	if (rc != KEEL_OK) {
+		free(fsm);
+		return rc;
+	}
+	zk_result_init(&fsm->zk_result, fsm->zk_config.max_reply_size);
 	*out = fsm;
 	return KEEL_OK;
 }
 
 void fsm_destroy(struct node_fsm *fsm)
 {
+	zk_result_close(&fsm->zk_result);
+	zk_state_close(&fsm->zk);
 	free(fsm);
+}
+
+struct zk_state *fsm_zk(struct node_fsm *fsm)
+{
+	return &fsm->zk;
+}
+
+const struct zk_config *fsm_zk_config(const struct node_fsm *fsm)
+{
+	return &fsm->zk_config;
+}
+
+static void apply_zk(struct node *n, const struct raft_entry *entry, const struct node_entry *ne)
+{
+	struct node_fsm *fsm = n->fsm;
+	zk_result_reset(&fsm->zk_result);
+	enum keel_err rc = zk_apply(&fsm->zk, entry->index, ne->payload, ne->payload_size,
+				    &fsm->zk_result);
+	if (rc == KEEL_NOMEM) {
+		KEEL_ERROR("out of memory applying entry %llu: this server cannot follow the log",
+			   (unsigned long long)entry->index);
+		n->failed = true;
+		return;
+	}
+	if (rc != KEEL_OK) {
+		fsm->malformed_entries++;
+		KEEL_ERROR("entry %llu: undecodable ZooKeeper txn (%s); skipped on every server",
+			   (unsigned long long)entry->index, keel_strerror(rc));
+		zk_clients_on_apply_failed(n, ne);
+		return;
+	}
+	zk_clients_on_applied(n, ne, &fsm->zk_result);
 }
 
 static struct node_addr *book_upsert(struct node *n, uint64_t id)
@@ -147,6 +201,8 @@ void fsm_apply(struct node *n, const struct raft_entry *entry)
 		fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, true);
 		return;
 	case NODE_ENTRY_ZK:
+		apply_zk(n, entry, &ne);
+		return;
 	case NODE_ENTRY_META:
 	default:
 		n->fsm->malformed_entries++;
@@ -185,6 +241,16 @@ static void put_chunk(struct section_writer *sw, const void *data, size_t size)
 	}
 }
 
+/* zk_snapshot_write's callback: each piece becomes one chunk. */
+static enum keel_err zk_section_write(void *ctx, const void *data, size_t size)
+{
+	struct section_writer *sw = ctx;
+	if (size > 0) {
+		put_chunk(sw, data, size);
+	}
+	return sw->err;
+}
+
 enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
 {
 	struct section_writer sw = {write, ctx, KEEL_OK};
@@ -213,6 +279,14 @@ enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
 	put_chunk(&sw, w.data, w.size);
 	put_chunk(&sw, NULL, 0);
 	keel_wbuf_free(&w);
+
+	put_u8(&sw, SNAP_TAG_ZK);
+	uint64_t written = 0;
+	enum keel_err rc = zk_snapshot_write(&n->fsm->zk, zk_section_write, &sw, &written);
+	if (rc != KEEL_OK && sw.err == KEEL_OK) {
+		sw.err = rc;
+	}
+	put_chunk(&sw, NULL, 0);
 
 	put_u8(&sw, SNAP_TAG_END);
 	return sw.err;
@@ -296,6 +370,73 @@ static enum keel_err load_book(struct node *n, const uint8_t *data, size_t size)
 	return KEEL_OK;
 }
 
+/* A section's chunks as one continuous stream (zk_snapshot_load reads it);
+ * got == 0 at the section's end. */
+struct section_stream {
+	struct section_reader *sr;
+	uint32_t left; /* bytes left in the current chunk */
+	bool ended;
+};
+
+static enum keel_err section_stream_read(void *ctx, void *buf, size_t max, size_t *got)
+{
+	struct section_stream *ss = ctx;
+	*got = 0;
+	while (!ss->ended && ss->left == 0) {
+		uint8_t hdr[4];
+		if (!get(ss->sr, hdr, 4)) {
+			return ss->sr->err;
+		}
+		ss->left = keel_load_be32(hdr);
+		if (ss->left == 0) {
+			ss->ended = true;
+		} else if (ss->left > SNAP_MAX_CHUNK) {
+			return KEEL_CORRUPT;
+		}
+	}
+	if (ss->ended) {
+		return KEEL_OK;
+	}
+	size_t n = KEEL_MIN(max, (size_t)ss->left);
+	if (!get(ss->sr, buf, n)) {
+		return ss->sr->err;
+	}
+	ss->left -= (uint32_t)n;
+	*got = n;
+	return KEEL_OK;
+}
+
+static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *err,
+			     size_t err_size)
+{
+	struct node_fsm *fsm = n->fsm;
+	struct zk_state fresh;
+	enum keel_err rc = zk_state_init(&fresh, &fsm->zk_config);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	struct section_stream ss = {sr, 0, false};
+	rc = zk_snapshot_load(&fresh, &fsm->zk_config, section_stream_read, &ss);
+	if (rc == KEEL_OK) {
+		/* The section must end right after the state. */
+		uint8_t extra;
+		size_t got = 0;
+		rc = section_stream_read(&ss, &extra, 1, &got);
+		if (rc == KEEL_OK && (got != 0 || !ss.ended)) {
+			rc = KEEL_CORRUPT;
+		}
+	}
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "ZooKeeper state in the snapshot is damaged (%s)",
+			 keel_strerror(rc));
+		zk_state_close(&fresh);
+		return rc;
+	}
+	zk_state_close(&fsm->zk);
+	fsm->zk = fresh;
+	return KEEL_OK;
+}
+
 enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, char *err,
 				size_t err_size)
 {
@@ -313,6 +454,13 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 		}
 		if (tag == SNAP_TAG_END) {
 			return KEEL_OK;
+		}
+		if (tag == SNAP_TAG_ZK) {
+			enum keel_err rc = load_zk(n, &sr, err, err_size);
+			if (rc != KEEL_OK) {
+				return rc;
+			}
+			continue;
 		}
 		size_t size = 0;
 		uint8_t *data = get_section(&sr, &size, 1u << 30);
@@ -336,30 +484,33 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 
 uint64_t fsm_znode_count(const struct node_fsm *fsm)
 {
-	(void)fsm;
-	return 0;
+	return zk_state_node_count(&fsm->zk);
 }
 
 uint64_t fsm_session_count(const struct node_fsm *fsm)
 {
-	(void)fsm;
-	return 0;
+	return zk_state_session_count(&fsm->zk);
 }
 
 uint64_t fsm_ephemeral_count(const struct node_fsm *fsm)
 {
-	(void)fsm;
-	return 0;
+	uint64_t count = 0;
+	size_t cursor = 0;
+	const struct zk_session *s;
+	while ((s = zk_state_session_next(&fsm->zk, &cursor)) != NULL) {
+		count += s->eph_count;
+	}
+	return count;
 }
 
 uint64_t fsm_data_bytes(const struct node_fsm *fsm)
 {
-	(void)fsm;
-	return 0;
+	struct zk_memory mem;
+	zk_state_memory(&fsm->zk, &mem);
+	return mem.total_bytes;
 }
 
 uint64_t fsm_hash(const struct node_fsm *fsm)
 {
-	(void)fsm;
-	return 0;
+	return zk_state_hash(&fsm->zk);
 }

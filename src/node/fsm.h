@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "node/node.h"
+#include "zk/zk_state.h"
 
 struct node_fsm;
 
@@ -51,6 +52,10 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 uint64_t fsm_znode_count(const struct node_fsm *fsm);
 uint64_t fsm_session_count(const struct node_fsm *fsm);
 uint64_t fsm_hash(const struct node_fsm *fsm);
+
+/* The replicated ZooKeeper state and its configuration. */
+struct zk_state *fsm_zk(struct node_fsm *fsm);
+const struct zk_config *fsm_zk_config(const struct node_fsm *fsm);
 uint64_t fsm_ephemeral_count(const struct node_fsm *fsm);
 uint64_t fsm_data_bytes(const struct node_fsm *fsm);
 

@@ -141,6 +141,7 @@ struct node {
 
 	/* Client side. */
 	struct node_clients *clients;
+	struct zk_server *zk_server;
 
 	struct node_stats stats;
 	bool stopping;
