@@ -315,9 +315,6 @@ static void read_multi_op(struct keel_rbuf *r, struct zk_multi_op *op)
 	}
 }
 
-/* MultiHeader: type(4) done(1) err(4) */
-#define MULTI_HEADER_SIZE 9u
-
 static void read_multi(struct keel_rbuf *r, struct zk_multi_request *m, bool read)
 {
 	m->ops = r->data + r->pos;

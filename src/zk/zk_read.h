@@ -52,9 +52,9 @@ int32_t zk_op_refusal(int32_t opcode);
 struct zk_read_ctx {
 	const struct zk_state *state;
 	struct zk_watches *watches;   /* NULL: no watch registration */
-	struct zk_watch_conn *conn;   /* the caller's attachment in `watches` */
-	const struct zk_ids *ids;     /* the caller's identities */
-	int64_t session_id;
+	struct zk_watch_conn *conn;   /* attached (zk_watches_attach) if watches */
+	const struct zk_ids *ids;     /* the caller's identities (required) */
+	int64_t session_id;           /* for getEphemerals */
 };
 
 /*

@@ -241,6 +241,19 @@ static uint64_t r_u64(struct reader *r)
 	return keel_load_be64(b);
 }
 
+/* Nothing left: neither buffered nor from the callback. */
+static bool at_end(struct reader *r)
+{
+	if (r->pos < r->len) {
+		return false;
+	}
+	size_t got = 0;
+	r->err = r->fn(r->ctx, r->buf, ZK_SNAPSHOT_CHUNK, &got);
+	r->pos = 0;
+	r->len = got;
+	return r->err == KEEL_OK && got == 0;
+}
+
 static void corrupt(struct reader *r)
 {
 	if (r->err == KEEL_OK) {
@@ -542,6 +555,9 @@ enum keel_err zk_snapshot_load(struct zk_state *st, const struct zk_config *cfg,
 	r_bytes(&r, magic, 8);
 	if (r.err == KEEL_OK && (stored != crc || memcmp(magic, END_MAGIC, 8) != 0)) {
 		corrupt(&r);
+	}
+	if (r.err == KEEL_OK && !at_end(&r)) {
+		corrupt(&r); /* bytes after the end marker */
 	}
 	for (uint32_t i = 0; i < l.acl_count && r.err == KEEL_OK; i++) {
 		/* A list no node uses is never written: not a snapshot of ours. */

@@ -21,7 +21,8 @@
  * reference against the input and the configured limits (a name or data
  * longer than max_packet_size, a duplicate sibling, an ephemeral with
  * children or without its session, a bad ACL index — KEEL_CORRUPT), the
- * CRC, and finally that the recomputed state hash equals the stored one.
+ * CRC, that the stream ends right after the end marker, and finally that
+ * the recomputed state hash equals the stored one.
  * Nothing is allocated beyond what the bytes read so far justify (each
  * node's allocation is bounded by max_packet_size).
  *

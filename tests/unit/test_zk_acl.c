@@ -344,6 +344,30 @@ static void test_gate_every_opcode(void **state)
 	/* NoAuth on the parent comes before NoNode for the child (delete). */
 	set_ids(&z, false, false);
 	assert_int_equal(zt_delete(&z, sid, "/acl1/none", -1), ZK_NO_AUTH);
+	/* Each op of a multi passes the gate: an open create, then a denied
+	 * setData, rolls back with the denied op's NoAuth. */
+	struct zk_multi_op ops[2];
+	memset(ops, 0, sizeof(ops));
+	ops[0].opcode = ZK_OP_CREATE;
+	ops[0].u.create = (struct zk_create_request){zt_b("/open"), zt_b(""), zt_open_acl(&z), 0, -1};
+	ops[1].opcode = ZK_OP_SET_DATA;
+	ops[1].u.set_data = (struct zk_set_data_request){zt_b("/acl1"), zt_b("x"), -1};
+	keel_wbuf_reset(&z.body);
+	zk_multi_encode(&z.body, ops, 2);
+	assert_int_equal(zt_request(&z, sid, ZK_OP_MULTI), ZK_OK);
+	struct zk_multi_result_iter mit;
+	struct zk_multi_result mr;
+	zk_multi_result_iter_init(&mit, z.res.body.data, z.res.body.size);
+	assert_true(zk_multi_result_next(&mit, &mr));
+	assert_int_equal(mr.err, 0);
+	assert_true(zk_multi_result_next(&mit, &mr));
+	assert_int_equal(mr.err, ZK_NO_AUTH);
+	assert_false(zt_exists(&z, "/open"));
+	set_ids(&z, true, false);
+	keel_wbuf_reset(&z.body);
+	zk_multi_encode(&z.body, ops, 2);
+	assert_int_equal(zt_request(&z, sid, ZK_OP_MULTI), ZK_OK);
+	assert_true(zt_exists(&z, "/open"));
 	keel_wbuf_free(&out);
 	zt_close(&z);
 }
