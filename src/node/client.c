@@ -185,16 +185,19 @@ void node_clients_close(struct node *n)
 	for (struct node_client *c = cl->head; c != NULL; c = c->next) {
 		net_conn_close(&c->conn, KEEL_SHUTDOWN, true);
 	}
-	/* The structures are freed as the closes complete; the table last. */
-	for (int i = 0; i < 100 && cl->count > 0; i++) {
-		uv_run(n->loop, UV_RUN_NOWAIT);
+}
+
+void node_clients_free(struct node *n)
+{
+	struct node_clients *cl = n->clients;
+	if (cl == NULL) {
+		return;
 	}
+	KEEL_ASSERT(cl->count == 0); /* every connection's on_close has run */
 	zk_clients_close(n);
 	keel_hmap_close(&cl->by_id);
-	if (cl->count == 0) {
-		free(cl);
-		n->clients = NULL;
-	}
+	free(cl);
+	n->clients = NULL;
 }
 
 void node_clients_stats(struct node *n, struct node_client_stats *out)

@@ -54,7 +54,10 @@ struct node_client_stats {
 };
 
 enum keel_err node_clients_init(struct node *n, char *err, size_t err_size);
+/* Stops accepting and closes every connection (callbacks follow in the
+ * loop); node_clients_free() releases the structures once they ran. */
 void node_clients_close(struct node *n);
+void node_clients_free(struct node *n);
 
 struct node_client *node_client_find(struct node *n, uint64_t id);
 /* First of all open connections (follow ->next). */

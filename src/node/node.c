@@ -253,7 +253,7 @@ void node_drive(struct node *n)
 		n->drive_again = true;
 		return;
 	}
-	if (n->raft == NULL) {
+	if (n->raft == NULL || n->stopping) {
 		return;
 	}
 	do {
@@ -319,6 +319,9 @@ enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint
 static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 {
 	struct node *n = ctx;
+	if (n->stopping) {
+		return;
+	}
 	if (err != KEEL_OK) {
 		KEEL_ERROR("storage failed (%s): refusing to acknowledge anything more",
 			   keel_strerror(err));
@@ -671,6 +674,8 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 void node_close(struct node *n)
 {
+	/* Nothing is driven from here on: completions that still arrive are
+	 * not acknowledged to anyone (their clients are gone). */
 	n->stopping = true;
 	uv_timer_stop(&n->tick_timer);
 	node_clients_close(n);
@@ -680,11 +685,11 @@ void node_close(struct node *n)
 		http_server_close(&n->http);
 	}
 	snapshot_close(n);
-	/* Let closes and in-flight writes finish, then stop the storage thread
-	 * (which waits for queued batches to be synced). */
+	/* Let sockets flush and close. */
 	for (int i = 0; i < 50 && uv_run(n->loop, UV_RUN_NOWAIT) != 0; i++) {
 		uv_sleep(2);
 	}
+	/* Finish the syncs in flight, stop the storage thread. */
 	if (n->storage != NULL) {
 		node_storage_close(n->storage);
 		n->storage = NULL;
@@ -692,6 +697,8 @@ void node_close(struct node *n)
 	net_loop_close(&n->nl);
 	uv_walk(n->loop, close_walk, NULL);
 	uv_run(n->loop, UV_RUN_DEFAULT);
+	/* Every handle is closed: free what callbacks could have touched. */
+	node_clients_free(n);
 	if (n->raft != NULL) {
 		raft_close(n->raft);
 		n->raft = NULL;
