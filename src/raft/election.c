@@ -16,7 +16,9 @@
  * A candidate counts its own vote only once the batch holding its term and
  * vote is durable (raft_tally_self_vote after raft_persisted), and grants
  * to others leave only after the same (ready.c), so a crash can never make
- * a server vote twice in one term.
+ * a server vote twice in one term. A candidate that has a quorum of other
+ * servers' votes still becomes leader only once its term is durable: a
+ * leader that could forget its term after a crash could lead it twice.
  */
 #include <string.h>
 
@@ -169,9 +171,13 @@ static void record_vote(struct raft *r, uint64_t id, bool granted)
 	if (yes >= quorum) {
 		if (r->role == RAFT_PRE_CANDIDATE) {
 			raft_campaign(r, false, false);
-		} else {
+		} else if (r->durable_hs.term == r->term && r->durable_hs.vote == r->id) {
 			become_leader(r);
 		}
+		/* else: won, but our term is not durable yet. Leading now could
+		 * send entries of a term a crash would make us forget — and then
+		 * lead that term again with other entries. raft_persisted()
+		 * counts our own vote and finishes the transition. */
 	} else if (no > voters - quorum) {
 		raft_become_follower(r, r->term, 0);
 	}

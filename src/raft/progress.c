@@ -44,9 +44,7 @@ void raft_progress_reset(struct raft *r, struct raft_progress *pr, uint64_t next
 void raft_progress_become_probe(struct raft_progress *pr)
 {
 	pr->state = RAFT_PROGRESS_PROBE;
-	if (pr->next <= pr->match) {
-		pr->next = pr->match + 1;
-	}
+	pr->next = pr->match + 1;
 	pr->probe_sent = false;
 	pr->want_send = true;
 	pr->infl_head = 0;

@@ -500,6 +500,50 @@ void raft_status(const struct raft *r, struct raft_status *st)
 	}
 }
 
+uint8_t raft_role(const struct raft *r)
+{
+	return r->role;
+}
+
+uint64_t raft_term(const struct raft *r)
+{
+	return r->term;
+}
+
+uint64_t raft_leader(const struct raft *r)
+{
+	return r->leader;
+}
+
+uint64_t raft_commit_index(const struct raft *r)
+{
+	return r->commit;
+}
+
+uint64_t raft_last_index(const struct raft *r)
+{
+	return raft_log_last(&r->log);
+}
+
+uint64_t raft_first_index(const struct raft *r)
+{
+	return raft_log_first(&r->log);
+}
+
+bool raft_entry_at(const struct raft *r, uint64_t index, struct raft_entry *out)
+{
+	if (index <= r->log.base_index || index > raft_log_last(&r->log)) {
+		return false;
+	}
+	*out = *raft_log_get(&r->log, index);
+	return true;
+}
+
+const struct raft_config *raft_config(const struct raft *r)
+{
+	return &r->config;
+}
+
 const char *raft_role_name(uint8_t role)
 {
 	switch (role) {

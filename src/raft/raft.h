@@ -585,6 +585,22 @@ struct raft_status {
 
 void raft_status(const struct raft *r, struct raft_status *st);
 
+/* Cheap read-only accessors (no copy of the whole status). */
+uint8_t raft_role(const struct raft *r);
+uint64_t raft_term(const struct raft *r);
+uint64_t raft_leader(const struct raft *r);
+uint64_t raft_commit_index(const struct raft *r);
+uint64_t raft_last_index(const struct raft *r);
+uint64_t raft_first_index(const struct raft *r); /* first entry in memory */
+
+/* The entry at `index` if it is in memory (first..last): its data points
+ * into the core, valid until the next call that takes a non-const struct
+ * raft *. False otherwise. For checkers and for serving log reads. */
+bool raft_entry_at(const struct raft *r, uint64_t index, struct raft_entry *out);
+
+/* The configuration in force now (the latest in the log). */
+const struct raft_config *raft_config(const struct raft *r);
+
 /* Names for logs ("leader", "probe", ...); "?" when unknown. */
 const char *raft_role_name(uint8_t role);
 const char *raft_progress_state_name(uint8_t state);

@@ -112,6 +112,7 @@ struct raft_progress {
 	uint64_t snap_next_offset;  /* next chunk to send */
 	uint64_t snap_acked_offset; /* durable at the follower */
 	uint64_t snap_mark;         /* acked offset at the previous heartbeat answer */
+	bool snap_rewound;          /* resent from snap_acked_offset, no ack since */
 };
 
 void raft_progress_reset(struct raft *r, struct raft_progress *pr, uint64_t next);
@@ -242,6 +243,9 @@ struct raft {
 	uint32_t n_chunks;
 	bool install_pending;
 	struct raft_snapshot_install install;
+	/* A snapshot installed in memory whose batch is not durable yet: no
+	 * committed entry may be handed out before the node has loaded it. */
+	uint64_t install_wait_index;
 
 	/* outbox */
 	struct raft_out out_scratch; /* sink for messages dropped when full */

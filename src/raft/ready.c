@@ -195,7 +195,7 @@ static void collect_committed(struct raft *r, struct raft_ready *rd)
 	uint64_t upto = KEEL_MIN(r->commit, r->persisted_index);
 	upto = KEEL_MIN(upto, raft_log_last(&r->log));
 	r->handed.last_committed = r->applied_handed;
-	if (upto <= r->applied_handed) {
+	if (r->install_wait_index != 0 || upto <= r->applied_handed) {
 		return;
 	}
 	uint64_t from = r->applied_handed + 1;
@@ -278,7 +278,8 @@ bool raft_has_ready(const struct raft *r)
 		}
 	}
 	uint64_t upto = KEEL_MIN(r->commit, r->persisted_index);
-	return upto > r->applied_handed && upto <= raft_log_last(&r->log);
+	return r->install_wait_index == 0 && upto > r->applied_handed &&
+	       upto <= raft_log_last(&r->log);
 }
 
 bool raft_ready(struct raft *r, struct raft_ready *rd)
@@ -367,6 +368,9 @@ enum keel_err raft_persisted(struct raft *r, uint64_t persist_id)
 		}
 		if (b->install_index > r->applied) {
 			r->applied = b->install_index;
+		}
+		if (b->install_index != 0 && b->install_index >= r->install_wait_index) {
+			r->install_wait_index = 0;
 		}
 		r->persisted_batch = b->id;
 		r->batch_head = (r->batch_head + 1) % cap;

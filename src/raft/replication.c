@@ -318,8 +318,8 @@ void raft_step_append_resp(struct raft *r, const struct raft_msg *m)
 			next = raft_log_find_conflict_by_term(&r->log, a->hint_index, a->hint_term);
 		}
 		next = KEEL_MIN(a->index, next + 1);
-		pr->next = KEEL_MAX(next, pr->match + 1);
 		raft_progress_become_probe(pr);
+		pr->next = KEEL_MAX(next, pr->match + 1);
 		return;
 	}
 	if (a->index > raft_log_last(&r->log)) {

@@ -51,6 +51,7 @@ void raft_snapshot_start(struct raft *r, struct raft_progress *pr)
 	pr->snap_next_offset = 0;
 	pr->snap_acked_offset = 0;
 	pr->snap_mark = 0;
+	pr->snap_rewound = false;
 	pr->probe_sent = false;
 	pr->infl_count = 0;
 	pr->infl_head = 0;
@@ -82,6 +83,7 @@ void raft_snapshot_heartbeat_check(struct raft *r, struct raft_progress *pr)
 	if (pr->snap_acked_offset == pr->snap_mark &&
 	    pr->snap_next_offset > pr->snap_acked_offset) {
 		pr->snap_next_offset = pr->snap_acked_offset; /* resend the window */
+		pr->snap_rewound = true;
 		pr->want_send = true;
 	}
 	(void)r;
@@ -107,7 +109,6 @@ void raft_step_snapshot_resp(struct raft *r, const struct raft_msg *m)
 		if (s->index > pr->match) {
 			pr->match = s->index;
 		}
-		pr->next = pr->match + 1;
 		raft_progress_become_probe(pr);
 		raft_maybe_commit(r);
 		if (r->role == RAFT_LEADER) {
@@ -119,10 +120,17 @@ void raft_step_snapshot_resp(struct raft *r, const struct raft_msg *m)
 		return;
 	}
 	if (s->reject) {
+		/* Every chunk behind a lost one is rejected: rewind once per
+		 * loss, not once per reject, or resends multiply. */
+		if (pr->snap_rewound && s->next_offset == pr->snap_acked_offset) {
+			return;
+		}
 		pr->snap_acked_offset = s->next_offset;
 		pr->snap_next_offset = s->next_offset;
+		pr->snap_rewound = true;
 	} else if (s->next_offset > pr->snap_acked_offset) {
 		pr->snap_acked_offset = s->next_offset;
+		pr->snap_rewound = false;
 		if (pr->snap_next_offset < pr->snap_acked_offset) {
 			pr->snap_next_offset = pr->snap_acked_offset;
 		}
@@ -143,7 +151,6 @@ void raft_report_snapshot(struct raft *r, uint64_t peer, enum raft_snapshot_stat
 	}
 	/* Back to probing; paused until the next heartbeat answer, when the
 	 * transfer starts over with the newest snapshot. */
-	pr->next = pr->match + 1;
 	raft_progress_become_probe(pr);
 	pr->probe_sent = true;
 	pr->want_send = false;
@@ -229,6 +236,7 @@ static void install(struct raft *r, const struct raft_snapshot_meta *meta)
 	r->applied_handed = meta->index;
 	r->snapshot = *meta;
 	r->install_pending = true;
+	r->install_wait_index = meta->index;
 	r->install.meta = *meta;
 	r->install.discard_log = !keep;
 }

@@ -274,6 +274,115 @@ static void test_log_matching_conflict(void **state)
 	assert_true(th_node(&cl, 1)->sm_hash == th_node(&cl, 2)->sm_hash);
 }
 
+/* Delivers queued messages while `keep` says so; others are dropped. */
+static void deliver_where(bool (*keep)(const struct raft_msg *m))
+{
+	while (cl.n_queue > 0) {
+		if (keep(&cl.queue[0].m)) {
+			th_deliver_one(&cl);
+		} else {
+			struct th_msg q = cl.queue[0];
+			memmove(&cl.queue[0], &cl.queue[1], (cl.n_queue - 1) * sizeof(*cl.queue));
+			cl.n_queue--;
+			th_msg_free(&q);
+		}
+		th_ready_all(&cl);
+		for (uint64_t id = 1; id <= cl.n; id++) {
+			th_persist(&cl, id);
+		}
+		th_ready_all(&cl);
+	}
+}
+
+static bool only_1_and_3(const struct raft_msg *m)
+{
+	return (m->from == 1 && m->to == 3) || (m->from == 3 && m->to == 1);
+}
+
+static bool not_append_entries_to_3(const struct raft_msg *m)
+{
+	/* Once 3 holds 1's old-term entry, appends carrying the term-4 no-op
+	 * are lost (before that, 3 rejects them anyway: its log is short). */
+	if (m->type == RAFT_MSG_APPEND && m->to == 3 && th_status(&cl, 3).last_index >= 3) {
+		for (uint32_t i = 0; i < m->append.n_entries; i++) {
+			if (m->append.entries[i].term == 4) {
+				return false;
+			}
+		}
+	}
+	return only_1_and_3(m);
+}
+
+/* Figure 8 (§5.4.2): a leader must not commit an entry of an earlier term
+ * by counting replicas, or a later leader may overwrite it. */
+static void test_figure8_commit_rule(void **state)
+{
+	(void)state;
+	struct raft_options o;
+	raft_options_default(&o);
+	o.max_append_entries = 1; /* the old entry and the no-op travel apart */
+	o.max_inflight_msgs = 1;
+	o.snapshot_trailing_entries = 0;
+	o.pre_vote = false; /* elections on demand, without leases */
+	o.check_quorum = false;
+	th_init(&cl, 3, 0, &o, 10);
+	th_elect(&cl, 1);                       /* term 2: log 1,2 everywhere */
+	assert_int_equal(th_status(&cl, 3).commit_index, 2);
+	th_isolate(&cl, 1, true);
+	th_propose(&cl, 1, "old", NULL);        /* 3/2 only on node 1 */
+	th_stabilize(&cl, true);
+	/* node 2 wins term 3 with 3's vote, but its no-op (3/3) reaches no one */
+	th_tick(&cl, 2, th_node(&cl, 2)->now_ms + 3000);
+	th_ready_all(&cl);
+	while (th_status(&cl, 2).role != RAFT_LEADER && th_deliver_one(&cl)) {
+		th_ready_all(&cl);
+		th_persist(&cl, 2);
+		th_persist(&cl, 3);
+		th_ready_all(&cl);
+	}
+	assert_int_equal(th_status(&cl, 2).role, RAFT_LEADER);
+	th_isolate(&cl, 2, true); /* its appends never arrive */
+	deliver_where(only_1_and_3);
+	assert_int_equal(th_status(&cl, 2).term, 3);
+	assert_int_equal(th_status(&cl, 3).last_index, 2);
+	/* node 1 wins term 4 with 3's vote (3's log is behind 1's) */
+	th_isolate(&cl, 1, false);
+	th_isolate(&cl, 2, true);
+	cl.trace = getenv("TRACE") ? stderr : NULL;
+	/* term 3 (3 already voted for 2 in it), then term 4 */
+	for (int i = 0; i < 2; i++) {
+		th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 3000);
+		th_ready_all(&cl);
+		deliver_where(not_append_entries_to_3);
+	}
+	for (int i = 0; i < 5; i++) {
+		th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 50);
+		th_ready_all(&cl);
+		deliver_where(not_append_entries_to_3);
+	}
+	assert_int_equal(th_status(&cl, 1).term, 4);
+	assert_int_equal(th_status(&cl, 3).last_index, 3); /* got the old entry */
+	/* 3/2 is on a majority (1 and 3), but it is of term 2: not committed */
+	assert_int_equal(th_status(&cl, 1).commit_index, 2);
+	assert_int_equal(th_node(&cl, 1)->applied, 2);
+	/* node 1 goes; node 2 (last term 3) wins term 5 with 3's vote and
+	 * overwrites 3/2 — which was never committed, so nothing is lost */
+	th_isolate(&cl, 1, true);
+	th_isolate(&cl, 2, false);
+	/* 2, still leader of term 3, heartbeats and learns of term 4 */
+	th_tick(&cl, 2, th_node(&cl, 2)->now_ms + 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_FOLLOWER);
+	th_elect(&cl, 2);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_LEADER);
+	th_stabilize(&cl, true);
+	struct raft_entry e;
+	assert_true(raft_entry_at(th_node(&cl, 3)->r, 3, &e));
+	assert_int_equal(e.term, 3);
+	assert_true(th_node(&cl, 3)->applied >= 3);
+	assert_int_equal(th_node(&cl, 3)->applied_term[3], 3);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_election_basic, teardown),
 	cmocka_unit_test_teardown(test_election_safety_split_vote, teardown),
@@ -284,6 +393,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_replication_commits_everywhere, teardown),
 	cmocka_unit_test_teardown(test_ack_after_persist, teardown),
 	cmocka_unit_test_teardown(test_log_matching_conflict, teardown),
+	cmocka_unit_test_teardown(test_figure8_commit_rule, teardown),
 };
 
 int main(void)

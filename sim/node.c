@@ -1,0 +1,476 @@
+/*
+ * node.c — one simulated server: the glue between a Raft core, its disk,
+ * its state machine and the clients connected to it. This is the code the
+ * real node (src/node) does with libuv and a storage thread; the rules are
+ * the same:
+ *
+ *   - every ready's persist batch goes to the disk; raft_persisted(id) only
+ *     after the disk says the batch is durable (a FIFO of completions);
+ *   - messages are sent at once (the core holds back what must wait);
+ *   - snapshot chunk messages get their bytes here, from the disk;
+ *   - committed entries are applied in order, exactly once; a write's client
+ *     gets its answer when the entry is applied on this server;
+ *   - a read is served once applied >= its read index;
+ *   - a snapshot install is loaded into the state machine when its batch is
+ *     durable, before the core hears raft_persisted for that batch.
+ *
+ * KEEL_PLANT_BUG_ACK_BEFORE_PERSIST breaks the first rule: batches are
+ * reported durable as soon as they are submitted.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "base/hash.h"
+#include "sim/sim.h"
+
+#define SIM_TICK_MS 10
+
+static void submitted_push(struct sim_node *n, const struct sim_submitted *sub)
+{
+	if (n->n_submitted == n->cap_submitted) {
+		n->cap_submitted = n->cap_submitted == 0 ? 16 : n->cap_submitted * 2;
+		n->submitted = realloc(n->submitted, n->cap_submitted * sizeof(*n->submitted));
+		KEEL_ASSERT(n->submitted != NULL);
+	}
+	n->submitted[n->n_submitted++] = *sub;
+}
+
+static void submitted_pop(struct sim_node *n)
+{
+	memmove(&n->submitted[0], &n->submitted[1], (n->n_submitted - 1) * sizeof(*n->submitted));
+	n->n_submitted--;
+}
+
+void sim_node_free(struct sim_node *n)
+{
+	if (n->r != NULL) {
+		raft_close(n->r);
+		n->r = NULL;
+	}
+	if (n->disk != NULL) {
+		n->disk->ops->close(n->disk);
+		n->disk = NULL;
+	}
+	free(n->writes);
+	free(n->reads);
+	n->writes = NULL;
+	n->reads = NULL;
+	free(n->submitted);
+	n->submitted = NULL;
+}
+
+uint64_t sim_local_time(const struct sim *s, const struct sim_node *n)
+{
+	return n->clock_base + (uint64_t)((double)s->now * n->clock_rate);
+}
+
+static void schedule_tick(struct sim *s, struct sim_node *n)
+{
+	sim_schedule(s, s->now + SIM_TICK_MS, SIM_EV_TICK, n->id, 0, NULL);
+}
+
+void sim_node_boot(struct sim *s, struct sim_node *n, bool member_of_initial)
+{
+	n->disk = sim_memdisk_new();
+	if (member_of_initial) {
+		struct raft_config config;
+		memset(&config, 0, sizeof(config));
+		for (uint32_t i = 1; i <= s->cfg.nodes; i++) {
+			config.members[config.count].id = i;
+			config.members[config.count].role = RAFT_VOTER;
+			config.count++;
+		}
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 0, 4096);
+		struct raft_entry boot;
+		enum keel_err err = raft_bootstrap_entry(&config, &w, &boot);
+		KEEL_ASSERT(err == KEEL_OK);
+		struct raft_ready rd;
+		memset(&rd, 0, sizeof(rd));
+		rd.persist_id = 1;
+		rd.entries = &boot;
+		rd.n_entries = 1;
+		rd.hard_state_changed = true;
+		rd.hard_state.term = 1;
+		n->disk->ops->submit(n->disk, &rd);
+		n->disk->ops->sync_one(n->disk);
+		keel_wbuf_free(&w);
+	}
+	sim_node_start(s, n);
+}
+
+void sim_node_start(struct sim *s, struct sim_node *n)
+{
+	KEEL_ASSERT(!n->up);
+	n->incarnation++;
+	struct raft_options o = s->opts;
+	o.id = n->id;
+	keel_rng_seed(&o.rng, keel_rng_next(&s->rng));
+	enum keel_err err = raft_init(&n->r, &o);
+	KEEL_ASSERT(err == KEEL_OK);
+	struct sim_disk_state st;
+	n->disk->ops->load(n->disk, &st);
+	err = raft_restore(n->r, &st.hs, st.has_snapshot ? &st.snapshot : NULL, st.entries,
+			   st.n_entries);
+	if (err != KEEL_OK) {
+		sim_fail(s, "node %llu: restore from its disk failed: %s", (unsigned long long)n->id,
+			 keel_errname(err));
+		return;
+	}
+	sim_kv_reset(&n->kv);
+	if (st.has_snapshot) {
+		bool ok = sim_kv_load(&n->kv, st.snapshot_bytes, st.snapshot.size_bytes);
+		KEEL_ASSERT(ok);
+		KEEL_ASSERT(n->kv.applied == st.snapshot.index);
+		sim_check_snapshot_loaded(s, n);
+		n->last_snapshot_index = st.snapshot.index;
+	} else {
+		n->last_snapshot_index = 0;
+	}
+	n->up = true;
+	n->paused = false;
+	n->disk_busy_until = s->now;
+	n->last_commit = raft_commit_index(n->r);
+	n->last_role = RAFT_FOLLOWER;
+	n->last_leader = 0;
+	n->lead_term = 0;
+	n->n_submitted = 0;
+	n->last_local = sim_local_time(s, n);
+	raft_tick(n->r, n->last_local);
+	schedule_tick(s, n);
+	sim_tracef(s, "node %llu: start (incarnation %llu, last %llu, snapshot %llu)",
+		   (unsigned long long)n->id, (unsigned long long)n->incarnation,
+		   (unsigned long long)raft_last_index(n->r),
+		   (unsigned long long)(st.has_snapshot ? st.snapshot.index : 0));
+}
+
+void sim_node_crash(struct sim *s, struct sim_node *n)
+{
+	if (!n->up) {
+		return;
+	}
+	bool torn = n->disk->ops->crash(n->disk, &s->rng);
+	s->stat_crashes++;
+	s->stat_torn += torn;
+	raft_close(n->r);
+	n->r = NULL;
+	n->up = false;
+	n->paused = false;
+	n->incarnation++; /* its ticks and disk completions are void */
+	sim_clients_on_node_crash(s, n);
+	n->n_writes = 0;
+	n->n_reads = 0;
+	n->n_submitted = 0;
+	sim_tracef(s, "node %llu: crash%s", (unsigned long long)n->id, torn ? " (torn write)" : "");
+}
+
+static void send_msg(struct sim *s, struct sim_node *n, const struct raft_msg *m,
+		     uint64_t *failed_peer)
+{
+	if (m->type != RAFT_MSG_SNAPSHOT) {
+		sim_net_send(s, m);
+		return;
+	}
+	/* The core asked for a chunk: read it from our retained snapshot. */
+	uint64_t size = 0;
+	const uint8_t *bytes = n->disk->ops->snapshot_bytes(n->disk, m->snapshot.meta.index,
+							      m->snapshot.meta.term, &size);
+	if (bytes == NULL || m->snapshot.offset + m->snapshot.size > size) {
+		*failed_peer = m->to;
+		return;
+	}
+	KEEL_ASSERT(size == m->snapshot.meta.size_bytes);
+	struct raft_msg copy = *m;
+	copy.snapshot.data = bytes + m->snapshot.offset;
+	sim_net_send(s, &copy);
+}
+
+static void complete_writes(struct sim *s, struct sim_node *n, const struct raft_entry *e)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n->n_writes; i++) {
+		struct sim_pending_write *w = &n->writes[i];
+		if (w->index != e->index) {
+			n->writes[k++] = *w;
+			continue;
+		}
+		/* Same index, same term: our entry. Another term: it was lost. */
+		if (w->term == e->term) {
+			sim_hist_complete(s, w->op, SIM_OP_OK, 0);
+		} else {
+			sim_hist_complete(s, w->op, SIM_OP_FAILED, 0);
+		}
+	}
+	n->n_writes = k;
+}
+
+static void apply_committed(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+	for (size_t i = 0; i < rd->n_committed; i++) {
+		const struct raft_entry *e = &rd->committed[i];
+		if (e->index != n->kv.applied + 1) {
+			sim_fail(s, "apply order: node %llu got entry %llu after %llu",
+				 (unsigned long long)n->id, (unsigned long long)e->index,
+				 (unsigned long long)n->kv.applied);
+			return;
+		}
+		sim_kv_apply(&n->kv, e);
+		sim_check_applied(s, n, e);
+		complete_writes(s, n, e);
+	}
+}
+
+static void take_read_results(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+	for (size_t i = 0; i < rd->n_reads; i++) {
+		const struct raft_read_result *res = &rd->reads[i];
+		for (size_t j = 0; j < n->n_reads; j++) {
+			struct sim_pending_read *p = &n->reads[j];
+			if (p->ctx != res->ctx) {
+				continue;
+			}
+			if (res->err == KEEL_OK) {
+				KEEL_ASSERT(res->index > 0);
+				p->index = res->index;
+				s->hist[p->op].index = res->index;
+			} else {
+				sim_hist_complete(s, p->op, SIM_OP_FAILED, 0);
+				n->reads[j] = n->reads[--n->n_reads];
+			}
+			break;
+		}
+	}
+}
+
+static void serve_reads(struct sim *s, struct sim_node *n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n->n_reads; i++) {
+		struct sim_pending_read *p = &n->reads[i];
+		if (p->index != 0 && n->kv.applied >= p->index) {
+			uint32_t key = s->hist[p->op].key;
+			sim_hist_complete(s, p->op, SIM_OP_OK, n->kv.values[key]);
+		} else {
+			n->reads[k++] = *p;
+		}
+	}
+	n->n_reads = k;
+}
+
+static void maybe_snapshot(struct sim *s, struct sim_node *n)
+{
+	if (n->kv.applied < n->last_snapshot_index + n->snapshot_every) {
+		return;
+	}
+	size_t size;
+	uint8_t *bytes = sim_kv_snapshot(&n->kv, s->snapshot_pad, &size);
+	struct raft_snapshot_meta meta;
+	memset(&meta, 0, sizeof(meta));
+	meta.index = n->kv.applied;
+	meta.term = n->kv.applied_term;
+	meta.size_bytes = size;
+	meta.config = n->kv.config;
+	enum keel_err err = raft_snapshot_taken(n->r, &meta);
+	if (err != KEEL_OK) {
+		sim_fail(s, "node %llu: raft_snapshot_taken(%llu/%llu) failed: %s",
+			 (unsigned long long)n->id, (unsigned long long)meta.index,
+			 (unsigned long long)meta.term, keel_errname(err));
+		free(bytes);
+		return;
+	}
+	n->disk->ops->save_snapshot(n->disk, &meta, bytes);
+	free(bytes);
+	n->last_snapshot_index = meta.index;
+	s->stat_snapshots++;
+}
+
+/* Reports durable batches to the core, in order, loading a snapshot
+ * install into the state machine first. */
+static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_id, bool early)
+{
+	while (n->n_submitted > 0) {
+		struct sim_submitted *sub = &n->submitted[0];
+		if (sub->id > durable_id) {
+			break;
+		}
+		if (sub->install) {
+			if (early) {
+				break; /* an install is loaded only once it is on disk */
+			}
+			uint64_t size = 0;
+			const uint8_t *bytes = n->disk->ops->snapshot_bytes(n->disk, sub->meta.index,
+									      sub->meta.term, &size);
+			KEEL_ASSERT(bytes != NULL);
+			bool ok = sim_kv_load(&n->kv, bytes, size);
+			KEEL_ASSERT(ok);
+			KEEL_ASSERT(n->kv.applied == sub->meta.index);
+			sim_check_snapshot_loaded(s, n);
+			n->last_snapshot_index = sub->meta.index;
+			s->stat_snap_installs++;
+			/* writes waiting below the snapshot: outcome unknown here */
+			size_t k = 0;
+			for (size_t i = 0; i < n->n_writes; i++) {
+				if (n->writes[i].index <= sub->meta.index) {
+					sim_hist_complete(s, n->writes[i].op, SIM_OP_UNKNOWN, 0);
+				} else {
+					n->writes[k++] = n->writes[i];
+				}
+			}
+			n->n_writes = k;
+		}
+		enum keel_err err = raft_persisted(n->r, sub->id);
+		KEEL_ASSERT(err == KEEL_OK);
+		n->reported_batches = sub->id;
+		if (sub->install) {
+			raft_applied(n->r, n->kv.applied);
+		}
+		submitted_pop(n);
+	}
+}
+
+static void submit_batch(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+	sim_check_entries(s, n, rd->entries, rd->n_entries);
+	n->disk->ops->submit(n->disk, rd);
+	struct sim_submitted sub;
+	memset(&sub, 0, sizeof(sub));
+	sub.id = rd->persist_id;
+	sub.install = rd->install != NULL;
+	if (rd->install != NULL) {
+		sub.meta = rd->install->meta;
+	}
+	submitted_push(n, &sub);
+	uint64_t start = KEEL_MAX(s->now, n->disk_busy_until);
+	uint64_t done = start + keel_rng_between(&s->rng, n->fsync_min_ms, n->fsync_max_ms);
+	n->disk_busy_until = done;
+	sim_schedule(s, done, SIM_EV_DISK, n->id, rd->persist_id, NULL);
+	sim_trace_hash(s, rd->persist_id ^ (rd->n_entries << 32));
+}
+
+static void note_soft_state(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+	if (rd->role == n->last_role && rd->leader == n->last_leader) {
+		return;
+	}
+	if (rd->role == RAFT_LEADER && n->last_role != RAFT_LEADER) {
+		s->stat_elections++;
+		sim_on_new_leader(s, n);
+	}
+	sim_tracef(s, "node %llu: %s term=%llu leader=%llu", (unsigned long long)n->id,
+		   raft_role_name(rd->role), (unsigned long long)rd->term,
+		   (unsigned long long)rd->leader);
+	n->last_role = rd->role;
+	n->last_leader = rd->leader;
+}
+
+void sim_node_process(struct sim *s, struct sim_node *n)
+{
+	if (!n->up || s->failed) {
+		return;
+	}
+	struct raft_ready rd;
+	while (raft_ready(n->r, &rd)) {
+		uint64_t failed_peers[64];
+		size_t n_failed = 0;
+		note_soft_state(s, n, &rd);
+		if (rd.persist_id != 0) {
+			submit_batch(s, n, &rd);
+		}
+		for (size_t i = 0; i < rd.n_msgs; i++) {
+			uint64_t failed = 0;
+			send_msg(s, n, &rd.msgs[i], &failed);
+			if (failed != 0 && n_failed < 64) {
+				failed_peers[n_failed++] = failed;
+			}
+		}
+		apply_committed(s, n, &rd);
+		take_read_results(s, n, &rd);
+		uint64_t persist_id = rd.persist_id;
+		raft_advance(n->r, &rd);
+		if (s->failed) {
+			return;
+		}
+		raft_applied(n->r, n->kv.applied);
+		for (size_t i = 0; i < n_failed; i++) {
+			raft_report_snapshot(n->r, failed_peers[i], RAFT_SNAPSHOT_FAILED);
+		}
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_PERSIST
+		/* planted bug: claim durability before the disk has it */
+		if (persist_id != 0) {
+			report_durable(s, n, persist_id, true);
+		}
+#else
+		(void)persist_id;
+#endif
+		serve_reads(s, n);
+		maybe_snapshot(s, n);
+	}
+	uint64_t commit = raft_commit_index(n->r);
+	if (commit < n->last_commit) {
+		sim_fail(s, "commit index went back on node %llu: %llu -> %llu",
+			 (unsigned long long)n->id, (unsigned long long)n->last_commit,
+			 (unsigned long long)commit);
+	}
+	n->last_commit = commit;
+}
+
+void sim_node_disk_done(struct sim *s, struct sim_node *n)
+{
+	uint64_t id = n->disk->ops->sync_one(n->disk);
+	KEEL_ASSERT(id != 0);
+	report_durable(s, n, id, false);
+	sim_node_process(s, n);
+}
+
+void sim_node_tick(struct sim *s, struct sim_node *n)
+{
+	uint64_t local = sim_local_time(s, n);
+	if (local < n->last_local) {
+		local = n->last_local;
+	}
+	n->last_local = local;
+	raft_tick(n->r, local);
+	sim_node_process(s, n);
+	schedule_tick(s, n);
+}
+
+bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op)
+{
+	struct sim_hist_op *h = &s->hist[op];
+	struct sim_op_data data = {.op_id = ++s->next_op_id, .key = h->key, .value = h->value};
+	uint8_t buf[SIM_OP_BYTES];
+	sim_op_encode(&data, buf);
+	uint64_t index, term;
+	if (raft_propose(n->r, buf, SIM_OP_BYTES, &index, &term) != KEEL_OK) {
+		return false;
+	}
+	h->index = index;
+	h->term = term;
+	h->node = n->id;
+	if (n->n_writes == n->cap_writes) {
+		n->cap_writes = n->cap_writes == 0 ? 16 : n->cap_writes * 2;
+		n->writes = realloc(n->writes, n->cap_writes * sizeof(*n->writes));
+		KEEL_ASSERT(n->writes != NULL);
+	}
+	n->writes[n->n_writes++] = (struct sim_pending_write){.op = op, .index = index, .term = term};
+	sim_node_process(s, n);
+	return true;
+}
+
+bool sim_node_read(struct sim *s, struct sim_node *n, size_t op)
+{
+	uint64_t ctx = ++s->next_ctx;
+	if (raft_read_index(n->r, ctx) != KEEL_OK) {
+		return false;
+	}
+	s->hist[op].node = n->id;
+	if (n->n_reads == n->cap_reads) {
+		n->cap_reads = n->cap_reads == 0 ? 16 : n->cap_reads * 2;
+		n->reads = realloc(n->reads, n->cap_reads * sizeof(*n->reads));
+		KEEL_ASSERT(n->reads != NULL);
+	}
+	n->reads[n->n_reads++] = (struct sim_pending_read){.op = op, .ctx = ctx, .index = 0};
+	sim_node_process(s, n);
+	return true;
+}
