@@ -828,6 +828,9 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 			n->stats.leader_changes);
 	metrics_counter(w, "keel_raft_entries_applied_total", "Entries applied",
 			n->stats.entries_applied);
+	metrics_counter(w, "keel_raft_follower_lost_entries_total",
+			"Followers found missing entries they had acknowledged (disk lost data)",
+			st.follower_lost_entries);
 	metrics_counter(w, "keel_snapshots_taken_total", "Snapshots written",
 			n->stats.snapshots_taken);
 	metrics_counter(w, "keel_snapshots_installed_total", "Snapshots installed from the leader",

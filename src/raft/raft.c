@@ -468,6 +468,7 @@ void raft_status(const struct raft *r, struct raft_status *st)
 	st->transfer_target = r->transfer_target;
 	st->pending_reads = r->n_reads;
 	st->persist_batches = r->n_batches;
+	st->follower_lost_entries = r->follower_lost_entries;
 	st->n_members = r->config.count;
 	for (uint32_t i = 0; i < r->config.count; i++) {
 		struct raft_member_status *ms = &st->members[i];

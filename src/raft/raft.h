@@ -579,6 +579,9 @@ struct raft_status {
 	uint64_t transfer_target; /* 0: none */
 	uint32_t pending_reads;
 	uint32_t persist_batches; /* handed out, not yet persisted */
+	/* Times a follower was found missing entries it had acknowledged (its
+	 * disk lost them); each is re-replicated. Nonzero deserves a look. */
+	uint64_t follower_lost_entries;
 	uint32_t n_members;
 	struct raft_member_status members[RAFT_MAX_MEMBERS];
 };

@@ -187,6 +187,7 @@ struct raft {
 	uint64_t election_deadline_ms;
 	uint64_t leader_contact_ms; /* last message from the current leader */
 	bool leader_contact;        /* leader_contact_ms is meaningful */
+	uint64_t follower_lost_entries; /* times a follower lost acked entries */
 
 	/* configuration */
 	struct raft_config config; /* in force: the latest in the log */

@@ -318,8 +318,18 @@ void raft_step_append_resp(struct raft *r, const struct raft_msg *m)
 			next = raft_log_find_conflict_by_term(&r->log, a->hint_index, a->hint_term);
 		}
 		next = KEEL_MIN(a->index, next + 1);
+		if (next <= pr->match) {
+			/* The follower no longer holds entries it acknowledged:
+			 * its disk lost them (a damaged tail cut at recovery).
+			 * Raft assumes this never happens; rather than probe
+			 * forever above its log, re-replicate from what it has.
+			 * Committed entries stay committed (commit never moves
+			 * back); the follower is counted again once it acks. */
+			pr->match = next - 1;
+			r->follower_lost_entries++;
+		}
 		raft_progress_become_probe(pr);
-		pr->next = KEEL_MAX(next, pr->match + 1);
+		pr->next = next;
 		return;
 	}
 	if (a->index > raft_log_last(&r->log)) {
