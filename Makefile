@@ -21,7 +21,7 @@ all: build
 
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 debug:
 	@cmake -S . -B $(DEBUG) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
