@@ -445,7 +445,7 @@ static bool submit_entry(struct node *n, struct zk_pending *p, const uint8_t *en
 			KEEL_DEBUG("propose failed: %s", keel_strerror(rc));
 			return false;
 		}
-		node_drive(n);
+		node_schedule_drive(n);
 		return true;
 	}
 	if (n->leader == 0) {
@@ -507,7 +507,7 @@ static void start_barrier(struct node *n, struct zk_pending *p)
 		return;
 	}
 	p->proposed = true;
-	node_drive(n);
+	node_schedule_drive(n);
 }
 
 static void send_connect_response(struct zk_conn *zc, const struct zk_connect_response *rsp)
@@ -1075,7 +1075,7 @@ void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const
 				peers_send_end(&n->peers, from, mark);
 			}
 		}
-		node_drive(n);
+		node_schedule_drive(n);
 		return;
 	}
 	if (type == PEER_FRAME_FORWARD_REJECT) {

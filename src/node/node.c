@@ -278,6 +278,29 @@ void node_drive(struct node *n)
 	}
 }
 
+static void on_drive_idle(uv_idle_t *idle)
+{
+	(void)idle;
+}
+
+static void on_drive_check(uv_check_t *check)
+{
+	struct node *n = check->data;
+	if (n->drive_scheduled) {
+		n->drive_scheduled = false;
+		uv_idle_stop(&n->drive_idle);
+		node_drive(n);
+	}
+}
+
+void node_schedule_drive(struct node *n)
+{
+	if (!n->drive_scheduled && !n->stopping) {
+		n->drive_scheduled = true;
+		uv_idle_start(&n->drive_idle, on_drive_idle);
+	}
+}
+
 static void node_after_advance(struct node *n)
 {
 	for (size_t i = 0; i < n->deferred_snap_fail_count; i++) {
@@ -358,7 +381,7 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 	if (n->applied_index > 0) {
 		raft_applied(n->raft, n->applied_index);
 	}
-	node_drive(n);
+	node_schedule_drive(n);
 }
 
 /* ---- peer messages ---- */
@@ -381,7 +404,7 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 		if (rc != KEEL_OK && rc != KEEL_INVAL) {
 			KEEL_WARN("raft_step: %s", keel_strerror(rc));
 		}
-		node_drive(n);
+		node_schedule_drive(n);
 		return;
 	}
 	case PEER_FRAME_FORWARD:
@@ -585,6 +608,12 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	n->start_ms = node_now_ms(n);
 
 	enum keel_err rc = net_loop_init(&n->nl, loop);
+	/* libuv runs check handles newest first: started after net's flush
+	 * hook, the drive runs before it, so its messages leave this turn. */
+	uv_check_init(loop, &n->drive_check);
+	uv_idle_init(loop, &n->drive_idle);
+	n->drive_check.data = n;
+	uv_check_start(&n->drive_check, on_drive_check);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "cannot set up the event loop");
 		return rc;

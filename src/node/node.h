@@ -110,6 +110,9 @@ struct node {
 	struct raft_config applied_config; /* membership in force at applied_index */
 	bool in_ready;    /* between raft_ready and raft_advance */
 	bool drive_again; /* node_drive was asked for while in_ready */
+	bool drive_scheduled;
+	uv_check_t drive_check; /* runs a scheduled drive once per loop turn */
+	uv_idle_t drive_idle;   /* keeps the loop from blocking while one is due */
 
 	/* Work for after raft_advance (the core forbids calls before). */
 	uint64_t deferred_snap_fail[PEERS_MAX];
@@ -163,6 +166,11 @@ void node_close(struct node *n);
  * input (step, tick, propose, persisted). Safe to call re-entrantly: a call
  * made while a ready is being handled is folded into the running one. */
 void node_drive(struct node *n);
+
+/* Asks for node_drive() at the end of this loop iteration, so that every
+ * input of the iteration (client writes, peer messages, completions) is
+ * handled in one ready: one persist batch, one AppendEntries per peer. */
+void node_schedule_drive(struct node *n);
 
 /* Proposes `data` (an encoded envelope) on the leader. */
 enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
