@@ -62,6 +62,7 @@
 #define BENCH_PREFIX_SIZE 160
 #define BENCH_ERR_CODES 128
 #define BENCH_SETUP_WINDOW 256
+#define BENCH_MAX_MULTI 256
 #define NS_PER_S UINT64_C(1000000000)
 #define NS_PER_MS UINT64_C(1000000)
 
@@ -81,6 +82,7 @@ struct bench_config {
 	double duration_s;
 	double warmup_s;
 	uint64_t ops_total; /* 0: run for duration_s */
+	unsigned multi;     /* create: znodes per request (a multi op when > 1) */
 	unsigned key_count;
 	int session_timeout_ms;
 	char prefix[BENCH_PREFIX_SIZE];
@@ -91,6 +93,7 @@ struct bench_config {
 	pid_t kill_pid;
 	uint64_t seed;
 	bool verbose;
+	char client_log[512]; /* empty: the client library logs to stderr */
 };
 
 struct bench_run;
@@ -116,12 +119,15 @@ struct bench_slot {
 	struct bench_session *session;
 	uint64_t rng;
 	uint64_t start_ns;
+	zoo_op_result_t *multi_results; /* config.multi entries, used when multi > 1 */
+	char multi_created[BENCH_PATH_SIZE];
 };
 
 struct bench_run {
 	const struct bench_config *config;
 	struct bench_session *sessions;
 	struct bench_slot *slots;
+	zoo_op_result_t *multi_results; /* multi per slot, when multi > 1 */
 	char *value;
 	uint64_t window_start_ns;
 	uint64_t window_end_ns;
@@ -261,6 +267,13 @@ static int session_open(struct bench_session *s)
 		fprintf(stderr, "zkbench: zookeeper_init(%s): %s\n", s->hosts, strerror(errno));
 		return -1;
 	}
+	/*
+	 * By default the client re-resolves the host list every time its I/O
+	 * thread polls (getaddrinfo per wake-up: about half the client's CPU
+	 * under load). The servers are literal addresses: resolve only when
+	 * reconnecting.
+	 */
+	zoo_set_servers_resolution_delay(s->zh, -1);
 	return 0;
 }
 
@@ -414,11 +427,11 @@ static void slot_finish(struct bench_slot *slot, int rc)
 	struct bench_session *s = slot->session;
 	struct bench_run *run = s->run;
 	if (rc == ZOK) {
-		s->ok_total++;
+		s->ok_total += run->config->multi;
 		s->last_done_ns = end;
 		if (end >= run->window_start_ns && end < run->window_end_ns) {
 			bench_hist_record(&s->hist, end - slot->start_ns);
-			s->ok_in_window++;
+			s->ok_in_window += run->config->multi;
 		}
 	} else {
 		count_error(run, rc, end);
@@ -442,6 +455,11 @@ static void on_stat_done(int rc, const struct Stat *stat, const void *data)
 	slot_finish((struct bench_slot *)(uintptr_t)data, rc);
 }
 
+static void on_multi_done(int rc, const void *data)
+{
+	slot_finish((struct bench_slot *)(uintptr_t)data, rc);
+}
+
 static void on_data_done(int rc, const char *value, int value_len, const struct Stat *stat,
 			 const void *data)
 {
@@ -458,6 +476,23 @@ static enum bench_op pick_op(const struct bench_config *c, uint64_t *rng)
 		return c->op;
 	}
 	return rng_next(rng) % 10u == 0 ? OP_SET : OP_GET;
+}
+
+/* One multi request creating config.multi new znodes. */
+static int issue_multi_create(struct bench_run *run, zhandle_t *zh, struct bench_slot *slot)
+{
+	const struct bench_config *c = run->config;
+	zoo_op_t ops[BENCH_MAX_MULTI];
+	char paths[BENCH_MAX_MULTI][BENCH_PATH_SIZE];
+	uint64_t first = atomic_fetch_add(&run->create_seq, c->multi);
+	for (unsigned i = 0; i < c->multi; i++) {
+		/* Paths are serialized by zoo_amulti; results are written later. */
+		snprintf(paths[i], sizeof(paths[i]), "%s/c%" PRIu64, c->prefix, first + i);
+		zoo_create_op_init(&ops[i], paths[i], run->value, (int)c->value_bytes, &ZOO_OPEN_ACL_UNSAFE, 0,
+				   slot->multi_created, (int)sizeof(slot->multi_created));
+	}
+	slot->start_ns = now_ns();
+	return zoo_amulti(zh, (int)c->multi, ops, slot->multi_results, on_multi_done, slot);
 }
 
 static int issue_one(struct bench_run *run, zhandle_t *zh, uint64_t *rng, struct bench_slot *slot)
@@ -503,11 +538,12 @@ static void slot_issue(struct bench_slot *slot)
 {
 	struct bench_run *run = slot->session->run;
 	const struct bench_config *c = run->config;
-	if (c->ops_total != 0 && atomic_fetch_add(&run->issued, 1) >= c->ops_total) {
+	if (c->ops_total != 0 && atomic_fetch_add(&run->issued, c->multi) >= c->ops_total) {
 		atomic_fetch_sub(&run->outstanding, 1);
 		return;
 	}
-	int rc = issue_one(run, slot->session->zh, &slot->rng, slot);
+	int rc = c->multi > 1 ? issue_multi_create(run, slot->session->zh, slot)
+			      : issue_one(run, slot->session->zh, &slot->rng, slot);
 	if (rc != ZOK) {
 		/* The handle refused (expired or out of memory): retire the slot. */
 		count_error(run, rc, now_ns());
@@ -550,6 +586,9 @@ static void run_async(struct bench_run *run, uint64_t t0)
 		struct bench_slot *slot = &run->slots[i];
 		slot->session = &run->sessions[i % c->sessions];
 		slot->rng = c->seed * 0x9E3779B97F4A7C15ull + i + 1;
+		if (c->multi > 1) {
+			slot->multi_results = &run->multi_results[(size_t)i * c->multi];
+		}
 		slot_issue(slot);
 	}
 	if (c->ops_total == 0) {
@@ -736,9 +775,9 @@ static void print_header(const struct bench_config *c)
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	printf("{\"tool\":\"keel-zkbench\",\"time_utc\":\"%s\",\"label\":\"%s\",\"mode\":\"%s\","
 	       "\"op\":\"%s\",\"servers\":\"%s\",\"sessions\":%u,\"inflight\":%u,\"value_bytes\":%u,"
-	       "\"key_count\":%u,\"prefix\":\"%s\",",
+	       "\"key_count\":%u,\"multi\":%u,\"prefix\":\"%s\",",
 	       when, c->label, bench_mode_names[c->mode], bench_op_names[c->op], c->servers, c->sessions,
-	       c->inflight, c->value_bytes, c->key_count, c->prefix);
+	       c->inflight, c->value_bytes, c->key_count, c->multi, c->prefix);
 }
 
 static void print_spread(struct bench_run *run)
@@ -844,6 +883,8 @@ static void usage(FILE *out)
 		"  --duration S              measured seconds (default 10)\n"
 		"  --warmup S                seconds before measuring (default 2)\n"
 		"  --ops K                   issue exactly K requests instead of --duration\n"
+		"  --multi B                 create: B znodes per request, as one multi op\n"
+		"                            (fast bulk loads; ops and --ops count znodes)\n"
 		"  --key-count K             keys pre-created for set/get/mix (default 1000)\n"
 		"  --sync                    one session, synchronous calls, one at a time\n"
 		"  --failover-kill PID       failover run: after --warmup s, SIGKILL PID and time\n"
@@ -857,6 +898,7 @@ static void usage(FILE *out)
 		"  --label NAME              copied into the result (e.g. keel, zookeeper)\n"
 		"  --seed N                  key choice seed (default 1)\n"
 		"  --verbose                 client library log at INFO\n"
+		"  --client-log FILE         append the client library's log to FILE\n"
 		"Prints one JSON line with ops/s, latency quantiles in microseconds and errors.\n");
 }
 
@@ -909,6 +951,13 @@ static int check_config(struct bench_config *c)
 		fprintf(stderr, "zkbench: --value-bytes too large\n");
 		return -1;
 	}
+	if (c->multi == 0 || c->multi > BENCH_MAX_MULTI ||
+	    (c->multi > 1 && (c->op != OP_CREATE || c->mode != MODE_ASYNC)) ||
+	    (c->multi > 1 && c->ops_total % c->multi != 0)) {
+		fprintf(stderr, "zkbench: --multi needs 1..%d, async create, and --ops a multiple of it\n",
+			BENCH_MAX_MULTI);
+		return -1;
+	}
 	if (c->op != OP_CREATE && c->key_count == 0) {
 		fprintf(stderr, "zkbench: --key-count must be positive\n");
 		return -1;
@@ -941,11 +990,14 @@ static int parse_args(int argc, char **argv, struct bench_config *c)
 		{"session-timeout-ms", required_argument, NULL, 'T'},
 		{"prefix", required_argument, NULL, 'p'},    {"label", required_argument, NULL, 'l'},
 		{"seed", required_argument, NULL, 'R'},      {"verbose", no_argument, NULL, 'V'},
+		{"client-log", required_argument, NULL, 'L'},
+		{"multi", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
 	};
 	*c = (struct bench_config){.sessions = 8, .inflight = 32, .value_bytes = 100, .op = OP_CREATE,
 				   .duration_s = 10, .warmup_s = 2, .key_count = 1000,
-				   .session_timeout_ms = 10000, .settle_s = 2, .seed = 1};
+				   .session_timeout_ms = 10000, .settle_s = 2, .seed = 1,
+				   .multi = 1};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
 		switch (opt) {
@@ -962,6 +1014,7 @@ static int parse_args(int argc, char **argv, struct bench_config *c)
 		case 't': c->duration_s = strtod(optarg, NULL); break;
 		case 'w': c->warmup_s = strtod(optarg, NULL); break;
 		case 'k': c->ops_total = strtoull(optarg, NULL, 10); break;
+		case 'M': c->multi = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'K': c->key_count = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'S': c->mode = MODE_SYNC; break;
 		case 'F':
@@ -984,6 +1037,7 @@ static int parse_args(int argc, char **argv, struct bench_config *c)
 		case 'l': snprintf(c->label, sizeof(c->label), "%s", optarg); break;
 		case 'R': c->seed = strtoull(optarg, NULL, 10); break;
 		case 'V': c->verbose = true; break;
+		case 'L': snprintf(c->client_log, sizeof(c->client_log), "%s", optarg); break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -1051,6 +1105,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	zoo_set_debug_level(config.verbose ? ZOO_LOG_LEVEL_INFO : ZOO_LOG_LEVEL_ERROR);
+	FILE *client_log = NULL;
+	if (config.client_log[0] != '\0') {
+		client_log = fopen(config.client_log, "a");
+		if (client_log == NULL) {
+			fprintf(stderr, "zkbench: %s: %s\n", config.client_log, strerror(errno));
+			return 2;
+		}
+		zoo_set_log_stream(client_log);
+	}
 	signal(SIGINT, on_interrupt);
 	signal(SIGTERM, on_interrupt);
 	signal(SIGPIPE, SIG_IGN);
@@ -1059,7 +1122,9 @@ int main(int argc, char **argv)
 	run.sessions = calloc(config.sessions, sizeof(*run.sessions));
 	run.slots = calloc((size_t)config.sessions * config.inflight, sizeof(*run.slots));
 	run.value = malloc(config.value_bytes + 1u);
-	if (run.sessions == NULL || run.slots == NULL || run.value == NULL) {
+	run.multi_results = calloc((size_t)config.sessions * config.inflight * config.multi,
+				   sizeof(*run.multi_results));
+	if (run.sessions == NULL || run.slots == NULL || run.value == NULL || run.multi_results == NULL) {
 		fprintf(stderr, "zkbench: out of memory\n");
 		return 1;
 	}
@@ -1072,7 +1137,11 @@ int main(int argc, char **argv)
 	}
 	sessions_close(&run, config.sessions);
 	free(run.value);
+	free(run.multi_results);
 	free(run.slots);
 	free(run.sessions);
+	if (client_log != NULL) {
+		fclose(client_log);
+	}
 	return status;
 }
