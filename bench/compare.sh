@@ -129,7 +129,7 @@ start_systems() {
     else
       log "$sys did not start (see $(tail -n 1 "$TMP/start-$sys.log"))"
       printf '{"system":"%s","workload":"start","round":0,"error":"%s"}\n' "$sys" \
-        "$(tail -n 1 "$TMP/start-$sys.log" | tr -d '"\\')" >>"$RESULTS"
+        "$(tail -n 1 "$TMP/start-$sys.log" | sed "s|$TMP|<tmpdir>|g" | tr -d '"\\')" >>"$RESULTS"
       STATUS=1
     fi
   done
@@ -238,6 +238,5 @@ options=$(printf '{"quick":%s,"rounds":%s,"duration_s":%s,"warmup_s":%s,"znodes"
   "$FAILOVERS" "$SESSIONS" "$INFLIGHT" "$VALUE_BYTES" "$SYSTEMS" "${ZK_JVM_OPTS:--Xmx2g -XX:+UseG1GC}")
 python3 "$ROOT/bench/report.py" report --results "$RESULTS" --machine "$TMP/machine.json" \
   --options "$options" --out "$OUT"
-cp "$RESULTS" "$OUT/latest.raw.jsonl"
 log "wrote $OUT/latest.md, latest.json, compare.png"
 exit "$STATUS"

@@ -204,7 +204,8 @@ def table(summary):
 def write_chart(summary, out_dir):
     if not shutil.which("gnuplot"):
         return "gnuplot not installed; no chart"
-    dat = os.path.join(out_dir, "compare.dat")
+    # gnuplot runs in out_dir, so the script and data name no absolute path.
+    dat = "compare.dat"
 
     def val(system, key):
         v = summary[system].get(key)
@@ -213,41 +214,56 @@ def write_chart(summary, out_dir):
     blocks = [
         ("throughput", [("create", "create_ops"), ("set", "set_ops"), ("get", "get_ops"), ("mix", "mix_ops")]),
         ("p99", [("create", "create_p99"), ("set", "set_p99"), ("get", "get_p99"), ("mix", "mix_p99")]),
-        ("single", [("sync p50", "sync_p50"), ("failover med", "failover_median"), ("failover max", "failover_max")]),
-        ("memory", [("RSS", "mem_rss"), ("heap", "mem_heap")]),
+        ("sync", [("p50", "sync_p50"), ("p99", "sync_p99")]),
+        ("failover", [("median", "failover_median"), ("max", "failover_max")]),
+        ("memory", [("RSS growth", "mem_rss"), ("ZK live heap", "mem_heap")]),
     ]
-    with open(dat, "w") as f:
+    with open(os.path.join(out_dir, dat), "w") as f:
         for name, items in blocks:
             f.write(f"# {name}\n")
             for label, key in items:
                 f.write(f'"{label}" {val("keel", key)} {val("zookeeper", key)}\n')
             f.write("\n\n")
+    titles = [
+        "throughput, 8 sessions x 32 in flight, 100 B (ops/s, higher is better)",
+        "p99 latency under that load (ms, lower is better)",
+        "one client, synchronous set (ms, lower is better)",
+        "failover: kill -9 leader to first write (ms, lower is better)",
+        "memory per znode, 100 B values (bytes, lower is better)",
+    ]
+    colors = {"keel": "#1f77b4", "zookeeper": "#ff7f0e"}
+    names = {"keel": "keel", "zookeeper": "ZooKeeper 3.8"}
+    plots = []
+    for index, (title, (_, items)) in enumerate(zip(titles, blocks)):
+        # A series without a single value is left out (gnuplot would warn).
+        series = [(col, s) for col, s in ((2, "keel"), (3, "zookeeper"))
+                  if any(summary[s].get(key) is not None for _, key in items)]
+        if not series:
+            plots.append(f'set title "{title}"\nunset key\nplot "{dat}" index {index} using (0):xtic(1) notitle')
+            continue
+        parts = []
+        for n, (col, system) in enumerate(series):
+            source = f'"{dat}" index {index}' if n == 0 else '""'
+            xtic = ":xtic(1)" if n == 0 else ""
+            parts.append(f'{source} using {col}{xtic} title "{names[system]}" lc rgb "{colors[system]}"')
+        plots.append(f'set title "{title}"\nset key top right\nplot ' + ", ".join(parts))
     script = f"""
-set terminal pngcairo size 1400,900 font ",11" noenhanced
-set output "{os.path.join(out_dir, 'compare.png')}"
+set terminal pngcairo size 1800,900 font ",11" noenhanced
+set output "compare.png"
 set datafile missing "-"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set grid ytics
-set key top right
 set yrange [0:*]
-set multiplot layout 2,2 title "keel vs Apache ZooKeeper 3.8 — 3 servers on loopback, same machine ({summary['date']}); missing bars: not measured"
-set title "throughput, 8 sessions x 32 in flight, 100 B (ops/s, higher is better)"
-plot "{dat}" index 0 using 2:xtic(1) title "keel" lc rgb "#1f77b4", "" index 0 using 3 title "ZooKeeper" lc rgb "#ff7f0e"
-set title "p99 latency under that load (ms, lower is better)"
-plot "{dat}" index 1 using 2:xtic(1) title "keel" lc rgb "#1f77b4", "" index 1 using 3 title "ZooKeeper" lc rgb "#ff7f0e"
-set title "single client sync write p50; failover to first write (ms, lower is better)"
-plot "{dat}" index 2 using 2:xtic(1) title "keel" lc rgb "#1f77b4", "" index 2 using 3 title "ZooKeeper" lc rgb "#ff7f0e"
-set title "memory per znode, 100 B values (bytes, lower is better)"
-plot "{dat}" index 3 using 2:xtic(1) title "keel" lc rgb "#1f77b4", "" index 3 using 3 title "ZooKeeper" lc rgb "#ff7f0e"
-unset multiplot
-"""
+set offsets 0, 0, graph 0.15, 0
+set multiplot layout 2,3 title "keel vs Apache ZooKeeper 3.8, 3 servers each on loopback, same machine, {summary['date']} (a missing bar: not measured)"
+""" + "\n".join(plots) + "\nunset multiplot\n"
     gp = os.path.join(out_dir, "compare.gp")
     with open(gp, "w") as f:
         f.write(script)
-    res = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+    res = subprocess.run(["gnuplot", "compare.gp"], capture_output=True, text=True, cwd=out_dir)
     return res.stderr.strip() or None
 
 

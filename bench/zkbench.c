@@ -179,8 +179,7 @@ static uint64_t rng_next(uint64_t *state)
 
 static void on_interrupt(int sig)
 {
-	(void)sig;
-	bench_interrupted = 1;
+	bench_interrupted = sig;
 }
 
 /* ---- errors ------------------------------------------------------------- */
@@ -1142,6 +1141,11 @@ int main(int argc, char **argv)
 	free(run.sessions);
 	if (client_log != NULL) {
 		fclose(client_log);
+	}
+	if (bench_interrupted) {
+		/* Die of the signal, so that a calling shell stops too. */
+		signal(bench_interrupted, SIG_DFL);
+		raise(bench_interrupted);
 	}
 	return status;
 }
