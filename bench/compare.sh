@@ -8,7 +8,7 @@
 #   bench/compare.sh [--quick] [--rounds N] [--duration S] [--warmup S]
 #                    [--znodes N] [--failovers N] [--systems keel,zookeeper]
 #                    [--workloads create,set,get,mix,sync,failover,memory]
-#                    [--out DIR] [--keep]
+#                    [--out DIR] [--keep] [--calibrate]
 #
 # Workloads (every system, every round):
 #   create/set/get/mix  8 sessions x 32 in flight, 100 B values, spread over
@@ -19,12 +19,15 @@
 #                       issued after the kill that succeeds; the killed server
 #                       is restarted and the cluster waited for before the next
 #   memory              load --znodes znodes of 100 B (multi ops of 100), VmRSS
-#                       of every server before/after; for ZooKeeper also the
-#                       live heap after a full GC (jcmd)
+#                       of every server before and 5 s after; for ZooKeeper
+#                       also the live heap after a full GC (jcmd GC.run)
 #
 # --quick: 3 s runs, 100,000 znodes, 2 failovers (about 2-3 minutes).
 # Default: 6 s runs after 2 s warm-up, 1,000,000 znodes, 3 failovers.
 # --keep leaves the temporary directory (server logs, raw results).
+# --calibrate runs two ZooKeeper ensembles against each other instead
+# ("zookeeper2" vs "zookeeper", results in bench/results/calibration/): an
+# A/A run whose ratios show how much of a difference is noise on this machine.
 # A system that does not start is reported as such; the other is still
 # measured, and the exit status is 1.
 set -euo pipefail
@@ -39,7 +42,7 @@ ROUNDS=2 DURATION=6 WARMUP=2 ZNODES=1000000 FAILOVERS=3
 SYSTEMS=keel,zookeeper
 WORKLOADS=create,set,get,mix,sync,failover,memory
 OUT=$ROOT/bench/results
-KEEP=0 QUICK=0
+KEEP=0 QUICK=0 OUT_GIVEN=0
 SESSIONS=8 INFLIGHT=32 VALUE_BYTES=100
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -54,8 +57,9 @@ while [ $# -gt 0 ]; do
     --failovers) FAILOVERS=$2; shift 2 ;;
     --systems) SYSTEMS=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
+    --out) OUT=$2 OUT_GIVEN=1; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --calibrate) SYSTEMS=zookeeper2,zookeeper; [ "$OUT_GIVEN" = 1 ] || OUT=$ROOT/bench/results/calibration; shift ;;
     -h|--help) usage ;;
     *) echo "compare: unknown option $1" >&2; usage ;;
   esac
@@ -76,7 +80,7 @@ log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 cluster_script() {
   case "$1" in
     keel) echo "$KEEL_CLUSTER" ;;
-    zookeeper) echo "$ZK_ENSEMBLE" ;;
+    zookeeper|zookeeper2) echo "$ZK_ENSEMBLE" ;;
     *) echo "compare: unknown system $1" >&2; exit 2 ;;
   esac
 }
@@ -194,24 +198,29 @@ rss_kib() {
   echo "[$out]"
 }
 
+# RSS is sampled here, not by zkbench --rss-pids, so that the full GC that
+# measures ZooKeeper's live heap happens after the "before" sample and after
+# the "after" sample: both RSS samples see the JVM as it runs on its own.
 run_memory() {
-  local sys script dir pids=() i out extra heap_before heap_after
+  local sys script dir pids=() i out extra rss_before
   for sys in "${ACTIVE[@]}"; do
     script=$(cluster_script "$sys") dir=$TMP/$sys
     "$script" wait "$dir" 60 || true
     pids=()
     for i in 1 2 3; do pids+=("$("$script" pid "$dir" "$i" || echo 0)"); done
-    extra=""
-    if [ "$sys" = zookeeper ]; then
-      heap_before=$(jvm_heap_used_kib "${pids[@]}")
+    rss_before=$(rss_kib "${pids[@]}")
+    extra=",\"rss_kib_before\":$rss_before"
+    if [[ "$sys" == zookeeper* ]]; then
+      extra+=",\"jvm_heap_used_kib_before\":$(jvm_heap_used_kib "${pids[@]}")"
     fi
     log "memory: loading $ZNODES znodes of $VALUE_BYTES B into $sys"
     out=$(zkbench --servers "$(connect_of "$sys")" --op create --ops "$ZNODES" --multi 100 \
       --sessions 4 --inflight 8 --value-bytes "$VALUE_BYTES" --prefix /keel-bench-mem \
-      --rss-pids "$(IFS=,; echo "${pids[*]}")" --settle 5 --label "$sys") || true
-    if [ "$sys" = zookeeper ]; then
-      heap_after=$(jvm_heap_used_kib "${pids[@]}")
-      extra=",\"jvm_heap_used_kib_before\":$heap_before,\"jvm_heap_used_kib_after\":$heap_after"
+      --label "$sys") || true
+    sleep 5
+    extra+=",\"rss_kib_after\":$(rss_kib "${pids[@]}")"
+    if [[ "$sys" == zookeeper* ]]; then
+      extra+=",\"jvm_heap_used_kib_after\":$(jvm_heap_used_kib "${pids[@]}")"
       extra+=",\"rss_kib_after_full_gc\":$(rss_kib "${pids[@]}")"
     fi
     record "$sys" memory 1 "$out" "$extra"

@@ -26,7 +26,10 @@ import subprocess
 import sys
 import time
 
-SYSTEMS = ("keel", "zookeeper")
+# The two systems compared: first column / second column, ratio = first / second.
+# compare.sh --calibrate pits a second ZooKeeper ensemble against the first.
+NAMES = {"keel": "keel", "zookeeper": "ZooKeeper 3.8", "zookeeper2": "ZooKeeper 3.8 (2nd ensemble)"}
+COLORS = {"keel": "#1f77b4", "zookeeper": "#ff7f0e", "zookeeper2": "#2ca02c"}
 
 # (key, label, unit, target on the ratio keel / ZooKeeper: (comparison, bound, text) or None)
 METRICS = [
@@ -125,7 +128,7 @@ def median(values):
 
 
 def mean(values):
-    values = [v for v in values if v is not None and v >= 0]
+    values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -156,14 +159,16 @@ def summarize(runs, system):
     if mem:
         m = mem[-1]
         res = m["result"]
-        out["mem_rss"] = res.get("bytes_per_znode")
         created = res.get("ops", 0)
         out["mem_znodes"] = created
+        before, after = m.get("rss_kib_before"), m.get("rss_kib_after")
+        if before and after and created:
+            out["mem_rss"] = mean([(a - b) * 1024.0 / created for a, b in zip(after, before) if a >= 0 and b >= 0])
         before, after = m.get("jvm_heap_used_kib_before"), m.get("jvm_heap_used_kib_after")
         if before and after and created:
             deltas = [(a - b) * 1024.0 / created for a, b in zip(after, before) if a >= 0 and b >= 0]
             out["mem_heap"] = mean(deltas)
-        elif system != "zookeeper":
+        elif not system.startswith("zookeeper"):
             # keel has no garbage-collected heap: its RSS is the comparable figure.
             out["mem_heap"] = out["mem_rss"]
         out["mem_detail"] = {k: m.get(k, res.get(k)) for k in (
@@ -183,25 +188,27 @@ def fmt(value, unit):
     return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
 
 
-def table(summary):
-    lines = ["| metric | unit | keel | ZooKeeper 3.8 | keel / ZK | target | met |",
-             "|---|---|---:|---:|---:|---|---|"]
+def table(summary, pair, with_targets=True):
+    first, second = pair
+    lines = [f"| metric | unit | {NAMES[first]} | {NAMES[second]} | ratio |" + (" target | met |" if with_targets else ""),
+             "|---|---|---:|---:|---:|" + ("---|---|" if with_targets else "")]
     rows = []
     for key, label, unit, target in METRICS:
-        k, z = summary["keel"].get(key), summary["zookeeper"].get(key)
+        k, z = summary[first].get(key), summary[second].get(key)
         ratio = k / z if k is not None and z else None
         target_text = target[2] if target else ""
         met = ""
         if target is not None:
             met = "—" if ratio is None else ("yes" if COMPARE[target[0]](ratio, target[1]) else "**no**")
         lines.append(f"| {label} | {unit} | {fmt(k, unit)} | {fmt(z, unit)} | "
-                     f"{'%.2f' % ratio if ratio is not None else '—'} | {target_text} | {met} |")
-        rows.append({"metric": key, "label": label, "unit": unit, "keel": k, "zookeeper": z,
+                     f"{'%.2f' % ratio if ratio is not None else '—'} |" +
+                     (f" {target_text} | {met} |" if with_targets else ""))
+        rows.append({"metric": key, "label": label, "unit": unit, first: k, second: z,
                      "ratio": ratio, "target": target_text or None, "met": met or None})
     return "\n".join(lines), rows
 
 
-def write_chart(summary, out_dir):
+def write_chart(summary, pair, out_dir):
     if not shutil.which("gnuplot"):
         return "gnuplot not installed; no chart"
     # gnuplot runs in out_dir, so the script and data name no absolute path.
@@ -222,7 +229,7 @@ def write_chart(summary, out_dir):
         for name, items in blocks:
             f.write(f"# {name}\n")
             for label, key in items:
-                f.write(f'"{label}" {val("keel", key)} {val("zookeeper", key)}\n')
+                f.write(f'"{label}" {val(pair[0], key)} {val(pair[1], key)}\n')
             f.write("\n\n")
     titles = [
         "throughput, 8 sessions x 32 in flight, 100 B (ops/s, higher is better)",
@@ -231,12 +238,10 @@ def write_chart(summary, out_dir):
         "failover: kill -9 leader to first write (ms, lower is better)",
         "memory per znode, 100 B values (bytes, lower is better)",
     ]
-    colors = {"keel": "#1f77b4", "zookeeper": "#ff7f0e"}
-    names = {"keel": "keel", "zookeeper": "ZooKeeper 3.8"}
     plots = []
     for index, (title, (_, items)) in enumerate(zip(titles, blocks)):
         # A series without a single value is left out (gnuplot would warn).
-        series = [(col, s) for col, s in ((2, "keel"), (3, "zookeeper"))
+        series = [(col, s) for col, s in ((2, pair[0]), (3, pair[1]))
                   if any(summary[s].get(key) is not None for _, key in items)]
         if not series:
             plots.append(f'set title "{title}"\nunset key\nplot "{dat}" index {index} using (0):xtic(1) notitle')
@@ -245,7 +250,7 @@ def write_chart(summary, out_dir):
         for n, (col, system) in enumerate(series):
             source = f'"{dat}" index {index}' if n == 0 else '""'
             xtic = ":xtic(1)" if n == 0 else ""
-            parts.append(f'{source} using {col}{xtic} title "{names[system]}" lc rgb "{colors[system]}"')
+            parts.append(f'{source} using {col}{xtic} title "{NAMES[system]}" lc rgb "{COLORS[system]}"')
         plots.append(f'set title "{title}"\nset key top right\nplot ' + ", ".join(parts))
     script = f"""
 set terminal pngcairo size 1800,900 font ",11" noenhanced
@@ -258,7 +263,7 @@ set boxwidth 0.9
 set grid ytics
 set yrange [0:*]
 set offsets 0, 0, graph 0.15, 0
-set multiplot layout 2,3 title "keel vs Apache ZooKeeper 3.8, 3 servers each on loopback, same machine, {summary['date']} (a missing bar: not measured)"
+set multiplot layout 2,3 title "{NAMES[pair[0]]} vs {NAMES[pair[1]]}, 3 servers each on loopback, same machine, {summary['date']} (a missing bar: not measured)"
 """ + "\n".join(plots) + "\nunset multiplot\n"
     gp = os.path.join(out_dir, "compare.gp")
     with open(gp, "w") as f:
@@ -272,16 +277,20 @@ def report(args):
     with open(args.machine) as f:
         machine = json.load(f)
     options = json.loads(args.options)
+    pair = tuple(options["systems"].split(",")[:2])
+    if len(pair) != 2 or any(p not in NAMES for p in pair):
+        pair = ("keel", "zookeeper")
+    calibration = pair[0].startswith("zookeeper")
     summary, rounds = {}, {}
-    for system in SYSTEMS:
+    for system in pair:
         summary[system], rounds[system] = summarize(runs, system)
     summary["date"] = machine["date_utc"]
-    md_table, rows = table(summary)
+    md_table, rows = table(summary, pair, with_targets=not calibration)
     failures = [r for r in runs if "error" in r]
     start_errors = {r["system"]: r["error"] for r in failures if r.get("workload") == "start"}
 
     notes = []
-    for system in SYSTEMS:
+    for system in pair:
         if system in start_errors:
             notes.append(f"- **{system} was not measured**: it did not start ({start_errors[system]}).")
         elif not any(r.get("system") == system for r in runs):
@@ -289,19 +298,22 @@ def report(args):
     for r in failures:
         if r.get("workload") != "start":
             notes.append(f"- {r['system']} {r['workload']} round {r['round']}: {r['error']}")
-    for system in SYSTEMS:
+    for system in pair:
         s = summary[system]
         if s.get("failover_failed"):
             notes.append(f"- {system}: {s['failover_failed']} failover run(s) saw no successful write within 60 s.")
         if s.get("errors"):
             notes.append(f"- {system}: {s['errors']} request errors inside measurement windows.")
-    cpu = {s: summary[s]["client_cpu_pct"] for s in SYSTEMS}
+    cpu = {s: summary[s]["client_cpu_pct"] for s in pair}
     fs = machine["fdatasync_ms"]
     header = [
-        "# keel vs Apache ZooKeeper — latest comparison",
+        f"# {NAMES[pair[0]]} vs {NAMES[pair[1]]} — " +
+        ("calibration: the same system twice, so every ratio shows the noise of this machine and method"
+         if calibration else "latest comparison"),
         "",
         f"Measured {machine['date_utc']} by `bench/compare.sh{' --quick' if options.get('quick') else ''}` "
         f"(commit {machine.get('git_commit') or '?'}). Every number below is a measurement from this run; "
+        "ratio = first column / second column; "
         "\"not measured\" means the system or workload did not run.",
         "",
         f"Machine: {machine['cpus']} x {machine['cpu']}, {machine['memory_gib']} GiB, Linux {machine['kernel']}, "
@@ -319,10 +331,10 @@ def report(args):
     ]
     footer = ["", "Client CPU (keel-zkbench, % of one core, median per workload): " +
               "; ".join(f"{s}: " + ", ".join(f"{w} {v:.0f}" for w, v in cpu[s].items() if v is not None)
-                        for s in SYSTEMS if any(v is not None for v in cpu[s].values())), ""]
+                        for s in pair if any(v is not None for v in cpu[s].values())), ""]
     if notes:
         footer += ["Notes:", ""] + notes + [""]
-    chart_note = write_chart(summary, args.out)
+    chart_note = write_chart(summary, pair, args.out)
     if chart_note:
         footer += [f"Chart: {chart_note}", ""]
     md = "\n".join(header + [md_table] + footer)
