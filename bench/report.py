@@ -101,7 +101,7 @@ def probe(directory):
         "cpus": os.cpu_count(),
         "memory_gib": round(mem_kib / 1048576, 1),
         "kernel": platform.release(),
-        "filesystem": run(["stat", "-f", "-c", "%T", directory]),
+        "filesystem": run(["findmnt", "-no", "FSTYPE", "-T", directory]) or run(["stat", "-f", "-c", "%T", directory]),
         "fdatasync_ms": fsync_latency_ms(directory),
         "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
         "java": java,
