@@ -85,6 +85,7 @@ cluster_script() {
   esac
 }
 
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
   local rc=$? sys
   trap - EXIT INT TERM
@@ -132,6 +133,8 @@ start_systems() {
       ACTIVE+=("$sys")
     else
       log "$sys did not start (see $(tail -n 1 "$TMP/start-$sys.log"))"
+      # The reason goes into JSON: drop quotes and backslashes, hide the temp path.
+      # shellcheck disable=SC1003
       printf '{"system":"%s","workload":"start","round":0,"error":"%s"}\n' "$sys" \
         "$(tail -n 1 "$TMP/start-$sys.log" | sed "s|$TMP|<tmpdir>|g" | tr -d '"\\')" >>"$RESULTS"
       STATUS=1

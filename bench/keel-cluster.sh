@@ -46,8 +46,8 @@ port_free() {
 }
 
 pick_base_port() {
-  local n=$1 tries base p ok
-  for tries in $(seq 1 50); do
+  local n=$1 base p ok
+  for _ in $(seq 1 50); do
     base=$((40000 + (RANDOM % 2000) * 10))
     ok=1
     for p in $(seq "$base" $((base + 3 * n - 1))); do
@@ -59,6 +59,7 @@ pick_base_port() {
 }
 
 four_letter() {
+  # shellcheck disable=SC2016  # expanded by the inner shell
   timeout 3 bash -c '
     exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
     printf "%s" "$2" >&3

@@ -58,8 +58,8 @@ port_free() {
 
 # pick_base_port N: a base port with 3N consecutive free ports.
 pick_base_port() {
-  local n=$1 tries base p ok
-  for tries in $(seq 1 50); do
+  local n=$1 base p ok
+  for _ in $(seq 1 50); do
     base=$((20000 + (RANDOM % 2000) * 10))
     ok=1
     for p in $(seq "$base" $((base + 3 * n - 1))); do
@@ -72,6 +72,7 @@ pick_base_port() {
 
 # four_letter PORT WORD: the server's answer, empty if it does not answer.
 four_letter() {
+  # shellcheck disable=SC2016  # expanded by the inner shell
   timeout 3 bash -c '
     exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
     printf "%s" "$2" >&3
