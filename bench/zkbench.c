@@ -18,6 +18,9 @@
  *
  * Ops: create (new znode per request), set and get (random keys among
  * --key-count znodes created in a setup phase), mix (90% get, 10% set).
+ * --multi B makes every create request one multi op of B creates (bulk
+ * loads: the memory run); --rss-pids reports the VmRSS of the given server
+ * processes before and after the run and the bytes per created znode.
  * Every run works under its own prefix (/keel-bench/r<pid>-<time> unless
  * --prefix is given), so runs never collide.
  *
@@ -927,6 +930,17 @@ static int parse_op(const char *text, enum bench_op *op)
 	return -1;
 }
 
+/* Strings copied into the JSON result must need no escaping. */
+static bool json_safe(const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+		if (*p < 0x20 || *p == '"' || *p == '\\') {
+			return false;
+		}
+	}
+	return true;
+}
+
 static int check_config(struct bench_config *c)
 {
 	if (c->servers[0] == '\0') {
@@ -971,6 +985,11 @@ static int check_config(struct bench_config *c)
 	if (c->prefix[0] != '/' || strlen(c->prefix) > BENCH_PREFIX_SIZE - 2 ||
 	    c->prefix[strlen(c->prefix) - 1] == '/') {
 		fprintf(stderr, "zkbench: --prefix must be an absolute path without a trailing /\n");
+		return -1;
+	}
+	if (!json_safe(c->servers) || !json_safe(c->prefix) || !json_safe(c->label)) {
+		fprintf(stderr, "zkbench: --servers, --prefix and --label may not hold quotes, backslashes "
+				"or control characters\n");
 		return -1;
 	}
 	return 0;
