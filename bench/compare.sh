@@ -10,7 +10,9 @@
 #                    [--workloads create,set,get,mix,sync,failover,memory]
 #                    [--out DIR] [--keep] [--calibrate]
 #
-# Workloads (every system, every round):
+# After start-up every system gets the same untimed priming load (create and
+# mix, 5 s each) so that ZooKeeper's JVM is warm. Workloads (every system,
+# every round):
 #   create/set/get/mix  8 sessions x 32 in flight, 100 B values, spread over
 #                       the 3 servers; mix = 90% get / 10% set
 #   sync                one session, synchronous set, one at a time
@@ -38,7 +40,7 @@ ZKBENCH=${ZKBENCH:-$ROOT/build/keel-zkbench}
 ZK_ENSEMBLE=$ROOT/scripts/zk-ensemble.sh
 KEEL_CLUSTER=$ROOT/bench/keel-cluster.sh
 
-ROUNDS=2 DURATION=6 WARMUP=2 ZNODES=1000000 FAILOVERS=3
+ROUNDS=2 DURATION=6 WARMUP=2 ZNODES=1000000 FAILOVERS=3 PRIME=5
 SYSTEMS=keel,zookeeper
 WORKLOADS=create,set,get,mix,sync,failover,memory
 OUT=$ROOT/bench/results
@@ -49,7 +51,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) QUICK=1 DURATION=3 WARMUP=1 ZNODES=100000 FAILOVERS=2; shift ;;
+    --quick) QUICK=1 DURATION=3 WARMUP=1 ZNODES=100000 FAILOVERS=2 PRIME=2; shift ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
@@ -139,6 +141,20 @@ start_systems() {
         "$(tail -n 1 "$TMP/start-$sys.log" | sed "s|$TMP|<tmpdir>|g" | tr -d '"\\')" >>"$RESULTS"
       STATUS=1
     fi
+  done
+}
+
+# Untimed load on every system before any measurement, so that the JVM's JIT
+# has compiled ZooKeeper's hot paths (a fresh ZooKeeper is several times
+# slower for its first seconds) and both systems start from a warm state.
+prime_systems() {
+  local sys
+  for sys in "${ACTIVE[@]}"; do
+    log "priming $sys (${PRIME}s create, ${PRIME}s mix, not measured)"
+    zkbench --servers "$(connect_of "$sys")" --op create --duration "$PRIME" --warmup 0 \
+      --label "$sys-prime" >/dev/null || true
+    zkbench --servers "$(connect_of "$sys")" --op mix --duration "$PRIME" --warmup 0 \
+      --label "$sys-prime" >/dev/null || true
   done
 }
 
@@ -234,6 +250,7 @@ log "results and logs in $TMP"
 python3 "$ROOT/bench/report.py" probe "$TMP" >"$TMP/machine.json"
 start_systems
 [ ${#ACTIVE[@]} -gt 0 ] || log "no system came up; nothing to measure"
+prime_systems
 IFS=, read -r -a workloads <<<"$WORKLOADS"
 for w in "${workloads[@]}"; do
   [ ${#ACTIVE[@]} -gt 0 ] || break
@@ -245,8 +262,8 @@ for w in "${workloads[@]}"; do
   esac
 done
 
-options=$(printf '{"quick":%s,"rounds":%s,"duration_s":%s,"warmup_s":%s,"znodes":%s,"failovers":%s,"sessions":%s,"inflight":%s,"value_bytes":%s,"systems":"%s","zk_jvm_opts":"%s"}' \
-  "$([ "$QUICK" = 1 ] && echo true || echo false)" "$ROUNDS" "$DURATION" "$WARMUP" "$ZNODES" \
+options=$(printf '{"quick":%s,"prime_s":%s,"rounds":%s,"duration_s":%s,"warmup_s":%s,"znodes":%s,"failovers":%s,"sessions":%s,"inflight":%s,"value_bytes":%s,"systems":"%s","zk_jvm_opts":"%s"}' \
+  "$([ "$QUICK" = 1 ] && echo true || echo false)" "$PRIME" "$ROUNDS" "$DURATION" "$WARMUP" "$ZNODES" \
   "$FAILOVERS" "$SESSIONS" "$INFLIGHT" "$VALUE_BYTES" "$SYSTEMS" "${ZK_JVM_OPTS:--Xmx2g -XX:+UseG1GC}")
 python3 "$ROOT/bench/report.py" report --results "$RESULTS" --machine "$TMP/machine.json" \
   --options "$options" --out "$OUT"

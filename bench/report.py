@@ -323,7 +323,8 @@ def report(args):
         f"C client libzookeeper-mt {machine['packages']['libzookeeper-mt-dev']}; ZooKeeper JVM options "
         f"`{options['zk_jvm_opts']}`, forceSync=yes.",
         "",
-        f"Runs: {options['rounds']} rounds per workload and system, alternating; {options['duration_s']} s measured "
+        f"Runs: after {options.get('prime_s', 0)} s + {options.get('prime_s', 0)} s of unmeasured priming load per system, "
+        f"{options['rounds']} rounds per workload and system, alternating; {options['duration_s']} s measured "
         f"after {options['warmup_s']} s warm-up; {options['sessions']} sessions x {options['inflight']} in flight, "
         f"{options['value_bytes']} B values; medians over rounds. Memory: {options['znodes']:,} znodes; "
         f"failover: {options['failovers']} kills per system.",
