@@ -9,6 +9,7 @@ packages=(
   iproute2 procps psmisc netcat-openbsd
   python3 python3-kazoo python3-pytest
   zookeeper zookeeper-bin libzookeeper-mt-dev default-jre-headless
+  default-jdk-headless  # jcmd: ZooKeeper's live heap in `make bench`
   gnuplot-nox
 )
 
