@@ -192,6 +192,7 @@ struct kc_client {
 	uint64_t ev_dropped;
 	bool in_callback;
 	bool in_poll;             /* a signal ends kc_poll's wait */
+	bool closing;             /* kc_close: never reconnect */
 	struct keel_rng rng;
 	char message[256];
 };

@@ -355,6 +355,7 @@ static void close_fd(struct kc_client *c)
 void kc_close(struct kc_client *c)
 {
 	if (c->state == KC_CONNECTED) {
+		c->closing = true;
 		c->opt.call_timeout_ms = KEEL_MIN(c->opt.call_timeout_ms, CLOSE_TIMEOUT_MS);
 		(void)kc_close_session(c);
 	}
@@ -511,15 +512,18 @@ static int rx_take(struct kc_client *c, const uint8_t **payload, size_t *size)
 }
 
 /* Reads what the socket has: 1 progress, 0 end of stream, -1 error. Room
- * is made for the frame in progress (its length was checked by rx_take). */
+ * is made for the frame in progress, never past max_packet + 4 bytes. Call
+ * only when no whole frame is buffered. */
 static int rx_fill(struct kc_client *c)
 {
 	size_t avail = c->rx_end - c->rx_start;
 	size_t need = 4;
 	if (avail >= 4) {
-		need = 4 + (size_t)keel_load_be32(c->rx + c->rx_start);
+		/* A bad length is rx_take's to report; room for 4 bytes is
+		 * all it needs then. */
+		uint32_t len = keel_load_be32(c->rx + c->rx_start);
+		need = len <= c->opt.max_packet ? 4 + (size_t)len : 4;
 	}
-	KEEL_ASSERT(need <= (size_t)c->opt.max_packet + 4);
 	if (c->rx_capacity - c->rx_start < need || c->rx_end == c->rx_capacity) {
 		memmove(c->rx, c->rx + c->rx_start, avail);
 		c->rx_start = 0;
@@ -875,6 +879,9 @@ static int32_t ensure_connected(struct kc_client *c, uint64_t deadline, bool pol
 	if (rc != ZK_OK || c->state == KC_CONNECTED) {
 		return rc;
 	}
+	if (c->closing) {
+		return kc_fail(c, ZK_CONNECTION_LOSS, "closing: not reconnecting");
+	}
 	uint32_t tried = 0;
 	uint64_t backoff = FIRST_BACKOFF_MS;
 	for (;;) {
@@ -933,25 +940,28 @@ static void probe(struct kc_client *c)
 {
 	const char *addr = c->servers[c->server_index].addr;
 	while (c->state == KC_CONNECTED) {
-		const uint8_t *p;
-		size_t size;
-		struct kc_reply reply;
-		int taken = rx_take(c, &p, &size);
-		if (taken < 0) {
-			char why[sizeof(c->message)];
-			memcpy(why, c->message, sizeof(why));
-			conn_failed(c, "%s: %s", addr, why);
-			return;
-		}
-		if (taken > 0) {
-			enum frame_kind kind = handle_frame(c, p, size, &reply);
-			if (kind == FRAME_REPLY) {
-				conn_failed(c, "%s: reply for xid %d with no request out", addr,
-					    reply.xid);
+		size_t avail = c->rx_end - c->rx_start;
+		if (avail >= 8) {
+			/* Only notifications and ping/setWatches replies are
+			 * taken here; anything else is left to wait_reply(),
+			 * which reports it. */
+			int32_t xid = (int32_t)keel_load_be32(c->rx + c->rx_start + 4);
+			const uint8_t *p;
+			size_t size;
+			struct kc_reply reply;
+			if (xid != ZK_XID_NOTIFICATION && xid != ZK_XID_PING &&
+			    xid != ZK_XID_SET_WATCHES) {
+				return;
 			}
+			int taken = rx_take(c, &p, &size);
+			if (taken <= 0) {
+				c->message[0] = '\0';
+				return; /* incomplete or bad: wait_reply() sees it */
+			}
+			(void)handle_frame(c, p, size, &reply);
 			continue;
 		}
-		if (c->rx_eof) {
+		if (avail == 0 && c->rx_eof) {
 			conn_failed(c, "%s: the server closed the connection", addr);
 			return;
 		}
@@ -962,6 +972,9 @@ static void probe(struct kc_client *c)
 		int filled = rx_fill(c);
 		if (filled == 0) {
 			c->rx_eof = true;
+			if (avail > 0) {
+				return;
+			}
 		} else if (filled < 0) {
 			conn_failed(c, "%s: recv: %s", addr, strerror(errno));
 			return;
