@@ -46,6 +46,9 @@ static void shell_event(void *ctx, const struct kc_event *ev)
 {
 	(void)ctx;
 	bool node = ev->type != ZK_EVENT_NONE;
+	if (!node && ev->state == ZK_STATE_CLOSED) {
+		return; /* we closed it: quit or end of input */
+	}
 	FILE *out = node ? stdout : stderr;
 	fprintf(out, "\nWATCHER::\n\nWatchedEvent state:%s type:%s path:%s\n",
 		zkcli_state_name(node ? ZK_STATE_SYNC_CONNECTED : ev->state),
@@ -548,6 +551,17 @@ static int cmd_add_watch(struct shell *sh, const struct flags *f)
 	return err == ZK_OK ? ZKCLI_OK : fail(sh, err, f->pos[0]);
 }
 
+static int cmd_session(struct shell *sh, const struct flags *f)
+{
+	(void)f;
+	const char *server = kc_server(&sh->c);
+	printf("session 0x%llx timeout %d ms server %s state %s\n",
+	       (unsigned long long)kc_session_id(&sh->c), kc_session_timeout_ms(&sh->c),
+	       server != NULL ? server : "-",
+	       kc_state(&sh->c) == KC_CONNECTED ? "CONNECTED" : "DISCONNECTED");
+	return ZKCLI_OK;
+}
+
 static void help(void)
 {
 	printf("commands:\n"
@@ -563,6 +577,7 @@ static void help(void)
 	       "  getAcl [-s] path\n"
 	       "  setAcl [-s] [-v version] [-R] path acl\n"
 	       "  addWatch [-m PERSISTENT|PERSISTENT_RECURSIVE] path\n"
+	       "  session   (the session id, timeout and server connected to)\n"
 	       "  help\n"
 	       "  quit\n");
 }
@@ -588,6 +603,7 @@ static const struct shell_command shell_commands[] = {
 	{"getAcl", "s", "", cmd_get_acl},
 	{"setAcl", "svR", "v", cmd_set_acl},
 	{"addWatch", "m", "m", cmd_add_watch},
+	{"session", "", "", cmd_session},
 	{NULL, NULL, NULL, NULL},
 };
 
