@@ -7,6 +7,11 @@
  * stderr, and closes the session — which removes any ephemeral node it
  * made, unless `create --hold` keeps the session until a signal. Output
  * formats are documented in docs/cli.md.
+ *
+ * Reads (get, ls, stat, acl get) first send `sync`: a new session has seen
+ * nothing, so without the barrier it could read a follower that has not
+ * yet applied a write another process just made. keel's sync is a
+ * ReadIndex barrier, so sync + read is linearizable. --no-sync skips it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,7 @@
 	"  --timeout-ms MS            give up on a request after MS (default 10000)\n" \
 	"  --auth SCHEME:CREDENTIAL   authenticate first, e.g. digest:user:password\n" \
 	"                             (may be repeated)\n"                            \
+	"  --no-sync                  reads skip the sync barrier (may be stale)\n"   \
 	"exit status: 0 ok, 1 ZooKeeper error (message on stderr), 2 usage error\n"
 
 /* What a command needs beyond its option table. */
@@ -37,6 +43,15 @@ struct command {
 	/* Checks option combinations before connecting; NULL: none. */
 	int (*check)(char **pos, int pos_count, void *ctx);
 };
+
+/* Whether reads send sync first (--no-sync clears it). */
+static bool sync_reads = true;
+
+/* The barrier before a read (see the file comment). */
+static int32_t barrier(struct kc_client *c, const char *path)
+{
+	return sync_reads ? kc_sync(c, path) : ZK_OK;
+}
 
 static void ignore_event(void *ctx, const struct kc_event *ev)
 {
@@ -69,6 +84,7 @@ static int drive(int argc, char **argv, const struct command *cmd)
 	if (cmd->check != NULL && cmd->check(pos, pos_count, cmd->ctx) != ZKCLI_OK) {
 		return usage_error(cmd->usage);
 	}
+	sync_reads = !co.no_sync;
 	struct kc_client c;
 	int rc = zkcli_open(&c, &co, cmd->on_event != NULL ? cmd->on_event : ignore_event,
 			    cmd->event_ctx);
@@ -103,7 +119,10 @@ static int get_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 	struct get_args *a = ctx;
 	struct zk_bytes data;
 	struct zk_stat st;
-	int32_t err = kc_get(c, pos[0], false, &data, &st);
+	int32_t err = barrier(c, pos[0]);
+	if (err == ZK_OK) {
+		err = kc_get(c, pos[0], false, &data, &st);
+	}
 	if (err == ZK_OK) {
 		fwrite(data.data, 1, zk_bytes_len(data), stdout);
 		fputc('\n', stdout);
@@ -367,6 +386,10 @@ static int ls_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 {
 	(void)pos_count;
 	struct ls_args *a = ctx;
+	int32_t synced = barrier(c, pos[0]);
+	if (synced != ZK_OK) {
+		return result(c, synced, pos[0]);
+	}
 	if (a->recursive) {
 		char failed[1024] = "";
 		int32_t err = zkcli_list_recursive(c, pos[0], stdout, failed, sizeof(failed));
@@ -414,7 +437,10 @@ static int stat_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 	(void)pos_count;
 	(void)ctx;
 	struct zk_stat st;
-	int32_t err = kc_exists(c, pos[0], false, &st);
+	int32_t err = barrier(c, pos[0]);
+	if (err == ZK_OK) {
+		err = kc_exists(c, pos[0], false, &st);
+	}
 	if (err == ZK_OK) {
 		zkcli_print_stat(stdout, &st);
 	}
@@ -539,7 +565,10 @@ static int acl_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 	const char *path = pos[1];
 	if (strcmp(pos[0], "get") == 0) {
 		struct zk_acl_vec vec;
-		int32_t err = kc_get_acl(c, path, &vec, NULL);
+		int32_t err = barrier(c, path);
+		if (err == ZK_OK) {
+			err = kc_get_acl(c, path, &vec, NULL);
+		}
 		if (err == ZK_OK) {
 			struct zk_acl_iter it;
 			struct zk_acl acl;

@@ -50,6 +50,7 @@ struct zkcli_common {
 	int64_t timeout_ms;
 	const char *auth[ZKCLI_MAX_AUTHS]; /* "scheme:credential" */
 	int auth_count;
+	bool no_sync; /* reads skip their sync barrier */
 	bool help;
 };
 

@@ -91,6 +91,7 @@ int zkcli_parse(int argc, char **argv, const struct zkcli_opt *opts, struct zkcl
 		 co != NULL ? &co->session_timeout_ms : NULL},
 		{"--timeout-ms", NULL, ZKCLI_INT, co != NULL ? &co->timeout_ms : NULL},
 		{"--auth", NULL, ZKCLI_AUTH, NULL},
+		{"--no-sync", NULL, ZKCLI_FLAG, co != NULL ? &co->no_sync : NULL},
 		{"--help", "-h", ZKCLI_FLAG, co != NULL ? &co->help : NULL},
 		{NULL, NULL, ZKCLI_FLAG, NULL},
 	};

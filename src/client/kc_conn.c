@@ -605,11 +605,11 @@ static int32_t next_frame(struct kc_client *c, uint64_t deadline, bool nowait,
 			}
 			wake = KEEL_MIN(wake, KEEL_MIN(read_due, ping_due));
 		}
-		if (now >= deadline) {
-			return ZK_OPERATION_TIMEOUT;
-		}
+		/* Past the deadline the socket is still looked at once, so
+		 * that kc_poll(c, 0) takes in what has arrived. */
 		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-		int rc = poll(&pfd, 1, (int)KEEL_MIN(wake - now, (uint64_t)INT32_MAX));
+		int wait_ms = wake <= now ? 0 : (int)KEEL_MIN(wake - now, (uint64_t)INT32_MAX);
+		int rc = poll(&pfd, 1, wait_ms);
 		if (rc < 0) {
 			if (errno == EINTR) {
 				if (c->in_poll) {
@@ -620,6 +620,9 @@ static int32_t next_frame(struct kc_client *c, uint64_t deadline, bool nowait,
 			return conn_failed(c, "%s: poll: %s", addr, strerror(errno));
 		}
 		if (rc == 0) {
+			if (now_ms() >= deadline) {
+				return ZK_OPERATION_TIMEOUT;
+			}
 			continue;
 		}
 		int filled = rx_fill(c);

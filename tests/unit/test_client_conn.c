@@ -157,6 +157,16 @@ static void test_get_and_events_in_order(void **state)
 	assert_int_equal(f.event_types[3], ZK_EVENT_NODE_DATA_CHANGED);
 	assert_int_equal(kc_watch_count(&c), 0);
 
+	/* kc_poll(c, 0) takes in what already arrived without waiting. */
+	fake_event(fd, ZK_EVENT_NODE_CHILDREN_CHANGED, "/zero");
+	struct pollfd pfd = {.fd = kc_fd(&c), .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	assert_int_equal(kc_poll(&c, 0), ZK_OK);
+	assert_int_equal(f.event_count, 5);
+	assert_string_equal(f.event_paths[4], "/zero");
+	assert_int_equal(kc_poll(&c, 0), ZK_OK); /* nothing more: returns at once */
+	assert_int_equal(f.event_count, 5);
+
 	/* exists on a missing node leaves an exist watch. */
 	fake_reply(fd, 2, 0x43, ZK_NO_NODE, NULL, 0);
 	assert_int_equal(kc_exists(&c, "/missing", true, NULL), ZK_NO_NODE);
