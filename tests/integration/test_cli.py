@@ -95,6 +95,23 @@ class Shell:
         line, self.pending = self.pending.split(b"\n", 1)
         return line.decode()
 
+    def read_stderr(self, timeout):
+        """Whatever the shell writes to stderr within `timeout` seconds."""
+        out = b""
+        deadline = time.time() + timeout
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([self.proc.stderr], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(self.proc.stderr.fileno(), 65536)
+            if not chunk:
+                break
+            out += chunk
+        return out.decode(errors="replace")
+
     def ask(self, line, timeout=15):
         self.send(line)
         return self.readline(timeout)
@@ -411,3 +428,33 @@ def test_shell_survives_kill_of_its_server(cluster_factory):
     others = ",".join(s.client_addr for s in c.servers.values() if s.alive())
     r = keel(c, "ls", "/k", servers=others)
     assert r.returncode == 0 and r.stdout == ""
+    # One-shot commands given all three servers (the dead one included, in
+    # random order) fail over to a live one.
+    for _ in range(6):
+        assert ok(c, "get", "/k", "--timeout-ms", "5000") == "w\n"
+
+
+def test_shell_reports_an_expired_session(cluster):
+    sh = Shell(cluster, "--session-timeout-ms", "4000")
+    try:
+        assert sh.ask("create -e /expiring") == "Created /expiring"
+        sh.proc.send_signal(signal.SIGSTOP)  # silent: no pings
+        try:
+            wait_for(lambda: not exists(cluster, "/expiring"), 30, "the session to expire")
+        finally:
+            sh.proc.send_signal(signal.SIGCONT)
+        # Back, the client reconnects, the server says the session is gone,
+        # and commands fail with SessionExpired from then on.
+        deadline = time.time() + 20
+        err = ""
+        while "Session expired" not in err:
+            assert time.time() < deadline, err
+            sh.send("get /")
+            err += sh.read_stderr(1.0)
+        assert "WatchedEvent state:Expired type:None path:null" in err
+        sh.send("quit")
+        assert sh.proc.wait(15) == 1  # the last command failed
+    finally:
+        if sh.proc.poll() is None:
+            sh.proc.kill()
+            sh.proc.wait(10)
