@@ -209,6 +209,7 @@ struct create_args {
 	int64_t ttl_ms; /* -1: none */
 	const char *acl;
 	bool hold;
+	bool parents;
 	int32_t mode;
 };
 
@@ -260,6 +261,91 @@ static int hold_session(struct kc_client *c)
 	return ZKCLI_OK;
 }
 
+/* One multi: every missing ancestor (persistent, empty, same ACL) and
+ * the node, all or nothing. A racing creator of an ancestor makes it fail
+ * with NodeExists: look again, a few times. Prints the node's path. */
+static int32_t create_with_parents(struct kc_client *c, const char *path, struct zk_bytes data,
+				   const struct kc_create_args *args)
+{
+	static const struct zk_acl open = {ZK_PERM_ALL, {{(const uint8_t *)"world", 5},
+							 {(const uint8_t *)"anyone", 6}}};
+	size_t size = strlen(path);
+	size_t depth = 0;
+	for (size_t i = 1; i < size; i++) {
+		depth += path[i] == '/';
+	}
+	char **prefixes = calloc(depth + 1, sizeof(*prefixes));
+	struct zk_multi_op *ops = calloc(depth + 1, sizeof(*ops));
+	struct keel_wbuf acl_buf;
+	keel_wbuf_init_dynamic(&acl_buf, 256, 1u << 20);
+	int32_t err = ZK_SYSTEM_ERROR;
+	if (prefixes == NULL || ops == NULL) {
+		goto out;
+	}
+	for (size_t i = 1, n = 0; i < size; i++) {
+		if (path[i] == '/' && (prefixes[n++] = strndup(path, i)) == NULL) {
+			goto out;
+		}
+	}
+	struct zk_acl_vec acl = args->acl != NULL
+					? zk_acl_vec_build(&acl_buf, args->acl, args->acl_count)
+					: zk_acl_vec_build(&acl_buf, &open, 1);
+	if (!keel_wbuf_ok(&acl_buf)) {
+		goto out;
+	}
+	for (int attempt = 0; attempt < 3; attempt++) {
+		size_t first_missing = 0;
+		while (first_missing < depth) {
+			err = kc_exists(c, prefixes[first_missing], false, NULL);
+			if (err == ZK_NO_NODE) {
+				break;
+			}
+			if (err != ZK_OK) {
+				goto out;
+			}
+			first_missing++;
+		}
+		size_t count = 0;
+		for (size_t i = first_missing; i < depth; i++, count++) {
+			ops[count].opcode = ZK_OP_CREATE;
+			ops[count].u.create = (struct zk_create_request){
+				zk_bytes_str(prefixes[i]), zk_bytes_of("", 0), acl, ZK_CREATE_PERSISTENT,
+				-1};
+		}
+		int32_t opcode = args->mode == ZK_CREATE_CONTAINER ? ZK_OP_CREATE_CONTAINER
+				 : zk_create_mode_ttl(args->mode)  ? ZK_OP_CREATE_TTL
+								   : ZK_OP_CREATE;
+		ops[count].opcode = opcode;
+		ops[count].u.create = (struct zk_create_request){
+			zk_bytes_str(path), data, acl, args->mode,
+			opcode == ZK_OP_CREATE_TTL ? args->ttl_ms : -1};
+		count++;
+		struct zk_multi_result_iter results;
+		err = kc_multi(c, ops, count, &results);
+		if (err == ZK_OK) {
+			struct zk_multi_result res;
+			struct zk_bytes created = zk_bytes_str(path);
+			while (zk_multi_result_next(&results, &res)) {
+				created = res.path;
+			}
+			printf("Created %.*s\n", (int)zk_bytes_len(created),
+			       (const char *)created.data);
+			break;
+		}
+		if (err != ZK_NODE_EXISTS || count == 1) {
+			break;
+		}
+	}
+out:
+	for (size_t i = 0; prefixes != NULL && i < depth; i++) {
+		free(prefixes[i]);
+	}
+	free(prefixes);
+	free(ops);
+	keel_wbuf_free(&acl_buf);
+	return err;
+}
+
 static int create_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 {
 	struct create_args *a = ctx;
@@ -284,12 +370,20 @@ static int create_body(struct kc_client *c, char **pos, int pos_count, void *ctx
 	}
 	struct zk_bytes data = pos_count > 1 ? zk_bytes_str(pos[1]) : zk_bytes_of("", 0);
 	struct zk_bytes created;
-	int32_t err = kc_create(c, pos[0], data, &args, &created, NULL);
+	int32_t err;
+	if (a->parents) {
+		err = create_with_parents(c, pos[0], data, &args);
+	} else {
+		err = kc_create(c, pos[0], data, &args, &created, NULL);
+		if (err == ZK_OK) {
+			printf("Created %.*s\n", (int)zk_bytes_len(created),
+			       (const char *)created.data);
+		}
+	}
 	free(acl_text);
 	if (err != ZK_OK) {
 		return result(c, err, pos[0]);
 	}
-	printf("Created %.*s\n", (int)zk_bytes_len(created), (const char *)created.data);
 	fflush(stdout);
 	if (a->hold) {
 		return hold_session(c);
@@ -303,7 +397,7 @@ static int create_body(struct kc_client *c, char **pos, int pos_count, void *ctx
 
 int cli_create(int argc, char **argv)
 {
-	struct create_args a = {false, false, false, -1, NULL, false, 0};
+	struct create_args a = {false, false, false, -1, NULL, false, false, 0};
 	const struct zkcli_opt opts[] = {
 		{"--ephemeral", "-e", ZKCLI_FLAG, &a.ephemeral},
 		{"--sequential", "-s", ZKCLI_FLAG, &a.sequential},
@@ -311,14 +405,16 @@ int cli_create(int argc, char **argv)
 		{"--ttl", "-t", ZKCLI_INT, &a.ttl_ms},
 		{"--acl", NULL, ZKCLI_STR, &a.acl},
 		{"--hold", NULL, ZKCLI_FLAG, &a.hold},
+		{"--parents", "-p", ZKCLI_FLAG, &a.parents},
 		{NULL, NULL, ZKCLI_FLAG, NULL},
 	};
 	struct command cmd = {
 		.usage = "usage: keel create PATH [DATA] [--ephemeral] [--sequential] [--container]\n"
-			 "                  [--ttl MS] [--acl SCHEME:ID:PERMS,...] [--hold]\n"
+			 "                  [--ttl MS] [--acl SCHEME:ID:PERMS,...] [--parents] [--hold]\n"
 			 "Creates a node and prints \"Created PATH\" (with the sequence suffix\n"
-			 "for --sequential). An --ephemeral node lives as long as the session:\n"
-			 "--hold keeps the session open until SIGINT/SIGTERM.\n",
+			 "for --sequential). --parents also creates missing ancestors (empty,\n"
+			 "persistent), all in one multi. An --ephemeral node lives as long as\n"
+			 "the session: --hold keeps the session open until SIGINT/SIGTERM.\n",
 		.opts = opts, .min_pos = 1, .max_pos = 2, .body = create_body, .ctx = &a,
 		.check = create_check,
 	};

@@ -177,6 +177,18 @@ def test_sequential(cluster):
     ok(cluster, "delete", "/seq", "--recursive")
 
 
+def test_create_with_parents(cluster):
+    # One multi: the ancestors and the node, all or nothing.
+    assert ok(cluster, "create", "/pa/pb/pc", "leaf", "--parents") == "Created /pa/pb/pc\n"
+    assert ok(cluster, "get", "/pa/pb/pc") == "leaf\n"
+    assert ok(cluster, "get", "/pa") == "\n"
+    out = ok(cluster, "create", "/pa/pb/q-", "--parents", "--sequential")
+    assert out == "Created /pa/pb/q-0000000001\n"
+    r = keel(cluster, "create", "/pa/pb/pc", "--parents")
+    assert r.returncode == 1 and r.stderr.strip() == "Node already exists: /pa/pb/pc"
+    ok(cluster, "delete", "/pa", "--recursive")
+
+
 def test_ttl_and_container_nodes(cluster):
     assert ok(cluster, "create", "/ttl", "t", "--ttl", "60000") == "Created /ttl\n"
     out = ok(cluster, "create", "/ttl-s-", "--ttl", "60000", "--sequential")
