@@ -261,6 +261,45 @@ static int hold_session(struct kc_client *c)
 	return ZKCLI_OK;
 }
 
+/* The index of the first ancestor in prefixes[0..depth) that does not
+ * exist (depth when all do), or a ZooKeeper error < 0 in *err. */
+static size_t first_missing(struct kc_client *c, char **prefixes, size_t depth, int32_t *err)
+{
+	*err = ZK_OK;
+	for (size_t i = 0; i < depth; i++) {
+		int32_t rc = kc_exists(c, prefixes[i], false, NULL);
+		if (rc == ZK_NO_NODE) {
+			return i;
+		}
+		if (rc != ZK_OK) {
+			*err = rc;
+			return depth;
+		}
+	}
+	return depth;
+}
+
+/* Ops creating prefixes[from..depth) then the node; returns their count. */
+static size_t parent_ops(struct zk_multi_op *ops, char **prefixes, size_t from, size_t depth,
+			 const char *path, struct zk_bytes data, struct zk_acl_vec acl,
+			 const struct kc_create_args *args)
+{
+	size_t count = 0;
+	for (size_t i = from; i < depth; i++, count++) {
+		ops[count].opcode = ZK_OP_CREATE;
+		ops[count].u.create = (struct zk_create_request){
+			zk_bytes_str(prefixes[i]), zk_bytes_of("", 0), acl, ZK_CREATE_PERSISTENT, -1};
+	}
+	int32_t opcode = args->mode == ZK_CREATE_CONTAINER ? ZK_OP_CREATE_CONTAINER
+			 : zk_create_mode_ttl(args->mode)  ? ZK_OP_CREATE_TTL
+							   : ZK_OP_CREATE;
+	ops[count].opcode = opcode;
+	ops[count].u.create = (struct zk_create_request){
+		zk_bytes_str(path), data, acl, args->mode,
+		opcode == ZK_OP_CREATE_TTL ? args->ttl_ms : -1};
+	return count + 1;
+}
+
 /* One multi: every missing ancestor (persistent, empty, same ACL) and
  * the node, all or nothing. A racing creator of an ancestor makes it fail
  * with NodeExists: look again, a few times. Prints the node's path. */
@@ -278,48 +317,23 @@ static int32_t create_with_parents(struct kc_client *c, const char *path, struct
 	struct zk_multi_op *ops = calloc(depth + 1, sizeof(*ops));
 	struct keel_wbuf acl_buf;
 	keel_wbuf_init_dynamic(&acl_buf, 256, 1u << 20);
-	int32_t err = ZK_SYSTEM_ERROR;
-	if (prefixes == NULL || ops == NULL) {
-		goto out;
-	}
-	for (size_t i = 1, n = 0; i < size; i++) {
-		if (path[i] == '/' && (prefixes[n++] = strndup(path, i)) == NULL) {
-			goto out;
-		}
-	}
 	struct zk_acl_vec acl = args->acl != NULL
 					? zk_acl_vec_build(&acl_buf, args->acl, args->acl_count)
 					: zk_acl_vec_build(&acl_buf, &open, 1);
-	if (!keel_wbuf_ok(&acl_buf)) {
-		goto out;
+	int32_t err = ZK_SYSTEM_ERROR;
+	bool ready = prefixes != NULL && ops != NULL && keel_wbuf_ok(&acl_buf);
+	for (size_t i = 1, n = 0; ready && i < size; i++) {
+		if (path[i] == '/') {
+			prefixes[n] = strndup(path, i);
+			ready = prefixes[n++] != NULL;
+		}
 	}
-	for (int attempt = 0; attempt < 3; attempt++) {
-		size_t first_missing = 0;
-		while (first_missing < depth) {
-			err = kc_exists(c, prefixes[first_missing], false, NULL);
-			if (err == ZK_NO_NODE) {
-				break;
-			}
-			if (err != ZK_OK) {
-				goto out;
-			}
-			first_missing++;
+	for (int attempt = 0; ready && attempt < 3; attempt++) {
+		size_t from = first_missing(c, prefixes, depth, &err);
+		if (err != ZK_OK) {
+			break;
 		}
-		size_t count = 0;
-		for (size_t i = first_missing; i < depth; i++, count++) {
-			ops[count].opcode = ZK_OP_CREATE;
-			ops[count].u.create = (struct zk_create_request){
-				zk_bytes_str(prefixes[i]), zk_bytes_of("", 0), acl, ZK_CREATE_PERSISTENT,
-				-1};
-		}
-		int32_t opcode = args->mode == ZK_CREATE_CONTAINER ? ZK_OP_CREATE_CONTAINER
-				 : zk_create_mode_ttl(args->mode)  ? ZK_OP_CREATE_TTL
-								   : ZK_OP_CREATE;
-		ops[count].opcode = opcode;
-		ops[count].u.create = (struct zk_create_request){
-			zk_bytes_str(path), data, acl, args->mode,
-			opcode == ZK_OP_CREATE_TTL ? args->ttl_ms : -1};
-		count++;
+		size_t count = parent_ops(ops, prefixes, from, depth, path, data, acl, args);
 		struct zk_multi_result_iter results;
 		err = kc_multi(c, ops, count, &results);
 		if (err == ZK_OK) {
@@ -330,13 +344,11 @@ static int32_t create_with_parents(struct kc_client *c, const char *path, struct
 			}
 			printf("Created %.*s\n", (int)zk_bytes_len(created),
 			       (const char *)created.data);
-			break;
 		}
 		if (err != ZK_NODE_EXISTS || count == 1) {
 			break;
 		}
 	}
-out:
 	for (size_t i = 0; prefixes != NULL && i < depth; i++) {
 		free(prefixes[i]);
 	}

@@ -288,8 +288,8 @@ int32_t kc_multi(struct kc_client *c, const struct zk_multi_op *ops, size_t coun
 
 /* auth packet (e.g. "digest", "user:password"). The credential is kept
  * and re-sent after every reconnect. ZK_AUTH_FAILED ends the session, as
- * in ZooKeeper. KEEL_LIMIT-like overflow (more than KC_MAX_AUTHS, or a
- * credential over KC_MAX_AUTH_SIZE) is ZK_BAD_ARGUMENTS. */
+ * in ZooKeeper. More than KC_MAX_AUTHS credentials, or one over
+ * KC_MAX_AUTH_SIZE bytes, is ZK_BAD_ARGUMENTS. Connects an idle client. */
 int32_t kc_add_auth(struct kc_client *c, const char *scheme, struct zk_bytes cred);
 
 /* addWatch: mode ZK_ADD_WATCH_PERSISTENT or _PERSISTENT_RECURSIVE. */
@@ -316,15 +316,18 @@ int32_t kc_call_raw(struct kc_client *c, int32_t opcode, const void *body, size_
 
 /* ---- idling ---- */
 
-/* Keeps the session alive and delivers events: reconnects when
- * disconnected, pings when due, waits up to timeout_ms for input and
- * processes it. Returns early after dispatching events or when a signal
- * interrupted the wait. ZK_OK, ZK_CONNECTION_LOSS (still disconnected), or
- * the final state's error. */
+/* Keeps the session alive and delivers events: connects when idle or
+ * disconnected (one round over the servers, which may take longer than
+ * timeout_ms), pings when due, waits up to timeout_ms for input and
+ * processes it (timeout 0: what has arrived). Returns early after
+ * dispatching events or when a signal interrupted the wait. ZK_OK,
+ * ZK_CONNECTION_LOSS (the connection was lost now, or reconnecting
+ * failed; the next call tries again), or the final state's error. */
 int32_t kc_poll(struct kc_client *c, int timeout_ms);
 
-/* The socket to wait on for readability (-1 when disconnected) and the
- * longest wait before kc_poll() must run again (ping due, reconnect). */
+/* The socket to wait on for readability (-1 when not connected) and the
+ * longest wait before kc_poll() must run again: 0 when disconnected (to
+ * reconnect) or input is buffered, -1 when idle or final (nothing due). */
 int kc_fd(const struct kc_client *c);
 int kc_poll_timeout_ms(const struct kc_client *c);
 

@@ -260,12 +260,11 @@ static uint64_t connect_timeout_ms(const struct kc_client *c)
 
 /* ---- life cycle ---- */
 
-enum keel_err kc_init(struct kc_client *c, const struct kc_options *opt)
+/* Copies the options, filling in defaults; KEEL_INVAL for bad values. */
+static enum keel_err take_options(struct kc_client *c, const struct kc_options *opt)
 {
-	memset(c, 0, sizeof(*c));
-	c->fd = -1;
 	c->opt = *opt;
-	c->opt.servers = NULL;
+	c->opt.servers = NULL; /* parsed into servers_text */
 	if (c->opt.session_timeout_ms == 0) {
 		c->opt.session_timeout_ms = KC_DEFAULT_SESSION_TIMEOUT_MS;
 	}
@@ -289,6 +288,16 @@ enum keel_err kc_init(struct kc_client *c, const struct kc_options *opt)
 	    c->opt.connect_timeout_ms < 0 || c->opt.max_packet < 64 ||
 	    c->opt.max_packet > INT32_MAX - 8) {
 		kc_fail(c, 0, "invalid timeout or packet size option");
+		return KEEL_INVAL;
+	}
+	return KEEL_OK;
+}
+
+enum keel_err kc_init(struct kc_client *c, const struct kc_options *opt)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	if (take_options(c, opt) != KEEL_OK) {
 		return KEEL_INVAL;
 	}
 	enum keel_err rc = parse_servers(c, opt->servers);
@@ -790,8 +799,55 @@ static int32_t resend_auths(struct kc_client *c, uint64_t deadline)
 	return ZK_OK;
 }
 
-/* One attempt at one server: TCP, ConnectRequest, ConnectResponse, then
- * credentials and watches of a resumed session. */
+/* ConnectRequest out, ConnectResponse in (c->fd is connected). An expired
+ * session ends here (KC_EXPIRED). */
+static int32_t handshake(struct kc_client *c, uint64_t deadline, int timeout_ms,
+			 struct zk_connect_response *rsp)
+{
+	const char *addr = c->servers[c->server_index].addr;
+	struct zk_connect_request req = {
+		.protocol_version = 0,
+		.last_zxid_seen = c->last_zxid,
+		.timeout_ms = c->opt.session_timeout_ms,
+		.session_id = c->session_id,
+		.passwd = zk_bytes_of(c->passwd, ZK_PASSWD_SIZE),
+		.read_only = false,
+		.has_read_only = true,
+	};
+	keel_wbuf_reset(&c->tx);
+	size_t start = zk_frame_begin(&c->tx);
+	zk_connect_request_encode(&c->tx, &req);
+	zk_frame_end(&c->tx, start);
+	KEEL_ASSERT(keel_wbuf_ok(&c->tx));
+	int32_t rc = send_all(c, c->tx.data, c->tx.size, deadline, NULL);
+	if (rc != ZK_OK) {
+		return rc;
+	}
+	const uint8_t *p;
+	size_t size;
+	rc = next_frame(c, deadline, false, &p, &size);
+	if (rc == ZK_OPERATION_TIMEOUT) {
+		return conn_failed(c, "%s: no handshake reply in %d ms", addr, timeout_ms);
+	}
+	if (rc != ZK_OK) {
+		return rc;
+	}
+	if (zk_connect_response_decode(rsp, p, size) != KEEL_OK) {
+		return conn_failed(c, "%s: malformed ConnectResponse", addr);
+	}
+	if (rsp->timeout_ms <= 0) {
+		finish(c, KC_EXPIRED, ZK_STATE_EXPIRED);
+		return kc_fail(c, ZK_SESSION_EXPIRED, "session 0x%llx expired",
+			       (unsigned long long)c->session_id);
+	}
+	if (zk_bytes_len(rsp->passwd) != ZK_PASSWD_SIZE || rsp->session_id == 0) {
+		return conn_failed(c, "%s: malformed ConnectResponse", addr);
+	}
+	return ZK_OK;
+}
+
+/* One attempt at one server: TCP, the handshake, then credentials and
+ * watches of a resumed session. */
 static int32_t connect_one(struct kc_client *c, uint32_t index, uint64_t deadline)
 {
 	const char *addr = c->servers[index].addr;
@@ -817,44 +873,10 @@ static int32_t connect_one(struct kc_client *c, uint32_t index, uint64_t deadlin
 	c->last_send_ms = now;
 	c->last_recv_ms = now;
 
-	struct zk_connect_request req = {
-		.protocol_version = 0,
-		.last_zxid_seen = c->last_zxid,
-		.timeout_ms = c->opt.session_timeout_ms,
-		.session_id = c->session_id,
-		.passwd = zk_bytes_of(c->passwd, ZK_PASSWD_SIZE),
-		.read_only = false,
-		.has_read_only = true,
-	};
-	keel_wbuf_reset(&c->tx);
-	size_t start = zk_frame_begin(&c->tx);
-	zk_connect_request_encode(&c->tx, &req);
-	zk_frame_end(&c->tx, start);
-	KEEL_ASSERT(keel_wbuf_ok(&c->tx));
-	int32_t rc = send_all(c, c->tx.data, c->tx.size, deadline, NULL);
-	if (rc != ZK_OK) {
-		return rc;
-	}
-	const uint8_t *p;
-	size_t size;
-	rc = next_frame(c, deadline, false, &p, &size);
-	if (rc == ZK_OPERATION_TIMEOUT) {
-		return conn_failed(c, "%s: no handshake reply in %d ms", addr, timeout);
-	}
-	if (rc != ZK_OK) {
-		return rc;
-	}
 	struct zk_connect_response rsp;
-	if (zk_connect_response_decode(&rsp, p, size) != KEEL_OK) {
-		return conn_failed(c, "%s: malformed ConnectResponse", addr);
-	}
-	if (rsp.timeout_ms <= 0) {
-		finish(c, KC_EXPIRED, ZK_STATE_EXPIRED);
-		return kc_fail(c, ZK_SESSION_EXPIRED, "session 0x%llx expired",
-			       (unsigned long long)c->session_id);
-	}
-	if (zk_bytes_len(rsp.passwd) != ZK_PASSWD_SIZE || rsp.session_id == 0) {
-		return conn_failed(c, "%s: malformed ConnectResponse", addr);
+	int32_t rc = handshake(c, deadline, timeout, &rsp);
+	if (rc != ZK_OK) {
+		return rc;
 	}
 	c->session_id = rsp.session_id;
 	memcpy(c->passwd, rsp.passwd.data, ZK_PASSWD_SIZE);
