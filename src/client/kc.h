@@ -112,6 +112,15 @@ struct kc_event {
 
 typedef void (*kc_event_fn)(void *ctx, const struct kc_event *ev);
 
+/* A frame the server pushed with a negative xid the ZooKeeper protocol
+ * does not use (not -1, -2, -4, -8): room for keel extensions that stream
+ * (e.g. metadata records after an extension request). Called from inside
+ * kc_* calls, in stream order with events; `body` (after the ReplyHeader)
+ * lives during the call only. Without a handler such a frame is a
+ * protocol error that drops the connection. */
+typedef void (*kc_push_fn)(void *ctx, int32_t xid, int64_t zxid, int32_t err,
+			   const uint8_t *body, size_t body_size);
+
 /* Opens a stream to `server` ("host:port" as given in options.servers)
  * within timeout_ms; returns a connected fd the client then owns, or -1
  * with a reason in err. The default dials TCP; tests plug a fake server. */
@@ -135,6 +144,8 @@ struct kc_options {
 	void *event_ctx;
 	kc_dial_fn dial;            /* NULL: TCP */
 	void *dial_ctx;
+	kc_push_fn on_push;         /* NULL: pushed frames are protocol errors */
+	void *push_ctx;
 };
 
 struct kc_server {

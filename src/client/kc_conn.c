@@ -676,6 +676,13 @@ static enum frame_kind handle_frame(struct kc_client *c, const uint8_t *p, size_
 	default:
 		break;
 	}
+	if (h.xid < 0 && h.xid != ZK_XID_AUTH && c->opt.on_push != NULL) {
+		c->in_callback = true;
+		c->opt.on_push(c->opt.push_ctx, h.xid, h.zxid, h.err, p + ZK_REPLY_HEADER_SIZE,
+			       size - ZK_REPLY_HEADER_SIZE);
+		c->in_callback = false;
+		return FRAME_EVENT;
+	}
 	if (h.xid <= 0 && h.xid != ZK_XID_AUTH) {
 		conn_failed(c, "%s: reply with unknown xid %d", c->servers[c->server_index].addr,
 			    h.xid);
@@ -974,8 +981,9 @@ static void probe(struct kc_client *c)
 			const uint8_t *p;
 			size_t size;
 			struct kc_reply reply;
+			bool pushed = xid < 0 && xid != ZK_XID_AUTH && c->opt.on_push != NULL;
 			if (xid != ZK_XID_NOTIFICATION && xid != ZK_XID_PING &&
-			    xid != ZK_XID_SET_WATCHES) {
+			    xid != ZK_XID_SET_WATCHES && !pushed) {
 				return;
 			}
 			int taken = rx_take(c, &p, &size);

@@ -546,6 +546,74 @@ static void test_watch_restore_chunked(void **state)
 	kc_close(&c);
 }
 
+/* Frames pushed with an unused negative xid reach on_push in stream
+ * order with events; without a handler they drop the connection. */
+struct pushes {
+	int count;
+	int32_t xids[4];
+	char bodies[4][16];
+	int events_before[4];
+	struct fake *f;
+};
+
+static void on_push(void *ctx, int32_t xid, int64_t zxid, int32_t err, const uint8_t *body,
+		    size_t size)
+{
+	struct pushes *p = ctx;
+	assert_int_equal(zxid, 77);
+	assert_int_equal(err, 0);
+	assert_true(p->count < 4 && size < 16);
+	p->xids[p->count] = xid;
+	memcpy(p->bodies[p->count], body, size);
+	p->bodies[p->count][size] = '\0';
+	p->events_before[p->count] = p->f->event_count;
+	p->count++;
+}
+
+static void test_pushed_frames(void **state)
+{
+	(void)state;
+	struct fake f;
+	fake_init(&f);
+	f.on_dial = fake_hook_accept;
+	struct pushes pushes = {.f = &f};
+	struct kc_options o = fake_options(&f, "a:1", false);
+	o.on_push = on_push;
+	o.push_ctx = &pushes;
+	struct kc_client c;
+	assert_int_equal(kc_init(&c, &o), KEEL_OK);
+	assert_int_equal(kc_connect(&c), ZK_OK);
+	fake_reply(f.fds[0], -1000, 77, 0, "rec-1", 5);
+	fake_event(f.fds[0], ZK_EVENT_NODE_CREATED, "/x");
+	fake_reply(f.fds[0], -1000, 77, 0, "rec-2", 5);
+	fake_reply(f.fds[0], 1, 77, 0, NULL, 0);
+	assert_int_equal(kc_delete(&c, "/d", -1), ZK_OK);
+	assert_int_equal(pushes.count, 2);
+	assert_int_equal(pushes.xids[0], -1000);
+	assert_string_equal(pushes.bodies[0], "rec-1");
+	assert_string_equal(pushes.bodies[1], "rec-2");
+	assert_int_equal(pushes.events_before[0], 1); /* after SyncConnected */
+	assert_int_equal(pushes.events_before[1], 2); /* after the event */
+	fake_close(&f);
+	kc_close(&c);
+
+	/* No handler: a protocol error. */
+	fake_init(&f);
+	f.on_dial = fake_hook_accept;
+	for (int i = 1; i < FAKE_MAX_CONNS; i++) {
+		f.script[i] = FAKE_REFUSE;
+	}
+	o = fake_options(&f, "a:1", true);
+	o.call_timeout_ms = 500;
+	assert_int_equal(kc_init(&c, &o), KEEL_OK);
+	assert_int_equal(kc_connect(&c), ZK_OK);
+	fake_reply(f.fds[0], -1000, 77, 0, "rec-1", 5);
+	assert_int_equal(kc_poll(&c, 1000), ZK_CONNECTION_LOSS);
+	assert_non_null(strstr(kc_message(&c), "unknown xid -1000"));
+	fake_close(&f);
+	kc_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +626,7 @@ int main(void)
 		cmocka_unit_test(test_persistent_watches),
 		cmocka_unit_test(test_watch_table_bound),
 		cmocka_unit_test(test_watch_restore_chunked),
+		cmocka_unit_test(test_pushed_frames),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
