@@ -115,9 +115,10 @@ typedef void (*kc_event_fn)(void *ctx, const struct kc_event *ev);
 /* A frame the server pushed with a negative xid the ZooKeeper protocol
  * does not use (not -1, -2, -4, -8): room for keel extensions that stream
  * (e.g. metadata records after an extension request). Called from inside
- * kc_* calls, in stream order with events; `body` (after the ReplyHeader)
- * lives during the call only. Without a handler such a frame is a
- * protocol error that drops the connection. */
+ * kc_* calls, in stream order with events (it must not call kc_* on the
+ * same client); `body` (after the ReplyHeader) lives during the call only.
+ * Without a handler such a frame is a protocol error that drops the
+ * connection. */
 typedef void (*kc_push_fn)(void *ctx, int32_t xid, int64_t zxid, int32_t err,
 			   const uint8_t *body, size_t body_size);
 
