@@ -20,4 +20,15 @@ int cli_version(int argc, char **argv);
 int cli_server(int argc, char **argv);
 int cli_wal(int argc, char **argv);
 
+/* ZooKeeper-client commands (zkcli.c, zkcli_shell.c; docs/cli.md). */
+int cli_get(int argc, char **argv);
+int cli_set(int argc, char **argv);
+int cli_create(int argc, char **argv);
+int cli_delete(int argc, char **argv);
+int cli_ls(int argc, char **argv);
+int cli_stat(int argc, char **argv);
+int cli_watch(int argc, char **argv);
+int cli_acl(int argc, char **argv);
+int cli_shell(int argc, char **argv);
+
 #endif

@@ -2,6 +2,8 @@
  * main.c — the `keel` binary: one executable, many subcommands.
  *
  *	keel server ...        run a server (see `keel server --help`)
+ *	keel get PATH ...      ZooKeeper client commands (docs/cli.md)
+ *	keel shell             an interactive ZooKeeper session
  *	keel version           print the version
  *
  * Unknown subcommands print the list and exit 2.
@@ -22,6 +24,15 @@ const struct cli_command cli_commands[] = {
 	{"members", cli_members, "add, promote or remove cluster members"},
 	{"leader", cli_leader, "leader transfer ID: hand leadership to another voter"},
 	{"snapshot", cli_snapshot, "ask servers to write a snapshot now"},
+	{"get", cli_get, "print a znode's data"},
+	{"set", cli_set, "replace a znode's data"},
+	{"create", cli_create, "create a znode (ephemeral, sequential, container, TTL)"},
+	{"delete", cli_delete, "delete a znode (or a subtree with --recursive)"},
+	{"ls", cli_ls, "list a znode's children"},
+	{"stat", cli_stat, "print a znode's Stat"},
+	{"watch", cli_watch, "print the events of a persistent watch as they come"},
+	{"acl", cli_acl, "acl get|set PATH: read or replace a znode's ACL"},
+	{"shell", cli_shell, "interactive ZooKeeper shell (zkCli commands; reads stdin)"},
 	{"version", cli_version, "print the version"},
 	{"wal", cli_wal, "inspect a write-ahead log (wal dump --data-dir DIR)"},
 	{NULL, NULL, NULL},

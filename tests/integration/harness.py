@@ -247,3 +247,10 @@ class Cluster:
             lines = s.log().splitlines()[-tail:]
             out.append("---- server %d (%s) ----\n%s" % (s.id, s.log_path, "\n".join(lines)))
         return "\n".join(out)
+
+    def server_by_client_addr(self, addr):
+        """The Server whose client address is `addr` ("127.0.0.1:PORT")."""
+        for s in self.servers.values():
+            if s.client_addr == addr:
+                return s
+        raise KeyError(addr)
