@@ -296,7 +296,9 @@ def report(args):
         elif not any(r.get("system") == system for r in runs):
             notes.append(f"- **{system} was not measured**: not selected for this run.")
     for r in failures:
-        if r.get("workload") != "start":
+        if r.get("workload") == "event":
+            notes.append(f"- {r['system']}: {r['error']}")
+        elif r.get("workload") != "start":
             notes.append(f"- {r['system']} {r['workload']} round {r['round']}: {r['error']}")
     for system in pair:
         s = summary[system]
