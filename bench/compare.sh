@@ -31,7 +31,8 @@
 # ("zookeeper2" vs "zookeeper", results in bench/results/calibration/): an
 # A/A run whose ratios show how much of a difference is noise on this machine.
 # A system that does not start is reported as such; the other is still
-# measured, and the exit status is 1.
+# measured, and the exit status is 1. KEEL=path/to/keel benchmarks another
+# keel binary; BENCH_NOTE="..." is printed in the report (say which build).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -265,7 +266,7 @@ run_memory() {
 }
 
 log "results and logs in $TMP"
-python3 "$ROOT/bench/report.py" probe "$TMP" >"$TMP/machine.json"
+python3 "$ROOT/bench/report.py" probe "$TMP" --note "${BENCH_NOTE:-}" >"$TMP/machine.json"
 start_systems
 [ ${#ACTIVE[@]} -gt 0 ] || log "no system came up; nothing to measure"
 prime_systems

@@ -78,7 +78,7 @@ def fsync_latency_ms(directory, count=200):
             "samples": count}
 
 
-def probe(directory):
+def probe(directory, note=""):
     cpu = ""
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -107,6 +107,7 @@ def probe(directory):
         "java": java,
         "packages": versions,
         "git_commit": run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"]),
+        "note": note,
     }
     json.dump(machine, sys.stdout, indent=1)
     print()
@@ -316,7 +317,8 @@ def report(args):
         f"Measured {machine['date_utc']} by `bench/compare.sh{' --quick' if options.get('quick') else ''}` "
         f"(commit {machine.get('git_commit') or '?'}). Every number below is a measurement from this run; "
         "ratio = first column / second column; "
-        "\"not measured\" means the system or workload did not run.",
+        "\"not measured\" means the system or workload did not run." +
+        (f" Build: {machine['note']}." if machine.get("note") else ""),
         "",
         f"Machine: {machine['cpus']} x {machine['cpu']}, {machine['memory_gib']} GiB, Linux {machine['kernel']}, "
         f"data on {machine['filesystem']} (fdatasync p50 {fs['p50']} ms, p99 {fs['p99']} ms), "
@@ -354,6 +356,7 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("probe")
     p.add_argument("dir")
+    p.add_argument("--note", default="")
     r = sub.add_parser("report")
     r.add_argument("--results", required=True)
     r.add_argument("--machine", required=True)
@@ -361,7 +364,7 @@ def main():
     r.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.command == "probe":
-        probe(args.dir)
+        probe(args.dir, args.note)
     else:
         report(args)
 
