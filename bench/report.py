@@ -7,6 +7,7 @@
       (where the servers keep their data), and the versions of java and of the
       ZooKeeper packages.
   report.py report --results FILE.jsonl --machine FILE.json --options JSON --out DIR
+  report.py report --from-json bench/results/latest.json --out DIR   (re-render)
       Reads the raw runs written by compare.sh (one JSON object per line),
       takes the median over rounds per system and metric, and writes
       DIR/latest.md (the table), DIR/latest.json (table + raw runs + machine)
@@ -249,7 +250,7 @@ def write_chart(summary, pair, out_dir):
             continue
         parts = []
         for n, (col, system) in enumerate(series):
-            source = f'"{dat}" index {index}' if n == 0 else '""'
+            source = f'"{dat}" index {index}' if n == 0 else f'"" index {index}'
             xtic = ":xtic(1)" if n == 0 else ""
             parts.append(f'{source} using {col}{xtic} title "{NAMES[system]}" lc rgb "{COLORS[system]}"')
         plots.append(f'set title "{title}"\nset key top right\nplot ' + ", ".join(parts))
@@ -274,10 +275,17 @@ set multiplot layout 2,3 title "{NAMES[pair[0]]} vs {NAMES[pair[1]]}, 3 servers 
 
 
 def report(args):
-    runs = load_runs(args.results)
-    with open(args.machine) as f:
-        machine = json.load(f)
-    options = json.loads(args.options)
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        runs, machine, options = saved["runs"], saved["machine"], saved["options"]
+    else:
+        if not (args.results and args.machine and args.options):
+            sys.exit("report: need --results, --machine and --options, or --from-json")
+        runs = load_runs(args.results)
+        with open(args.machine) as f:
+            machine = json.load(f)
+        options = json.loads(args.options)
     pair = tuple(options["systems"].split(",")[:2])
     if len(pair) != 2 or any(p not in NAMES for p in pair):
         pair = ("keel", "zookeeper")
@@ -358,9 +366,10 @@ def main():
     p.add_argument("dir")
     p.add_argument("--note", default="")
     r = sub.add_parser("report")
-    r.add_argument("--results", required=True)
-    r.add_argument("--machine", required=True)
-    r.add_argument("--options", required=True)
+    r.add_argument("--results")
+    r.add_argument("--machine")
+    r.add_argument("--options")
+    r.add_argument("--from-json", help="re-render from a latest.json written before")
     r.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.command == "probe":
