@@ -31,7 +31,8 @@
 # ("zookeeper2" vs "zookeeper", results in bench/results/calibration/): an
 # A/A run whose ratios show how much of a difference is noise on this machine.
 # A system that does not start is reported as such; the other is still
-# measured, and the exit status is 1.
+# measured, and the exit status is 1. KEEL=path/to/keel benchmarks another
+# keel binary; BENCH_NOTE="..." is printed in the report (say which build).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -158,6 +159,22 @@ prime_systems() {
   done
 }
 
+# ensure_up SYSTEM: restart any server that is no longer running (something
+# outside this script may have killed it) and record that it happened.
+ensure_up() {
+  local sys=$1 script dir i
+  script=$(cluster_script "$sys") dir=$TMP/$sys
+  for i in 1 2 3; do
+    if ! "$script" pid "$dir" "$i" >/dev/null 2>&1; then
+      log "$sys server $i is not running (killed from outside?); restarting it"
+      printf '{"system":"%s","workload":"event","round":0,"error":"server %s was found dead before a run and restarted"}\n' \
+        "$sys" "$i" >>"$RESULTS"
+      "$script" restart "$dir" "$i" >/dev/null 2>&1 || true
+    fi
+  done
+  "$script" wait "$dir" 60 >/dev/null 2>&1 || log "$sys is not ready"
+}
+
 run_load() {
   local workload=$1 round sys out args
   case "$workload" in
@@ -166,6 +183,7 @@ run_load() {
   esac
   for round in $(seq 1 "$ROUNDS"); do
     for sys in "${ACTIVE[@]}"; do
+      ensure_up "$sys"
       log "$workload round $round: $sys"
       out=$(zkbench --servers "$(connect_of "$sys")" "${args[@]}" --value-bytes "$VALUE_BYTES" \
         --duration "$DURATION" --warmup "$WARMUP" --label "$sys") || true
@@ -179,6 +197,7 @@ run_failover() {
   for round in $(seq 1 "$FAILOVERS"); do
     for sys in "${ACTIVE[@]}"; do
       script=$(cluster_script "$sys") dir=$TMP/$sys
+      ensure_up "$sys"
       if ! "$script" wait "$dir" 60 2>>"$TMP/zkbench.log" || ! leader=$("$script" leader "$dir") ||
          ! pid=$("$script" pid "$dir" "$leader"); then
         log "failover round $round: $sys has no leader"
@@ -224,7 +243,7 @@ run_memory() {
   local sys script dir pids=() i out extra rss_before
   for sys in "${ACTIVE[@]}"; do
     script=$(cluster_script "$sys") dir=$TMP/$sys
-    "$script" wait "$dir" 60 || true
+    ensure_up "$sys"
     pids=()
     for i in 1 2 3; do pids+=("$("$script" pid "$dir" "$i" || echo 0)"); done
     rss_before=$(rss_kib "${pids[@]}")
@@ -247,7 +266,7 @@ run_memory() {
 }
 
 log "results and logs in $TMP"
-python3 "$ROOT/bench/report.py" probe "$TMP" >"$TMP/machine.json"
+python3 "$ROOT/bench/report.py" probe "$TMP" --note "${BENCH_NOTE:-}" >"$TMP/machine.json"
 start_systems
 [ ${#ACTIVE[@]} -gt 0 ] || log "no system came up; nothing to measure"
 prime_systems

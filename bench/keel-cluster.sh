@@ -7,7 +7,7 @@
 #       Starts N `keel server` processes (data in BASEDIR/keelI/data), waits
 #       until every one serves and one is leader, prints the connect string.
 #       Ports: server i uses client P+3(i-1), peer +1, metrics +2; without
-#       --base-port a free block is picked at random.
+#       --base-port a free block is picked at random in 21000-32000.
 #   keel-cluster.sh stop BASEDIR          TERM every server, KILL after 10 s
 #   keel-cluster.sh connect BASEDIR       print the connect string
 #   keel-cluster.sh status BASEDIR        one line per server: ID PID PORT MODE
@@ -45,10 +45,12 @@ port_free() {
     ! ss -Htln "sport = :$1" 2>/dev/null | grep -q .
 }
 
+# pick_base_port N: 3N consecutive free ports between 21000 and 32000, below
+# the ephemeral range (see scripts/zk-ensemble.sh, which uses 10000-21000).
 pick_base_port() {
   local n=$1 base p ok
   for _ in $(seq 1 50); do
-    base=$((40000 + (RANDOM % 2000) * 10))
+    base=$((21000 + (RANDOM % 1100) * 10))
     ok=1
     for p in $(seq "$base" $((base + 3 * n - 1))); do
       port_free "$p" || { ok=0; break; }

@@ -7,6 +7,7 @@
       (where the servers keep their data), and the versions of java and of the
       ZooKeeper packages.
   report.py report --results FILE.jsonl --machine FILE.json --options JSON --out DIR
+  report.py report --from-json bench/results/latest.json --out DIR   (re-render)
       Reads the raw runs written by compare.sh (one JSON object per line),
       takes the median over rounds per system and metric, and writes
       DIR/latest.md (the table), DIR/latest.json (table + raw runs + machine)
@@ -78,7 +79,7 @@ def fsync_latency_ms(directory, count=200):
             "samples": count}
 
 
-def probe(directory):
+def probe(directory, note=""):
     cpu = ""
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -107,6 +108,7 @@ def probe(directory):
         "java": java,
         "packages": versions,
         "git_commit": run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"]),
+        "note": note,
     }
     json.dump(machine, sys.stdout, indent=1)
     print()
@@ -248,7 +250,7 @@ def write_chart(summary, pair, out_dir):
             continue
         parts = []
         for n, (col, system) in enumerate(series):
-            source = f'"{dat}" index {index}' if n == 0 else '""'
+            source = f'"{dat}" index {index}' if n == 0 else f'"" index {index}'
             xtic = ":xtic(1)" if n == 0 else ""
             parts.append(f'{source} using {col}{xtic} title "{NAMES[system]}" lc rgb "{COLORS[system]}"')
         plots.append(f'set title "{title}"\nset key top right\nplot ' + ", ".join(parts))
@@ -273,10 +275,17 @@ set multiplot layout 2,3 title "{NAMES[pair[0]]} vs {NAMES[pair[1]]}, 3 servers 
 
 
 def report(args):
-    runs = load_runs(args.results)
-    with open(args.machine) as f:
-        machine = json.load(f)
-    options = json.loads(args.options)
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        runs, machine, options = saved["runs"], saved["machine"], saved["options"]
+    else:
+        if not (args.results and args.machine and args.options):
+            sys.exit("report: need --results, --machine and --options, or --from-json")
+        runs = load_runs(args.results)
+        with open(args.machine) as f:
+            machine = json.load(f)
+        options = json.loads(args.options)
     pair = tuple(options["systems"].split(",")[:2])
     if len(pair) != 2 or any(p not in NAMES for p in pair):
         pair = ("keel", "zookeeper")
@@ -296,7 +305,9 @@ def report(args):
         elif not any(r.get("system") == system for r in runs):
             notes.append(f"- **{system} was not measured**: not selected for this run.")
     for r in failures:
-        if r.get("workload") != "start":
+        if r.get("workload") == "event":
+            notes.append(f"- {r['system']}: {r['error']}")
+        elif r.get("workload") != "start":
             notes.append(f"- {r['system']} {r['workload']} round {r['round']}: {r['error']}")
     for system in pair:
         s = summary[system]
@@ -314,7 +325,8 @@ def report(args):
         f"Measured {machine['date_utc']} by `bench/compare.sh{' --quick' if options.get('quick') else ''}` "
         f"(commit {machine.get('git_commit') or '?'}). Every number below is a measurement from this run; "
         "ratio = first column / second column; "
-        "\"not measured\" means the system or workload did not run.",
+        "\"not measured\" means the system or workload did not run." +
+        (f" Build: {machine['note']}." if machine.get("note") else ""),
         "",
         f"Machine: {machine['cpus']} x {machine['cpu']}, {machine['memory_gib']} GiB, Linux {machine['kernel']}, "
         f"data on {machine['filesystem']} (fdatasync p50 {fs['p50']} ms, p99 {fs['p99']} ms), "
@@ -352,14 +364,16 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("probe")
     p.add_argument("dir")
+    p.add_argument("--note", default="")
     r = sub.add_parser("report")
-    r.add_argument("--results", required=True)
-    r.add_argument("--machine", required=True)
-    r.add_argument("--options", required=True)
+    r.add_argument("--results")
+    r.add_argument("--machine")
+    r.add_argument("--options")
+    r.add_argument("--from-json", help="re-render from a latest.json written before")
     r.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.command == "probe":
-        probe(args.dir)
+        probe(args.dir, args.note)
     else:
         report(args)
 

@@ -8,7 +8,8 @@
 #       the servers in the background, waits until every one serves and one
 #       is leader, and prints the connect string (host:port,...) on stdout.
 #       Ports: server i (1-based) uses client P+3(i-1), quorum +1, election +2;
-#       without --base-port a free block is picked at random.
+#       without --base-port a free block is picked at random in 10000-21000
+#       (below the kernel's ephemeral ports).
 #   zk-ensemble.sh stop BASEDIR          kill every server of the ensemble
 #                                        (TERM, then KILL after 10 s)
 #   zk-ensemble.sh connect BASEDIR       print the connect string
@@ -56,11 +57,15 @@ port_free() {
     ! ss -Htln "sport = :$1" 2>/dev/null | grep -q .
 }
 
-# pick_base_port N: a base port with 3N consecutive free ports.
+# pick_base_port N: a base port with 3N consecutive free ports, between
+# 10000 and 21000: below the kernel's ephemeral range (32768 and up by
+# default), where any process's outgoing connection could take one of our
+# ports between our check and the server's bind (ZooKeeper exits when it
+# cannot bind its election port). bench/keel-cluster.sh uses 21000-32000.
 pick_base_port() {
   local n=$1 base p ok
   for _ in $(seq 1 50); do
-    base=$((20000 + (RANDOM % 2000) * 10))
+    base=$((10000 + (RANDOM % 1100) * 10))
     ok=1
     for p in $(seq "$base" $((base + 3 * n - 1))); do
       port_free "$p" || { ok=0; break; }
