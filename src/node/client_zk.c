@@ -69,6 +69,9 @@ enum pending_kind {
 
 struct zk_pending {
 	struct zk_pending *next; /* FIFO of the connection */
+	struct zk_pending *fprev, *fnext; /* zs->flight: every pending in the map */
+	struct zk_pending *bprev, *bnext; /* zs->barriers: waiting for a read index */
+	bool in_barriers;
 	struct zk_conn *zc;      /* NULL once the connection is gone */
 	uint8_t kind;
 	bool in_map;             /* in zs->by_request (writes, connects, syncs) */
@@ -106,6 +109,7 @@ struct zk_conn {
 	uint32_t pending_count;
 	bool paused_for_backlog;
 	uint64_t last_heard_ms;
+	struct zk_pending *connect_pending; /* the handshake's, until decided */
 	/* For `cons`. */
 	int32_t last_cxid;
 	int64_t last_zxid;
@@ -118,6 +122,8 @@ struct zk_conn {
 };
 
 struct zk_server {
+	struct zk_pending *flight;   /* pendings in by_request (any order) */
+	struct zk_pending *barriers; /* syncs and handshakes behind a barrier */
 	struct zk_watches watches;
 	struct zk_expiry expiry;
 	bool expiry_active;
@@ -157,11 +163,55 @@ static struct zk_pending *pending_lookup(struct zk_server *zs, uint64_t request_
 	return keel_hmap_find(&zs->by_request, keel_hash_u64(request_id), pending_eq, &request_id);
 }
 
+static void barrier_unlink(struct zk_server *zs, struct zk_pending *p)
+{
+	if (!p->in_barriers) {
+		return;
+	}
+	if (p->bprev != NULL) {
+		p->bprev->bnext = p->bnext;
+	} else {
+		zs->barriers = p->bnext;
+	}
+	if (p->bnext != NULL) {
+		p->bnext->bprev = p->bprev;
+	}
+	p->bprev = p->bnext = NULL;
+	p->in_barriers = false;
+}
+
+static void barrier_link(struct zk_server *zs, struct zk_pending *p)
+{
+	if (p->in_barriers) {
+		return;
+	}
+	p->bprev = NULL;
+	p->bnext = zs->barriers;
+	if (zs->barriers != NULL) {
+		zs->barriers->bprev = p;
+	}
+	zs->barriers = p;
+	p->in_barriers = true;
+}
+
 static void pending_map_remove(struct zk_server *zs, struct zk_pending *p)
 {
 	if (p->in_map) {
 		keel_hmap_remove_item(&zs->by_request, keel_hash_u64(p->request_id), p);
 		p->in_map = false;
+		if (p->fprev != NULL) {
+			p->fprev->fnext = p->fnext;
+		} else {
+			zs->flight = p->fnext;
+		}
+		if (p->fnext != NULL) {
+			p->fnext->fprev = p->fprev;
+		}
+		p->fprev = p->fnext = NULL;
+	}
+	barrier_unlink(zs, p);
+	if (p->zc != NULL && p->zc->connect_pending == p) {
+		p->zc->connect_pending = NULL;
 	}
 }
 
@@ -199,6 +249,12 @@ static enum keel_err pending_map_add(struct zk_server *zs, struct zk_pending *p)
 	enum keel_err rc = keel_hmap_insert(&zs->by_request, keel_hash_u64(p->request_id), p);
 	if (rc == KEEL_OK) {
 		p->in_map = true;
+		p->fprev = NULL;
+		p->fnext = zs->flight;
+		if (zs->flight != NULL) {
+			zs->flight->fprev = p;
+		}
+		zs->flight = p;
 	}
 	return rc;
 }
@@ -499,6 +555,7 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 
 static void start_barrier(struct node *n, struct zk_pending *p)
 {
+	barrier_link(server_of(n), p);
 	enum keel_err rc = raft_read_index(n->raft, p->request_id);
 	if (rc != KEEL_OK) {
 		p->barrier_ok = false;
@@ -623,6 +680,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 	}
 	/* No request is read before the handshake is decided. */
 	net_conn_pause(&c->conn);
+	zc->connect_pending = p;
 	decide_connect(n, zc, p, false);
 	return false;
 }
@@ -791,13 +849,11 @@ void zk_conn_on_close(struct node *n, struct node_client *c)
 			pending_free(zs, p);
 		}
 	}
-	/* Pendings still in the map (writes in flight) resolve on their own. */
-	size_t cursor = 0;
-	struct zk_pending *p;
-	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
-		if (p->zc == zc) {
-			p->zc = NULL;
-		}
+	/* Pendings still in the map (writes in flight, the handshake's) resolve
+	 * on their own, answering no one. */
+	if (zc->connect_pending != NULL) {
+		zc->connect_pending->zc = NULL;
+		zc->connect_pending = NULL;
 	}
 	if (zc->attached) {
 		zk_watches_detach(&zs->watches, &zc->wconn);
@@ -904,18 +960,13 @@ void zk_clients_after_apply(struct node *n)
 	if (zs == NULL) {
 		return;
 	}
-	/* Syncs at FIFO heads. */
-	size_t cursor = 0;
-	struct zk_pending *p;
-	struct zk_pending *ready[64];
-	size_t n_ready = 0;
-	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL && n_ready < 64) {
-		if (p->barrier_ok && n->applied_index >= p->read_index) {
-			ready[n_ready++] = p;
+	struct zk_pending *p = zs->barriers;
+	while (p != NULL) {
+		struct zk_pending *next = p->bnext;
+		if (!p->barrier_ok || n->applied_index < p->read_index) {
+			p = next;
+			continue;
 		}
-	}
-	for (size_t i = 0; i < n_ready; i++) {
-		p = ready[i];
 		pending_map_remove(zs, p);
 		struct zk_conn *zc = p->zc;
 		if (p->kind == PK_CONNECT) {
@@ -924,15 +975,15 @@ void zk_clients_after_apply(struct node *n)
 			} else {
 				pending_free(zs, p);
 			}
-			continue;
-		}
-		if (zc == NULL) {
+		} else if (zc == NULL) {
 			if (!p->in_fifo) {
 				pending_free(zs, p);
 			}
-			continue;
+		} else {
+			fifo_advance(n, zc);
 		}
-		fifo_advance(n, zc);
+		/* The list may have changed under us (decide_connect): restart. */
+		p = zs->barriers;
 	}
 }
 
@@ -1003,35 +1054,16 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 		zk_expiry_close(&zs->expiry);
 		zk_expiry_init(&zs->expiry, 0);
 	}
-	/* Writes already handed to a leader have an unknown fate now. */
-	size_t cursor = 0;
-	struct zk_pending *p;
-	struct zk_pending *drop[256];
-	size_t n_drop = 0;
-	bool more = true;
-	while (more) {
-		more = false;
-		n_drop = 0;
-		cursor = 0;
-		while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
-			if ((p->kind == PK_WRITE || p->kind == PK_CONNECT) && p->proposed &&
-			    !p->barrier_ok && p->frame == NULL) {
-				if (n_drop == KEEL_ARRAY_SIZE(drop)) {
-					more = true;
-					break;
-				}
-				drop[n_drop++] = p;
-			}
-		}
-		for (size_t i = 0; i < n_drop; i++) {
-			p = drop[i];
-			pending_map_remove(zs, p);
-			if (p->zc != NULL) {
-				conn_close(p->zc, KEEL_NOTLEADER, true);
-			}
-			if (!p->in_fifo) {
-				pending_free(zs, p);
-			}
+	/* Entries already handed to a leader may still commit (the new leader
+	 * may hold them) or be lost. Those that commit are answered as usual
+	 * (they carry our origin and request id); those that do not are given
+	 * until a deadline, then their connections are closed so the clients
+	 * see ConnectionLoss, as with ZooKeeper. */
+	uint64_t deadline = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 2000u;
+	for (struct zk_pending *p = zs->flight; p != NULL; p = p->fnext) {
+		if ((p->kind == PK_WRITE || p->kind == PK_CONNECT) && p->proposed &&
+		    p->deadline_ms == 0) {
+			p->deadline_ms = deadline;
 		}
 	}
 }
@@ -1157,44 +1189,41 @@ static void report_sessions(struct node *n, uint64_t now)
 static void retry_held(struct node *n, uint64_t now)
 {
 	struct zk_server *zs = server_of(n);
-	size_t cursor = 0;
-	struct zk_pending *p;
-	struct zk_pending *expired[64];
-	size_t n_expired = 0;
-	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
-		if (p->proposed) {
-			continue;
-		}
-		if (p->frame != NULL && p->kind != PK_SYNC) {
-			/* An entry waiting for a leader. */
-			if (submit_entry(n, p, p->frame, p->frame_size)) {
+	struct zk_pending *p = zs->flight;
+	while (p != NULL) {
+		struct zk_pending *next = p->fnext;
+		if (!p->proposed) {
+			if (p->frame != NULL && p->kind != PK_SYNC) {
+				/* An entry waiting for a leader. */
+				if (submit_entry(n, p, p->frame, p->frame_size)) {
+					p->proposed = true;
+					p->deadline_ms = 0;
+					free(p->frame);
+					p->frame = NULL;
+					p->frame_size = 0;
+					p = next;
+					continue;
+				}
+			} else if ((p->kind == PK_SYNC || p->kind == PK_CONNECT) && !p->barrier_ok &&
+				   raft_read_index(n->raft, p->request_id) == KEEL_OK) {
 				p->proposed = true;
-				free(p->frame);
-				p->frame = NULL;
-				p->frame_size = 0;
+				p->deadline_ms = 0;
+				p = next;
 				continue;
 			}
-		} else if (p->kind == PK_SYNC || p->kind == PK_CONNECT) {
-			if (!p->barrier_ok && raft_read_index(n->raft, p->request_id) == KEEL_OK) {
-				p->proposed = true;
-				continue;
+		}
+		if (p->deadline_ms != 0 && now >= p->deadline_ms) {
+			pending_map_remove(zs, p);
+			if (p->zc != NULL) {
+				KEEL_DEBUG("client %s: request not served in time after a leader change",
+					   p->zc->client->conn.peer_addr);
+				conn_close(p->zc, KEEL_NOLEADER, true);
+			}
+			if (!p->in_fifo) {
+				pending_free(zs, p);
 			}
 		}
-		if (p->deadline_ms != 0 && now >= p->deadline_ms && n_expired < 64) {
-			expired[n_expired++] = p;
-		}
-	}
-	for (size_t i = 0; i < n_expired; i++) {
-		p = expired[i];
-		pending_map_remove(zs, p);
-		if (p->zc != NULL) {
-			KEEL_DEBUG("client %s: no leader to serve its request",
-				   p->zc->client->conn.peer_addr);
-			conn_close(p->zc, KEEL_NOLEADER, true);
-		}
-		if (!p->in_fifo) {
-			pending_free(zs, p);
-		}
+		p = next;
 	}
 }
 
@@ -1261,15 +1290,15 @@ void zk_clients_close(struct node *n)
 	if (zs == NULL) {
 		return;
 	}
-	size_t cursor = 0;
-	struct zk_pending *p;
-	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
+	struct zk_pending *p = zs->flight;
+	while (p != NULL) {
+		struct zk_pending *next = p->fnext;
 		if (!p->in_fifo) {
-			p->in_map = false;
 			free(p->frame);
 			free(p->reply);
 			free(p);
 		}
+		p = next;
 	}
 	keel_hmap_close(&zs->by_request);
 	keel_hmap_close(&zs->by_session);
