@@ -18,7 +18,6 @@
 #include "base/assert.h"
 #include "sim/sim.h"
 
-#define CLIENT_TIMEOUT_MS 4000
 #define CLIENT_THINK_MAX_MS 30
 
 static void schedule_client(struct sim *s, struct sim_client *c, uint64_t at)
@@ -135,7 +134,7 @@ static void issue(struct sim *s, struct sim_client *c)
 		return;
 	}
 	if (c->busy) {
-		c->deadline = s->now + CLIENT_TIMEOUT_MS;
+		c->deadline = s->now + s->client_timeout_ms;
 		schedule_client(s, c, c->deadline);
 	}
 }
