@@ -153,7 +153,7 @@ static uint32_t count_voters(const struct raft *r, const uint64_t *ids, uint32_t
 /* Records one answer and acts once the outcome is decided. */
 static void record_vote(struct raft *r, uint64_t id, bool granted)
 {
-	if (vote_recorded(r->votes_granted, r->n_granted, id) ||
+	if (!raft_is_voter(r, id) || vote_recorded(r->votes_granted, r->n_granted, id) ||
 	    vote_recorded(r->votes_rejected, r->n_rejected, id)) {
 		return;
 	}

@@ -362,6 +362,10 @@ enum keel_err raft_step(struct raft *r, const struct raft_msg *m)
 	} else if (m->term < r->term) {
 		step_stale(r, m);
 		return KEEL_OK;
+	} else if (r->role == RAFT_LEADER && from_leader(m->type)) {
+		/* Another leader in our term: impossible unless the peer is
+		 * broken. Refuse it rather than act on it. */
+		return KEEL_PROTO;
 	}
 	switch (m->type) {
 	case RAFT_MSG_APPEND:

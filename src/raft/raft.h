@@ -379,8 +379,10 @@ void raft_tick(struct raft *r, uint64_t now_ms);
 
 /* Feeds a peer message addressed to this server. Messages with a stale
  * term, from unknown servers where that matters, or otherwise unusable are
- * ignored (KEEL_OK); KEEL_INVAL only for messages that are malformed as
- * structs (to != this id, from == 0, unknown type), KEEL_NOMEM. */
+ * ignored (KEEL_OK); KEEL_INVAL for messages that are malformed as structs
+ * (to != this id, from == 0 or == this id, unknown type); KEEL_PROTO for a
+ * message only a broken peer sends (a second leader of our term). No input
+ * can trip an assertion. */
 enum keel_err raft_step(struct raft *r, const struct raft_msg *msg);
 
 /* Appends a proposal on the leader and returns its (index, term). The

@@ -17,7 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_INPUT 65536
+#define DRIVER_MAX_INPUT 65536
 #define MAX_SEEDS 256
 
 static uint8_t *seeds[MAX_SEEDS];
@@ -41,8 +41,8 @@ static void load_corpus(const char *dir)
 		if (f == NULL) {
 			continue;
 		}
-		uint8_t *buf = malloc(MAX_INPUT);
-		size_t n = fread(buf, 1, MAX_INPUT, f);
+		uint8_t *buf = malloc(DRIVER_MAX_INPUT);
+		size_t n = fread(buf, 1, DRIVER_MAX_INPUT, f);
 		fclose(f);
 		seeds[seed_count] = buf;
 		seed_sizes[seed_count] = n;
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 	}
 	struct keel_rng rng;
 	keel_rng_seed(&rng, 0x6b65656c);
-	uint8_t *buf = malloc(MAX_INPUT);
+	uint8_t *buf = malloc(DRIVER_MAX_INPUT);
 	for (long i = 0; i < iterations; i++) {
 		size_t size;
 		if (seed_count > 0 && keel_rng_chance(&rng, 3, 4)) {
