@@ -96,7 +96,8 @@ struct raft_progress {
 	uint64_t match;
 	uint64_t next;
 	bool probe_sent;    /* PROBE: an append is out, wait for an answer */
-	bool want_send;     /* flush an append at the next ready, even empty */
+	bool want_send;     /* flush appends at the next ready */
+	bool want_empty;    /* ... and send one even with no entries (a probe) */
 	bool recent_active; /* heard from since the last check-quorum */
 	uint64_t commit_sent;   /* highest commit index told to it */
 	uint64_t match_mark;    /* match at the previous heartbeat answer */
