@@ -496,6 +496,33 @@ static void teardown(struct sim *s)
 	sim_check_free(s);
 }
 
+/* A scheduled strike on a node: 0 isolate it, 1 crash it, 2 power failure,
+ * 3 the rotation's step 3 (cut A off, bring B back). */
+static void strike(struct sim *s, struct sim_node *n, uint64_t how)
+{
+	uint64_t t = timeout_ms(s);
+	if (how == 0) {
+		sim_net_isolate(s, n->id);
+		sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE, n->id,
+			     0, NULL);
+	} else if (how == 1 && n->up) {
+		crash_and_restart_later(s, n, 3 * t);
+	} else if (how == 2) {
+		power_failure(s);
+	} else if (how == 3 && s->rot_state == 3) {
+		/* rotation, step 3: A goes, B comes back */
+		if (s->rot_b != 0) {
+			sim_net_unisolate(s, s->rot_b);
+		}
+		sim_net_isolate(s, n->id);
+		s->rot_state = 0;
+		s->rot_a = 0;
+		s->rot_b = 0;
+		sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE, n->id,
+			     0, NULL);
+	}
+}
+
 /* ---- the loop ---- */
 
 static bool node_event_void(struct sim *s, const struct sim_event *ev)
@@ -543,31 +570,8 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 		}
 		break;
 	case SIM_EV_ISOLATE:
-		if (!s->faults_on) {
-			break;
-		}
-		if (ev->arg == 0) {
-			sim_net_isolate(s, ev->node);
-			uint64_t t = timeout_ms(s);
-			sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE,
-				     ev->node, 0, NULL);
-		} else if (ev->arg == 1 && n->up) {
-			crash_and_restart_later(s, n, 3 * timeout_ms(s));
-		} else if (ev->arg == 2) {
-			power_failure(s);
-		} else if (ev->arg == 3 && s->rot_state == 3) {
-			/* rotation, step 3: A goes, B comes back */
-			if (s->rot_b != 0) {
-				sim_net_unisolate(s, s->rot_b);
-			}
-			sim_net_isolate(s, ev->node);
-			uint64_t a = s->rot_a;
-			s->rot_state = 0;
-			s->rot_a = 0;
-			s->rot_b = 0;
-			sim_schedule(s, s->now + keel_rng_between(&s->rng, timeout_ms(s),
-								  4 * timeout_ms(s)),
-				     SIM_EV_UNISOLATE, a, 0, NULL);
+		if (s->faults_on) {
+			strike(s, n, ev->arg);
 		}
 		break;
 	case SIM_EV_UNISOLATE:

@@ -72,8 +72,6 @@ void raft_log_reset(struct raft_log *log, uint64_t index, uint64_t term);
  * an index below base_index comes back unchanged. */
 uint64_t raft_log_find_conflict_by_term(const struct raft_log *log, uint64_t index,
 					uint64_t term);
-/* Bytes of data in entries [from, to]. */
-uint64_t raft_log_bytes_between(const struct raft_log *log, uint64_t from, uint64_t to);
 
 /* ---- config.c ---- */
 
