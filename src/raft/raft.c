@@ -548,6 +548,15 @@ const struct raft_config *raft_config(const struct raft *r)
 	return &r->config;
 }
 
+enum keel_err raft_config_at_index(const struct raft *r, uint64_t index, struct raft_config *out)
+{
+	if (index < r->log.base_index || index > raft_log_last(&r->log)) {
+		return KEEL_NOENT;
+	}
+	raft_config_at(r, index, out);
+	return KEEL_OK;
+}
+
 const char *raft_role_name(uint8_t role)
 {
 	switch (role) {

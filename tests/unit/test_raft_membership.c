@@ -87,6 +87,16 @@ static void test_add_learner_then_promote(void **state)
 	th_stabilize(&cl, true);
 	assert_int_equal(raft_config_voters(raft_config(th_node(&cl, 1)->r)), 4);
 	assert_int_equal(change(1, RAFT_PROMOTE, 4), KEEL_INVAL); /* already a voter */
+	/* the config in force at each index, as a snapshot there must carry */
+	struct raft_config at;
+	struct raft *r1 = th_node(&cl, 1)->r;
+	assert_int_equal(raft_config_at_index(r1, 3, &at), KEEL_OK);
+	assert_int_equal(at.count, 3);
+	assert_int_equal(raft_config_at_index(r1, 4, &at), KEEL_OK);
+	assert_int_equal(raft_config_role(&at, 4), RAFT_LEARNER);
+	assert_int_equal(raft_config_at_index(r1, raft_last_index(r1), &at), KEEL_OK);
+	assert_int_equal(raft_config_role(&at, 4), RAFT_VOTER);
+	assert_int_equal(raft_config_at_index(r1, raft_last_index(r1) + 1, &at), KEEL_NOENT);
 	/* now a quorum is 3 of 4: two voters cut off stop commits */
 	th_isolate(&cl, 2, true);
 	th_isolate(&cl, 3, true);
