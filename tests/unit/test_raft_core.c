@@ -656,6 +656,84 @@ static void test_step_validation(void **state)
 	raft_advance(r, &rd);
 }
 
+/* A batch handed to storage before a truncation never makes the entries
+ * it wrote count once they were replaced. */
+static void test_persisted_index_survives_truncation(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 20);
+	struct raft *r = th_node(&cl, 3)->r;
+	uint8_t d = 'x';
+	struct raft_entry old[2] = {
+		{.term = 2, .index = 2, .type = RAFT_ENTRY_NORMAL, .size = 1, .data = &d},
+		{.term = 2, .index = 3, .type = RAFT_ENTRY_NORMAL, .size = 1, .data = &d},
+	};
+	struct raft_msg m = {.type = RAFT_MSG_APPEND, .from = 1, .to = 3, .term = 2};
+	m.append.prev_index = 1;
+	m.append.prev_term = 1;
+	m.append.n_entries = 2;
+	m.append.entries = old;
+	assert_int_equal(raft_step(r, &m), KEEL_OK);
+	struct raft_ready rd;
+	assert_true(raft_ready(r, &rd));
+	uint64_t first = rd.persist_id;
+	assert_int_equal(rd.n_entries, 2);
+	raft_advance(r, &rd);
+	/* a leader of term 3 replaces index 3 before batch 1 is durable */
+	struct raft_entry repl = {.term = 3, .index = 3, .type = RAFT_ENTRY_NORMAL, .size = 1, .data = &d};
+	struct raft_msg m2 = {.type = RAFT_MSG_APPEND, .from = 2, .to = 3, .term = 3};
+	m2.append.prev_index = 2;
+	m2.append.prev_term = 2;
+	m2.append.n_entries = 1;
+	m2.append.entries = &repl;
+	assert_int_equal(raft_step(r, &m2), KEEL_OK);
+	assert_true(raft_ready(r, &rd));
+	uint64_t second = rd.persist_id;
+	assert_true(second > first);
+	assert_int_equal(rd.n_entries, 1);
+	assert_int_equal(rd.entries[0].index, 3); /* the node deletes 3.. and appends */
+	raft_advance(r, &rd);
+	assert_int_equal(raft_persisted(r, first), KEEL_OK);
+	assert_int_equal(th_status(&cl, 3).persisted_index, 2); /* not the old 3 */
+	assert_int_equal(raft_persisted(r, second), KEEL_OK);
+	assert_int_equal(th_status(&cl, 3).persisted_index, 3);
+	assert_int_equal(raft_persisted(r, second), KEEL_INVAL); /* twice */
+	assert_int_equal(raft_persisted(r, second + 5), KEEL_INVAL); /* never handed */
+}
+
+/* At most max_persist_batches outstanding: past that, ready() holds new
+ * persistent work back until raft_persisted() catches up. */
+static void test_persist_backpressure(void **state)
+{
+	(void)state;
+	struct raft_options o;
+	raft_options_default(&o);
+	o.max_persist_batches = 2;
+	th_init(&cl, 1, 0, &o, 21);
+	th_elect(&cl, 1);
+	struct raft *r = th_node(&cl, 1)->r;
+	struct raft_ready rd;
+	uint64_t ids[3] = {0};
+	for (int i = 0; i < 3; i++) {
+		uint64_t index, term;
+		assert_int_equal(raft_propose(r, "p", 1, &index, &term), KEEL_OK);
+		bool any = raft_ready(r, &rd);
+		ids[i] = any ? rd.persist_id : 0;
+		if (any) {
+			raft_advance(r, &rd);
+		}
+	}
+	assert_true(ids[0] != 0);
+	assert_true(ids[1] != 0);
+	assert_int_equal(ids[2], 0); /* held back */
+	assert_int_equal(th_status(&cl, 1).persist_batches, 2);
+	assert_int_equal(raft_persisted(r, ids[0]), KEEL_OK);
+	assert_true(raft_ready(r, &rd));
+	assert_true(rd.persist_id != 0);
+	assert_int_equal(rd.n_entries, 1);
+	raft_advance(r, &rd);
+}
+
 /* Options are validated; bootstrap refuses a config without voters. */
 static void test_init_validation(void **state)
 {
@@ -709,6 +787,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_check_quorum_and_stickiness, teardown),
 	cmocka_unit_test_teardown(test_conflict_backoff_hint, teardown),
 	cmocka_unit_test_teardown(test_step_validation, teardown),
+	cmocka_unit_test_teardown(test_persisted_index_survives_truncation, teardown),
+	cmocka_unit_test_teardown(test_persist_backpressure, teardown),
 	cmocka_unit_test(test_init_validation),
 };
 
