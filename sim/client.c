@@ -23,8 +23,8 @@
 static void schedule_client(struct sim *s, struct sim_client *c, uint64_t at)
 {
 	c->next_at = at;
-	c->ctx++; /* generation: older events for this client are void */
-	sim_schedule(s, at, SIM_EV_CLIENT, c->id, c->ctx, NULL);
+	c->gen++; /* older events for this client are void */
+	sim_schedule(s, at, SIM_EV_CLIENT, c->id, c->gen, NULL);
 }
 
 void sim_clients_init(struct sim *s, uint32_t n)

@@ -548,7 +548,7 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 		sim_node_disk_done(s, n);
 		break;
 	case SIM_EV_CLIENT:
-		if (ev->arg == s->clients[ev->node].ctx) {
+		if (ev->arg == s->clients[ev->node].gen) {
 			sim_client_event(s, (uint32_t)ev->node);
 		}
 		break;

@@ -103,7 +103,7 @@ struct sim_client {
 	size_t op;          /* history index of the outstanding op */
 	uint64_t deadline;  /* sim time when the client gives up */
 	uint64_t next_at;   /* sim time of the next op */
-	uint64_t ctx;       /* read ctx */
+	uint64_t gen;       /* generation of its scheduled event */
 	uint64_t guess_leader;
 };
 
