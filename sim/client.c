@@ -18,14 +18,13 @@
 #include "base/assert.h"
 #include "sim/sim.h"
 
-#define CLIENT_TIMEOUT_MS 4000
 #define CLIENT_THINK_MAX_MS 30
 
 static void schedule_client(struct sim *s, struct sim_client *c, uint64_t at)
 {
 	c->next_at = at;
-	c->ctx++; /* generation: older events for this client are void */
-	sim_schedule(s, at, SIM_EV_CLIENT, c->id, c->ctx, NULL);
+	c->gen++; /* older events for this client are void */
+	sim_schedule(s, at, SIM_EV_CLIENT, c->id, c->gen, NULL);
 }
 
 void sim_clients_init(struct sim *s, uint32_t n)
@@ -135,7 +134,7 @@ static void issue(struct sim *s, struct sim_client *c)
 		return;
 	}
 	if (c->busy) {
-		c->deadline = s->now + CLIENT_TIMEOUT_MS;
+		c->deadline = s->now + s->client_timeout_ms;
 		schedule_client(s, c, c->deadline);
 	}
 }

@@ -7,9 +7,9 @@
  *   submit(batch)   queue the persistent part of one ready (copied);
  *   sync_one()      the oldest queued batch becomes durable (its fsync
  *                   returned); batches become durable in submit order;
- *   crash(rng)      the process dies: every batch not synced is lost, except
- *                   that the first of them may be torn (a prefix of its
- *                   entries, and independently its hard state, survive);
+ *   crash(rng)      the process dies: batches not synced are lost, except
+ *                   that a prefix of their writes, in order, may survive
+ *                   (a torn batch, or batches whose fsync never returned);
  *   load(out)       what a restarting process finds (hard state, newest
  *                   snapshot with its bytes, the entries after it);
  *   save_snapshot() a snapshot the node took (durable at once: written to a
@@ -45,7 +45,7 @@ struct sim_disk_ops {
 	void (*submit)(struct sim_disk *d, const struct raft_ready *rd);
 	/* Returns the persist id made durable (0 if nothing was queued). */
 	uint64_t (*sync_one)(struct sim_disk *d);
-	/* Returns true when the crash tore a batch. */
+	/* Returns true when some unsynced writes survived the crash. */
 	bool (*crash)(struct sim_disk *d, struct keel_rng *rng);
 	void (*load)(struct sim_disk *d, struct sim_disk_state *out);
 	void (*save_snapshot)(struct sim_disk *d, const struct raft_snapshot_meta *meta,

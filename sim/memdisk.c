@@ -8,10 +8,11 @@
  * ready's persistent part, applied to the durable state by sync_one in
  * the ready's order: chunks, install, entries, hard state.
  *
- * A crash drops the pending batches; the first may be torn: a prefix of
- * its operations (install, each entry, hard state) survives, which is what
- * a FIFO writer dying mid-batch leaves. The temp snapshot file is dropped
- * (a restarted node starts any transfer over).
+ * A crash drops the pending batches — or, a third of the time, keeps a
+ * random prefix of their writes in order (each chunk, install, each entry,
+ * hard state per batch): nothing, a torn batch, or whole batches whose fsync never
+ * returned. That is what a FIFO writer dying mid-stream can leave. The temp
+ * snapshot file is dropped (a restarted node starts any transfer over).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -270,35 +271,58 @@ static uint64_t md_sync_one(struct sim_disk *base)
 	return id;
 }
 
+static size_t batch_ops(const struct md_batch *b)
+{
+	return b->n_chunks + (b->has_install ? 1 : 0) + b->n_entries + (b->has_hs ? 1 : 0);
+}
+
+/* Applies the first `cut` writes of a batch in order (each chunk, install,
+ * each entry, hard state); returns how many it applied. */
+static size_t apply_prefix(struct memdisk *d, struct md_batch *b, size_t cut)
+{
+	size_t done = 0;
+	for (size_t i = 0; i < b->n_chunks && done < cut; i++) {
+		apply_chunk(d, &b->chunks[i]);
+		done++;
+	}
+	if (b->has_install && done < cut) {
+		apply_install(d, &b->install);
+		done++;
+	}
+	if (done < cut) {
+		size_t n = KEEL_MIN(b->n_entries, cut - done);
+		apply_entries(d, b, n);
+		done += n;
+	}
+	if (b->has_hs && done < cut) {
+		d->hs = b->hs;
+		done++;
+	}
+	return done;
+}
+
 static bool md_crash(struct sim_disk *base, struct keel_rng *rng)
 {
 	struct memdisk *d = (struct memdisk *)base;
-	bool torn = false;
+	size_t survived = 0;
 	if (d->n_queue > 0 && keel_rng_chance(rng, 1, 3)) {
-		/* A prefix of the first batch's writes made it. */
-		struct md_batch *b = &d->queue[0];
-		size_t ops = (b->has_install ? 1 : 0) + b->n_entries + (b->has_hs ? 1 : 0);
-		size_t cut = ops == 0 ? 0 : (size_t)keel_rng_below(rng, ops);
-		size_t done = 0;
-		if (b->has_install && done < cut) {
-			for (size_t i = 0; i < b->n_chunks; i++) {
-				apply_chunk(d, &b->chunks[i]);
-			}
-			apply_install(d, &b->install);
-			done++;
+		/* The writes were issued in order; any prefix of them may have
+		 * reached the platter before the power went: none, part of a
+		 * batch (a torn write), or batches whose fsync never returned. */
+		size_t total = 0;
+		for (size_t i = 0; i < d->n_queue; i++) {
+			total += batch_ops(&d->queue[i]);
 		}
-		if (done < cut) {
-			size_t n = KEEL_MIN(b->n_entries, cut - done);
-			apply_entries(d, b, n);
-			done += n;
+		size_t cut = (size_t)keel_rng_below(rng, total + 1);
+		for (size_t i = 0; i < d->n_queue && survived < cut; i++) {
+			survived += apply_prefix(d, &d->queue[i], cut - survived);
 		}
-		torn = cut > 0;
 	}
 	while (d->n_queue > 0) {
 		queue_pop(d);
 	}
 	temp_reset(d);
-	return torn;
+	return survived > 0;
 }
 
 static void md_load(struct sim_disk *base, struct sim_disk_state *out)

@@ -111,7 +111,7 @@ void sim_net_send(struct sim *s, const struct raft_msg *m)
 		describe(m, line, sizeof(line));
 		sim_tracef(s, "send %s", line);
 	}
-	if (s->net.blocked[m->from][m->to] ||
+	if (s->net.blocked[m->from][m->to] || sim_rotation_drops(s, m) ||
 	    keel_rng_chance(&s->rng, s->net.drop_per_mille, 1000)) {
 		s->net.dropped++;
 		keel_wbuf_free(&w);

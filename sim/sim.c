@@ -226,6 +226,11 @@ static void rotation_start(struct sim *s);
 static void fault_event(struct sim *s)
 {
 	uint64_t t = timeout_ms(s);
+	if (s->rot_state != 0 && s->now < s->rot_deadline) {
+		/* Let a rotation play out undisturbed. */
+		sim_schedule(s, s->now + t, SIM_EV_FAULT, 0, 0, NULL);
+		return;
+	}
 	uint64_t kind = keel_rng_below(&s->rng, 100);
 	uint64_t id = 1 + keel_rng_below(&s->rng, s->n_slots);
 	/* Half of the node faults hunt the leader: that is where terms
@@ -235,19 +240,19 @@ static void fault_event(struct sim *s)
 		id = l->id;
 	}
 	struct sim_node *n = &s->nodes[id];
-	if (kind < 25) {
+	if (kind < 22) {
 		sim_net_partition(s, id);
 		sim_schedule(s, s->now + keel_rng_between(&s->rng, t / 2, 5 * t), SIM_EV_HEAL, 0, 0,
 			     NULL);
-	} else if (kind < 33) {
+	} else if (kind < 30) {
 		power_failure(s);
-	} else if (kind < 45) {
+	} else if (kind < 42) {
 		if (n->up) {
 			sim_node_crash(s, n);
 			sim_schedule(s, s->now + keel_rng_below(&s->rng, 3 * t), SIM_EV_RESTART, id, 0,
 				     NULL);
 		}
-	} else if (kind < 55) {
+	} else if (kind < 50) {
 		if (n->up && !n->paused) {
 			n->paused = true;
 			s->stat_pauses++;
@@ -255,20 +260,20 @@ static void fault_event(struct sim *s)
 			sim_schedule(s, s->now + keel_rng_between(&s->rng, t / 2, 3 * t), SIM_EV_RESUME,
 				     id, 0, NULL);
 		}
-	} else if (kind < 70) {
+	} else if (kind < 62) {
 		fault_membership(s);
-	} else if (kind < 75) {
+	} else if (kind < 68) {
 		fault_transfer(s);
-	} else if (kind < 80) {
+	} else if (kind < 82) {
 		rotation_start(s);
-	} else if (kind < 85) {
+	} else if (kind < 87) {
 		/* A slow disk: a crash now loses more. */
 		bool slow = n->fsync_max_ms <= 20;
 		n->fsync_min_ms = slow ? 20 : 1;
 		n->fsync_max_ms = slow ? keel_rng_between(&s->rng, 50, 2 * t) : 12;
 		sim_tracef(s, "fault: node %llu disk %s (fsync up to %llu ms)", (unsigned long long)id,
 			   slow ? "slow" : "normal", (unsigned long long)n->fsync_max_ms);
-	} else if (kind < 90) {
+	} else if (kind < 94) {
 		/* Now and then a very lossy network: partial replication
 		 * everywhere, leaders come and go. */
 		s->net.drop_per_mille = (uint32_t)keel_rng_below(
@@ -335,13 +340,16 @@ static bool rotation_on_leader(struct sim *s, struct sim_node *n)
 	}
 	if (s->rot_state == 1 && n->id != s->rot_a) {
 		s->rot_b = n->id;
+		sim_net_unisolate(s, s->rot_a); /* first: it clears A's links */
 		sim_net_isolate(s, n->id);
-		sim_net_unisolate(s, s->rot_a);
 		s->rot_state = 2;
 		return true;
 	}
 	if (s->rot_state == 2) {
 		if (n->id == s->rot_a) {
+			s->rot_drop_new = keel_rng_chance(&s->rng, 1, 2);
+			sim_tracef(s, "fault: rotation: %llu leads again%s", (unsigned long long)n->id,
+				   s->rot_drop_new ? ", its new-term appends get lost" : "");
 			uint64_t rtt = 2 * s->net.max_delay_ms + 1;
 			sim_schedule(s, s->now + keel_rng_between(&s->rng, rtt, 6 * rtt), SIM_EV_ISOLATE,
 				     n->id, 3, NULL);
@@ -354,9 +362,47 @@ static bool rotation_on_leader(struct sim *s, struct sim_node *n)
 	return false;
 }
 
+/* Step 3 may lose A's appends that carry entries of its new term, so that
+ * followers get only its old tail before A is cut off. */
+bool sim_rotation_drops(struct sim *s, const struct raft_msg *m)
+{
+	if (s->rot_state != 3 || !s->rot_drop_new || m->from != s->rot_a ||
+	    m->type != RAFT_MSG_APPEND) {
+		return false;
+	}
+	bool carries_new = false;
+	for (uint32_t i = 0; i < m->append.n_entries; i++) {
+		carries_new |= m->append.entries[i].term == m->term;
+	}
+	if (!carries_new) {
+		return false;
+	}
+	/* Only what the receiver would accept: a probe it rejects is how A
+	 * finds where to send its old tail from. */
+	const struct sim_node *to = &s->nodes[m->to];
+	struct raft_entry prev;
+	if (!to->up) {
+		return false;
+	}
+	if (m->append.prev_index == 0) {
+		return true;
+	}
+	return raft_entry_at(to->r, m->append.prev_index, &prev) && prev.term == m->append.prev_term;
+}
+
+/* A network heal does not end a rotation's isolation. */
+static void rotation_reapply(struct sim *s)
+{
+	if (s->rot_state == 1 && s->rot_a != 0) {
+		sim_net_isolate(s, s->rot_a);
+	} else if (s->rot_state >= 2 && s->rot_b != 0) {
+		sim_net_isolate(s, s->rot_b);
+	}
+}
+
 void sim_on_new_leader(struct sim *s, struct sim_node *n)
 {
-	if (!s->faults_on || rotation_on_leader(s, n)) {
+	if (!s->faults_on || rotation_on_leader(s, n) || s->rot_state != 0) {
 		return;
 	}
 	if (!keel_rng_chance(&s->rng, s->hunt_per_mille, 1000)) {
@@ -429,6 +475,9 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	}
 	s->workload_on = true;
 	s->faults_on = true;
+	/* Impatient clients keep feeding a leader that lost its quorum: long
+	 * unreplicated tails. */
+	s->client_timeout_ms = keel_rng_between(&s->rng, o->election_timeout_ms / 2, 4000);
 	sim_clients_init(s, (uint32_t)keel_rng_between(&s->rng, 3, 6));
 	sim_schedule(s, s->now + keel_rng_between(&s->rng, 2 * timeout_ms(s), 6 * timeout_ms(s)),
 		     SIM_EV_FAULT, 0, 0, NULL);
@@ -445,6 +494,33 @@ static void teardown(struct sim *s)
 	free(s->heap);
 	free(s->hist);
 	sim_check_free(s);
+}
+
+/* A scheduled strike on a node: 0 isolate it, 1 crash it, 2 power failure,
+ * 3 the rotation's step 3 (cut A off, bring B back). */
+static void strike(struct sim *s, struct sim_node *n, uint64_t how)
+{
+	uint64_t t = timeout_ms(s);
+	if (how == 0) {
+		sim_net_isolate(s, n->id);
+		sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE, n->id,
+			     0, NULL);
+	} else if (how == 1 && n->up) {
+		crash_and_restart_later(s, n, 3 * t);
+	} else if (how == 2) {
+		power_failure(s);
+	} else if (how == 3 && s->rot_state == 3) {
+		/* rotation, step 3: A goes, B comes back */
+		if (s->rot_b != 0) {
+			sim_net_unisolate(s, s->rot_b);
+		}
+		sim_net_isolate(s, n->id);
+		s->rot_state = 0;
+		s->rot_a = 0;
+		s->rot_b = 0;
+		sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE, n->id,
+			     0, NULL);
+	}
 }
 
 /* ---- the loop ---- */
@@ -472,7 +548,7 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 		sim_node_disk_done(s, n);
 		break;
 	case SIM_EV_CLIENT:
-		if (ev->arg == s->clients[ev->node].ctx) {
+		if (ev->arg == s->clients[ev->node].gen) {
 			sim_client_event(s, (uint32_t)ev->node);
 		}
 		break;
@@ -494,31 +570,8 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 		}
 		break;
 	case SIM_EV_ISOLATE:
-		if (!s->faults_on) {
-			break;
-		}
-		if (ev->arg == 0) {
-			sim_net_isolate(s, ev->node);
-			uint64_t t = timeout_ms(s);
-			sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE,
-				     ev->node, 0, NULL);
-		} else if (ev->arg == 1 && n->up) {
-			crash_and_restart_later(s, n, 3 * timeout_ms(s));
-		} else if (ev->arg == 2) {
-			power_failure(s);
-		} else if (ev->arg == 3 && s->rot_state == 3) {
-			/* rotation, step 3: A goes, B comes back */
-			sim_net_isolate(s, ev->node);
-			if (s->rot_b != 0) {
-				sim_net_unisolate(s, s->rot_b);
-			}
-			uint64_t a = s->rot_a;
-			s->rot_state = 0;
-			s->rot_a = 0;
-			s->rot_b = 0;
-			sim_schedule(s, s->now + keel_rng_between(&s->rng, timeout_ms(s),
-								  4 * timeout_ms(s)),
-				     SIM_EV_UNISOLATE, a, 0, NULL);
+		if (s->faults_on) {
+			strike(s, n, ev->arg);
 		}
 		break;
 	case SIM_EV_UNISOLATE:
@@ -527,6 +580,9 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 	case SIM_EV_HEAL:
 		sim_net_heal(s);
 		sim_tracef(s, "fault: heal network");
+		if (s->faults_on) {
+			rotation_reapply(s);
+		}
 		break;
 	default:
 		KEEL_UNREACHABLE();

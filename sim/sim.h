@@ -103,7 +103,7 @@ struct sim_client {
 	size_t op;          /* history index of the outstanding op */
 	uint64_t deadline;  /* sim time when the client gives up */
 	uint64_t next_at;   /* sim time of the next op */
-	uint64_t ctx;       /* read ctx */
+	uint64_t gen;       /* generation of its scheduled event */
 	uint64_t guess_leader;
 };
 
@@ -226,6 +226,7 @@ struct sim {
 	struct sim_hist_op *hist;
 	size_t n_hist;
 	size_t cap_hist;
+	uint64_t client_timeout_ms; /* a client gives up on an op after this */
 	uint64_t next_op_id;
 	uint64_t next_ctx;
 	bool workload_on;
@@ -236,6 +237,7 @@ struct sim {
 	uint64_t rot_a;
 	uint64_t rot_b;
 	uint64_t rot_deadline;
+	bool rot_drop_new; /* step 3: A's appends with entries of its term are lost */
 	/* global knowledge for the checkers (check.c) */
 	uint64_t *term_leader; /* leader id by term */
 	size_t cap_terms;
@@ -284,6 +286,8 @@ void sim_net_unisolate(struct sim *s, uint64_t id);
 
 /* sim.c: a node just became leader (the leader-hunting nemesis). */
 void sim_on_new_leader(struct sim *s, struct sim_node *n);
+/* sim.c: whether the rotation nemesis eats this message. */
+bool sim_rotation_drops(struct sim *s, const struct raft_msg *m);
 
 /* node.c */
 void sim_node_boot(struct sim *s, struct sim_node *n, bool member_of_initial);

@@ -111,6 +111,7 @@ static void become_leader(struct raft *r)
 		struct raft_progress *pr = &r->progress[i];
 		if (pr->id == r->id) {
 			pr->match = r->persisted_index;
+			pr->state = RAFT_PROGRESS_REPLICATE; /* for status: it is us */
 			pr->recent_active = true;
 		}
 	}
@@ -153,7 +154,7 @@ static uint32_t count_voters(const struct raft *r, const uint64_t *ids, uint32_t
 /* Records one answer and acts once the outcome is decided. */
 static void record_vote(struct raft *r, uint64_t id, bool granted)
 {
-	if (vote_recorded(r->votes_granted, r->n_granted, id) ||
+	if (!raft_is_voter(r, id) || vote_recorded(r->votes_granted, r->n_granted, id) ||
 	    vote_recorded(r->votes_rejected, r->n_rejected, id)) {
 		return;
 	}
@@ -313,6 +314,7 @@ enum keel_err raft_transfer_leader(struct raft *r, uint64_t id)
 	struct raft_progress *pr = raft_progress_find(r, id);
 	KEEL_ASSERT(pr != NULL);
 	pr->want_send = true;
+	pr->want_empty = true;
 	raft_transfer_check(r, pr);
 	return KEEL_OK;
 }

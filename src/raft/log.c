@@ -179,12 +179,3 @@ uint64_t raft_log_find_conflict_by_term(const struct raft_log *log, uint64_t ind
 	}
 	return log->base_index;
 }
-
-uint64_t raft_log_bytes_between(const struct raft_log *log, uint64_t from, uint64_t to)
-{
-	uint64_t bytes = 0;
-	for (uint64_t i = from; i <= to; i++) {
-		bytes += raft_log_get(log, i)->size;
-	}
-	return bytes;
-}

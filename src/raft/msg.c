@@ -57,6 +57,46 @@ size_t raft_msg_encoded_size(const struct raft_msg *msg)
 	return size;
 }
 
+static enum keel_err encode_append(const struct raft_msg_append *a, struct keel_wbuf *w)
+{
+	if (a->n_entries > 0 && a->entries == NULL) {
+		return KEEL_INVAL;
+	}
+	keel_wbuf_u64(w, a->prev_index);
+	keel_wbuf_u64(w, a->prev_term);
+	keel_wbuf_u64(w, a->commit);
+	keel_wbuf_u32(w, a->n_entries);
+	for (uint32_t i = 0; i < a->n_entries; i++) {
+		const struct raft_entry *e = &a->entries[i];
+		keel_wbuf_u64(w, e->term);
+		keel_wbuf_u64(w, e->index);
+		keel_wbuf_u8(w, e->type);
+		keel_wbuf_u32(w, e->size);
+		keel_wbuf_bytes(w, e->data, e->size);
+	}
+	return KEEL_OK;
+}
+
+static enum keel_err encode_snapshot(const struct raft_msg_snapshot *s, struct keel_wbuf *w)
+{
+	if ((s->size > 0 && s->data == NULL) || !raft_config_valid(&s->meta.config)) {
+		return KEEL_INVAL;
+	}
+	keel_wbuf_u64(w, s->meta.index);
+	keel_wbuf_u64(w, s->meta.term);
+	keel_wbuf_u64(w, s->meta.size_bytes);
+	size_t len_pos = w->size;
+	keel_wbuf_u32(w, 0);
+	size_t start = w->size;
+	raft_config_encode(&s->meta.config, w);
+	keel_wbuf_patch_u32(w, len_pos, (uint32_t)(w->size - start));
+	keel_wbuf_u64(w, s->offset);
+	keel_wbuf_u32(w, s->size);
+	keel_wbuf_bool(w, s->last);
+	keel_wbuf_bytes(w, s->data, s->size);
+	return KEEL_OK;
+}
+
 enum keel_err raft_msg_encode(const struct raft_msg *m, struct keel_wbuf *w)
 {
 	if (m->type == 0 || m->type > RAFT_MSG_TYPE_MAX) {
@@ -68,25 +108,8 @@ enum keel_err raft_msg_encode(const struct raft_msg *m, struct keel_wbuf *w)
 	keel_wbuf_u64(w, m->to);
 	keel_wbuf_u64(w, m->term);
 	switch (m->type) {
-	case RAFT_MSG_APPEND: {
-		const struct raft_msg_append *a = &m->append;
-		if (a->n_entries > 0 && a->entries == NULL) {
-			return KEEL_INVAL;
-		}
-		keel_wbuf_u64(w, a->prev_index);
-		keel_wbuf_u64(w, a->prev_term);
-		keel_wbuf_u64(w, a->commit);
-		keel_wbuf_u32(w, a->n_entries);
-		for (uint32_t i = 0; i < a->n_entries; i++) {
-			const struct raft_entry *e = &a->entries[i];
-			keel_wbuf_u64(w, e->term);
-			keel_wbuf_u64(w, e->index);
-			keel_wbuf_u8(w, e->type);
-			keel_wbuf_u32(w, e->size);
-			keel_wbuf_bytes(w, e->data, e->size);
-		}
-		break;
-	}
+	case RAFT_MSG_APPEND:
+		return encode_append(&m->append, w);
 	case RAFT_MSG_APPEND_RESP:
 		keel_wbuf_bool(w, m->append_resp.reject);
 		keel_wbuf_u64(w, m->append_resp.index);
@@ -110,25 +133,8 @@ enum keel_err raft_msg_encode(const struct raft_msg *m, struct keel_wbuf *w)
 		keel_wbuf_u8(w, (uint8_t)((m->vote_resp.granted ? VOTE_RESP_GRANTED : 0) |
 					  (m->vote_resp.pre_vote ? VOTE_RESP_PRE : 0)));
 		break;
-	case RAFT_MSG_SNAPSHOT: {
-		const struct raft_msg_snapshot *s = &m->snapshot;
-		if ((s->size > 0 && s->data == NULL) || !raft_config_valid(&s->meta.config)) {
-			return KEEL_INVAL;
-		}
-		keel_wbuf_u64(w, s->meta.index);
-		keel_wbuf_u64(w, s->meta.term);
-		keel_wbuf_u64(w, s->meta.size_bytes);
-		size_t len_pos = w->size;
-		keel_wbuf_u32(w, 0);
-		size_t start = w->size;
-		raft_config_encode(&s->meta.config, w);
-		keel_wbuf_patch_u32(w, len_pos, (uint32_t)(w->size - start));
-		keel_wbuf_u64(w, s->offset);
-		keel_wbuf_u32(w, s->size);
-		keel_wbuf_bool(w, s->last);
-		keel_wbuf_bytes(w, s->data, s->size);
-		break;
-	}
+	case RAFT_MSG_SNAPSHOT:
+		return encode_snapshot(&m->snapshot, w);
 	case RAFT_MSG_SNAPSHOT_RESP:
 		keel_wbuf_u64(w, m->snapshot_resp.index);
 		keel_wbuf_u64(w, m->snapshot_resp.snap_term);

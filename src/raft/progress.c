@@ -28,6 +28,7 @@ void raft_progress_reset(struct raft *r, struct raft_progress *pr, uint64_t next
 	pr->next = next;
 	pr->probe_sent = false;
 	pr->want_send = true;
+	pr->want_empty = true;
 	pr->recent_active = false;
 	pr->commit_sent = 0;
 	pr->match_mark = 0;
@@ -47,6 +48,7 @@ void raft_progress_become_probe(struct raft_progress *pr)
 	pr->next = pr->match + 1;
 	pr->probe_sent = false;
 	pr->want_send = true;
+	pr->want_empty = true;
 	pr->infl_head = 0;
 	pr->infl_count = 0;
 	pr->infl_total_bytes = 0;

@@ -362,6 +362,10 @@ enum keel_err raft_step(struct raft *r, const struct raft_msg *m)
 	} else if (m->term < r->term) {
 		step_stale(r, m);
 		return KEEL_OK;
+	} else if (r->role == RAFT_LEADER && from_leader(m->type)) {
+		/* Another leader in our term: impossible unless the peer is
+		 * broken. Refuse it rather than act on it. */
+		return KEEL_PROTO;
 	}
 	switch (m->type) {
 	case RAFT_MSG_APPEND:
@@ -543,6 +547,15 @@ bool raft_entry_at(const struct raft *r, uint64_t index, struct raft_entry *out)
 const struct raft_config *raft_config(const struct raft *r)
 {
 	return &r->config;
+}
+
+enum keel_err raft_config_at_index(const struct raft *r, uint64_t index, struct raft_config *out)
+{
+	if (index < r->log.base_index || index > raft_log_last(&r->log)) {
+		return KEEL_NOENT;
+	}
+	raft_config_at(r, index, out);
+	return KEEL_OK;
 }
 
 const char *raft_role_name(uint8_t role)

@@ -379,8 +379,10 @@ void raft_tick(struct raft *r, uint64_t now_ms);
 
 /* Feeds a peer message addressed to this server. Messages with a stale
  * term, from unknown servers where that matters, or otherwise unusable are
- * ignored (KEEL_OK); KEEL_INVAL only for messages that are malformed as
- * structs (to != this id, from == 0, unknown type), KEEL_NOMEM. */
+ * ignored (KEEL_OK); KEEL_INVAL for messages that are malformed as structs
+ * (to != this id, from == 0 or == this id, unknown type); KEEL_PROTO for a
+ * message only a broken peer sends (a second leader of our term). No input
+ * can trip an assertion. */
 enum keel_err raft_step(struct raft *r, const struct raft_msg *msg);
 
 /* Appends a proposal on the leader and returns its (index, term). The
@@ -601,8 +603,15 @@ uint64_t raft_first_index(const struct raft *r); /* first entry in memory */
  * raft *. False otherwise. For checkers and for serving log reads. */
 bool raft_entry_at(const struct raft *r, uint64_t index, struct raft_entry *out);
 
-/* The configuration in force now (the latest in the log). */
+/* The configuration in force now (the latest in the log). Valid until the
+ * next call that takes a non-const struct raft *. */
 const struct raft_config *raft_config(const struct raft *r);
+
+/* The configuration in force at `index` (what a snapshot taken at that
+ * applied index must carry). KEEL_NOENT when index is before the log in
+ * memory (compacted, other than the compaction point itself) or past its
+ * end. */
+enum keel_err raft_config_at_index(const struct raft *r, uint64_t index, struct raft_config *out);
 
 /* Names for logs ("leader", "probe", ...); "?" when unknown. */
 const char *raft_role_name(uint8_t role);

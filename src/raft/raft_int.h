@@ -72,8 +72,6 @@ void raft_log_reset(struct raft_log *log, uint64_t index, uint64_t term);
  * an index below base_index comes back unchanged. */
 uint64_t raft_log_find_conflict_by_term(const struct raft_log *log, uint64_t index,
 					uint64_t term);
-/* Bytes of data in entries [from, to]. */
-uint64_t raft_log_bytes_between(const struct raft_log *log, uint64_t from, uint64_t to);
 
 /* ---- config.c ---- */
 
@@ -96,7 +94,8 @@ struct raft_progress {
 	uint64_t match;
 	uint64_t next;
 	bool probe_sent;    /* PROBE: an append is out, wait for an answer */
-	bool want_send;     /* flush an append at the next ready, even empty */
+	bool want_send;     /* flush appends at the next ready */
+	bool want_empty;    /* ... and send one even with no entries (a probe) */
 	bool recent_active; /* heard from since the last check-quorum */
 	uint64_t commit_sent;   /* highest commit index told to it */
 	uint64_t match_mark;    /* match at the previous heartbeat answer */

@@ -49,7 +49,10 @@ static bool send_appends(struct raft *r, struct raft_progress *pr)
 			n++;
 			bytes += size;
 		}
-		bool empty_ok = !sent && (pr->want_send || pr->commit_sent < r->commit);
+		/* An empty append probes (asked for by a probe or a heartbeat
+		 * answer showing the follower behind) or carries a new commit
+		 * index; an ack alone does not call for one. */
+		bool empty_ok = !sent && (pr->want_empty || pr->commit_sent < r->commit);
 		if (n == 0 && !empty_ok) {
 			break;
 		}
@@ -105,6 +108,7 @@ void raft_flush_appends(struct raft *r)
 			send_appends(r, pr);
 		}
 		pr->want_send = false;
+		pr->want_empty = false;
 	}
 	if (r->read_round_wanted) {
 		/* One heartbeat round confirms every read queued before it. */
@@ -384,6 +388,7 @@ void raft_step_heartbeat_resp(struct raft *r, const struct raft_msg *m)
 	case RAFT_PROGRESS_PROBE:
 		pr->probe_sent = false; /* the probe may be lost: resend */
 		pr->want_send = pr->match < last || pr->commit_sent < r->commit;
+		pr->want_empty = pr->want_send;
 		break;
 	case RAFT_PROGRESS_REPLICATE:
 		if (pr->match < last && pr->match == pr->match_mark && pr->infl_count > 0) {
@@ -391,7 +396,9 @@ void raft_step_heartbeat_resp(struct raft *r, const struct raft_msg *m)
 			 * appends out: some were lost. Start over from match. */
 			raft_progress_become_probe(pr);
 		} else if (pr->match < last || pr->commit_sent < r->commit) {
+			/* an empty append, if nothing else, finds a gap */
 			pr->want_send = true;
+			pr->want_empty = true;
 		}
 		break;
 	case RAFT_PROGRESS_SNAPSHOT:

@@ -154,6 +154,7 @@ void raft_report_snapshot(struct raft *r, uint64_t peer, enum raft_snapshot_stat
 	raft_progress_become_probe(pr);
 	pr->probe_sent = true;
 	pr->want_send = false;
+	pr->want_empty = false;
 }
 
 enum keel_err raft_snapshot_taken(struct raft *r, const struct raft_snapshot_meta *meta)

@@ -348,7 +348,6 @@ static void test_figure8_commit_rule(void **state)
 	/* node 1 wins term 4 with 3's vote (3's log is behind 1's) */
 	th_isolate(&cl, 1, false);
 	th_isolate(&cl, 2, true);
-	cl.trace = getenv("TRACE") ? stderr : NULL;
 	/* term 3 (3 already voted for 2 in it), then term 4 */
 	for (int i = 0; i < 2; i++) {
 		th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 3000);
@@ -383,6 +382,391 @@ static void test_figure8_commit_rule(void **state)
 	assert_int_equal(th_node(&cl, 3)->applied_term[3], 3);
 }
 
+/* A candidate with a quorum of other servers' votes becomes leader only
+ * once its own term+vote are durable (else a crash could make it lead the
+ * same term twice, with different entries). */
+static void test_candidate_leads_only_after_durable_term(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 11);
+	th_tick(&cl, 1, 5000);
+	th_stabilize(&cl, false); /* pre-vote, then the real request */
+	th_persist(&cl, 2);
+	th_persist(&cl, 3);
+	th_stabilize(&cl, false); /* both grants arrive */
+	assert_int_equal(th_status(&cl, 1).role, RAFT_CANDIDATE);
+	assert_int_equal(th_status(&cl, 1).term, 2);
+	/* no append of term 2 went out */
+	for (size_t i = 0; i < cl.n_queue; i++) {
+		assert_int_not_equal(cl.queue[i].m.type, RAFT_MSG_APPEND);
+	}
+	th_persist(&cl, 1);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+}
+
+/* Leader append-only: a leader never rewrites its log, even when a
+ * follower reports a conflicting suffix; the follower's log is fixed. */
+static void test_leader_append_only(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 12);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 1, true);
+	th_propose(&cl, 1, "x1", NULL);
+	th_propose(&cl, 1, "x2", NULL);
+	th_stabilize(&cl, true);
+	th_tick_all(&cl, 3000);
+	th_stabilize(&cl, true);
+	th_elect(&cl, 2);                 /* term 3, writes y at 3.. */
+	th_propose(&cl, 2, "y1", NULL);
+	th_stabilize(&cl, true);
+	struct raft_entry before;
+	assert_true(raft_entry_at(th_node(&cl, 2)->r, 4, &before));
+	uint64_t last_before = th_status(&cl, 2).last_index;
+	th_heal(&cl);                     /* 1's stale appends reach 2 and 3 */
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_LEADER);
+	assert_true(th_status(&cl, 2).last_index >= last_before);
+	struct raft_entry after;
+	assert_true(raft_entry_at(th_node(&cl, 2)->r, 4, &after));
+	assert_int_equal(after.term, before.term);
+	assert_memory_equal(after.data, before.data, before.size);
+	/* and node 1 took the leader's entries */
+	assert_true(raft_entry_at(th_node(&cl, 1)->r, 4, &after));
+	assert_int_equal(after.term, before.term);
+}
+
+/* Leader completeness: a server missing a committed entry cannot win. */
+static void test_leader_completeness(void **state)
+{
+	(void)state;
+	th_init(&cl, 5, 0, NULL, 13);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 4, true);
+	th_isolate(&cl, 5, true);
+	th_propose(&cl, 1, "c", NULL);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).commit_index, 3); /* on 1, 2, 3 */
+	/* 1 goes; 4 and 5 (without entry 3) come back and campaign */
+	th_isolate(&cl, 1, true);
+	th_isolate(&cl, 4, false);
+	th_isolate(&cl, 5, false);
+	th_isolate(&cl, 1, true);
+	th_tick_all(&cl, 3000);
+	th_stabilize(&cl, true);
+	th_elect(&cl, 4);
+	th_elect(&cl, 5);
+	assert_int_not_equal(th_status(&cl, 4).role, RAFT_LEADER);
+	assert_int_not_equal(th_status(&cl, 5).role, RAFT_LEADER);
+	th_elect(&cl, 2);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_LEADER);
+	struct raft_entry e;
+	assert_true(raft_entry_at(th_node(&cl, 2)->r, 3, &e));
+	assert_int_equal(e.term, 2);
+}
+
+/* State machine safety: after churn every server applied the same
+ * entries (same hash after every index both applied). */
+static void test_state_machine_safety(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 14);
+	th_elect(&cl, 1);
+	char buf[16];
+	uint64_t leader = 1;
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 3; i++) {
+			snprintf(buf, sizeof(buf), "r%d.%d", round, i);
+			assert_int_equal(th_propose(&cl, leader, buf, NULL), KEEL_OK);
+		}
+		/* a follower crashes in the middle of it */
+		uint64_t victim = 1 + (leader % 3);
+		th_ready_all(&cl);
+		th_deliver_one(&cl);
+		th_crash(&cl, victim);
+		th_stabilize(&cl, true);
+		th_restart(&cl, victim);
+		th_tick_all(&cl, 100);
+		th_stabilize(&cl, true);
+		/* and leadership moves on */
+		uint64_t next = 1 + (victim % 3);
+		assert_int_equal(raft_transfer_leader(th_node(&cl, leader)->r, next), KEEL_OK);
+		th_stabilize(&cl, true);
+		assert_int_equal(th_status(&cl, next).role, RAFT_LEADER);
+		leader = next;
+	}
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	uint64_t applied = th_node(&cl, 1)->applied;
+	assert_true(applied > 18);
+	for (uint64_t id = 2; id <= 3; id++) {
+		struct th_node *n = th_node(&cl, id);
+		assert_int_equal(n->applied, applied);
+		for (uint64_t i = 1; i <= applied; i++) {
+			assert_true(n->applied_hash[i] == th_node(&cl, 1)->applied_hash[i]);
+			assert_int_equal(n->applied_term[i], th_node(&cl, 1)->applied_term[i]);
+		}
+	}
+}
+
+/* Pre-vote: an isolated server keeps its term; back in the cluster it
+ * does not disturb the leader. */
+static void test_pre_vote_no_disruption(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 15);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 3, true);
+	for (int i = 0; i < 10; i++) {
+		th_tick(&cl, 3, th_node(&cl, 3)->now_ms + 2000);
+		th_stabilize(&cl, true);
+	}
+	assert_int_equal(th_status(&cl, 3).term, 2);
+	assert_int_equal(th_status(&cl, 3).role, RAFT_PRE_CANDIDATE);
+	th_isolate(&cl, 3, false);
+	th_tick(&cl, 3, th_node(&cl, 3)->now_ms + 2000); /* pre-vote again */
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	assert_int_equal(th_status(&cl, 1).term, 2);
+	/* a heartbeat brings 3 back as a follower */
+	th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 3).role, RAFT_FOLLOWER);
+	assert_int_equal(th_status(&cl, 3).leader, 1);
+}
+
+/* Without pre-vote the same isolated server does raise its term. */
+static void test_without_pre_vote_term_grows(void **state)
+{
+	(void)state;
+	struct raft_options o;
+	raft_options_default(&o);
+	o.pre_vote = false;
+	th_init(&cl, 3, 0, &o, 16);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 3, true);
+	th_tick(&cl, 3, th_node(&cl, 3)->now_ms + 3000);
+	th_stabilize(&cl, true);
+	assert_true(th_status(&cl, 3).term > 2);
+}
+
+/* Check-quorum: a leader cut off from the quorum steps down within an
+ * election timeout; followers that hear from a live leader ignore votes
+ * (stickiness). */
+static void test_check_quorum_and_stickiness(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 17);
+	th_elect(&cl, 1);
+	/* stickiness: 2 and 3 just heard from 1; 3 asks for votes at once */
+	th_tick(&cl, 3, th_node(&cl, 3)->now_ms + 10);
+	struct raft_msg m = {.type = RAFT_MSG_VOTE, .from = 3, .to = 2, .term = 3};
+	m.vote.last_index = 100;
+	m.vote.last_term = 100;
+	assert_int_equal(raft_step(th_node(&cl, 2)->r, &m), KEEL_OK);
+	assert_int_equal(th_status(&cl, 2).term, 2); /* ignored */
+	assert_int_equal(th_status(&cl, 2).vote, 1);
+	/* check-quorum */
+	th_isolate(&cl, 1, true);
+	for (int i = 0; i < 25; i++) {
+		th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 100);
+		th_stabilize(&cl, true);
+	}
+	assert_int_equal(th_status(&cl, 1).role, RAFT_FOLLOWER);
+	assert_int_equal(th_status(&cl, 1).leader, 0);
+}
+
+/* Fast back-off: a follower with a long divergent suffix costs the leader
+ * a few rejects (one per term), not one per entry. */
+static void test_conflict_backoff_hint(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 18);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 1, true);
+	for (int i = 0; i < 30; i++) {
+		th_propose(&cl, 1, "stale", NULL);
+	}
+	th_stabilize(&cl, true);
+	th_tick_all(&cl, 3000);
+	th_stabilize(&cl, true);
+	th_elect(&cl, 2);
+	for (int i = 0; i < 5; i++) {
+		th_propose(&cl, 2, "fresh", NULL);
+	}
+	th_stabilize(&cl, true);
+	/* 2 restarts and leads again: it knows nothing of 1's log and probes
+	 * from its own end, deep inside 1's divergent suffix */
+	th_restart(&cl, 2);
+	th_tick_all(&cl, 3000);
+	th_stabilize(&cl, true);
+	th_elect(&cl, 2);
+	assert_int_equal(th_status(&cl, 2).role, RAFT_LEADER);
+	assert_true(th_status(&cl, 1).last_index > th_status(&cl, 2).last_index);
+	th_heal(&cl);
+	/* count rejects from 1 while it converges */
+	uint32_t rejects = 0;
+	th_tick_all(&cl, 100);
+	th_ready_all(&cl);
+	for (int rounds = 0; rounds < 1000 && cl.n_queue > 0; rounds++) {
+		const struct raft_msg *q = &cl.queue[0].m;
+		rejects += q->type == RAFT_MSG_APPEND_RESP && q->from == 1 && q->append_resp.reject;
+		th_deliver_one(&cl);
+		th_ready_all(&cl);
+		for (uint64_t id = 1; id <= 3; id++) {
+			th_persist(&cl, id);
+		}
+		th_ready_all(&cl);
+	}
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).last_index, th_status(&cl, 2).last_index);
+	assert_int_equal(th_status(&cl, 1).last_term, th_status(&cl, 2).last_term);
+	assert_true(rejects >= 1);
+	assert_true(rejects <= 3);
+}
+
+/* Messages with a stale term are answered so the sender catches up; bad
+ * structs are refused. */
+static void test_step_validation(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 19);
+	th_elect(&cl, 1);
+	struct raft *r = th_node(&cl, 2)->r;
+	struct raft_msg m = {.type = RAFT_MSG_HEARTBEAT, .from = 1, .to = 3, .term = 2};
+	assert_int_equal(raft_step(r, &m), KEEL_INVAL); /* not for us */
+	m.to = 2;
+	m.from = 0;
+	assert_int_equal(raft_step(r, &m), KEEL_INVAL);
+	m.from = 1;
+	m.type = 99;
+	assert_int_equal(raft_step(r, &m), KEEL_INVAL);
+	m.type = RAFT_MSG_APPEND;
+	m.term = 1; /* stale */
+	assert_int_equal(raft_step(r, &m), KEEL_OK);
+	struct raft_ready rd;
+	assert_true(raft_ready(r, &rd));
+	assert_int_equal(rd.n_msgs, 1);
+	assert_int_equal(rd.msgs[0].type, RAFT_MSG_APPEND_RESP);
+	assert_int_equal(rd.msgs[0].term, 2);
+	raft_advance(r, &rd);
+}
+
+/* A batch handed to storage before a truncation never makes the entries
+ * it wrote count once they were replaced. */
+static void test_persisted_index_survives_truncation(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 20);
+	struct raft *r = th_node(&cl, 3)->r;
+	uint8_t d = 'x';
+	struct raft_entry old[2] = {
+		{.term = 2, .index = 2, .type = RAFT_ENTRY_NORMAL, .size = 1, .data = &d},
+		{.term = 2, .index = 3, .type = RAFT_ENTRY_NORMAL, .size = 1, .data = &d},
+	};
+	struct raft_msg m = {.type = RAFT_MSG_APPEND, .from = 1, .to = 3, .term = 2};
+	m.append.prev_index = 1;
+	m.append.prev_term = 1;
+	m.append.n_entries = 2;
+	m.append.entries = old;
+	assert_int_equal(raft_step(r, &m), KEEL_OK);
+	struct raft_ready rd;
+	assert_true(raft_ready(r, &rd));
+	uint64_t first = rd.persist_id;
+	assert_int_equal(rd.n_entries, 2);
+	raft_advance(r, &rd);
+	/* a leader of term 3 replaces index 3 before batch 1 is durable */
+	struct raft_entry repl = {.term = 3, .index = 3, .type = RAFT_ENTRY_NORMAL, .size = 1, .data = &d};
+	struct raft_msg m2 = {.type = RAFT_MSG_APPEND, .from = 2, .to = 3, .term = 3};
+	m2.append.prev_index = 2;
+	m2.append.prev_term = 2;
+	m2.append.n_entries = 1;
+	m2.append.entries = &repl;
+	assert_int_equal(raft_step(r, &m2), KEEL_OK);
+	assert_true(raft_ready(r, &rd));
+	uint64_t second = rd.persist_id;
+	assert_true(second > first);
+	assert_int_equal(rd.n_entries, 1);
+	assert_int_equal(rd.entries[0].index, 3); /* the node deletes 3.. and appends */
+	raft_advance(r, &rd);
+	assert_int_equal(raft_persisted(r, first), KEEL_OK);
+	assert_int_equal(th_status(&cl, 3).persisted_index, 2); /* not the old 3 */
+	assert_int_equal(raft_persisted(r, second), KEEL_OK);
+	assert_int_equal(th_status(&cl, 3).persisted_index, 3);
+	assert_int_equal(raft_persisted(r, second), KEEL_INVAL); /* twice */
+	assert_int_equal(raft_persisted(r, second + 5), KEEL_INVAL); /* never handed */
+}
+
+/* At most max_persist_batches outstanding: past that, ready() holds new
+ * persistent work back until raft_persisted() catches up. */
+static void test_persist_backpressure(void **state)
+{
+	(void)state;
+	struct raft_options o;
+	raft_options_default(&o);
+	o.max_persist_batches = 2;
+	th_init(&cl, 1, 0, &o, 21);
+	th_elect(&cl, 1);
+	struct raft *r = th_node(&cl, 1)->r;
+	struct raft_ready rd;
+	uint64_t ids[3] = {0};
+	for (int i = 0; i < 3; i++) {
+		uint64_t index, term;
+		assert_int_equal(raft_propose(r, "p", 1, &index, &term), KEEL_OK);
+		bool any = raft_ready(r, &rd);
+		ids[i] = any ? rd.persist_id : 0;
+		if (any) {
+			raft_advance(r, &rd);
+		}
+	}
+	assert_true(ids[0] != 0);
+	assert_true(ids[1] != 0);
+	assert_int_equal(ids[2], 0); /* held back */
+	assert_int_equal(th_status(&cl, 1).persist_batches, 2);
+	assert_int_equal(raft_persisted(r, ids[0]), KEEL_OK);
+	assert_true(raft_ready(r, &rd));
+	assert_true(rd.persist_id != 0);
+	assert_int_equal(rd.n_entries, 1);
+	raft_advance(r, &rd);
+}
+
+/* Options are validated; bootstrap refuses a config without voters. */
+static void test_init_validation(void **state)
+{
+	(void)state;
+	struct raft_options o;
+	raft_options_default(&o);
+	struct raft *r = NULL;
+	assert_int_equal(raft_init(&r, &o), KEEL_INVAL); /* id 0 */
+	o.id = 1;
+	o.heartbeat_interval_ms = o.election_timeout_ms;
+	assert_int_equal(raft_init(&r, &o), KEEL_INVAL);
+	assert_null(r);
+	struct raft_config c = {.count = 1};
+	c.members[0].id = 1;
+	c.members[0].role = RAFT_LEARNER;
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 0, 1024);
+	struct raft_entry e;
+	assert_int_equal(raft_bootstrap_entry(&c, &w, &e), KEEL_CONFIG);
+	keel_wbuf_free(&w);
+	/* restore refuses a gap */
+	raft_options_default(&o);
+	o.id = 1;
+	assert_int_equal(raft_init(&r, &o), KEEL_OK);
+	struct raft_hard_state hs = {.term = 1};
+	struct raft_entry entries[2] = {
+		{.term = 1, .index = 1, .type = RAFT_ENTRY_NOOP},
+		{.term = 1, .index = 3, .type = RAFT_ENTRY_NOOP},
+	};
+	assert_int_equal(raft_restore(r, &hs, NULL, entries, 2), KEEL_CORRUPT);
+	raft_close(r);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_election_basic, teardown),
 	cmocka_unit_test_teardown(test_election_safety_split_vote, teardown),
@@ -394,6 +778,18 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_ack_after_persist, teardown),
 	cmocka_unit_test_teardown(test_log_matching_conflict, teardown),
 	cmocka_unit_test_teardown(test_figure8_commit_rule, teardown),
+	cmocka_unit_test_teardown(test_candidate_leads_only_after_durable_term, teardown),
+	cmocka_unit_test_teardown(test_leader_append_only, teardown),
+	cmocka_unit_test_teardown(test_leader_completeness, teardown),
+	cmocka_unit_test_teardown(test_state_machine_safety, teardown),
+	cmocka_unit_test_teardown(test_pre_vote_no_disruption, teardown),
+	cmocka_unit_test_teardown(test_without_pre_vote_term_grows, teardown),
+	cmocka_unit_test_teardown(test_check_quorum_and_stickiness, teardown),
+	cmocka_unit_test_teardown(test_conflict_backoff_hint, teardown),
+	cmocka_unit_test_teardown(test_step_validation, teardown),
+	cmocka_unit_test_teardown(test_persisted_index_survives_truncation, teardown),
+	cmocka_unit_test_teardown(test_persist_backpressure, teardown),
+	cmocka_unit_test(test_init_validation),
 };
 
 int main(void)

@@ -425,8 +425,10 @@ static inline void th_msg_trace(struct th_cluster *c, const struct raft_msg *m, 
 	th_tracef(c, "\n");
 }
 
-/* Queues a deep copy; the sender fills snapshot chunk bytes. */
-static inline void th_enqueue(struct th_cluster *c, struct th_node *from, const struct raft_msg *m)
+/* Queues a deep copy; the sender fills snapshot chunk bytes. Returns the
+ * peer whose chunk the sender could not supply (to report after advance),
+ * or 0. */
+static inline uint64_t th_enqueue(struct th_cluster *c, struct th_node *from, const struct raft_msg *m)
 {
 	if (c->n_queue == c->cap_queue) {
 		c->cap_queue = c->cap_queue == 0 ? 64 : c->cap_queue * 2;
@@ -448,14 +450,14 @@ static inline void th_enqueue(struct th_cluster *c, struct th_node *from, const 
 		if (!from->has_snap || from->snap.index != m->snapshot.meta.index ||
 		    m->snapshot.offset + m->snapshot.size > from->snap.size_bytes) {
 			c->n_queue--;
-			raft_report_snapshot(from->r, m->to, RAFT_SNAPSHOT_FAILED);
-			return;
+			return m->to;
 		}
 		q->chunk = th_xmalloc(m->snapshot.size);
 		memcpy(q->chunk, from->snap_bytes + m->snapshot.offset, m->snapshot.size);
 		q->m.snapshot.data = q->chunk;
 	}
 	th_msg_trace(c, &q->m, "send");
+	return 0;
 }
 
 static inline void th_msg_free(struct th_msg *q)
@@ -516,8 +518,13 @@ static inline bool th_ready(struct th_cluster *c, struct th_node *n)
 			th_entry_copy(&b->entries[i], &rd.entries[i]);
 		}
 	}
+	uint64_t failed[TH_MAX_NODES];
+	size_t n_failed = 0;
 	for (size_t i = 0; i < rd.n_msgs; i++) {
-		th_enqueue(c, n, &rd.msgs[i]);
+		uint64_t peer = th_enqueue(c, n, &rd.msgs[i]);
+		if (peer != 0 && n_failed < TH_MAX_NODES) {
+			failed[n_failed++] = peer;
+		}
 	}
 	for (size_t i = 0; i < rd.n_committed; i++) {
 		th_sm_apply(n, &rd.committed[i]);
@@ -537,6 +544,9 @@ static inline bool th_ready(struct th_cluster *c, struct th_node *n)
 	raft_advance(n->r, &rd);
 	if (last_applied > 0) {
 		raft_applied(n->r, last_applied);
+	}
+	for (size_t i = 0; i < n_failed; i++) {
+		raft_report_snapshot(n->r, failed[i], RAFT_SNAPSHOT_FAILED);
 	}
 	if (n->auto_persist) {
 		th_persist(c, n->id);

@@ -1,0 +1,280 @@
+/*
+ * Unit tests of membership: learners (replicate, never vote, never count),
+ * single-server changes and their restrictions, promotion, removal of a
+ * follower and of the leader itself, leadership transfer with TimeoutNow.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_raft_harness.h"
+
+static struct th_cluster cl;
+
+static int teardown(void **state)
+{
+	(void)state;
+	th_close(&cl);
+	return 0;
+}
+
+static enum keel_err change(uint64_t leader, enum raft_change ch, uint64_t id)
+{
+	uint64_t index, term;
+	return raft_change_member(th_node(&cl, leader)->r, ch, id, &index, &term);
+}
+
+/* A learner receives and applies every entry but never campaigns, and
+ * commit does not wait for it. */
+static void test_learner_replicates_but_does_not_vote(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 1, NULL, 1); /* 1..3 voters, 4 learner */
+	th_elect(&cl, 1);
+	th_propose(&cl, 1, "a", NULL);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_node(&cl, 4)->applied, 3);
+	assert_true(th_node(&cl, 4)->sm_hash == th_node(&cl, 1)->sm_hash);
+	/* the learner's timer fires: it does not campaign */
+	th_tick(&cl, 4, th_node(&cl, 4)->now_ms + 10000);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 4).role, RAFT_FOLLOWER);
+	assert_int_equal(th_status(&cl, 1).term, 2);
+	/* with the learner cut off, commit proceeds with the voters */
+	th_isolate(&cl, 4, true);
+	th_propose(&cl, 1, "b", NULL);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).commit_index, 4);
+	/* with two voters cut off, the learner's ack does not make a quorum */
+	th_isolate(&cl, 4, false);
+	th_isolate(&cl, 2, true);
+	th_isolate(&cl, 3, true);
+	th_propose(&cl, 1, "c", NULL);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 4).last_index, 5);
+	assert_int_equal(th_status(&cl, 1).commit_index, 4);
+	/* and the leader's vote requests never go to the learner */
+	th_heal(&cl);
+	th_isolate(&cl, 1, true);
+	th_tick_all(&cl, 3000);
+	th_ready_all(&cl);
+	for (size_t i = 0; i < cl.n_queue; i++) {
+		if (cl.queue[i].m.type == RAFT_MSG_VOTE) {
+			assert_int_not_equal(cl.queue[i].m.to, 4);
+		}
+	}
+}
+
+static void test_add_learner_then_promote(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 2);
+	th_elect(&cl, 1);
+	th_propose(&cl, 1, "a", NULL);
+	th_stabilize(&cl, true);
+	uint64_t id = th_add_empty_node(&cl);
+	assert_int_equal(id, 4);
+	assert_int_equal(change(1, RAFT_ADD_LEARNER, 4), KEEL_OK);
+	/* one change at a time */
+	assert_int_equal(change(1, RAFT_PROMOTE, 4), KEEL_BUSY);
+	th_stabilize(&cl, true);
+	assert_int_equal(raft_config_role(raft_config(th_node(&cl, 1)->r), 4), RAFT_LEARNER);
+	assert_int_equal(th_node(&cl, 4)->applied, th_node(&cl, 1)->applied);
+	assert_int_equal(change(1, RAFT_ADD_LEARNER, 4), KEEL_EXIST);
+	assert_int_equal(change(1, RAFT_PROMOTE, 4), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(raft_config_voters(raft_config(th_node(&cl, 1)->r)), 4);
+	assert_int_equal(change(1, RAFT_PROMOTE, 4), KEEL_INVAL); /* already a voter */
+	/* the config in force at each index, as a snapshot there must carry */
+	struct raft_config at;
+	struct raft *r1 = th_node(&cl, 1)->r;
+	assert_int_equal(raft_config_at_index(r1, 3, &at), KEEL_OK);
+	assert_int_equal(at.count, 3);
+	assert_int_equal(raft_config_at_index(r1, 4, &at), KEEL_OK);
+	assert_int_equal(raft_config_role(&at, 4), RAFT_LEARNER);
+	assert_int_equal(raft_config_at_index(r1, raft_last_index(r1), &at), KEEL_OK);
+	assert_int_equal(raft_config_role(&at, 4), RAFT_VOTER);
+	assert_int_equal(raft_config_at_index(r1, raft_last_index(r1) + 1, &at), KEEL_NOENT);
+	/* now a quorum is 3 of 4: two voters cut off stop commits */
+	th_isolate(&cl, 2, true);
+	th_isolate(&cl, 3, true);
+	th_propose(&cl, 1, "b", NULL);
+	th_stabilize(&cl, true);
+	uint64_t commit = th_status(&cl, 1).commit_index;
+	assert_true(commit < th_status(&cl, 1).last_index);
+	th_isolate(&cl, 3, false);
+	th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).commit_index, th_status(&cl, 1).last_index);
+}
+
+/* Config changes are refused before the leader committed an entry of its
+ * own term, and for bad arguments. */
+static void test_change_restrictions(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 3);
+	th_tick(&cl, 1, 5000);
+	th_stabilize(&cl, false);
+	th_persist(&cl, 2);
+	th_stabilize(&cl, false); /* 2's grant arrives */
+	th_persist(&cl, 1);
+	th_ready_all(&cl); /* leader, but its no-op is not committed yet */
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	assert_int_equal(change(1, RAFT_ADD_LEARNER, 9), KEEL_BUSY);
+	th_stabilize(&cl, true);
+	assert_int_equal(change(1, RAFT_ADD_LEARNER, 0), KEEL_INVAL);
+	assert_int_equal(change(1, RAFT_REMOVE, 9), KEEL_NOENT);
+	assert_int_equal(change(1, RAFT_PROMOTE, 9), KEEL_NOENT);
+	assert_int_equal(change(1, RAFT_ADD_VOTER, 2), KEEL_EXIST);
+	assert_int_equal(change(2, RAFT_ADD_VOTER, 9), KEEL_NOTLEADER);
+}
+
+/* A removed follower no longer counts; the change is in force as soon as
+ * it is appended, before it commits. */
+static void test_remove_follower(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 4);
+	th_elect(&cl, 1);
+	assert_int_equal(change(1, RAFT_REMOVE, 3), KEEL_OK);
+	/* in force at once on the leader */
+	assert_int_equal(raft_config_voters(raft_config(th_node(&cl, 1)->r)), 2);
+	th_stabilize(&cl, true);
+	assert_int_equal(raft_config_voters(raft_config(th_node(&cl, 2)->r)), 2);
+	/* quorum of {1, 2} is 2: with 2 cut off nothing commits, whatever 3 does */
+	th_isolate(&cl, 2, true);
+	th_propose(&cl, 1, "x", NULL);
+	th_stabilize(&cl, true);
+	assert_true(th_status(&cl, 1).commit_index < th_status(&cl, 1).last_index);
+}
+
+/* The leader removes itself: it keeps leading until the change commits,
+ * then steps down and another voter takes over. */
+static void test_remove_leader_itself(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 5);
+	th_elect(&cl, 1);
+	assert_int_equal(change(1, RAFT_REMOVE, 1), KEEL_OK);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	assert_int_equal(th_propose(&cl, 1, "x", NULL), KEEL_NOTLEADER);
+	th_stabilize(&cl, true);
+	assert_int_not_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	uint64_t leader = th_leader(&cl);
+	assert_true(leader == 2 || leader == 3);
+	/* the new leader's config lacks 1, and 1 never campaigns again */
+	assert_int_equal(raft_config_role(raft_config(th_node(&cl, leader)->r), 1), 0);
+	th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 10000);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_FOLLOWER);
+	assert_int_equal(th_propose(&cl, leader, "y", NULL), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, leader).commit_index, th_status(&cl, leader).last_index);
+}
+
+/* Transfer: the target is caught up, gets TimeoutNow, campaigns at once
+ * (ignoring stickiness) and wins; proposals meanwhile get KEEL_BUSY. */
+static void test_leadership_transfer(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 6);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 3, true);
+	th_propose(&cl, 1, "a", NULL);
+	th_propose(&cl, 1, "b", NULL);
+	th_stabilize(&cl, true);
+	th_isolate(&cl, 3, false);
+	struct raft *r1 = th_node(&cl, 1)->r;
+	assert_int_equal(raft_transfer_leader(r1, 9), KEEL_NOENT);
+	assert_int_equal(raft_transfer_leader(r1, 1), KEEL_OK);
+	assert_int_equal(raft_transfer_leader(r1, 3), KEEL_OK);
+	assert_int_equal(th_status(&cl, 1).transfer_target, 3);
+	assert_int_equal(th_propose(&cl, 1, "c", NULL), KEEL_BUSY);
+	th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 3).role, RAFT_LEADER);
+	assert_int_equal(th_status(&cl, 3).term, 3);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_FOLLOWER);
+	assert_int_equal(th_status(&cl, 1).leader, 3);
+	assert_int_equal(raft_transfer_leader(r1, 2), KEEL_NOTLEADER);
+}
+
+/* A transfer whose target never catches up is abandoned after an
+ * election timeout, and proposals are taken again. */
+static void test_transfer_times_out(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 7);
+	th_elect(&cl, 1);
+	th_isolate(&cl, 3, true);
+	th_propose(&cl, 1, "a", NULL);
+	th_stabilize(&cl, true);
+	assert_int_equal(raft_transfer_leader(th_node(&cl, 1)->r, 3), KEEL_OK);
+	for (int i = 0; i < 12; i++) {
+		th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 100);
+		th_stabilize(&cl, true);
+	}
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	assert_int_equal(th_status(&cl, 1).transfer_target, 0);
+	assert_int_equal(th_propose(&cl, 1, "b", NULL), KEEL_OK);
+}
+
+/* Config encoding round trip and validation. */
+static void test_config_codec(void **state)
+{
+	(void)state;
+	struct raft_config c = {.count = 3};
+	c.members[0] = (struct raft_member){.id = 1, .role = RAFT_VOTER};
+	c.members[1] = (struct raft_member){.id = 5, .role = RAFT_LEARNER};
+	c.members[2] = (struct raft_member){.id = 9, .role = RAFT_VOTER};
+	uint8_t buf[512];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, buf, sizeof(buf));
+	raft_config_encode(&c, &w);
+	assert_true(keel_wbuf_ok(&w));
+	struct raft_config d;
+	assert_int_equal(raft_config_decode(buf, w.size, &d), KEEL_OK);
+	assert_int_equal(d.count, 3);
+	assert_int_equal(d.members[1].id, 5);
+	assert_int_equal(d.members[1].role, RAFT_LEARNER);
+	assert_int_equal(raft_config_voters(&d), 2);
+	assert_int_equal(raft_config_role(&d, 9), RAFT_VOTER);
+	assert_int_equal(raft_config_role(&d, 4), 0);
+	/* truncated, trailing byte, unsorted, bad role, zero id */
+	assert_int_equal(raft_config_decode(buf, w.size - 1, &d), KEEL_CORRUPT);
+	buf[w.size] = 0;
+	assert_int_equal(raft_config_decode(buf, w.size + 1, &d), KEEL_CORRUPT);
+	uint8_t bad[sizeof(buf)];
+	memcpy(bad, buf, w.size);
+	bad[5 + 8] = 7; /* role of the first member */
+	assert_int_equal(raft_config_decode(bad, w.size, &d), KEEL_CORRUPT);
+	memcpy(bad, buf, w.size);
+	memset(bad + 5, 0, 8); /* id 0 */
+	assert_int_equal(raft_config_decode(bad, w.size, &d), KEEL_CORRUPT);
+	memcpy(bad, buf, w.size);
+	bad[5 + 7] = 20; /* first id 20 > second id 5 */
+	assert_int_equal(raft_config_decode(bad, w.size, &d), KEEL_CORRUPT);
+	memcpy(bad, buf, w.size);
+	bad[4] = 200; /* count over the maximum */
+	assert_int_equal(raft_config_decode(bad, w.size, &d), KEEL_CORRUPT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_learner_replicates_but_does_not_vote, teardown),
+		cmocka_unit_test_teardown(test_add_learner_then_promote, teardown),
+		cmocka_unit_test_teardown(test_change_restrictions, teardown),
+		cmocka_unit_test_teardown(test_remove_follower, teardown),
+		cmocka_unit_test_teardown(test_remove_leader_itself, teardown),
+		cmocka_unit_test_teardown(test_leadership_transfer, teardown),
+		cmocka_unit_test_teardown(test_transfer_times_out, teardown),
+		cmocka_unit_test(test_config_codec),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
