@@ -19,5 +19,6 @@ extern const struct cli_command cli_commands[];
 int cli_version(int argc, char **argv);
 int cli_server(int argc, char **argv);
 int cli_wal(int argc, char **argv);
+int cli_log(int argc, char **argv);
 
 #endif

@@ -3,6 +3,7 @@
  *
  *	keel server ...        run a server (see `keel server --help`)
  *	keel version           print the version
+ *	keel log dump ...      decode a stopped server's log (logdump.c)
  *
  * Unknown subcommands print the list and exit 2.
  */
@@ -24,6 +25,7 @@ const struct cli_command cli_commands[] = {
 	{"snapshot", cli_snapshot, "ask servers to write a snapshot now"},
 	{"version", cli_version, "print the version"},
 	{"wal", cli_wal, "inspect a write-ahead log (wal dump --data-dir DIR)"},
+	{"log", cli_log, "decode a stopped server's log (log dump --data-dir DIR)"},
 	{NULL, NULL, NULL},
 };
 
