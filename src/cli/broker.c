@@ -19,7 +19,9 @@
  *   STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED --> registers again
  *   SIGTERM/SIGINT --> SHUTTING DOWN: heartbeats want_shutdown until the
  *          controller answers should_shut_down (its leaderships have moved),
- *          fetches until its own image shows it leads nothing, exits 0
+ *          fetches at least up to the index that answer was sent at
+ *          (ReplyHeader.zxid) and until its own image shows it leads
+ *          nothing, exits 0
  *
  * Role changes come from meta_follower (follower.h) and are logged exactly
  * as it formats them: `leader of sensor-data-0 at epoch 3`,
@@ -89,6 +91,8 @@ struct broker {
 	bool should_shut_down;
 	bool failed;
 	uint64_t shutdown_deadline_ms;
+	int64_t shutdown_index; /* the server's applied index when it said should_shut_down */
+	int64_t fetched_to;     /* the high watermark of the last fetch that caught up */
 	uint64_t next_register_ms;
 	uint64_t next_heartbeat_ms;
 	uint64_t next_fetch_ms;
@@ -355,6 +359,10 @@ static void do_heartbeat(struct broker *b, uint64_t now)
 	if (rs.should_shut_down && b->shutting_down && !b->should_shut_down) {
 		KEEL_INFO("the controller moved this broker's leaderships: may shut down");
 		b->should_shut_down = true;
+		/* The reply was sent once the server had applied the move: fetch
+		 * at least that far before checking the own image. */
+		b->shutdown_index = reply.zxid;
+		b->next_fetch_ms = now;
 	}
 	int interval = b->opt.heartbeat_ms;
 	if (b->shutting_down || b->fenced || !b->caught_up) {
@@ -412,7 +420,11 @@ static bool fetch_once(struct broker *b)
 		}
 		log_role_changes(changes, count);
 	}
-	return rs.batch_count > 0 && meta_follower_offset(&b->follower) < rs.high_watermark;
+	bool more = rs.batch_count > 0 && meta_follower_offset(&b->follower) < rs.high_watermark;
+	if (!more) {
+		b->fetched_to = KEEL_MAX(b->fetched_to, rs.high_watermark);
+	}
+	return more;
 }
 
 static void do_fetch(struct broker *b, uint64_t now)
@@ -551,7 +563,8 @@ static int broker_run(struct broker *b)
 				KEEL_INFO("stopped (was not registered)");
 				return 0;
 			}
-			if (b->should_shut_down && !leads_anything(b)) {
+			if (b->should_shut_down && b->fetched_to >= b->shutdown_index &&
+			    !leads_anything(b)) {
 				KEEL_INFO("controlled shutdown complete: leads no partition");
 				return 0;
 			}

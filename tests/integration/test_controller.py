@@ -9,7 +9,10 @@ independently of the C client.
 """
 import json
 import os
+import re
+import signal
 import struct
+import subprocess
 import time
 import uuid
 
@@ -17,7 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from harness import RawZk
+from harness import KEEL, RawZk, free_ports
 
 OPCODE_BASE = 1000
 API_REGISTRATION, API_HEARTBEAT, API_UNREGISTER, API_CREATE_TOPICS, API_DELETE_TOPICS, \
@@ -303,3 +306,374 @@ def test_bad_extension_requests(cluster):
         assert err == 0
     finally:
         zk.close()
+
+
+# ---- brokers and the CLI ----
+
+BROKER_ARGS = ["--heartbeat-interval-ms", "500", "--fetch-interval-ms", "100"]
+ROLE_LINE = re.compile(r"broker=(\d+) (leader|follower) of (.+)-(\d+) at epoch (\d+)")
+START_LINE = re.compile(r"keel broker (\d+) \(incarnation")
+
+
+class Broker:
+    """A `keel broker` process; its stderr goes to a log kept across restarts."""
+
+    def __init__(self, cluster, bid, rack=None):
+        self.cluster = cluster
+        self.id = bid
+        self.rack = rack
+        self.data_dir = os.path.join(cluster.root, "broker%d" % bid)
+        self.log_path = os.path.join(cluster.root, "broker%d.log" % bid)
+        self.port = free_ports(1)[0]
+        self.proc = None
+
+    def start(self):
+        args = [KEEL, "broker", "--id", str(self.id), "--servers", self.cluster.connect_string(),
+                "--data-dir", self.data_dir, "--port", str(self.port)] + BROKER_ARGS
+        if self.rack:
+            args += ["--rack", self.rack]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        log.close()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()
+
+    def terminate(self, timeout=20):
+        """SIGTERM (controlled shutdown); returns the exit status."""
+        if not self.alive():
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("broker %d did not stop on SIGTERM" % self.id)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def keel(*args, timeout=30):
+    out = subprocess.run([KEEL] + list(args), capture_output=True, text=True, timeout=timeout)
+    return out.returncode, out.stdout, out.stderr
+
+
+def brokers_state(cluster):
+    """{id: (epoch, state)} from `keel brokers`."""
+    rc, out, err = keel("brokers", "--servers", cluster.connect_string())
+    assert rc == 0, err
+    states = {}
+    for line in out.splitlines():
+        m = re.match(r"Broker: (\d+)\tEpoch: (\d+)\tRack: (\S+)\tState: (\w+)", line)
+        assert m, line
+        states[int(m.group(1))] = (int(m.group(2)), m.group(4))
+    return states
+
+
+def describe_topic(cluster, topic):
+    """{partition: {leader, replicas, isr, epoch}} from `keel topics describe`."""
+    rc, out, err = keel("topics", "describe", topic, "--servers", cluster.connect_string())
+    assert rc == 0, err
+    parts = {}
+    for line in out.splitlines():
+        m = re.match(r"\tTopic: (\S+)\tPartition: (\d+)\tLeader: (-?\d+|none)\t"
+                     r"Replicas: ([\d,]*)\tIsr: ([\d,]*)\tLeaderEpoch: (\d+)", line)
+        if not m:
+            continue
+        ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+        leader = -1 if m.group(3) == "none" else int(m.group(3))
+        parts[int(m.group(2))] = {"leader": leader, "replicas": ints(m.group(4)),
+                                  "isr": ints(m.group(5)), "epoch": int(m.group(6))}
+    return parts
+
+
+def role_lines(broker):
+    """Per run of the broker process: [(role, topic, partition, epoch)]."""
+    runs = []
+    for line in broker.log().splitlines():
+        if START_LINE.search(line):
+            runs.append([])
+            continue
+        m = ROLE_LINE.search(line)
+        if m and runs:
+            assert int(m.group(1)) == broker.id
+            runs[-1].append((m.group(2), m.group(3), int(m.group(4)), int(m.group(5))))
+    return runs
+
+
+def check_no_split_brain(brokers):
+    """No two brokers ever led one partition in one leader epoch, and each
+    broker process saw the epochs of every partition only rise."""
+    leaders = {}
+    for b in brokers:
+        for run in role_lines(b):
+            last = {}
+            for role, topic, part, epoch in run:
+                key = (topic, part)
+                assert epoch >= last.get(key, -1), \
+                    "broker %d: epoch of %s-%d went back to %d" % (b.id, topic, part, epoch)
+                last[key] = epoch
+                if role == "leader":
+                    owner = leaders.setdefault((topic, part, epoch), b.id)
+                    assert owner == b.id, "brokers %d and %d both led %s-%d at epoch %d" % (
+                        owner, b.id, topic, part, epoch)
+    return leaders
+
+
+SESSION_TIMEOUT_S = 3.0
+
+
+@pytest.fixture
+def kafka(cluster_factory, request):
+    """3 servers and 3 brokers (racks r1..r3), all active."""
+    c = cluster_factory(3, server_args=SERVER_ARGS)
+    c.start()
+    c.wait_leader()
+    brokers = {i: Broker(c, i, rack="r%d" % i) for i in (1, 2, 3)}
+    for b in brokers.values():
+        b.start()
+    wait_active(c, (1, 2, 3))
+    yield c, brokers
+    for b in brokers.values():
+        b.kill()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        for b in brokers.values():
+            print("---- broker %d ----\n%s" % (b.id, "\n".join(b.log().splitlines()[-60:])))
+
+
+def wait_active(c, ids, timeout=20.0):
+    c.wait(lambda: all(brokers_state(c).get(i, (0, ""))[1] == "active" for i in ids),
+           timeout=timeout, what="brokers %s active" % (ids,))
+
+
+def wait_partitions(c, topic, cond, timeout, what):
+    def check():
+        parts = describe_topic(c, topic)
+        return parts if parts and cond(parts) else None
+    return c.wait(check, timeout=timeout, what=what, interval=0.1)
+
+
+def full(parts):
+    return all(p["leader"] in p["isr"] and sorted(p["isr"]) == sorted(p["replicas"])
+               for p in parts.values())
+
+
+def preferred(parts):
+    return all(p["leader"] == p["replicas"][0] for p in parts.values())
+
+
+def create_topic(c, name, partitions, rf):
+    rc, out, err = keel("topics", "create", name, "--partitions", str(partitions),
+                        "--replication-factor", str(rf), "--servers", c.connect_string())
+    assert rc == 0 and out.strip() == "Created topic %s." % name, (rc, out, err)
+    return wait_partitions(c, name, lambda p: len(p) == partitions and full(p), 15,
+                           "%s: a leader and a full ISR per partition" % name)
+
+
+def zk_states(zk, topic):
+    zk.sync("/")
+    out = {}
+    for p in zk.get_children("/brokers/topics/%s/partitions" % topic):
+        out[int(p)] = json.loads(zk.get("/brokers/topics/%s/partitions/%s/state" % (topic, p))[0])
+    return out
+
+
+def test_broker_failure_and_rejoin(kafka):
+    """kill -9 of a broker: within the session timeout + a few seconds it
+    leads nothing, is in no ISR, moved partitions have higher leader epochs,
+    /brokers/ids drops it (kazoo watches fire). Restarted: unfenced, back in
+    every ISR, preferred leaders restored. No split brain in the logs."""
+    c, brokers = kafka
+    before = create_topic(c, "sensor-data", 6, 2)
+    assert all(len(p["replicas"]) == 2 for p in before.values())
+    assert sorted(p["leader"] for p in before.values()) == [1, 1, 2, 2, 3, 3]
+    zk = kazoo(c)
+    try:
+        states = zk_states(zk, "sensor-data")
+        for pid, p in before.items():
+            assert states[pid]["leader"] == p["leader"] and states[pid]["isr"] == p["isr"]
+            assert states[pid]["leader_epoch"] == p["epoch"]
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+        victim = 1
+        led = [pid for pid, p in before.items() if p["leader"] == victim]
+        ids_events, state_events = [], []
+        zk.get_children("/brokers/ids", watch=lambda ev: ids_events.append(ev))
+        zk.get("/brokers/topics/sensor-data/partitions/%d/state" % led[0],
+               watch=lambda ev: state_events.append(ev))
+
+        brokers[victim].kill()
+        t0 = time.time()
+        after = wait_partitions(
+            c, "sensor-data",
+            lambda ps: all(p["leader"] != victim and victim not in p["isr"] for p in ps.values()),
+            SESSION_TIMEOUT_S + 7, "broker %d out of every leadership and ISR" % victim)
+        elapsed = time.time() - t0
+        print("broker %d fenced and moved out after %.2f s" % (victim, elapsed))
+        for pid in led:
+            assert after[pid]["epoch"] > before[pid]["epoch"], (pid, before[pid], after[pid])
+            assert after[pid]["leader"] in before[pid]["isr"]
+        for pid, p in after.items():
+            assert p["leader"] in p["isr"]
+            assert sorted(p["isr"]) == sorted(x for x in before[pid]["isr"] if x != victim)
+        zk.sync("/")
+        assert sorted(zk.get_children("/brokers/ids")) == ["2", "3"]
+        c.wait(lambda: ids_events and state_events, timeout=5, what="kazoo watches fired")
+        assert ids_events[0].path == "/brokers/ids"
+        assert brokers_state(c)[victim][1] == "fenced"
+
+        brokers[victim].start()
+        t0 = time.time()
+        wait_active(c, (victim,))
+        back = wait_partitions(c, "sensor-data", lambda ps: full(ps) and preferred(ps), 20,
+                               "full ISRs and preferred leaders again")
+        print("broker %d back in every ISR and preferred leadership after %.2f s" % (
+            victim, time.time() - t0))
+        for pid in led:
+            assert back[pid]["leader"] == victim and back[pid]["epoch"] > after[pid]["epoch"]
+        zk.sync("/")
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+        states = zk_states(zk, "sensor-data")
+        for pid, p in back.items():
+            assert states[pid]["leader"] == p["leader"] and states[pid]["isr"] == p["isr"]
+    finally:
+        zk.stop()
+    leaders = check_no_split_brain(brokers.values())
+    # The restarted broker logged its leaderships anew, at the new epochs.
+    runs = role_lines(brokers[victim])
+    assert len(runs) == 2
+    for pid in led:
+        assert ("leader", "sensor-data", pid, back[pid]["epoch"]) in runs[1]
+        assert leaders[("sensor-data", pid, back[pid]["epoch"])] == victim
+
+
+def test_controlled_shutdown_moves_leaderships_first(kafka):
+    """SIGTERM: the broker's leaderships move away before it exits (sooner
+    than a session timeout could fence it); topics list/delete work."""
+    c, brokers = kafka
+    before = create_topic(c, "orders", 6, 2)
+    victim = 3
+    led = [pid for pid, p in before.items() if p["leader"] == victim]
+    assert led
+    c.wait(lambda: all("leader of orders-%d at epoch 0" % pid in brokers[victim].log()
+                       for pid in led), timeout=5, what="broker %d knows its leaderships" % victim)
+    t0 = time.time()
+    assert brokers[victim].terminate() == 0
+    elapsed = time.time() - t0
+    print("controlled shutdown of broker %d took %.2f s" % (victim, elapsed))
+    assert elapsed < SESSION_TIMEOUT_S, "took as long as a session timeout"
+    # Already true when it exited: it waited for its own image to show it.
+    after = describe_topic(c, "orders")
+    for pid, p in after.items():
+        assert p["leader"] != victim and p["leader"] != -1
+        assert victim not in p["isr"] or p["isr"] == [victim]
+    for pid in led:
+        assert after[pid]["epoch"] > before[pid]["epoch"]
+    log = brokers[victim].log()
+    done = log.index("controlled shutdown complete")
+    for pid in led:
+        moved = re.search(r"follower of orders-%d at epoch %d" % (pid, after[pid]["epoch"]), log)
+        assert moved and moved.start() < done, "orders-%d not moved before the exit" % pid
+    assert brokers_state(c)[victim][1] == "fenced"
+    check_no_split_brain(brokers.values())
+
+    rc, out, _ = keel("topics", "list", "--servers", c.connect_string())
+    assert rc == 0 and out.split() == ["orders"]
+    rc, out, err = keel("topics", "delete", "orders", "--servers", c.connect_string())
+    assert rc == 0, err
+    rc, out, _ = keel("topics", "list", "--servers", c.connect_string())
+    assert rc == 0 and out.split() == []
+    rc, _, err = keel("topics", "describe", "orders", "--servers", c.connect_string())
+    assert rc == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
+    c.wait(lambda: "no longer a replica of orders-" in brokers[1].log(), timeout=5,
+           what="broker 1 dropped the deleted topic")
+
+
+DUMP_PARTITION = re.compile(r"\[Topic: (\S+), Partition: (\d+), Leader: (Broker-\d+|none), "
+                            r"ISR: \{([^}]*)\}\] LeaderEpoch: (\d+), PartitionEpoch: (\d+)")
+
+
+def test_controller_failover_while_brokers_fail(kafka):
+    """kill -9 of the Raft leader (the active controller) together with a
+    broker: the new controller fences the broker and moves its partitions;
+    afterwards every server's log holds the same decisions, none ignored
+    (made twice) and every partition's epochs chain."""
+    c, brokers = kafka
+    before = create_topic(c, "events", 6, 3)
+    old = c.wait_leader()
+    victim = 2
+    led = [pid for pid, p in before.items() if p["leader"] == victim]
+    old.kill()
+    brokers[victim].kill()
+    t0 = time.time()
+    new = c.wait_leader(exclude=(old.id,))
+    after = wait_partitions(
+        c, "events",
+        lambda ps: all(p["leader"] != victim and victim not in p["isr"] for p in ps.values()),
+        SESSION_TIMEOUT_S + 10, "broker %d out after the controller failover" % victim)
+    print("new controller %d; broker %d moved out after %.2f s" % (new.id, victim,
+                                                                   time.time() - t0))
+    for pid in led:
+        assert after[pid]["epoch"] > before[pid]["epoch"]
+    zk = kazoo(c)
+    try:
+        zk.sync("/")
+        assert json.loads(zk.get("/controller")[0])["brokerid"] == new.id
+        assert int(zk.get("/controller_epoch")[0]) > 0
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "3"]
+    finally:
+        zk.stop()
+
+    old.start()
+    brokers[victim].start()
+    wait_active(c, (1, 2, 3))
+    back = wait_partitions(c, "events", lambda ps: full(ps) and preferred(ps), 25,
+                           "full ISRs and preferred leaders after the failover")
+    for b in brokers.values():
+        b.kill()
+    # Every server has the whole log before they stop.
+    c.wait(lambda: len({s.status()["applied_index"] for s in c.live()}) == 1, timeout=10,
+           what="servers applied the same index")
+    c.stop()
+    check_no_split_brain(brokers.values())
+
+    dumps = []
+    for s in c.servers.values():
+        rc, out, err = keel("log", "dump", "--data-dir", s.data_dir, "--metadata-only")
+        assert rc == 0, err
+        assert "(ignored" not in out, "a decision was applied twice or out of turn"
+        dumps.append("\n".join(line for line in out.splitlines()
+                               if "Batch at offset" in line or line.startswith("\t\t")))
+    assert dumps[0] == dumps[1] == dumps[2]
+    assert re.search(r"\[Topic: events, Partition: 0, Leader: Broker-\d, "
+                     r"ISR: \{Broker-\d, Broker-\d, Broker-\d\}\] LeaderEpoch: 0, "
+                     r"PartitionEpoch: 0", dumps[0])
+    # Epochs chain: each record of a partition is its partition epoch + 1,
+    # a leader change bumps the leader epoch, so nothing was decided twice.
+    last = {}
+    for m in DUMP_PARTITION.finditer(dumps[0]):
+        key = (m.group(1), int(m.group(2)))
+        leader, epoch, pepoch = m.group(3), int(m.group(5)), int(m.group(6))
+        if key in last:
+            l_leader, l_epoch, l_pepoch = last[key]
+            assert pepoch == l_pepoch + 1, (key, last[key], m.group(0))
+            assert epoch == l_epoch + (1 if leader != l_leader else 0), (key, m.group(0))
+        else:
+            assert pepoch == 0 and epoch == 0
+        last[key] = (leader, epoch, pepoch)
+    for pid, p in back.items():
+        assert last[("events", pid)][1] == p["epoch"]
+    fences = re.findall(r"FenceBroker: Broker-(\d+), Epoch: (\d+)", dumps[0])
+    assert len(fences) == len(set(fences)), "a broker epoch was fenced twice"
+    assert any(b == str(victim) for b, _ in fences)
