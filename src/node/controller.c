@@ -19,7 +19,10 @@
  *              server that forwarded it. Held replies made by this server's
  *              controller are failed with NOT_CONTROLLER when it stops;
  *              replies that came from the leader (from_leader) are not:
- *              their decisions are committed.
+ *              their decisions are committed (but if this server does not
+ *              reach the index in time — cut off from the leader — they
+ *              are answered NOT_CONTROLLER too, so the client retries
+ *              elsewhere).
  * Both lists are bounded by MAX_WAITERS; past it, requests are answered
  * NOT_CONTROLLER (the client retries).
  */
@@ -64,7 +67,7 @@ struct ctl_waiter {
 	uint64_t peer;        /* held: 0 = a client here, else the server to answer */
 	uint64_t request_id;  /* the id on the server the client is connected to */
 	uint64_t wait_index;  /* held: deliver once applied >= this */
-	uint64_t deadline_ms; /* forwarded: give up then */
+	uint64_t deadline_ms; /* forwarded, from_leader: give up then */
 	int32_t zk_err;
 	uint8_t *request; /* body, for a NOT_CONTROLLER answer */
 	size_t request_size;
@@ -657,15 +660,18 @@ static void release_held(struct node *n)
 	}
 }
 
-/* Answers NOT_CONTROLLER for every reply this server's controller held. */
-static void fail_held(struct node *n)
+/* Answers NOT_CONTROLLER for held replies: every one this server's
+ * controller made, or (only_overdue) the leader's replies this server has
+ * not caught up with in time. */
+static void fail_held(struct node *n, bool only_overdue)
 {
 	struct node_ctl *c = ctl_of(n);
+	uint64_t now = node_now_ms(n);
 	struct ctl_waiter *prev = NULL;
 	struct ctl_waiter *w = c->held.head;
 	while (w != NULL) {
 		struct ctl_waiter *next = w->next;
-		if (!w->from_leader) {
+		if (only_overdue ? w->from_leader && now >= w->deadline_ms : !w->from_leader) {
 			list_unlink(&c->held, prev, w);
 			deliver_not_controller(n, w->peer, w->request_id, w->api, w->request,
 					       w->request_size);
@@ -711,7 +717,7 @@ static void controller_stop(struct node *n, bool rebuild, const char *why)
 	c->active = false;
 	c->broken = false;
 	c->rebuild_index = rebuild ? c->last_proposed_index : 0;
-	fail_held(n);
+	fail_held(n, false);
 }
 
 /* Proposes a decision as one Raft entry. On failure the controller's
@@ -801,6 +807,7 @@ void node_ctl_tick(struct node *n, uint64_t now)
 {
 	struct node_ctl *c = ctl_of(n);
 	fail_forwarded(n, true);
+	fail_held(n, true);
 	maybe_start(n);
 	if (c->active && (int64_t)now >= c->next_tick_ms) {
 		controller_tick(n);
@@ -1022,6 +1029,7 @@ static void on_forward_reply(struct node *n, const uint8_t *body, size_t size)
 	w->reply_size = reply_size;
 	w->forwarded = false;
 	w->from_leader = true;
+	w->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 2000u;
 	w->zk_err = zk_err;
 	w->wait_index = wait_index;
 	list_push(&c->held, w);

@@ -689,3 +689,61 @@ def test_controller_failover_while_brokers_fail(kafka):
     fences = re.findall(r"FenceBroker: Broker-(\d+), Epoch: (\d+)", dumps[0])
     assert len(fences) == len(set(fences)), "a broker epoch was fenced twice"
     assert any(b == str(victim) for b, _ in fences)
+
+
+def test_fetch_metadata_from_a_snapshot(cluster, request):
+    """A server restarted from a snapshot no longer has the old metadata
+    entries: FetchMetadata from the start answers with the image, a broker
+    following only that server builds its image from it and rejoins, and
+    `keel log dump` starts from the snapshot's metadata section."""
+    c = cluster
+    brokers = {i: Broker(c, i) for i in (1, 2)}
+    try:
+        for b in brokers.values():
+            b.start()
+        wait_active(c, (1, 2))
+        create_topic(c, "metrics", 2, 2)
+        s1 = c.servers[1]
+        rc, out, err = keel("snapshot", "--servers", s1.client_addr)
+        assert rc == 0, err
+        c.wait(lambda: s1.status()["snapshot_index"] > 0, timeout=10, what="snapshot written")
+        s1.kill()
+        s1.start()
+        c.wait(lambda: describe(s1.client_addr)["topics"].get("metrics"), timeout=10,
+               what="server 1 back with its image")
+        err, body = call(s1.client_addr, API_FETCH, fetch_request(1))
+        f = fetch_response(body)
+        assert err == 0 and f["error"] == 0, f
+        assert f["snapshot_offset"] > 0 and f["snapshot"] and f["batches"] == []
+        err, body = call(s1.client_addr, API_FETCH, fetch_request(f["snapshot_offset"] + 1))
+        assert err == 0 and fetch_response(body)["snapshot_offset"] == -1
+
+        brokers[2].kill()
+        args = [KEEL, "broker", "--id", "2", "--servers", s1.client_addr, "--data-dir",
+                brokers[2].data_dir, "--port", str(brokers[2].port)] + BROKER_ARGS
+        log = open(brokers[2].log_path, "ab")
+        brokers[2].proc = subprocess.Popen(args, stdout=log, stderr=log)
+        log.close()
+        c.wait(lambda: "loaded the metadata image at offset %d" % f["snapshot_offset"]
+               in brokers[2].log(), timeout=10, what="broker 2 loaded the image")
+        wait_active(c, (2,))
+        wait_partitions(c, "metrics", lambda ps: full(ps) and preferred(ps), 15,
+                        "broker 2 back in the ISRs")
+        runs = role_lines(brokers[2])
+        assert any(role == "leader" for role, _, _, _ in runs[-1])
+        for b in brokers.values():
+            b.kill()
+        c.stop()
+        rc, out, err = keel("log", "dump", "--data-dir", s1.data_dir)
+        assert rc == 0, err
+        assert re.search(r"snapshot at index \d+ \(term \d+\): metadata offset %d, "
+                         r"2 brokers, 1 topics" % f["snapshot_offset"], out), out[:500]
+        assert "membership:" in out or "zk createSession" in out
+        check_no_split_brain(brokers.values())
+    finally:
+        for b in brokers.values():
+            b.kill()
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            for b in brokers.values():
+                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
