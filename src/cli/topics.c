@@ -14,9 +14,11 @@
  * are retried for --timeout-ms. Reads (list, describe, brokers) sync first,
  * so they see every change committed before the command started.
  *
- * Output: `describe` prints Kafka's form, one line per partition
- * ("Topic: T\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0")
- * after a topic line; `brokers` one line per broker
+ * Output: `describe` prints, per topic, Kafka's topic line
+ * ("Topic: T\tTopicId: ...\tPartitionCount: 6\tReplicationFactor: 2\tConfigs: ")
+ * and then one line per partition
+ * ("Topic: T\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0",
+ * leader "none" when offline); `brokers` one line per broker
  * ("Broker: 1\tEpoch: 5\tRack: r1\tState: active").
  *
  * Exit status: 0 success, 1 the cluster refused or could not be reached,
@@ -135,7 +137,7 @@ static void print_topic(const struct meta_describe_topic *t)
 		meta_format_describe_partition(&f, t->name, p->partition_id, p->leader, p->replicas,
 					       p->replica_count, p->isr, p->isr_count,
 					       p->leader_epoch);
-		printf("\t%s%s\n", line,
+		printf("%s%s\n", line,
 		       p->leader_recovery_state == META_RECOVERING ? "\tLeaderRecoveryState: RECOVERING"
 								   : "");
 	}

@@ -391,7 +391,7 @@ def describe_topic(cluster, topic):
     assert rc == 0, err
     parts = {}
     for line in out.splitlines():
-        m = re.match(r"\tTopic: (\S+)\tPartition: (\d+)\tLeader: (-?\d+|none)\t"
+        m = re.match(r"Topic: (\S+)\tPartition: (\d+)\tLeader: (-?\d+|none)\t"
                      r"Replicas: ([\d,]*)\tIsr: ([\d,]*)\tLeaderEpoch: (\d+)", line)
         if not m:
             continue
@@ -736,8 +736,10 @@ def test_fetch_metadata_from_a_snapshot(cluster, request):
         c.stop()
         rc, out, err = keel("log", "dump", "--data-dir", s1.data_dir)
         assert rc == 0, err
-        assert re.search(r"snapshot at index \d+ \(term \d+\): metadata offset %d, "
-                         r"2 brokers, 1 topics" % f["snapshot_offset"], out), out[:500]
+        m = re.search(r"snapshot at index \d+ \(term \d+\): metadata offset (\d+), "
+                      r"2 brokers, 1 topics", out)
+        # The file snapshot; the image sent later may include newer batches.
+        assert m and 0 < int(m.group(1)) <= f["snapshot_offset"], out[:500]
         assert "membership:" in out or "zk createSession" in out
         check_no_split_brain(brokers.values())
     finally:
