@@ -433,13 +433,72 @@ static int32_t decode_failure(enum keel_err rc)
 	return rc == KEEL_UNSUPPORTED ? ZK_UNIMPLEMENTED : ZK_MARSHALLING_ERROR;
 }
 
-/* A response to `api` saying `error` for everything the request asked. */
+/* The list APIs have no request-wide error: every item of the request
+ * gets `error`. Returns the ZooKeeper error for the reply header. */
+static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8_t *body,
+				  size_t size, int16_t error, struct keel_wbuf *out)
+{
+	enum keel_err rc;
+	if (api == META_API_CREATE_TOPICS) {
+		struct meta_create_topics_request rq;
+		rc = meta_decode_create_topics_request(body, size, a, &rq, NULL);
+		if (rc != KEEL_OK) {
+			return decode_failure(rc);
+		}
+		struct meta_create_topic_result *r =
+			keel_arena_alloc(a, (rq.topic_count + 1u) * sizeof(*r));
+		for (uint32_t i = 0; r != NULL && i < rq.topic_count; i++) {
+			r[i] = (struct meta_create_topic_result){
+				.name = rq.topics[i].name,
+				.error = error,
+				.num_partitions = rq.topics[i].num_partitions,
+				.replication_factor = rq.topics[i].replication_factor,
+			};
+		}
+		struct meta_create_topics_response rs = {r, rq.topic_count};
+		rc = r != NULL ? meta_encode_create_topics_response(out, &rs) : KEEL_NOMEM;
+	} else if (api == META_API_DELETE_TOPICS) {
+		struct meta_delete_topics_request rq;
+		rc = meta_decode_delete_topics_request(body, size, a, &rq, NULL);
+		if (rc != KEEL_OK) {
+			return decode_failure(rc);
+		}
+		struct meta_delete_topic_result *r =
+			keel_arena_alloc(a, (rq.name_count + 1u) * sizeof(*r));
+		for (uint32_t i = 0; r != NULL && i < rq.name_count; i++) {
+			r[i] = (struct meta_delete_topic_result){.name = rq.names[i], .error = error};
+		}
+		struct meta_delete_topics_response rs = {r, rq.name_count};
+		rc = r != NULL ? meta_encode_delete_topics_response(out, &rs) : KEEL_NOMEM;
+	} else {
+		KEEL_ASSERT(api == META_API_ALTER_CONFIGS);
+		struct meta_alter_configs_request rq;
+		rc = meta_decode_alter_configs_request(body, size, a, &rq, NULL);
+		if (rc != KEEL_OK) {
+			return decode_failure(rc);
+		}
+		struct meta_alter_config_result *r =
+			keel_arena_alloc(a, (rq.resource_count + 1u) * sizeof(*r));
+		for (uint32_t i = 0; r != NULL && i < rq.resource_count; i++) {
+			r[i] = (struct meta_alter_config_result){
+				.resource_type = rq.resources[i].resource_type,
+				.resource_name = rq.resources[i].resource_name,
+				.error = error,
+			};
+		}
+		struct meta_alter_configs_response rs = {r, rq.resource_count};
+		rc = r != NULL ? meta_encode_alter_configs_response(out, &rs) : KEEL_NOMEM;
+	}
+	return rc == KEEL_OK ? 0 : ZK_SYSTEM_ERROR;
+}
+
+/* A response to `api` saying `error` for everything the request asked.
+ * Returns the ZooKeeper error for the reply header. */
 static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t *body,
 				  size_t size, int16_t error, struct keel_wbuf *out)
 {
-	struct keel_arena *a = &c->req_arena;
-	keel_arena_reset(a);
-	enum keel_err rc = KEEL_OK;
+	keel_arena_reset(&c->req_arena);
+	enum keel_err rc;
 	switch ((enum meta_api)api) {
 	case META_API_BROKER_REGISTRATION: {
 		struct meta_broker_registration_response rs = {error, NULL, -1};
@@ -461,69 +520,10 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 		rc = meta_encode_alter_partition_response(out, &rs);
 		break;
 	}
-	case META_API_CREATE_TOPICS: {
-		struct meta_create_topics_request rq;
-		rc = meta_decode_create_topics_request(body, size, a, &rq, NULL);
-		if (rc != KEEL_OK) {
-			return decode_failure(rc);
-		}
-		struct meta_create_topic_result *r =
-			keel_arena_alloc(a, (rq.topic_count + 1) * sizeof(*r));
-		if (r == NULL) {
-			return ZK_SYSTEM_ERROR;
-		}
-		for (uint32_t i = 0; i < rq.topic_count; i++) {
-			memset(&r[i], 0, sizeof(r[i]));
-			r[i].name = rq.topics[i].name;
-			r[i].error = error;
-			r[i].num_partitions = rq.topics[i].num_partitions;
-			r[i].replication_factor = rq.topics[i].replication_factor;
-		}
-		struct meta_create_topics_response rs = {r, rq.topic_count};
-		rc = meta_encode_create_topics_response(out, &rs);
-		break;
-	}
-	case META_API_DELETE_TOPICS: {
-		struct meta_delete_topics_request rq;
-		rc = meta_decode_delete_topics_request(body, size, a, &rq, NULL);
-		if (rc != KEEL_OK) {
-			return decode_failure(rc);
-		}
-		struct meta_delete_topic_result *r =
-			keel_arena_alloc(a, (rq.name_count + 1) * sizeof(*r));
-		if (r == NULL) {
-			return ZK_SYSTEM_ERROR;
-		}
-		for (uint32_t i = 0; i < rq.name_count; i++) {
-			memset(&r[i], 0, sizeof(r[i]));
-			r[i].name = rq.names[i];
-			r[i].error = error;
-		}
-		struct meta_delete_topics_response rs = {r, rq.name_count};
-		rc = meta_encode_delete_topics_response(out, &rs);
-		break;
-	}
-	case META_API_ALTER_CONFIGS: {
-		struct meta_alter_configs_request rq;
-		rc = meta_decode_alter_configs_request(body, size, a, &rq, NULL);
-		if (rc != KEEL_OK) {
-			return decode_failure(rc);
-		}
-		struct meta_alter_config_result *r =
-			keel_arena_alloc(a, (rq.resource_count + 1) * sizeof(*r));
-		if (r == NULL) {
-			return ZK_SYSTEM_ERROR;
-		}
-		for (uint32_t i = 0; i < rq.resource_count; i++) {
-			memset(&r[i], 0, sizeof(r[i]));
-			r[i].resource_type = rq.resources[i].resource_type;
-			r[i].resource_name = rq.resources[i].resource_name;
-			r[i].error = error;
-		}
-		struct meta_alter_configs_response rs = {r, rq.resource_count};
-		rc = meta_encode_alter_configs_response(out, &rs);
-		break;
-	}
+	case META_API_CREATE_TOPICS:
+	case META_API_DELETE_TOPICS:
+	case META_API_ALTER_CONFIGS:
+		return encode_error_items(&c->req_arena, api, body, size, error, out);
 	default:
 		return ZK_UNIMPLEMENTED;
 	}
@@ -951,6 +951,43 @@ bool node_ctl_opcode_is_read(int32_t opcode)
 	return api_of(opcode, &api) && !meta_api_needs_controller((enum meta_api)api);
 }
 
+/* Decodes a controller request only to check it (the server that received
+ * it answers a malformed body itself, whoever is the controller). Returns
+ * the ZooKeeper error for the reply header, 0 when it decodes. */
+#define CHECK_API(NAME)                                                                      \
+	{                                                                                    \
+		struct meta_##NAME##_request rq;                                             \
+		rc = meta_decode_##NAME##_request(body, size, &c->req_arena, &rq, NULL);     \
+		break;                                                                       \
+	}
+
+static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *body, size_t size)
+{
+	keel_arena_reset(&c->req_arena);
+	enum keel_err rc;
+	switch ((enum meta_api)api) {
+	case META_API_BROKER_REGISTRATION:
+		CHECK_API(broker_registration)
+	case META_API_BROKER_HEARTBEAT:
+		CHECK_API(broker_heartbeat)
+	case META_API_UNREGISTER_BROKER:
+		CHECK_API(unregister_broker)
+	case META_API_CREATE_TOPICS:
+		CHECK_API(create_topics)
+	case META_API_DELETE_TOPICS:
+		CHECK_API(delete_topics)
+	case META_API_ALTER_CONFIGS:
+		CHECK_API(alter_configs)
+	case META_API_ALTER_PARTITION:
+		CHECK_API(alter_partition)
+	default:
+		return ZK_UNIMPLEMENTED;
+	}
+	return rc == KEEL_OK ? 0 : decode_failure(rc);
+}
+
+#undef CHECK_API
+
 void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const uint8_t *body,
 		     size_t size)
 {
@@ -959,6 +996,11 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	bool known = api_of(opcode, &api);
 	KEEL_ASSERT(known);
 	KEEL_ASSERT(meta_api_needs_controller((enum meta_api)api));
+	int32_t zk_err = check_request(c, api, body, size);
+	if (zk_err != 0) {
+		deliver(n, 0, request_id, 0, zk_err, NULL, 0);
+		return;
+	}
 	if (n->role == RAFT_LEADER) {
 		handle_on_leader(n, 0, request_id, api, body, size);
 		node_drive(n);
@@ -1088,6 +1130,40 @@ static int32_t serve_describe(struct node_ctl *c, const uint8_t *body, size_t si
 	return meta_encode_describe_cluster_response(out, &err) == KEEL_OK ? 0 : ZK_SYSTEM_ERROR;
 }
 
+/* The ring's batches from offset `from` on, within `budget` bytes (at
+ * least one when it fits `limit`), into the request arena. */
+static enum keel_err collect_batches(struct node_ctl *c, int64_t from, size_t budget,
+				     size_t limit, struct meta_fetch_metadata_response *rs)
+{
+	uint32_t first = ring_find(c, from);
+	uint32_t count = 0;
+	size_t used = 0;
+	while (first + count < c->ring_count) {
+		size_t s = ring_at(c, first + count)->size + 32u;
+		if (used + s > (count == 0 ? limit : budget)) {
+			break;
+		}
+		used += s;
+		count++;
+	}
+	if (count == 0 && first < c->ring_count) {
+		KEEL_WARN("FetchMetadata: the batch at %lld is larger than a reply",
+			  (long long)ring_at(c, first)->index);
+	}
+	struct meta_fetch_batch *batches =
+		keel_arena_alloc(&c->req_arena, (count + 1u) * sizeof(*batches));
+	if (batches == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (uint32_t i = 0; i < count; i++) {
+		const struct ctl_ring_entry *e = ring_at(c, first + i);
+		batches[i] = (struct meta_fetch_batch){e->index, e->data, e->size};
+	}
+	rs->batches = batches;
+	rs->batch_count = count;
+	return KEEL_OK;
+}
+
 static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 			   struct keel_wbuf *out)
 {
@@ -1102,13 +1178,14 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 	rs.high_watermark = (int64_t)n->applied_index;
 	rs.snapshot_offset = -1;
 	size_t limit = reply_budget(c);
-	size_t budget = limit;
-	if (rq.max_bytes > 0) {
-		budget = KEEL_MIN(budget, (size_t)rq.max_bytes);
-	}
+	size_t budget = rq.max_bytes > 0 ? KEEL_MIN(limit, (size_t)rq.max_bytes) : limit;
 	int64_t from = KEEL_MAX(rq.from_offset, (int64_t)1);
 	uint8_t *snapshot = NULL;
-	if (from <= c->ring_floor) {
+	if (from > c->ring_floor) {
+		if (collect_batches(c, from, budget, limit, &rs) != KEEL_OK) {
+			return ZK_SYSTEM_ERROR;
+		}
+	} else {
 		/* The ring no longer holds it: the whole image instead. */
 		size_t snap_size = 0;
 		snapshot = meta_image_save_to_memory(&c->image, limit, &snap_size, &rc);
@@ -1121,34 +1198,6 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 			rs.snapshot = snapshot;
 			rs.snapshot_size = snap_size;
 		}
-	} else {
-		uint32_t first = ring_find(c, from);
-		uint32_t count = 0;
-		size_t used = 0;
-		while (first + count < c->ring_count) {
-			/* At least one batch when it fits a reply at all. */
-			size_t s = ring_at(c, first + count)->size + 32u;
-			if (used + s > (count == 0 ? limit : budget)) {
-				break;
-			}
-			used += s;
-			count++;
-		}
-		if (count == 0 && first < c->ring_count) {
-			KEEL_WARN("FetchMetadata: the batch at %lld is larger than a reply",
-				  (long long)ring_at(c, first)->index);
-		}
-		struct meta_fetch_batch *batches =
-			keel_arena_alloc(&c->req_arena, (count + 1) * sizeof(*batches));
-		if (batches == NULL) {
-			return ZK_SYSTEM_ERROR;
-		}
-		for (uint32_t i = 0; i < count; i++) {
-			const struct ctl_ring_entry *e = ring_at(c, first + i);
-			batches[i] = (struct meta_fetch_batch){e->index, e->data, e->size};
-		}
-		rs.batches = batches;
-		rs.batch_count = count;
 	}
 	rc = meta_encode_fetch_metadata_response(out, &rs);
 	free(snapshot);

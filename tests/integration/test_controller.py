@@ -308,6 +308,12 @@ def test_bad_extension_requests(cluster):
         assert err == 0 and create_topics_response(body)[0]["error"] == 38
         err, _, body = zk.call(3, b"\0\0\0\x01/\0")  # exists("/") still works
         assert err == 0
+        # An opcode past the known ones: Unimplemented, and the connection
+        # closes (as ZooKeeper does for an unknown opcode).
+        err, _, _ = zk.call(OPCODE_BASE + 9, b"")
+        assert err == -6
+        with pytest.raises((ConnectionError, OSError)):
+            zk.call(3, b"\0\0\0\x01/\0")
     finally:
         zk.close()
 
