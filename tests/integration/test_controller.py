@@ -671,16 +671,22 @@ def test_controller_failover_while_brokers_fail(kafka):
         rc, out, err = keel("log", "dump", "--data-dir", s.data_dir, "--metadata-only")
         assert rc == 0, err
         assert "(ignored" not in out, "a decision was applied twice or out of turn"
-        dumps.append("\n".join(line for line in out.splitlines()
-                               if "Batch at offset" in line or line.startswith("\t\t")))
-    assert dumps[0] == dumps[1] == dumps[2]
+        dumps.append([line for line in out.splitlines()
+                      if "Batch at offset" in line or line.startswith("\t\t")])
+    # The same decisions in the same order on every server (one may have
+    # stopped before the others applied the last few: compare prefixes).
+    dumps.sort(key=len)
+    assert len(dumps[0]) > 0
+    for d in dumps[1:]:
+        assert d[:len(dumps[0])] == dumps[0]
+    dumps = ["\n".join(d) for d in dumps]
     assert re.search(r"\[Topic: events, Partition: 0, Leader: Broker-\d, "
                      r"ISR: \{Broker-\d, Broker-\d, Broker-\d\}\] LeaderEpoch: 0, "
                      r"PartitionEpoch: 0", dumps[0])
     # Epochs chain: each record of a partition is its partition epoch + 1,
     # a leader change bumps the leader epoch, so nothing was decided twice.
     last = {}
-    for m in DUMP_PARTITION.finditer(dumps[0]):
+    for m in DUMP_PARTITION.finditer(dumps[-1]):
         key = (m.group(1), int(m.group(2)))
         leader, epoch, pepoch = m.group(3), int(m.group(5)), int(m.group(6))
         if key in last:
@@ -691,8 +697,9 @@ def test_controller_failover_while_brokers_fail(kafka):
             assert pepoch == 0 and epoch == 0
         last[key] = (leader, epoch, pepoch)
     for pid, p in back.items():
-        assert last[("events", pid)][1] == p["epoch"]
-    fences = re.findall(r"FenceBroker: Broker-(\d+), Epoch: (\d+)", dumps[0])
+        # (The brokers were killed: they may have been fenced since.)
+        assert last[("events", pid)][1] >= p["epoch"]
+    fences = re.findall(r"FenceBroker: Broker-(\d+), Epoch: (\d+)", dumps[-1])
     assert len(fences) == len(set(fences)), "a broker epoch was fenced twice"
     assert any(b == str(victim) for b, _ in fences)
 
