@@ -617,6 +617,26 @@ def test_controlled_shutdown_moves_leaderships_first(kafka):
     c.wait(lambda: "no longer a replica of orders-" in brokers[1].log(), timeout=5,
            what="broker 1 dropped the deleted topic")
 
+    servers = c.connect_string()
+    rc, out, err = keel("topics", "create", "audit", "--partitions", "1",
+                        "--replication-factor", "2", "--config", "retention.ms=1000",
+                        "--servers", servers)
+    assert rc == 0, err
+    rc, out, err = keel("topics", "create", "audit", "--partitions", "1",
+                        "--replication-factor", "2", "--servers", servers)
+    assert rc == 1 and "TOPIC_ALREADY_EXISTS" in err
+    rc, out, err = keel("topics", "create", "big", "--partitions", "1",
+                        "--replication-factor", "3", "--servers", servers)
+    assert rc == 1 and "INVALID_REPLICATION_FACTOR" in err  # broker 3 is gone
+    rc, out, _ = keel("topics", "describe", "audit", "--servers", servers)
+    assert rc == 0 and "Configs: retention.ms=1000" in out
+    zk = kazoo(c)
+    try:
+        zk.sync("/")
+        assert json.loads(zk.get("/config/topics/audit")[0])["config"] == {"retention.ms": "1000"}
+    finally:
+        zk.stop()
+
 
 DUMP_PARTITION = re.compile(r"\[Topic: (\S+), Partition: (\d+), Leader: (Broker-\d+|none), "
                             r"ISR: \{([^}]*)\}\] LeaderEpoch: (\d+), PartitionEpoch: (\d+)")
