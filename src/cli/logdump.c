@@ -203,6 +203,29 @@ static void print_path(const char *what, struct zk_bytes path)
 	       path.size > 0 ? (const char *)path.data : "");
 }
 
+/* ZooKeeper's CreateMode flags, as a suffix. */
+static const char *create_mode(int32_t flags)
+{
+	switch (flags) {
+	case 0:
+		return "";
+	case 1:
+		return ", ephemeral";
+	case 2:
+		return ", sequential";
+	case 3:
+		return ", ephemeral sequential";
+	case 4:
+		return ", container";
+	case 5:
+		return ", TTL";
+	case 6:
+		return ", sequential TTL";
+	default:
+		return ", unknown mode";
+	}
+}
+
 /* The path(s) a ZooKeeper write names. */
 static void print_request_paths(int32_t opcode, const uint8_t *body, size_t size)
 {
@@ -218,7 +241,8 @@ static void print_request_paths(int32_t opcode, const uint8_t *body, size_t size
 	case ZK_OP_CREATE_CONTAINER:
 	case ZK_OP_CREATE_TTL:
 		print_path("", req.u.create.path);
-		printf(" (%d bytes)", req.u.create.data.size > 0 ? req.u.create.data.size : 0);
+		printf(" (%d bytes%s)", req.u.create.data.size > 0 ? req.u.create.data.size : 0,
+		       create_mode(req.u.create.flags));
 		break;
 	case ZK_OP_DELETE:
 		print_path("", req.u.delete_.path);
@@ -241,7 +265,7 @@ static void print_request_paths(int32_t opcode, const uint8_t *body, size_t size
 		for (unsigned i = 0; zk_multi_iter_next(&it, &op); i++) {
 			printf("%s%s", i > 0 ? ", " : "", zk_op_name(op.opcode));
 			/* Every write op of a multi starts with its path. */
-			print_path(" ", op.u.create.path);
+			print_path("", op.u.create.path);
 		}
 		printf("]");
 		break;
