@@ -19,6 +19,10 @@ extern const struct cli_command cli_commands[];
 int cli_version(int argc, char **argv);
 int cli_server(int argc, char **argv);
 int cli_wal(int argc, char **argv);
+int cli_log(int argc, char **argv);
+int cli_broker(int argc, char **argv);
+int cli_brokers(int argc, char **argv);
+int cli_topics(int argc, char **argv);
 
 /* ZooKeeper-client commands (zkcli.c, zkcli_shell.c; docs/cli.md). */
 int cli_get(int argc, char **argv);

@@ -5,6 +5,9 @@
  *	keel get PATH ...      ZooKeeper client commands (docs/cli.md)
  *	keel shell             an interactive ZooKeeper session
  *	keel version           print the version
+ *	keel log dump ...      decode a stopped server's log (logdump.c)
+ *	keel broker ...        run a broker (broker.c)
+ *	keel brokers / topics  cluster metadata from the command line (topics.c)
  *
  * Unknown subcommands print the list and exit 2.
  */
@@ -35,6 +38,10 @@ const struct cli_command cli_commands[] = {
 	{"shell", cli_shell, "interactive ZooKeeper shell (zkCli commands; reads stdin)"},
 	{"version", cli_version, "print the version"},
 	{"wal", cli_wal, "inspect a write-ahead log (wal dump --data-dir DIR)"},
+	{"log", cli_log, "decode a stopped server's log (log dump --data-dir DIR)"},
+	{"broker", cli_broker, "run a broker: register, heartbeat, follow the metadata log"},
+	{"brokers", cli_brokers, "list the registered brokers and their state"},
+	{"topics", cli_topics, "create, delete, list or describe topics"},
 	{NULL, NULL, NULL},
 };
 

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "node/controller.h"
 #include "node/fsm.h"
 #include "node/peers.h"
 #include "os/clock.h"
@@ -65,6 +66,8 @@ enum pending_kind {
 	PK_WRITE = 2,
 	PK_READ = 3,
 	PK_SYNC = 4,
+	PK_EXT_READ = 5, /* keel extension read (node/controller.h): served at its turn */
+	PK_EXT = 6,      /* keel controller request: completed by zk_clients_ext_complete */
 };
 
 struct zk_pending {
@@ -399,7 +402,8 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 			pending_free(server_of(n), p);
 			continue;
 		}
-		if (p->kind == PK_READ || (p->kind == PK_SYNC && p->barrier_ok &&
+		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
+		    (p->kind == PK_SYNC && p->barrier_ok &&
 					   n->applied_index >= p->read_index)) {
 			fifo_pop(zc);
 			serve_read(n, zc, p);
@@ -687,9 +691,28 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 
 /* ---- requests ---- */
 
+/* A keel extension read (DescribeCluster, FetchMetadata): controller.c. */
+static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	struct keel_wbuf *body = &server_of(n)->scratch;
+	keel_wbuf_reset(body);
+	int32_t err = node_ctl_serve_read(n, p->opcode, p->frame + ZK_REQUEST_HEADER_SIZE,
+					  p->frame_size - ZK_REQUEST_HEADER_SIZE, body);
+	if (!keel_wbuf_ok(body)) {
+		conn_close(zc, KEEL_TOOBIG, false);
+		return;
+	}
+	send_reply(zc, p->xid, (int64_t)n->applied_index, err, body->data, body->size);
+	record_latency(n, zc, p);
+}
+
 static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 {
 	struct zk_server *zs = server_of(n);
+	if (p->kind == PK_EXT_READ) {
+		serve_ext_read(n, zc, p);
+		return;
+	}
 	struct zk_request req;
 	enum keel_err rc = zk_request_decode(&req, p->frame, p->frame_size);
 	KEEL_ASSERT(rc == KEEL_OK); /* decoded once already */
@@ -746,7 +769,7 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 		conn_close(zc, KEEL_NOMEM, false);
 		return;
 	}
-	if (kind == PK_READ && zc->head == NULL) {
+	if ((kind == PK_READ || kind == PK_EXT_READ) && zc->head == NULL) {
 		/* Nothing before it: serve straight from the frame. */
 		p->frame = (uint8_t *)frame;
 		p->frame_size = size;
@@ -773,6 +796,60 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	}
 }
 
+/* A keel extension request (node/controller.h). Reads take their turn in
+ * the FIFO like ZooKeeper reads; controller requests complete through
+ * zk_clients_ext_complete. */
+static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_request *req,
+		       const uint8_t *frame, size_t size)
+{
+	if (node_ctl_opcode_is_read(req->opcode)) {
+		queue_read(n, zc, req, frame, size, PK_EXT_READ);
+		return;
+	}
+	struct zk_server *zs = server_of(n);
+	struct zk_pending *p = pending_new(zs, zc, PK_EXT, req->xid, req->opcode);
+	if (p == NULL || pending_map_add(zs, p) != KEEL_OK) {
+		if (p != NULL) {
+			pending_free(zs, p);
+		}
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	p->proposed = true; /* nothing for retry_held to resend */
+	fifo_push(zc, p);
+	/* May complete (and free) p before it returns. */
+	node_ctl_submit(n, p->request_id, req->opcode, req->body, req->body_size);
+}
+
+void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
+			     const uint8_t *body, size_t size)
+{
+	struct zk_server *zs = server_of(n);
+	if (zs == NULL) {
+		return;
+	}
+	struct zk_pending *p = pending_lookup(zs, request_id);
+	if (p == NULL || p->kind != PK_EXT) {
+		return;
+	}
+	pending_map_remove(zs, p);
+	if (p->zc == NULL) {
+		if (!p->in_fifo) {
+			pending_free(zs, p);
+		}
+		return;
+	}
+	complete(n, p, err, (int64_t)n->applied_index, body, size);
+}
+
+void zk_clients_fire_system(struct node *n, const struct zk_result *res)
+{
+	struct zk_server *zs = server_of(n);
+	if (zs != NULL) {
+		zk_watches_fire(&zs->watches, fsm_zk(n->fsm), res);
+	}
+}
+
 bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
 {
 	struct zk_conn *zc = zc_of(c);
@@ -789,6 +866,10 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	zc->last_cxid = req.xid;
 	zc->last_op = req.opcode;
 	touch(n, zc);
+	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
+		handle_ext(n, zc, &req, payload, size);
+		return zc->state == ZC_ACTIVE && !c->conn.paused;
+	}
 	if (rc == KEEL_UNSUPPORTED) {
 		KEEL_DEBUG("client %s: unknown opcode %d", c->conn.peer_addr, req.opcode);
 		send_reply(zc, req.xid, -1, ZK_UNIMPLEMENTED, NULL, 0);

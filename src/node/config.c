@@ -73,6 +73,9 @@ static const struct option_def options[] = {
 	{"broker-session-timeout-ms", OPT_U32,
 	 offsetof(struct node_config, broker_session_timeout_ms), 4, "MS",
 	 "brokers without a heartbeat this long are fenced (default 9000)"},
+	{"leader-rebalance-interval-ms", OPT_U32,
+	 offsetof(struct node_config, leader_rebalance_interval_ms), 4, "MS",
+	 "how often preferred partition leaders are restored; 0 = never (default 300000)"},
 };
 
 void node_config_defaults(struct node_config *cfg)
@@ -91,6 +94,7 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->max_watches_per_connection = 1000000;
 	cfg->max_pending_per_connection = 1000;
 	cfg->broker_session_timeout_ms = 9000;
+	cfg->leader_rebalance_interval_ms = 300000;
 	cfg->housekeeping_ms = 60000;
 }
 
@@ -356,6 +360,10 @@ enum keel_err node_config_parse(struct node_config *cfg, int argc, char **argv, 
 	}
 	if (cfg->min_session_timeout_ms > cfg->max_session_timeout_ms) {
 		snprintf(err, err_size, "min session timeout exceeds the max");
+		return KEEL_CONFIG;
+	}
+	if (cfg->broker_session_timeout_ms == 0) {
+		snprintf(err, err_size, "--broker-session-timeout-ms must be positive");
 		return KEEL_CONFIG;
 	}
 	if (keel_log_parse_level(cfg->log_level) < 0) {

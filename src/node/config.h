@@ -58,6 +58,7 @@ struct node_config {
 	char super_digest[256];          /* "super:BASE64" or empty */
 	/* Controller. */
 	uint32_t broker_session_timeout_ms;
+	uint32_t leader_rebalance_interval_ms; /* preferred-leader pass; 0 = never */
 };
 
 /* Defaults for every field (no members, no id). */

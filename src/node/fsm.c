@@ -14,6 +14,7 @@
 
 #include "base/assert.h"
 #include "node/client_zk.h"
+#include "node/controller.h"
 #include "node/entry.h"
 #include "os/log.h"
 #include "zk/zk_snapshot.h"
@@ -204,6 +205,8 @@ void fsm_apply(struct node *n, const struct raft_entry *entry)
 		apply_zk(n, entry, &ne);
 		return;
 	case NODE_ENTRY_META:
+		node_ctl_apply(n, entry, &ne); /* the cluster controller's records */
+		return;
 	default:
 		n->fsm->malformed_entries++;
 		return;
@@ -283,6 +286,14 @@ enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
 	put_u8(&sw, SNAP_TAG_ZK);
 	uint64_t written = 0;
 	enum keel_err rc = zk_snapshot_write(&n->fsm->zk, zk_section_write, &sw, &written);
+	if (rc != KEEL_OK && sw.err == KEEL_OK) {
+		sw.err = rc;
+	}
+	put_chunk(&sw, NULL, 0);
+
+	/* The metadata image (node/controller.h). */
+	put_u8(&sw, SNAP_TAG_META);
+	rc = node_ctl_save_image(n, zk_section_write, &sw);
 	if (rc != KEEL_OK && sw.err == KEEL_OK) {
 		sw.err = rc;
 	}
@@ -447,13 +458,15 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 		snprintf(err, err_size, "not a keel state snapshot (bad magic or version)");
 		return sr.err != KEEL_OK ? sr.err : KEEL_CORRUPT;
 	}
+	bool meta_seen = false;
 	for (;;) {
 		uint8_t tag;
 		if (!get(&sr, &tag, 1)) {
 			break;
 		}
 		if (tag == SNAP_TAG_END) {
-			return KEEL_OK;
+			/* No metadata section: an empty image. */
+			return meta_seen ? KEEL_OK : node_ctl_load_image(n, NULL, 0, err, err_size);
 		}
 		if (tag == SNAP_TAG_ZK) {
 			enum keel_err rc = load_zk(n, &sr, err, err_size);
@@ -470,6 +483,13 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 		enum keel_err rc = KEEL_OK;
 		if (tag == SNAP_TAG_BOOK) {
 			rc = load_book(n, data, size);
+		} else if (tag == SNAP_TAG_META) {
+			meta_seen = true;
+			rc = node_ctl_load_image(n, data, size, err, err_size);
+			if (rc != KEEL_OK) {
+				free(data);
+				return rc;
+			}
 		}
 		free(data);
 		if (rc != KEEL_OK) {

@@ -22,6 +22,7 @@
 #include "base/assert.h"
 #include "node/admin.h"
 #include "node/client.h"
+#include "node/controller.h"
 #include "node/entry.h"
 #include "node/fsm.h"
 #include "node/snapshot.h"
@@ -196,6 +197,7 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 			waiters_fail_all(n, KEEL_NOTLEADER);
 		}
 		node_clients_on_leader_change(n, old_leader, rd->leader);
+		node_ctl_on_leader_change(n);
 		admin_on_leader_change(n);
 	}
 }
@@ -320,6 +322,7 @@ static void node_after_advance(struct node *n)
 		w->next = NULL;
 		w->done(n, w, w->result);
 	}
+	node_ctl_after_apply(n);
 	node_clients_after_apply(n);
 	snapshot_maybe_start(n);
 }
@@ -416,6 +419,10 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 	case PEER_FRAME_ADMIN_REPLY:
 		admin_on_peer_frame(n, from, type, body, size);
 		return;
+	case PEER_FRAME_META_FORWARD:
+	case PEER_FRAME_META_REPLY:
+		node_ctl_on_peer_frame(n, from, type, body, size);
+		return;
 	default:
 		KEEL_WARN("peer %llu: unknown frame type %u", (unsigned long long)from, type);
 	}
@@ -439,6 +446,7 @@ static void on_tick(uv_timer_t *t)
 	raft_tick(n->raft, now);
 	peers_tick(&n->peers, now);
 	node_clients_tick(n, now);
+	node_ctl_tick(n, now);
 	admin_tick(n, now);
 	snapshot_tick(n);
 	node_drive(n);
@@ -645,6 +653,10 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		snprintf(err, err_size, "cannot create the state machine (%s)", keel_strerror(rc));
 		return rc;
 	}
+	rc = node_ctl_create(n, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
 			peer_max_frame_bytes(&n->raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
@@ -732,6 +744,7 @@ void node_close(struct node *n)
 		raft_close(n->raft);
 		n->raft = NULL;
 	}
+	node_ctl_destroy(n);
 	if (n->fsm != NULL) {
 		fsm_destroy(n->fsm);
 		n->fsm = NULL;

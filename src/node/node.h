@@ -34,6 +34,7 @@
 
 struct node_client;
 struct node_admin_conn;
+struct node_ctl;
 
 /* The address book: where each server's peer and client ports are. Part of
  * the replicated state (changed by NODE_ENTRY_CLUSTER entries). */
@@ -145,6 +146,9 @@ struct node {
 	/* Client side. */
 	struct node_clients *clients;
 	struct zk_server *zk_server;
+
+	/* The cluster controller's glue (node/controller.h). */
+	struct node_ctl *ctl;
 
 	struct node_stats stats;
 	bool stopping;

@@ -38,6 +38,8 @@ enum peer_frame_type {
 	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
 	PEER_FRAME_ADMIN = 6,          /* an admin request forwarded to the leader */
 	PEER_FRAME_ADMIN_REPLY = 7,
+	PEER_FRAME_META_FORWARD = 8, /* a controller request forwarded to the leader */
+	PEER_FRAME_META_REPLY = 9,   /* leader -> follower: its reply */
 };
 
 struct peers;

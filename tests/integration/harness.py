@@ -254,3 +254,48 @@ class Cluster:
             if s.client_addr == addr:
                 return s
         raise KeyError(addr)
+
+class RawZk:
+    """A minimal ZooKeeper-protocol client for requests kazoo cannot send
+    (keel extension opcodes >= 1000, see docs/controller.md): one session,
+    one request at a time. Watch events and pings are skipped."""
+
+    def __init__(self, addr, session_timeout_ms=10000, timeout=10.0):
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.xid = 0
+        body = struct.pack(">iqiq", 0, 0, session_timeout_ms, 0)
+        body += struct.pack(">i", 16) + b"\0" * 16 + b"\0"
+        self._send(body)
+        resp = self._recv()
+        _ver, self.timeout_ms, self.session_id = struct.unpack(">iiq", resp[:16])
+        if self.timeout_ms <= 0:
+            raise ConnectionError("session refused")
+
+    def _send(self, payload):
+        self.sock.sendall(struct.pack(">I", len(payload)) + payload)
+
+    def _recv(self):
+        (n,) = struct.unpack(">I", _recv_exact(self.sock, 4))
+        return _recv_exact(self.sock, n)
+
+    def call(self, opcode, body=b""):
+        """Sends one request; returns (err, zxid, body) of its reply."""
+        self.xid += 1
+        self._send(struct.pack(">ii", self.xid, opcode) + body)
+        while True:
+            resp = self._recv()
+            xid, zxid, err = struct.unpack(">iqi", resp[:16])
+            if xid in (-1, -2):  # a watch event or a ping reply
+                continue
+            assert xid == self.xid, "reply xid %d for request %d" % (xid, self.xid)
+            return err, zxid, resp[16:]
+
+    def close(self):
+        try:
+            self.xid += 1
+            self._send(struct.pack(">ii", self.xid, -11))
+            self._recv()
+        except OSError:
+            pass
+        self.sock.close()

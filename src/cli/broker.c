@@ -1,0 +1,653 @@
+/*
+ * broker.c — `keel broker`: a Kafka-style broker's side of the controller
+ * (docs/controller.md). It registers, heartbeats, follows the metadata log
+ * into its own image, logs every change of its role in a partition, asks
+ * for ISR changes as a partition leader, and shuts down in a controlled way
+ * on SIGTERM. (Carrying records for producers and consumers is a later
+ * issue: partition data will live under --data-dir.)
+ *
+ *	keel broker --id N --servers HOSTS --data-dir DIR [--rack R]
+ *	            [--host H] [--port P] [--heartbeat-interval-ms MS]
+ *	            [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]
+ *
+ *   START --BrokerRegistration--> REGISTERED, fenced
+ *         (DUPLICATE_BROKER_REGISTRATION while an earlier run's session
+ *          lives: retried)
+ *   REGISTERED --heartbeat once its image has the registration--> ACTIVE
+ *   ACTIVE --heartbeats missed for the session timeout--> fenced by the
+ *          controller; the next heartbeat unfences it again
+ *   STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED --> registers again
+ *   SIGTERM/SIGINT --> SHUTTING DOWN: heartbeats want_shutdown until the
+ *          controller answers should_shut_down (its leaderships have moved),
+ *          fetches at least up to the index that answer was sent at
+ *          (ReplyHeader.zxid) and until its own image shows it leads
+ *          nothing, exits 0
+ *
+ * Role changes come from meta_follower (follower.h) and are logged exactly
+ * as it formats them: `leader of sensor-data-0 at epoch 3`,
+ * `follower of sensor-data-0 at epoch 3 (leader: Broker-2)`,
+ * `no longer a replica of sensor-data-0`. The broker leads a partition
+ * exactly when its image — the committed log up to its offset — says so.
+ *
+ * One thread, one ZooKeeper session (src/client); the session only carries
+ * the requests, liveness is the heartbeats. --data-dir holds
+ * meta.properties (the broker id it belongs to) and a lock, so that two
+ * brokers never share one directory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/assert.h"
+#include "cli/cli.h"
+#include "cli/meta_cli.h"
+#include "meta/follower.h"
+#include "meta/proto.h"
+#include "os/clock.h"
+#include "os/log.h"
+
+#define FETCH_MAX_BYTES (1 << 20)
+#define FETCH_ROUNDS 16
+#define RETRY_MS 200
+#define ALTER_RESEND_MS 2000
+#define KC_SESSION_TIMEOUT_MS 10000
+#define KC_CALL_TIMEOUT_MS 5000
+
+struct broker_options {
+	int32_t id;
+	const char *servers;
+	const char *data_dir;
+	const char *rack;
+	const char *host;
+	uint16_t port;
+	int heartbeat_ms;
+	int fetch_ms;
+	int shutdown_timeout_ms;
+	const char *log_level;
+};
+
+struct broker {
+	struct broker_options opt;
+	struct kc_client kc;
+	bool kc_open;
+	struct meta_follower follower;
+	struct keel_arena arena;
+	struct keel_wbuf req;
+	uint8_t incarnation[META_UUID_SIZE];
+	int64_t epoch; /* -1: not registered */
+	bool fenced;
+	bool caught_up;
+	bool waiting_logged;
+	bool shutting_down;
+	bool should_shut_down;
+	bool failed;
+	uint64_t shutdown_deadline_ms;
+	int64_t shutdown_index; /* the server's applied index when it said should_shut_down */
+	int64_t fetched_to;     /* the high watermark of the last fetch that caught up */
+	uint64_t next_register_ms;
+	uint64_t next_heartbeat_ms;
+	uint64_t next_fetch_ms;
+	int64_t alter_offset; /* follower offset at the last AlterPartition */
+	uint64_t alter_sent_ms;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static int usage(FILE *out)
+{
+	fprintf(out,
+		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
+		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
+		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
+		"                   [--log-level LEVEL]\n\n"
+		"Runs a broker: registers with the controller, heartbeats (default every\n"
+		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
+		"change of its partition roles. SIGTERM does a controlled shutdown.\n");
+	return out == stdout ? 0 : 2;
+}
+
+static bool parse_int(const char *text, long min, long max, long *out)
+{
+	char *end = NULL;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+static bool parse_options(struct broker_options *o, int argc, char **argv)
+{
+	memset(o, 0, sizeof(*o));
+	o->id = -1;
+	o->host = "127.0.0.1";
+	o->port = 9092;
+	o->heartbeat_ms = 2000;
+	o->fetch_ms = 200;
+	o->shutdown_timeout_ms = 15000;
+	o->log_level = "info";
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (i + 1 >= argc) {
+			fprintf(stderr, "keel broker: '%s' needs a value\n", arg);
+			return false;
+		}
+		const char *v = argv[++i];
+		long n = 0;
+		if (strcmp(arg, "--id") == 0 && parse_int(v, 0, INT32_MAX, &n)) {
+			o->id = (int32_t)n;
+		} else if (strcmp(arg, "--servers") == 0) {
+			o->servers = v;
+		} else if (strcmp(arg, "--data-dir") == 0) {
+			o->data_dir = v;
+		} else if (strcmp(arg, "--rack") == 0) {
+			o->rack = v;
+		} else if (strcmp(arg, "--host") == 0) {
+			o->host = v;
+		} else if (strcmp(arg, "--port") == 0 && parse_int(v, 1, 65535, &n)) {
+			o->port = (uint16_t)n;
+		} else if (strcmp(arg, "--heartbeat-interval-ms") == 0 &&
+			   parse_int(v, 10, 600000, &n)) {
+			o->heartbeat_ms = (int)n;
+		} else if (strcmp(arg, "--fetch-interval-ms") == 0 && parse_int(v, 10, 600000, &n)) {
+			o->fetch_ms = (int)n;
+		} else if (strcmp(arg, "--shutdown-timeout-ms") == 0 &&
+			   parse_int(v, 0, 3600000, &n)) {
+			o->shutdown_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
+			o->log_level = v;
+		} else {
+			fprintf(stderr, "keel broker: bad option '%s %s'\n", arg, v);
+			return false;
+		}
+	}
+	if (o->id < 0 || o->servers == NULL || o->data_dir == NULL) {
+		fprintf(stderr, "keel broker: --id, --servers and --data-dir are required\n");
+		return false;
+	}
+	return true;
+}
+
+/* ---- the data directory ---- */
+
+/* Creates DIR and meta.properties (or checks the id in it) and locks the
+ * directory for this process. Returns the lock's fd, or -1 (message
+ * printed). */
+static int prepare_data_dir(const struct broker_options *o)
+{
+	if (mkdir(o->data_dir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "keel broker: cannot create %s: %s\n", o->data_dir, strerror(errno));
+		return -1;
+	}
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/broker.lock", o->data_dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		fprintf(stderr, "keel broker: %s is in use by another broker (or unwritable): %s\n",
+			o->data_dir, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/meta.properties", o->data_dir);
+	FILE *f = fopen(path, "r");
+	if (f != NULL) {
+		char line[256];
+		long stored = -1;
+		while (fgets(line, sizeof(line), f) != NULL) {
+			if (strncmp(line, "broker.id=", 10) == 0) {
+				line[strcspn(line, "\r\n")] = '\0';
+				if (!parse_int(line + 10, 0, INT32_MAX, &stored)) {
+					stored = -2;
+				}
+			}
+		}
+		fclose(f);
+		if (stored != o->id) {
+			fprintf(stderr, "keel broker: %s belongs to broker.id %ld, not %d\n",
+				o->data_dir, stored, o->id);
+			close(fd);
+			return -1;
+		}
+		return fd;
+	}
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (f == NULL || fprintf(f, "# keel broker\nversion=1\nbroker.id=%d\n", o->id) < 0 ||
+	    fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+		fprintf(stderr, "keel broker: cannot write %s: %s\n", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- requests ---- */
+
+static void log_role_changes(const struct meta_role_change *changes, uint32_t count)
+{
+	for (uint32_t i = 0; i < count; i++) {
+		char line[512];
+		struct meta_fmt f;
+		meta_fmt_init(&f, line, sizeof(line));
+		meta_format_role_change(&f, &changes[i]);
+		KEEL_INFO("%s", line);
+	}
+}
+
+/* Sends the request in b->req; ZK_OK with the reply body, else a
+ * ZooKeeper error (logged at debug level: the caller retries). */
+static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_reply *reply)
+{
+	int32_t err = meta_cli_call(&b->kc, api, &b->req, reply);
+	if (err != ZK_OK) {
+		KEEL_DEBUG("%s: %s (%s)", meta_api_name(api), kc_err_message(err),
+			   kc_message(&b->kc));
+	}
+	return err;
+}
+
+static void do_register(struct broker *b, uint64_t now)
+{
+	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, b->opt.port, META_SEC_PLAINTEXT};
+	struct meta_broker_registration_request rq = {
+		.broker_id = b->opt.id,
+		.endpoints = &ep,
+		.endpoint_count = 1,
+		.rack = b->opt.rack,
+		.previous_broker_epoch = -1,
+	};
+	memcpy(rq.incarnation_id, b->incarnation, META_UUID_SIZE);
+	keel_wbuf_reset(&b->req);
+	meta_encode_broker_registration_request(&b->req, &rq);
+	b->next_register_ms = now + RETRY_MS;
+	struct kc_raw_reply reply;
+	if (broker_call(b, META_API_BROKER_REGISTRATION, &reply) != ZK_OK) {
+		return;
+	}
+	struct meta_broker_registration_response rs;
+	keel_arena_reset(&b->arena);
+	if (meta_decode_broker_registration_response(reply.body, reply.body_size, &b->arena, &rs,
+						     NULL) != KEEL_OK) {
+		KEEL_WARN("BrokerRegistration: the reply does not decode");
+		return;
+	}
+	switch (rs.error) {
+	case META_ERR_NONE:
+		b->epoch = rs.broker_epoch;
+		b->fenced = true;
+		b->caught_up = false;
+		b->next_heartbeat_ms = now;
+		KEEL_INFO("registered with broker epoch %" PRId64 " (fenced until caught up)",
+			  b->epoch);
+		return;
+	case META_ERR_NOT_CONTROLLER:
+		return;
+	case META_ERR_DUPLICATE_BROKER_REGISTRATION:
+		if (!b->waiting_logged) {
+			KEEL_INFO("broker %d is still registered by an earlier run: waiting for its "
+				  "session to expire",
+				  b->opt.id);
+			b->waiting_logged = true;
+		}
+		b->next_register_ms = now + 500;
+		return;
+	default:
+		KEEL_WARN("registration refused: %s%s%s", meta_error_name(rs.error),
+			  rs.error_message ? ": " : "", rs.error_message ? rs.error_message : "");
+		b->next_register_ms = now + 1000;
+		return;
+	}
+}
+
+static void do_heartbeat(struct broker *b, uint64_t now)
+{
+	struct meta_broker_heartbeat_request rq = {b->opt.id, b->epoch,
+						   meta_follower_offset(&b->follower), false,
+						   b->shutting_down};
+	keel_wbuf_reset(&b->req);
+	meta_encode_broker_heartbeat_request(&b->req, &rq);
+	b->next_heartbeat_ms = now + RETRY_MS;
+	struct kc_raw_reply reply;
+	if (broker_call(b, META_API_BROKER_HEARTBEAT, &reply) != ZK_OK) {
+		return;
+	}
+	struct meta_broker_heartbeat_response rs;
+	keel_arena_reset(&b->arena);
+	if (meta_decode_broker_heartbeat_response(reply.body, reply.body_size, &b->arena, &rs,
+						  NULL) != KEEL_OK) {
+		KEEL_WARN("BrokerHeartbeat: the reply does not decode");
+		return;
+	}
+	if (rs.error == META_ERR_STALE_BROKER_EPOCH || rs.error == META_ERR_BROKER_ID_NOT_REGISTERED) {
+		KEEL_WARN("registration with epoch %" PRId64 " is gone (%s): registering again",
+			  b->epoch, meta_error_name(rs.error));
+		b->epoch = -1;
+		b->next_register_ms = now;
+		return;
+	}
+	if (rs.error != META_ERR_NONE) {
+		if (rs.error != META_ERR_NOT_CONTROLLER) {
+			KEEL_WARN("heartbeat: %s", meta_error_name(rs.error));
+		}
+		return;
+	}
+	if (rs.is_fenced != b->fenced) {
+		KEEL_INFO("%s", rs.is_fenced ? "fenced by the controller" : "unfenced: active");
+	}
+	b->fenced = rs.is_fenced;
+	b->caught_up = rs.is_caught_up;
+	if (rs.should_shut_down && b->shutting_down && !b->should_shut_down) {
+		KEEL_INFO("the controller moved this broker's leaderships: may shut down");
+		b->should_shut_down = true;
+		/* The reply was sent once the server had applied the move: fetch
+		 * at least that far before checking the own image. */
+		b->shutdown_index = reply.zxid;
+		b->next_fetch_ms = now;
+	}
+	int interval = b->opt.heartbeat_ms;
+	if (b->shutting_down || b->fenced || !b->caught_up) {
+		interval = KEEL_MIN(interval, 250);
+	}
+	b->next_heartbeat_ms = now + (uint64_t)interval;
+}
+
+/* One FetchMetadata round; false when there is nothing more to fetch now. */
+static bool fetch_once(struct broker *b)
+{
+	struct meta_fetch_metadata_request rq = {meta_follower_offset(&b->follower) + 1,
+						 FETCH_MAX_BYTES};
+	keel_wbuf_reset(&b->req);
+	meta_encode_fetch_metadata_request(&b->req, &rq);
+	struct kc_raw_reply reply;
+	if (broker_call(b, META_API_FETCH_METADATA, &reply) != ZK_OK) {
+		return false;
+	}
+	struct meta_fetch_metadata_response rs;
+	struct meta_errbuf eb;
+	memset(&eb, 0, sizeof(eb));
+	keel_arena_reset(&b->arena);
+	if (meta_decode_fetch_metadata_response(reply.body, reply.body_size, &b->arena, &rs, &eb) !=
+	    KEEL_OK) {
+		KEEL_WARN("FetchMetadata: the reply does not decode: %s", eb.msg);
+		return false;
+	}
+	if (rs.error != META_ERR_NONE) {
+		KEEL_WARN("FetchMetadata: %s", meta_error_name(rs.error));
+		return false;
+	}
+	const struct meta_role_change *changes;
+	uint32_t count = 0;
+	if (rs.snapshot_offset >= 0) {
+		if (meta_follower_load_snapshot(&b->follower, rs.snapshot, rs.snapshot_size,
+						&changes, &count, &eb) != KEEL_OK) {
+			KEEL_ERROR("the metadata image at offset %" PRId64 " does not load: %s",
+				   rs.snapshot_offset, eb.msg);
+			b->failed = true;
+			return false;
+		}
+		KEEL_INFO("loaded the metadata image at offset %" PRId64, rs.snapshot_offset);
+		log_role_changes(changes, count);
+	}
+	for (uint32_t i = 0; i < rs.batch_count; i++) {
+		const struct meta_fetch_batch *mb = &rs.batches[i];
+		if (meta_follower_apply(&b->follower, mb->offset, mb->data, mb->size, &changes,
+					&count, &eb) != KEEL_OK) {
+			KEEL_ERROR("the metadata batch at offset %" PRId64 " cannot be applied: %s "
+				   "(is this broker older than the servers?)",
+				   mb->offset, eb.msg);
+			b->failed = true;
+			return false;
+		}
+		log_role_changes(changes, count);
+	}
+	bool more = rs.batch_count > 0 && meta_follower_offset(&b->follower) < rs.high_watermark;
+	if (!more) {
+		b->fetched_to = KEEL_MAX(b->fetched_to, rs.high_watermark);
+	}
+	return more;
+}
+
+static void do_fetch(struct broker *b, uint64_t now)
+{
+	for (int i = 0; i < FETCH_ROUNDS && !b->failed && fetch_once(b); i++) {
+	}
+	b->next_fetch_ms = now + (uint64_t)b->opt.fetch_ms;
+}
+
+static const char *topic_name(const struct broker *b, const uint8_t id[META_UUID_SIZE])
+{
+	const struct meta_topic *t = meta_image_topic_by_id(&b->follower.image, id);
+	return t != NULL ? t->name : "?";
+}
+
+/* As a partition leader: ask for the ISR to grow back (follower.h). */
+static void do_alter_partition(struct broker *b, uint64_t now)
+{
+	struct meta_alter_partition_request rq;
+	if (b->fenced || !meta_follower_isr_request(&b->follower, b->epoch, NULL, NULL, &rq)) {
+		return;
+	}
+	int64_t offset = meta_follower_offset(&b->follower);
+	if (offset == b->alter_offset && now < b->alter_sent_ms + ALTER_RESEND_MS) {
+		return; /* asked already; wait for the log to answer */
+	}
+	keel_wbuf_reset(&b->req);
+	meta_encode_alter_partition_request(&b->req, &rq);
+	b->alter_offset = offset;
+	b->alter_sent_ms = now;
+	struct kc_raw_reply reply;
+	if (broker_call(b, META_API_ALTER_PARTITION, &reply) != ZK_OK) {
+		return;
+	}
+	struct meta_alter_partition_response rs;
+	keel_arena_reset(&b->arena);
+	if (meta_decode_alter_partition_response(reply.body, reply.body_size, &b->arena, &rs,
+						 NULL) != KEEL_OK) {
+		KEEL_WARN("AlterPartition: the reply does not decode");
+		return;
+	}
+	if (rs.error != META_ERR_NONE) {
+		KEEL_INFO("AlterPartition: %s", meta_error_name(rs.error));
+		return;
+	}
+	for (uint32_t i = 0; i < rs.topic_count; i++) {
+		const struct meta_alter_partition_topic_result *t = &rs.topics[i];
+		for (uint32_t j = 0; j < t->partition_count; j++) {
+			const struct meta_alter_partition_result *p = &t->partitions[j];
+			if (p->error != META_ERR_NONE) {
+				KEEL_INFO("AlterPartition for %s-%d: %s", topic_name(b, t->topic_id),
+					  p->partition_id, meta_error_name(p->error));
+			}
+		}
+	}
+}
+
+/* Does this broker's image still make it the leader of any partition? */
+static bool leads_anything(const struct broker *b)
+{
+	const struct meta_image *img = &b->follower.image;
+	for (uint32_t t = 0; t < img->topic_count; t++) {
+		const struct meta_topic *topic = img->topics[t];
+		for (uint32_t p = 0; p < topic->partition_count; p++) {
+			if (topic->partitions[p].leader == b->opt.id) {
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/* ---- the loop ---- */
+
+static bool ensure_session(struct broker *b)
+{
+	if (b->kc_open) {
+		enum kc_state st = kc_state(&b->kc);
+		if (st != KC_EXPIRED && st != KC_AUTH_FAILED && st != KC_CLOSED) {
+			return true;
+		}
+		KEEL_INFO("ZooKeeper session ended: opening a new one");
+		kc_close(&b->kc);
+		b->kc_open = false;
+	}
+	struct kc_options opt;
+	memset(&opt, 0, sizeof(opt));
+	opt.servers = b->opt.servers;
+	opt.session_timeout_ms = KC_SESSION_TIMEOUT_MS;
+	opt.call_timeout_ms = KC_CALL_TIMEOUT_MS;
+	if (kc_init(&b->kc, &opt) != KEEL_OK) {
+		KEEL_ERROR("cannot set up a client for %s: %s", b->opt.servers, kc_message(&b->kc));
+		b->failed = true;
+		return false;
+	}
+	b->kc_open = true;
+	return true;
+}
+
+static void wait_for_work(struct broker *b, uint64_t now)
+{
+	uint64_t next = b->next_fetch_ms;
+	uint64_t other = b->epoch < 0 ? b->next_register_ms : b->next_heartbeat_ms;
+	next = KEEL_MIN(next, other);
+	int ms = next > now ? (int)KEEL_MIN(next - now, 1000u) : 0;
+	if (ms == 0 || (stop_requested && !b->shutting_down)) {
+		return;
+	}
+	if (kc_state(&b->kc) == KC_CONNECTED || kc_state(&b->kc) == KC_DISCONNECTED ||
+	    kc_state(&b->kc) == KC_IDLE) {
+		(void)kc_poll(&b->kc, ms); /* returns early on a signal */
+	} else {
+		struct timespec ts = {0, (long)ms * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void begin_shutdown(struct broker *b, uint64_t now)
+{
+	b->shutting_down = true;
+	b->shutdown_deadline_ms = now + (uint64_t)b->opt.shutdown_timeout_ms;
+	b->next_heartbeat_ms = now;
+	KEEL_INFO("controlled shutdown: asking the controller to move this broker's "
+		  "leaderships");
+}
+
+static int broker_run(struct broker *b)
+{
+	for (;;) {
+		uint64_t now = meta_cli_now_ms();
+		if (stop_requested && !b->shutting_down) {
+			begin_shutdown(b, now);
+		}
+		if (b->shutting_down) {
+			if (b->epoch < 0) {
+				KEEL_INFO("stopped (was not registered)");
+				return 0;
+			}
+			if (b->should_shut_down && b->fetched_to >= b->shutdown_index &&
+			    !leads_anything(b)) {
+				KEEL_INFO("controlled shutdown complete: leads no partition");
+				return 0;
+			}
+			if (now >= b->shutdown_deadline_ms) {
+				KEEL_WARN("controlled shutdown did not complete within %d ms: "
+					  "stopping anyway",
+					  b->opt.shutdown_timeout_ms);
+				return 1;
+			}
+		}
+		if (b->failed || !ensure_session(b)) {
+			return 1;
+		}
+		if (b->epoch < 0 && now >= b->next_register_ms) {
+			do_register(b, now);
+		}
+		if (now >= b->next_fetch_ms) {
+			do_fetch(b, now);
+		}
+		if (b->failed) {
+			return 1;
+		}
+		if (b->epoch >= 0 && !b->should_shut_down && now >= b->next_heartbeat_ms) {
+			do_heartbeat(b, meta_cli_now_ms());
+		}
+		if (b->epoch >= 0 && !b->shutting_down) {
+			do_alter_partition(b, meta_cli_now_ms());
+		}
+		wait_for_work(b, meta_cli_now_ms());
+	}
+}
+
+int cli_broker(int argc, char **argv)
+{
+	static struct broker b;
+	memset(&b, 0, sizeof(b));
+	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		return usage(stdout);
+	}
+	if (!parse_options(&b.opt, argc, argv)) {
+		return usage(stderr);
+	}
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "broker=%d", b.opt.id);
+	keel_log_set_prefix(prefix);
+	keel_log_set_level((enum keel_log_level)keel_log_parse_level(b.opt.log_level));
+	int lock_fd = prepare_data_dir(&b.opt);
+	if (lock_fd < 0) {
+		return 1;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0; /* no SA_RESTART: a signal cuts the wait short */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (keel_os_random(b.incarnation, sizeof(b.incarnation)) != KEEL_OK) {
+		fprintf(stderr, "keel broker: no random source for the incarnation id\n");
+		close(lock_fd);
+		return 1;
+	}
+	b.epoch = -1;
+	b.alter_offset = -1;
+	meta_follower_init(&b.follower, b.opt.id, NULL);
+	keel_arena_init(&b.arena, 64 * 1024);
+	keel_wbuf_init_dynamic(&b.req, 1024, 1u << 20);
+	char incarnation[META_UUID_TEXT_LEN + 1];
+	struct meta_fmt f;
+	meta_fmt_init(&f, incarnation, sizeof(incarnation));
+	meta_fmt_uuid(&f, b.incarnation);
+	KEEL_INFO("keel broker %d (incarnation %s, rack %s) for servers %s, data in %s", b.opt.id,
+		  incarnation, b.opt.rack != NULL ? b.opt.rack : "none", b.opt.servers,
+		  b.opt.data_dir);
+	int status = broker_run(&b);
+	if (b.kc_open) {
+		kc_close(&b.kc);
+	}
+	meta_follower_close(&b.follower);
+	keel_arena_close(&b.arena);
+	keel_wbuf_free(&b.req);
+	close(lock_fd);
+	KEEL_INFO("stopped");
+	return status;
+}

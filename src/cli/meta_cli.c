@@ -1,0 +1,58 @@
+/* meta_cli.c — the session and request helpers of meta_cli.h. */
+#include "cli/meta_cli.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "os/clock.h"
+
+int32_t meta_cli_open(struct kc_client *c, bool *initialized, const char *who,
+		      const char *servers, int32_t session_timeout_ms, int32_t call_timeout_ms)
+{
+	struct kc_options opt;
+	memset(&opt, 0, sizeof(opt));
+	opt.servers = servers;
+	opt.session_timeout_ms = session_timeout_ms;
+	opt.call_timeout_ms = call_timeout_ms;
+	*initialized = false;
+	if (kc_init(c, &opt) != KEEL_OK) {
+		fprintf(stderr, "%s: %s\n", who, kc_message(c));
+		return ZK_BAD_ARGUMENTS;
+	}
+	*initialized = true;
+	int32_t err = kc_connect(c);
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: cannot connect to %s: %s (%s)\n", who, servers,
+			kc_err_message(err), kc_message(c));
+	}
+	return err;
+}
+
+int32_t meta_cli_call(struct kc_client *c, enum meta_api api, const struct keel_wbuf *req,
+		      struct kc_raw_reply *reply)
+{
+	return kc_call_raw(c, META_CLI_OPCODE_BASE + (int32_t)api, req->data, req->size, reply);
+}
+
+void meta_cli_sleep(struct kc_client *c, int ms)
+{
+	uint64_t until = meta_cli_now_ms() + (uint64_t)(ms > 0 ? ms : 0);
+	for (;;) {
+		uint64_t now = meta_cli_now_ms();
+		if (now >= until) {
+			return;
+		}
+		if (kc_state(c) == KC_CONNECTED || kc_state(c) == KC_DISCONNECTED) {
+			(void)kc_poll(c, (int)(until - now));
+		} else {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+uint64_t meta_cli_now_ms(void)
+{
+	return keel_clock_mono_ms();
+}

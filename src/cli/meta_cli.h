@@ -1,0 +1,46 @@
+/*
+ * meta_cli.h — what `keel broker`, `keel brokers` and `keel topics` share:
+ * a ZooKeeper session (src/client, kc_*) to the servers, and the keel
+ * extension requests of docs/controller.md sent over it.
+ *
+ * A request is opcode META_CLI_OPCODE_BASE + enum meta_api, body = the
+ * encoded meta request (meta/proto.h). ReplyHeader.err is a ZooKeeper
+ * error only when the server could not read the body (ZMARSHALLINGERROR,
+ * ZUNIMPLEMENTED for a newer body version) or the client failed (connection
+ * loss, timeout); otherwise it is 0 and the response body carries Kafka's
+ * error codes.
+ *
+ * Memory: a reply body points into the client's receive buffer and lives
+ * until the next kc_* call on that client (kc.h's rule); decode it first.
+ */
+#ifndef KEEL_CLI_META_CLI_H
+#define KEEL_CLI_META_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "client/kc.h"
+#include "meta/proto.h"
+
+#define META_CLI_OPCODE_BASE 1000
+
+/* Sets up a session to `servers` ("host:port,...") and connects. Returns
+ * ZK_OK, or a ZooKeeper error with a message written to stderr prefixed
+ * with `who`; the client must be closed with kc_close() either way when
+ * *initialized is set. */
+int32_t meta_cli_open(struct kc_client *c, bool *initialized, const char *who,
+		      const char *servers, int32_t session_timeout_ms, int32_t call_timeout_ms);
+
+/* Sends one request whose body is in `req` and waits for its reply. */
+int32_t meta_cli_call(struct kc_client *c, enum meta_api api, const struct keel_wbuf *req,
+		      struct kc_raw_reply *reply);
+
+/* Waits `ms` while keeping the session alive (kc_poll). */
+void meta_cli_sleep(struct kc_client *c, int ms);
+
+/* Monotonic milliseconds. */
+uint64_t meta_cli_now_ms(void);
+
+#endif

@@ -1,0 +1,411 @@
+/*
+ * topics.c — `keel topics ...` and `keel brokers`: the cluster metadata
+ * from the command line, through the keel extension opcodes
+ * (docs/controller.md) on a ZooKeeper session.
+ *
+ *	keel topics create NAME --partitions P --replication-factor R
+ *	                   [--config KEY=VALUE]... --servers HOSTS
+ *	keel topics delete NAME --servers HOSTS
+ *	keel topics list --servers HOSTS
+ *	keel topics describe [NAME] --servers HOSTS
+ *	keel brokers --servers HOSTS
+ *
+ * Controller requests that meet NOT_CONTROLLER (an election in progress)
+ * are retried for --timeout-ms. Reads (list, describe, brokers) sync first,
+ * so they see every change committed before the command started.
+ *
+ * Output: `describe` prints, per topic, Kafka's topic line
+ * ("Topic: T\tTopicId: ...\tPartitionCount: 6\tReplicationFactor: 2\tConfigs: ")
+ * and then one line per partition
+ * ("Topic: T\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0",
+ * leader "none" when offline); `brokers` one line per broker
+ * ("Broker: 1\tEpoch: 5\tRack: r1\tState: active").
+ *
+ * Exit status: 0 success, 1 the cluster refused or could not be reached,
+ * 2 usage.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "cli/cli.h"
+#include "cli/meta_cli.h"
+#include "meta/fmt.h"
+#include "meta/format.h"
+#include "meta/proto.h"
+
+#define MAX_CONFIGS 64
+
+struct topics_args {
+	const char *action;
+	const char *name;
+	const char *servers;
+	int32_t partitions;
+	int16_t replication_factor;
+	struct meta_config_kv configs[MAX_CONFIGS];
+	uint32_t config_count;
+	int32_t timeout_ms;
+};
+
+static int usage(FILE *out)
+{
+	fprintf(out,
+		"usage: keel topics create NAME --partitions P --replication-factor R\n"
+		"                   [--config KEY=VALUE]... --servers HOSTS\n"
+		"       keel topics delete NAME --servers HOSTS\n"
+		"       keel topics list --servers HOSTS\n"
+		"       keel topics describe [NAME] --servers HOSTS\n"
+		"       keel brokers --servers HOSTS\n\n"
+		"HOSTS is a ZooKeeper connect string (host:port,...). --timeout-ms MS bounds\n"
+		"the retries while the cluster elects a controller (default 15000).\n");
+	return out == stdout ? 0 : 2;
+}
+
+/* A session, or NULL (message printed). */
+static struct kc_client *open_session(const char *who, const char *servers, int32_t timeout_ms,
+				      bool *initialized)
+{
+	static struct kc_client client;
+	if (meta_cli_open(&client, initialized, who, servers, 10000, timeout_ms) != ZK_OK) {
+		if (*initialized) {
+			kc_close(&client);
+			*initialized = false;
+		}
+		return NULL;
+	}
+	return &client;
+}
+
+/* ---- reads ---- */
+
+/* DescribeCluster after a sync; the response points into `arena` and the
+ * client's buffer (valid until the next call on c). */
+static int describe(struct kc_client *c, const char *who, const char *topic, bool brokers,
+		    bool topics, struct keel_arena *arena, struct meta_describe_cluster_response *out)
+{
+	int32_t err = kc_sync(c, "/");
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: sync: %s\n", who, kc_err_message(err));
+		return 1;
+	}
+	const char *names[1] = {topic};
+	struct meta_describe_cluster_request rq = {names, topic != NULL ? 1u : 0u, brokers, topics};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
+	meta_encode_describe_cluster_request(&w, &rq);
+	struct kc_raw_reply reply;
+	err = meta_cli_call(c, META_API_DESCRIBE_CLUSTER, &w, &reply);
+	keel_wbuf_free(&w);
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: DescribeCluster: %s\n", who, kc_err_message(err));
+		return 1;
+	}
+	struct meta_errbuf eb;
+	memset(&eb, 0, sizeof(eb));
+	if (meta_decode_describe_cluster_response(reply.body, reply.body_size, arena, out, &eb) !=
+	    KEEL_OK) {
+		fprintf(stderr, "%s: the server's reply does not decode: %s\n", who, eb.msg);
+		return 1;
+	}
+	if (out->error != META_ERR_NONE) {
+		fprintf(stderr, "%s: %s\n", who, meta_error_name(out->error));
+		return 1;
+	}
+	return 0;
+}
+
+static void print_topic(const struct meta_describe_topic *t)
+{
+	char id[META_UUID_TEXT_LEN + 1];
+	struct meta_fmt f;
+	meta_fmt_init(&f, id, sizeof(id));
+	meta_fmt_uuid(&f, t->topic_id);
+	uint32_t rf = t->partition_count > 0 ? t->partitions[0].replica_count : 0;
+	printf("Topic: %s\tTopicId: %s\tPartitionCount: %u\tReplicationFactor: %u\tConfigs: ",
+	       t->name, id, t->partition_count, rf);
+	for (uint32_t i = 0; i < t->config_count; i++) {
+		printf("%s%s=%s", i > 0 ? "," : "", t->configs[i].key,
+		       t->configs[i].value != NULL ? t->configs[i].value : "");
+	}
+	printf("\n");
+	for (uint32_t i = 0; i < t->partition_count; i++) {
+		const struct meta_describe_partition *p = &t->partitions[i];
+		char line[1024];
+		meta_fmt_init(&f, line, sizeof(line));
+		meta_format_describe_partition(&f, t->name, p->partition_id, p->leader, p->replicas,
+					       p->replica_count, p->isr, p->isr_count,
+					       p->leader_epoch);
+		printf("%s%s\n", line,
+		       p->leader_recovery_state == META_RECOVERING ? "\tLeaderRecoveryState: RECOVERING"
+								   : "");
+	}
+}
+
+static int topics_read(struct kc_client *c, const struct topics_args *a)
+{
+	const char *who = "keel topics";
+	struct keel_arena arena;
+	keel_arena_init(&arena, 64 * 1024);
+	struct meta_describe_cluster_response rs;
+	bool list = strcmp(a->action, "list") == 0;
+	int status = describe(c, who, list ? NULL : a->name, false, true, &arena, &rs);
+	for (uint32_t i = 0; status == 0 && i < rs.topic_count; i++) {
+		const struct meta_describe_topic *t = &rs.topics[i];
+		if (t->error != META_ERR_NONE) {
+			fprintf(stderr, "%s: topic '%s': %s\n", who, t->name,
+				meta_error_name(t->error));
+			status = 1;
+		} else if (list) {
+			printf("%s\n", t->name);
+		} else {
+			print_topic(t);
+		}
+	}
+	keel_arena_close(&arena);
+	return status;
+}
+
+int cli_brokers(int argc, char **argv)
+{
+	const char *servers = NULL;
+	int32_t timeout_ms = 15000;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc) {
+			servers = argv[++i];
+		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
+			timeout_ms = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			return usage(stdout);
+		} else {
+			fprintf(stderr, "keel brokers: unexpected argument '%s'\n", argv[i]);
+			return usage(stderr);
+		}
+	}
+	if (servers == NULL || timeout_ms <= 0) {
+		return usage(stderr);
+	}
+	bool initialized = false;
+	struct kc_client *c = open_session("keel brokers", servers, timeout_ms, &initialized);
+	if (c == NULL) {
+		return 1;
+	}
+	struct keel_arena arena;
+	keel_arena_init(&arena, 64 * 1024);
+	struct meta_describe_cluster_response rs;
+	int status = describe(c, "keel brokers", NULL, true, false, &arena, &rs);
+	for (uint32_t i = 0; status == 0 && i < rs.broker_count; i++) {
+		const struct meta_describe_broker *b = &rs.brokers[i];
+		char line[512];
+		struct meta_fmt f;
+		meta_fmt_init(&f, line, sizeof(line));
+		meta_format_broker_line(&f, b->id, b->epoch, b->rack, b->fenced,
+					b->in_controlled_shutdown);
+		printf("%s\n", line);
+	}
+	keel_arena_close(&arena);
+	kc_close(c);
+	return status;
+}
+
+/* ---- controller requests ---- */
+
+/* Sends a controller request until it is answered by a controller (or the
+ * time is up). Returns 0 with the decoded response, 1 on failure. */
+typedef bool (*decode_fn)(const uint8_t *body, size_t size, struct keel_arena *arena, void *out,
+			  int16_t *error);
+
+static bool decode_create(const uint8_t *body, size_t size, struct keel_arena *arena, void *out,
+			  int16_t *error)
+{
+	struct meta_create_topics_response *rs = out;
+	if (meta_decode_create_topics_response(body, size, arena, rs, NULL) != KEEL_OK) {
+		return false;
+	}
+	*error = rs->topic_count > 0 ? rs->topics[0].error : META_ERR_INVALID_REQUEST;
+	return true;
+}
+
+static bool decode_delete(const uint8_t *body, size_t size, struct keel_arena *arena, void *out,
+			  int16_t *error)
+{
+	struct meta_delete_topics_response *rs = out;
+	if (meta_decode_delete_topics_response(body, size, arena, rs, NULL) != KEEL_OK) {
+		return false;
+	}
+	*error = rs->result_count > 0 ? rs->results[0].error : META_ERR_INVALID_REQUEST;
+	return true;
+}
+
+static int controller_call(struct kc_client *c, const char *who, enum meta_api api,
+			   const struct keel_wbuf *req, int32_t timeout_ms, decode_fn decode,
+			   struct keel_arena *arena, void *out, int16_t *error)
+{
+	uint64_t deadline = meta_cli_now_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		struct kc_raw_reply reply;
+		int32_t err = meta_cli_call(c, api, req, &reply);
+		if (err == ZK_OK) {
+			keel_arena_reset(arena);
+			if (!decode(reply.body, reply.body_size, arena, out, error)) {
+				fprintf(stderr, "%s: the server's reply does not decode\n", who);
+				return 1;
+			}
+			if (*error != META_ERR_NOT_CONTROLLER) {
+				return 0;
+			}
+		} else if (err != ZK_CONNECTION_LOSS && err != ZK_OPERATION_TIMEOUT) {
+			fprintf(stderr, "%s: %s: %s\n", who, meta_api_name(api), kc_err_message(err));
+			return 1;
+		}
+		if (meta_cli_now_ms() >= deadline) {
+			fprintf(stderr, "%s: no controller answered within %d ms\n", who, timeout_ms);
+			return 1;
+		}
+		meta_cli_sleep(c, 200);
+	}
+}
+
+static int topics_create(struct kc_client *c, const struct topics_args *a)
+{
+	const char *who = "keel topics create";
+	struct meta_create_topic t = {a->name, a->partitions, a->replication_factor, a->configs,
+				      a->config_count};
+	struct meta_create_topics_request rq = {&t, 1, false};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
+	meta_encode_create_topics_request(&w, &rq);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 4096);
+	struct meta_create_topics_response rs;
+	int16_t error = 0;
+	int status = controller_call(c, who, META_API_CREATE_TOPICS, &w, a->timeout_ms,
+				     decode_create, &arena, &rs, &error);
+	if (status == 0 && error != META_ERR_NONE) {
+		const char *msg = rs.topics[0].error_message;
+		fprintf(stderr, "%s: %s%s%s\n", who, meta_error_name(error), msg ? ": " : "",
+			msg ? msg : "");
+		status = 1;
+	} else if (status == 0) {
+		printf("Created topic %s.\n", a->name);
+	}
+	keel_arena_close(&arena);
+	keel_wbuf_free(&w);
+	return status;
+}
+
+static int topics_delete(struct kc_client *c, const struct topics_args *a)
+{
+	const char *who = "keel topics delete";
+	const char *names[1] = {a->name};
+	struct meta_delete_topics_request rq = {names, 1};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
+	meta_encode_delete_topics_request(&w, &rq);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 4096);
+	struct meta_delete_topics_response rs;
+	int16_t error = 0;
+	int status = controller_call(c, who, META_API_DELETE_TOPICS, &w, a->timeout_ms,
+				     decode_delete, &arena, &rs, &error);
+	if (status == 0 && error != META_ERR_NONE) {
+		fprintf(stderr, "%s: %s\n", who, meta_error_name(error));
+		status = 1;
+	} else if (status == 0) {
+		printf("Deleted topic %s.\n", a->name);
+	}
+	keel_arena_close(&arena);
+	keel_wbuf_free(&w);
+	return status;
+}
+
+/* ---- arguments ---- */
+
+static bool parse_config(struct topics_args *a, char *text)
+{
+	char *eq = strchr(text, '=');
+	if (eq == NULL || eq == text || a->config_count == MAX_CONFIGS) {
+		return false;
+	}
+	*eq = '\0';
+	a->configs[a->config_count].key = text;
+	a->configs[a->config_count].value = eq + 1;
+	a->config_count++;
+	return true;
+}
+
+static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
+{
+	memset(a, 0, sizeof(*a));
+	a->partitions = -1;
+	a->replication_factor = -1;
+	a->timeout_ms = 15000;
+	a->action = argv[1];
+	for (int i = 2; i < argc; i++) {
+		const char *arg = argv[i];
+		bool has_value = i + 1 < argc;
+		if (strcmp(arg, "--servers") == 0 && has_value) {
+			a->servers = argv[++i];
+		} else if (strcmp(arg, "--partitions") == 0 && has_value) {
+			a->partitions = atoi(argv[++i]);
+		} else if (strcmp(arg, "--replication-factor") == 0 && has_value) {
+			a->replication_factor = (int16_t)atoi(argv[++i]);
+		} else if (strcmp(arg, "--config") == 0 && has_value) {
+			if (!parse_config(a, argv[++i])) {
+				fprintf(stderr, "keel topics: --config wants KEY=VALUE\n");
+				return false;
+			}
+		} else if (strcmp(arg, "--timeout-ms") == 0 && has_value) {
+			a->timeout_ms = atoi(argv[++i]);
+		} else if (arg[0] != '-' && a->name == NULL) {
+			a->name = arg;
+		} else {
+			fprintf(stderr, "keel topics: unexpected argument '%s'\n", arg);
+			return false;
+		}
+	}
+	if (a->servers == NULL || a->timeout_ms <= 0) {
+		fprintf(stderr, "keel topics: --servers is required\n");
+		return false;
+	}
+	bool needs_name = strcmp(a->action, "create") == 0 || strcmp(a->action, "delete") == 0;
+	if (needs_name && a->name == NULL) {
+		fprintf(stderr, "keel topics %s: the topic name is required\n", a->action);
+		return false;
+	}
+	return true;
+}
+
+int cli_topics(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		return usage(argc < 2 ? stderr : stdout);
+	}
+	const char *action = argv[1];
+	bool known = strcmp(action, "create") == 0 || strcmp(action, "delete") == 0 ||
+		     strcmp(action, "list") == 0 || strcmp(action, "describe") == 0;
+	if (!known) {
+		fprintf(stderr, "keel topics: unknown action '%s'\n", action);
+		return usage(stderr);
+	}
+	struct topics_args a;
+	if (!parse_topics_args(&a, argc, argv)) {
+		return usage(stderr);
+	}
+	bool initialized = false;
+	struct kc_client *c = open_session("keel topics", a.servers, a.timeout_ms, &initialized);
+	if (c == NULL) {
+		return 1;
+	}
+	int status;
+	if (strcmp(action, "create") == 0) {
+		status = topics_create(c, &a);
+	} else if (strcmp(action, "delete") == 0) {
+		status = topics_delete(c, &a);
+	} else {
+		status = topics_read(c, &a);
+	}
+	kc_close(c);
+	return status;
+}

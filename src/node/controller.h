@@ -1,0 +1,111 @@
+/*
+ * controller.h — the cluster controller inside a server: the glue between
+ * the pure controller layer (src/meta) and the node (Raft, the fsm, the
+ * ZooKeeper client port, peer links).
+ *
+ * What lives here, on EVERY server:
+ *   - the committed metadata image: each committed NODE_ENTRY_META entry is
+ *     decoded and applied to it (node_ctl_apply, called by fsm_apply), and
+ *     its ZooKeeper view (/brokers/..., /controller, /config/...) is written
+ *     into the ZooKeeper tree in the same apply, read-only for clients
+ *     (world:anyone:READ), firing watches like any write;
+ *   - a bounded ring of the most recent META entries (index + batch bytes)
+ *     that FetchMetadata serves; a broker asking for an offset older than
+ *     the ring gets an image snapshot instead;
+ *   - the keel extension requests on the client port (opcodes
+ *     NODE_CTL_OPCODE_BASE + enum meta_api): DescribeCluster and
+ *     FetchMetadata are answered from this server's applied state; the
+ *     controller APIs are handled here when this server is the active
+ *     controller, else forwarded to the Raft leader over the peer link
+ *     (PEER_FRAME_META_FORWARD / PEER_FRAME_META_REPLY).
+ *
+ * On the Raft LEADER only, the active controller (struct meta_controller):
+ *
+ *   NONE --leader, applied every entry of earlier terms--> ACTIVE
+ *   ACTIVE --leadership lost / propose failed / own batch ignored--> NONE
+ *   (after a failure: rebuilt once applied >= the last proposed index)
+ *
+ * Each controller decision is ONE Raft entry (envelope kind NODE_ENTRY_META,
+ * then the encoded batch). A reply is held until the applied index reaches
+ * the last index this controller proposed (a reply describes decisions in
+ * flight); if the controller goes away first, held replies are answered
+ * NOT_CONTROLLER. A forwarded request's reply travels back to the server the
+ * client is connected to, which completes it once ITS applied index has
+ * reached the same index (read-your-writes on that server).
+ *
+ * Errors: a META entry that does not decode (or an image that runs out of
+ * memory) stops the server — skipping it would let its image diverge.
+ *
+ * Ownership: `struct node_ctl` is owned by the node (n->ctl), created by
+ * node_ctl_create and freed by node_ctl_destroy. Request bodies passed in
+ * are the caller's and are copied when kept.
+ */
+#ifndef KEEL_NODE_CONTROLLER_H
+#define KEEL_NODE_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "meta/image.h"
+#include "node/entry.h"
+#include "node/node.h"
+
+/* Keel extension opcodes on the ZooKeeper client port: base + enum meta_api
+ * (1000 BrokerRegistration ... 1008 FetchMetadata). */
+#define NODE_CTL_OPCODE_BASE 1000
+
+struct node_ctl;
+
+enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size);
+void node_ctl_destroy(struct node *n);
+
+/* ---- the replicated part (called from fsm.c) ---- */
+
+/* Applies a committed META entry at entry->index; on a fatal error sets
+ * n->failed. */
+void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct node_entry *ne);
+
+/* Streams the committed image (meta_image_save format) for the snapshot. */
+typedef enum keel_err (*node_ctl_write_fn)(void *ctx, const void *data, size_t size);
+enum keel_err node_ctl_save_image(struct node *n, node_ctl_write_fn write, void *ctx);
+
+/* Replaces the committed image with a saved one (data NULL: an empty image,
+ * for snapshots without a metadata section). On error the image is kept
+ * and `err` says why. */
+enum keel_err node_ctl_load_image(struct node *n, const uint8_t *data, size_t size, char *err,
+				  size_t err_size);
+
+/* The committed image (read-only; valid until the next apply or load). */
+const struct meta_image *node_ctl_image(const struct node *n);
+
+/* ---- events from the node ---- */
+
+void node_ctl_after_apply(struct node *n);
+void node_ctl_tick(struct node *n, uint64_t now_ms);
+void node_ctl_on_leader_change(struct node *n);
+void node_ctl_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
+			    size_t size);
+
+/* ---- extension requests (called from client_zk.c) ---- */
+
+/* Is `opcode` a keel extension opcode this server knows? */
+bool node_ctl_opcode_known(int32_t opcode);
+/* Is it answered from local state (DescribeCluster, FetchMetadata)? */
+bool node_ctl_opcode_is_read(int32_t opcode);
+
+/* Serves a read: appends the response body to `out`; returns the
+ * ZooKeeper error for the reply header (0, or ZMARSHALLINGERROR for a body
+ * that does not decode, ZUNIMPLEMENTED for a newer body version). */
+int32_t node_ctl_serve_read(struct node *n, int32_t opcode, const uint8_t *body, size_t size,
+			    struct keel_wbuf *out);
+
+/* Starts a controller request of a client of this server. The answer comes
+ * later through zk_clients_ext_complete(n, request_id, ...), exactly once
+ * (unless the server shuts down first). */
+void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const uint8_t *body,
+		     size_t size);
+
+#endif
