@@ -422,12 +422,9 @@ static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *er
 {
 	struct node_fsm *fsm = n->fsm;
 	struct zk_state fresh;
-	enum keel_err rc = zk_state_init(&fresh, &fsm->zk_config);
-	if (rc != KEEL_OK) {
-		return rc;
-	}
 	struct section_stream ss = {sr, 0, false};
-	rc = zk_snapshot_load(&fresh, &fsm->zk_config, section_stream_read, &ss);
+	/* zk_snapshot_load initializes `fresh` itself, and closes it on error. */
+	enum keel_err rc = zk_snapshot_load(&fresh, &fsm->zk_config, section_stream_read, &ss);
 	if (rc == KEEL_OK) {
 		/* The section must end right after the state. */
 		uint8_t extra;
@@ -436,11 +433,13 @@ static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *er
 		if (rc == KEEL_OK && (got != 0 || !ss.ended)) {
 			rc = KEEL_CORRUPT;
 		}
+		if (rc != KEEL_OK) {
+			zk_state_close(&fresh);
+		}
 	}
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "ZooKeeper state in the snapshot is damaged (%s)",
 			 keel_strerror(rc));
-		zk_state_close(&fresh);
 		return rc;
 	}
 	zk_state_close(&fsm->zk);
