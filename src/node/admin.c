@@ -536,11 +536,17 @@ void admin_on_leader_change(struct node *n)
 	struct admin_req *req = admin_of(n)->reqs;
 	while (req != NULL) {
 		struct admin_req *next = req->next;
-		if (req->state == ADMIN_TRANSFER && n->leader == req->target) {
+		bool transferred = req->op == ADMIN_OP_TRANSFER && n->leader == req->target;
+		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
 			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
 				   (unsigned long long)req->target);
 		} else if (req->state == ADMIN_FORWARDED) {
-			req_finish(n, req, KEEL_NOTLEADER, "leader changed while forwarding; retry");
+			/* The old leader may still answer (its reply crosses the
+			 * change); if it does not, give up soon. */
+			uint64_t soon = node_now_ms(n) + 5000u;
+			if (req->deadline_ms > soon) {
+				req->deadline_ms = soon;
+			}
 		} else if (req->state != ADMIN_TRANSFER && n->role != RAFT_LEADER &&
 			   req->waiter.index == 0) {
 			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
