@@ -43,8 +43,10 @@ static const struct option_def options[] = {
 	 "MS", "base election timeout, randomized up to 2x (default 1000)"},
 	{"snapshot-entries", OPT_U64, offsetof(struct node_config, snapshot_entries), 8, "N",
 	 "take a snapshot every N applied entries (default 100000)"},
+	{"snapshot-bytes", OPT_U64, offsetof(struct node_config, snapshot_bytes), 8, "BYTES",
+	 "... or once the entries applied since the last one reach BYTES (default 67108864)"},
 	{"snapshot-trailing", OPT_U64, offsetof(struct node_config, snapshot_trailing), 8, "N",
-	 "log entries kept behind a snapshot for slow followers (default 10000)"},
+	 "log entries kept behind a snapshot for slow followers (default 5000)"},
 	{"snapshot-chunk-bytes", OPT_U32, offsetof(struct node_config, snapshot_chunk_bytes), 4,
 	 "BYTES", "InstallSnapshot chunk size (default 1048576)"},
 	{"segment-bytes", OPT_U64, offsetof(struct node_config, segment_bytes), 8, "BYTES",
@@ -85,7 +87,8 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->heartbeat_ms = 100;
 	cfg->election_timeout_ms = 1000;
 	cfg->snapshot_entries = 100000;
-	cfg->snapshot_trailing = 10000;
+	cfg->snapshot_bytes = 64ull << 20;
+	cfg->snapshot_trailing = 5000;
 	cfg->snapshot_chunk_bytes = 1u << 20;
 	cfg->segment_bytes = 64ull << 20;
 	cfg->max_packet_bytes = 0xfffff;

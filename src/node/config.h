@@ -42,6 +42,7 @@ struct node_config {
 	uint32_t election_timeout_ms;
 	/* Snapshots and log retention. */
 	uint64_t snapshot_entries;       /* take a snapshot after this many applied */
+	uint64_t snapshot_bytes;         /* ... or after this many bytes of entries */
 	uint64_t snapshot_trailing;      /* entries kept behind a snapshot */
 	uint32_t snapshot_chunk_bytes;
 	/* Storage. */

@@ -234,6 +234,7 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 			KEEL_ASSERT(crc == KEEL_OK);
 		}
 		fsm_apply(n, e);
+		n->bytes_since_snapshot += e->size;
 		n->applied_index = e->index;
 		n->applied_term = e->term;
 		n->stats.entries_applied++;
@@ -373,6 +374,9 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 			return;
 		}
 		n->applied_index = n->install_meta.index;
+		n->applied_term = n->install_meta.term;
+		n->snapshot_index = n->install_meta.index;
+		n->bytes_since_snapshot = 0;
 		n->commit_index = KEEL_MAX(n->commit_index, n->applied_index);
 		n->install_persist_id = 0;
 		n->stats.snapshots_installed++;

@@ -129,6 +129,7 @@ struct node {
 
 	/* Our own snapshots (node/snapshot.c). */
 	uint64_t snapshot_index;
+	uint64_t bytes_since_snapshot; /* entry bytes applied since the last one */
 	struct node_snapshotter *snapshotter;
 	struct node_admin *admin;
 

@@ -13,6 +13,7 @@
 #include "node/snapshot.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ struct node_snapshotter {
 	struct raft_config config;
 	uint64_t started_ms;
 	uint64_t failures;
+	uint64_t bytes_at_start;
 };
 
 static struct node_snapshotter *snap_of(struct node *n)
@@ -103,6 +105,7 @@ static enum keel_err start(struct node *n)
 	s->term = n->applied_term;
 	s->config = n->applied_config;
 	s->started_ms = node_now_ms(n);
+	s->bytes_at_start = n->bytes_since_snapshot;
 	pid_t pid = fork();
 	if (pid < 0) {
 		KEEL_ERROR("snapshot: fork failed: %s", strerror(errno));
@@ -124,7 +127,8 @@ void snapshot_maybe_start(struct node *n)
 	if (s->child != 0 || n->stopping || n->failed) {
 		return;
 	}
-	if (s->requested || n->applied_index >= n->snapshot_index + n->cfg.snapshot_entries) {
+	if (s->requested || n->applied_index >= n->snapshot_index + n->cfg.snapshot_entries ||
+	    n->bytes_since_snapshot >= n->cfg.snapshot_bytes) {
 		(void)start(n);
 	}
 }
@@ -171,6 +175,7 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 		return;
 	}
 	n->snapshot_index = s->index;
+	n->bytes_since_snapshot -= KEEL_MIN(n->bytes_since_snapshot, s->bytes_at_start);
 	n->stats.snapshots_taken++;
 	node_storage_note_snapshot(n->storage, s->index, s->term);
 	node_storage_compact(n->storage, s->index);
@@ -178,6 +183,8 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 		  (unsigned long long)meta.size_bytes,
 		  (unsigned long long)(node_now_ms(n) - s->started_ms));
 	node_drive(n);
+	/* The log behind the snapshot was freed: give the memory back. */
+	malloc_trim(0);
 }
 
 void snapshot_tick(struct node *n)
