@@ -767,6 +767,42 @@ static void test_init_validation(void **state)
 	raft_close(r);
 }
 
+
+/* A follower that comes back without entries it had acknowledged (its disk
+ * lost the tail: Raft's fault model says it cannot, real disks sometimes
+ * do) is re-replicated from what it has instead of being probed forever
+ * above its log. */
+static void test_follower_lost_acked_entries_is_repaired(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 1);
+	th_elect(&cl, 1);
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(th_propose(&cl, 1, "entry", NULL), KEEL_OK);
+	}
+	th_stabilize(&cl, true);
+	struct raft_status st = th_status(&cl, 1);
+	uint64_t last = st.last_index;
+	assert_int_equal(th_status(&cl, 3).last_index, last);
+	assert_int_equal(st.members[2].match_index, last);
+	/* Node 3 crashes and its disk drops the last five entries it acked. */
+	th_crash(&cl, 3);
+	th_disk_truncate(th_node(&cl, 3), last - 4);
+	th_restart(&cl, 3);
+	assert_int_equal(th_status(&cl, 3).last_index, last - 5);
+	assert_int_equal(th_propose(&cl, 1, "after", NULL), KEEL_OK);
+	for (int round = 0; round < 20 && th_status(&cl, 3).last_index < last + 1; round++) {
+		th_tick_all(&cl, cl.opts.heartbeat_interval_ms);
+		th_stabilize(&cl, true);
+	}
+	assert_int_equal(th_status(&cl, 3).last_index, last + 1);
+	assert_int_equal(th_status(&cl, 3).commit_index, last + 1);
+	assert_int_equal(th_node(&cl, 3)->sm_hash, th_node(&cl, 1)->sm_hash);
+	st = th_status(&cl, 1);
+	assert_int_equal(st.follower_lost_entries, 1);
+	assert_int_equal(st.members[2].match_index, last + 1);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_election_basic, teardown),
 	cmocka_unit_test_teardown(test_election_safety_split_vote, teardown),
@@ -789,6 +825,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_step_validation, teardown),
 	cmocka_unit_test_teardown(test_persisted_index_survives_truncation, teardown),
 	cmocka_unit_test_teardown(test_persist_backpressure, teardown),
+	cmocka_unit_test_teardown(test_follower_lost_acked_entries_is_repaired, teardown),
 	cmocka_unit_test(test_init_validation),
 };
 
