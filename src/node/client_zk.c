@@ -85,6 +85,7 @@ struct zk_pending {
 	int32_t xid;
 	int32_t opcode;
 	uint64_t request_id;
+	uint64_t term;           /* writes: the term this server was in when proposing */
 	uint64_t read_index;
 	uint64_t start_ns;
 	uint64_t deadline_ms;
@@ -534,6 +535,7 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 {
 	if (submit_entry(n, p, entry->data, entry->size)) {
 		p->proposed = true;
+		p->term = n->term;
 		return;
 	}
 	if (n->role == RAFT_LEADER || (n->leader != 0 && peers_connected(&n->peers, n->leader))) {
@@ -1122,6 +1124,34 @@ static void propose_session_close(struct node *n, int64_t session_id)
 	(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
 }
 
+void zk_clients_on_new_term_applied(struct node *n, uint64_t term)
+{
+	/* An entry of `term` is about to be applied: the leader of `term` has
+	 * committed its first entry, so every entry of an older term that it
+	 * did not hold is gone for good (leader completeness). A write we
+	 * proposed in an older term and have not applied yet is one of them:
+	 * its client learns at once (ConnectionLoss) instead of waiting. */
+	struct zk_server *zs = server_of(n);
+	if (zs == NULL) {
+		return;
+	}
+	struct zk_pending *p = zs->flight;
+	while (p != NULL) {
+		struct zk_pending *next = p->fnext;
+		if ((p->kind == PK_WRITE || p->kind == PK_CONNECT) && p->proposed &&
+		    p->term != 0 && p->term < term) {
+			pending_map_remove(zs, p);
+			if (p->zc != NULL) {
+				conn_close(p->zc, KEEL_NOTLEADER, true);
+			}
+			if (!p->in_fifo) {
+				pending_free(zs, p);
+			}
+		}
+		p = next;
+	}
+}
+
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
 {
 	struct zk_server *zs = server_of(n);
@@ -1278,6 +1308,7 @@ static void retry_held(struct node *n, uint64_t now)
 				/* An entry waiting for a leader. */
 				if (submit_entry(n, p, p->frame, p->frame_size)) {
 					p->proposed = true;
+					p->term = n->term;
 					p->deadline_ms = 0;
 					free(p->frame);
 					p->frame = NULL;

@@ -30,6 +30,8 @@ void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *o
 void zk_clients_stats(struct node *n, struct node_client_stats *out);
 void zk_clients_reset_stats(struct node *n);
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
+/* The first entry of a newer term is about to be applied. */
+void zk_clients_on_new_term_applied(struct node *n, uint64_t term);
 void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size);

@@ -22,6 +22,7 @@
 #include "base/assert.h"
 #include "node/admin.h"
 #include "node/client.h"
+#include "node/client_zk.h"
 #include "node/controller.h"
 #include "node/entry.h"
 #include "node/fsm.h"
@@ -229,6 +230,9 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 	for (size_t i = 0; i < rd->n_committed; i++) {
 		const struct raft_entry *e = &rd->committed[i];
 		KEEL_ASSERT(e->index == n->applied_index + 1);
+		if (e->term > n->applied_term && n->applied_term != 0) {
+			zk_clients_on_new_term_applied(n, e->term);
+		}
 		if (e->type == RAFT_ENTRY_CONFIG) {
 			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
 			KEEL_ASSERT(crc == KEEL_OK);

@@ -444,6 +444,20 @@ void raft_report_unreachable(struct raft *r, uint64_t peer)
 {
 	KEEL_ASSERT(!r->handed.active);
 	if (r->role != RAFT_LEADER) {
+		if (peer != 0 && peer == r->leader && r->clock_started) {
+			/* The link to our leader broke (its process died, most
+			 * likely). Stop vouching for it in pre-votes and campaign
+			 * soon, instead of waiting out a whole election timeout.
+			 * A heartbeat arriving meanwhile (the link came back)
+			 * resets the timer as usual; pre-vote keeps a live leader
+			 * that others still hear from in place. */
+			r->leader_contact = false;
+			uint64_t hb = r->opts.heartbeat_interval_ms;
+			uint64_t soon = r->now_ms + 2 * hb + keel_rng_below(&r->rng, 2 * hb + 1);
+			if (soon < r->election_deadline_ms) {
+				r->election_deadline_ms = soon;
+			}
+		}
 		return;
 	}
 	struct raft_progress *pr = raft_progress_find(r, peer);

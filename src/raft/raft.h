@@ -537,8 +537,12 @@ enum raft_snapshot_status {
  * with the newest snapshot after a pause. */
 void raft_report_snapshot(struct raft *r, uint64_t peer, enum raft_snapshot_status status);
 
-/* The transport could not deliver to `peer` (link down): stop pipelining to
- * it and probe instead. Optional; lost messages are detected anyway. */
+/* The transport could not deliver to `peer` (link down). On the leader:
+ * stop pipelining to it and probe instead. On a follower whose leader it
+ * is: stop counting the leader as live for pre-vote stickiness and campaign
+ * after 2-4 heartbeat intervals unless the leader is heard from again —
+ * a leader whose process died is replaced in a fraction of an election
+ * timeout. Optional; lost messages are detected anyway. */
 void raft_report_unreachable(struct raft *r, uint64_t peer);
 
 /* ---- Status, for operators and tests ---- */

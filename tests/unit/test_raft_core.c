@@ -803,6 +803,54 @@ static void test_follower_lost_acked_entries_is_repaired(void **state)
 	assert_int_equal(st.members[2].match_index, last + 1);
 }
 
+/* A follower told that its link to the leader broke campaigns after a few
+ * heartbeat intervals, not a whole election timeout, and does not vouch for
+ * the dead leader in pre-votes any more. */
+static void test_leader_link_loss_speeds_up_election(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 1);
+	th_elect(&cl, 1);
+	assert_int_equal(th_leader(&cl), 1);
+	uint64_t term = th_status(&cl, 2).term;
+	th_crash(&cl, 1);
+	raft_report_unreachable(th_node(&cl, 2)->r, 1);
+	raft_report_unreachable(th_node(&cl, 3)->r, 1);
+	/* Well under the election timeout (T = election_timeout_ms). */
+	uint64_t waited = 0;
+	while (waited < 5 * cl.opts.heartbeat_interval_ms &&
+	       (th_status(&cl, 2).role != RAFT_LEADER && th_status(&cl, 3).role != RAFT_LEADER)) {
+		th_tick(&cl, 2, th_node(&cl, 2)->now_ms + cl.opts.heartbeat_interval_ms / 2);
+		th_tick(&cl, 3, th_node(&cl, 3)->now_ms + cl.opts.heartbeat_interval_ms / 2);
+		th_stabilize(&cl, true);
+		waited += cl.opts.heartbeat_interval_ms / 2;
+	}
+	assert_true(waited < cl.opts.election_timeout_ms);
+	uint64_t leader = th_leader(&cl);
+	assert_true(leader == 2 || leader == 3);
+	assert_true(th_status(&cl, leader).term > term);
+}
+
+/* A follower that lost its link to a leader the other follower still hears
+ * from cannot depose it: the pre-vote fails and the leader stays. */
+static void test_leader_link_loss_alone_does_not_disrupt(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 1);
+	th_elect(&cl, 1);
+	uint64_t term = th_status(&cl, 1).term;
+	cl.cut[1][3] = true;
+	cl.cut[3][1] = true;
+	raft_report_unreachable(th_node(&cl, 3)->r, 1);
+	for (int i = 0; i < 10; i++) {
+		th_tick_all(&cl, cl.opts.heartbeat_interval_ms);
+		th_stabilize(&cl, true);
+	}
+	assert_int_equal(th_leader(&cl), 1);
+	assert_int_equal(th_status(&cl, 1).term, term);
+	assert_int_equal(th_status(&cl, 2).term, term);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_election_basic, teardown),
 	cmocka_unit_test_teardown(test_election_safety_split_vote, teardown),
@@ -826,6 +874,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_persisted_index_survives_truncation, teardown),
 	cmocka_unit_test_teardown(test_persist_backpressure, teardown),
 	cmocka_unit_test_teardown(test_follower_lost_acked_entries_is_repaired, teardown),
+	cmocka_unit_test_teardown(test_leader_link_loss_speeds_up_election, teardown),
+	cmocka_unit_test_teardown(test_leader_link_loss_alone_does_not_disrupt, teardown),
 	cmocka_unit_test(test_init_validation),
 };
 
