@@ -111,7 +111,7 @@ static enum keel_err update_role(struct meta_follower *f, const char *topic, con
 		(i < f->role_count && key_cmp(&f->roles[i], id, pid) == 0) ? &f->roles[i] : NULL;
 	uint8_t old = e != NULL ? e->role : META_ROLE_NONE;
 	bool report = old != role ||
-		      (role != META_ROLE_NONE && e != NULL && e->leader_epoch != p->leader_epoch);
+		      (role != META_ROLE_NONE && p != NULL && e != NULL && e->leader_epoch != p->leader_epoch);
 	if (report) {
 		struct meta_role_change c = {
 			.topic = topic,

@@ -131,6 +131,7 @@ void raft_progress_sync(struct raft *r)
 	memset(taken, 0, sizeof(taken));
 	uint32_t n_old = r->n_progress;
 	bool fresh[RAFT_MAX_MEMBERS];
+	memset(fresh, 0, sizeof(fresh));
 
 	for (uint32_t i = 0; i < r->config.count; i++) {
 		const struct raft_member *m = &r->config.members[i];
