@@ -1251,7 +1251,18 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		return KEEL_NOMEM;
 	}
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
-	zs->next_request_id = 1;
+	/* Request ids travel in log entries (origin, request_id) and find their
+	 * waiting request when the entry is applied -- also entries this server
+	 * proposed before it restarted, replayed from its log or committed late
+	 * by the leader. Starting at 1 in every process matched those old
+	 * entries to new requests (a reconnecting client got another session's
+	 * ConnectResponse). A random 63-bit start makes the ranges of two
+	 * process lives overlap with negligible probability. */
+	uint64_t start = 0;
+	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
+		start = (uint64_t)keel_clock_wall_ms() << 20;
+	}
+	zs->next_request_id = (start >> 1) | 1u;
 	return KEEL_OK;
 }
 
