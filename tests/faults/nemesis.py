@@ -79,6 +79,7 @@ class Nemesis(threading.Thread):
             while not self.stop_.is_set():
                 if self.stop_.wait(self.rng.uniform(*self.interval)):
                     break
+                self.check_crashes()
                 if not self.kinds:
                     continue
                 kind = self.rng.choice(self.kinds)
@@ -220,6 +221,23 @@ class Nemesis(threading.Thread):
             self.record("member", "retry", cmd=" ".join(args), rc=rc, out=out[:160])
             time.sleep(1.0)
         return rc, out
+
+    def check_crashes(self):
+        """Between faults every server runs: one that exited was not stopped
+        by us -- a crash (assertion, signal) or someone outside the run.
+        Recorded as a failure, then restarted."""
+        for s in self.cluster.servers.values():
+            if s.proc is None or s.proc.poll() is None:
+                continue
+            rc = s.proc.returncode
+            tail = s.log().splitlines()[-5:]
+            outside = any("received SIGTERM" in line or "received SIGINT" in line
+                          for line in tail)
+            what = ("stopped from outside the run (SIGTERM/SIGINT in its log)" if outside
+                    else "exited by itself with status %s" % rc)
+            self.failures.append("server %d %s; last log lines: %s" % (s.id, what, tail))
+            self.record("crash", "seen", server=s.id, rc=rc, outside=outside)
+            s.start()
 
     # ---- healing ----
 

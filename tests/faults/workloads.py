@@ -38,15 +38,19 @@ import time
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
-                              NodeExistsError)
-from kazoo.protocol.serialization import Connect, Create, ReplyHeader
+                              NodeExistsError, SessionExpiredError)
+from kazoo.protocol.serialization import Close, Connect, Create, ReplyHeader
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from history import FAIL, OK, UNKNOWN
 
-CERTAIN = (BadVersionError, NoNodeError, NodeExistsError)
+# Certain failures. SessionExpiredError is one too: kazoo raises it only for
+# requests it never sent (queued while reconnecting, or made after it saw
+# the expiry); requests that were on the wire when a connection dropped get
+# ConnectionLoss.
+CERTAIN = (BadVersionError, NoNodeError, NodeExistsError, SessionExpiredError)
 
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
@@ -134,6 +138,9 @@ class Worker(threading.Thread):
         """Runs fn() -> (result, mzxid) and completes `op` by its outcome."""
         try:
             result, mzxid = fn()
+        except SessionExpiredError as e:
+            time.sleep(0.2)  # kazoo makes a new session meanwhile
+            return self.h.complete(op, FAIL, err=_name(e))
         except CERTAIN as e:
             return self.h.complete(op, FAIL, err=_name(e), zxid=self.zxid())
         except Exception as e:  # noqa: BLE001 -- every other outcome is unknown
@@ -327,17 +334,19 @@ class SessionWorker(Worker):
             time.sleep(self.rng.uniform(0.1, 0.5))
         sid = zk._session_id
         op = h.invoke(w, "session-close", sid=sid)
+        reply = watch_close_reply(zk)
         try:
             zk.stop()
-            state = zk.client_state
             zk.close()
         except Exception as e:  # noqa: BLE001
             h.complete(op, UNKNOWN, err=_name(e))
         else:
-            if state == KeeperState.CLOSED:
+            # kazoo ends in state CLOSED whether or not the server answered
+            # the closeSession: only its reply says the session is over.
+            if reply.get("err") == 0 and reply.get("sid") == sid:
                 h.complete(op, OK, sid=sid)
             else:
-                h.complete(op, UNKNOWN, err="state %s after stop" % state)
+                h.complete(op, UNKNOWN, err="closeSession reply %r" % (reply,))
         self.zk = None
 
     def raw_cycle(self, cycle):
@@ -369,6 +378,26 @@ class SessionWorker(Worker):
         finally:
             raw.abandon()
             h.event(w, "session-abandon", sid=raw.session_id)
+
+
+def watch_close_reply(zk):
+    """Returns a dict that gets the error code of the closeSession reply
+    (and the session it was for) when kazoo reads it."""
+    seen = {}
+    conn = zk._connection
+    orig = conn._read_response
+
+    def read_response(header, buffer, offset):
+        try:
+            request = zk._pending[0][0]
+        except IndexError:
+            request = None
+        if isinstance(request, Close):
+            seen["err"] = header.err
+            seen["sid"] = zk._session_id
+        return orig(header, buffer, offset)
+    conn._read_response = read_response
+    return seen
 
 
 class RawSession:
