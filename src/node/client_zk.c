@@ -706,6 +706,18 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	memcpy(p->frame, frame, size);
 	p->frame_size = size;
 	fifo_push(zc, p);
+#ifdef KEEL_PLANT_BUG_SYNC_NO_BARRIER
+	/* PLANTED BUG (tests only: cmake -DKEEL_PLANT_BUG=SYNC_NO_BARRIER; the
+	 * fault suite must catch it, tests/faults/test_planted_bugs.py): sync
+	 * answers as soon as its turn comes, without the ReadIndex barrier, so
+	 * a follower that lags or is cut off serves sync + read stale. */
+	if (kind == PK_SYNC) {
+		p->barrier_ok = true;
+		p->read_index = 0;
+		fifo_advance(n, zc);
+		return;
+	}
+#endif
 	if (kind == PK_SYNC) {
 		if (pending_map_add(zs, p) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);

@@ -19,6 +19,7 @@ at most one server is down, paused or cut off at any time):
   killall    kill -9 every server at once, restart them all (not in the
              default mix: the "all" mix adds it)
 
+Kinds come in rounds: each kind once per round, in a seeded shuffled order.
 Targets: "the leader" half of the time (found with srvr: `Mode: leader`),
 otherwise a random server.
 
@@ -63,7 +64,7 @@ class Nemesis(threading.Thread):
         self.counts = {}
         self.failures = []   # nemesis actions that did not work out
         self.log = log
-        self.voters = sorted(cluster.servers)
+        self._round = []
 
     def now(self):
         return self.history.now()
@@ -82,7 +83,7 @@ class Nemesis(threading.Thread):
                 self.check_crashes()
                 if not self.kinds:
                     continue
-                kind = self.rng.choice(self.kinds)
+                kind = self.next_kind()
                 self.counts[kind] = self.counts.get(kind, 0) + 1
                 try:
                     getattr(self, "do_" + kind)()
@@ -92,6 +93,14 @@ class Nemesis(threading.Thread):
                     self.heal()
         finally:
             self.heal()
+
+    def next_kind(self):
+        """Kinds in rounds: every kind once per round, in a seeded shuffled
+        order, so that even a short run sees each of them."""
+        if not self._round:
+            self._round = list(self.kinds)
+            self.rng.shuffle(self._round)
+        return self._round.pop()
 
     def hold_time(self):
         # Short enough to see the fault end before the run does.

@@ -15,6 +15,9 @@ report.txt and the servers' logs, and prints how to re-check and re-run it.
 --expect-anomaly inverts the verdict for planted-bug builds: the run passes
 only if that checker reports an anomaly (and fails if it finds none).
 
+Environment: KEEL_FAULTS_SEED (the seed when --seed is not given),
+KEEL_FAULTS_ARTIFACTS (where failing runs are kept; default the temp dir).
+
 Exit status: 0 pass, 1 anomalies (or, with --expect-anomaly, none), 2 the
 run itself broke (could not start the cluster, ...).
 """
@@ -116,6 +119,8 @@ def cmd_run(args):
     import workloads as wl
     from cluster import ProxiedCluster
 
+    if args.seed is None and os.environ.get("KEEL_FAULTS_SEED"):
+        args.seed = int(os.environ["KEEL_FAULTS_SEED"])
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     duration = parse_duration(args.duration)
     kinds = nem.parse_kinds(args.nemesis)
@@ -126,7 +131,8 @@ def cmd_run(args):
         sys.executable, os.path.relpath(os.path.abspath(__file__)), seed, args.duration,
         args.nemesis, args.keel,
         (" --expect-anomaly " + args.expect_anomaly) if args.expect_anomaly else "")
-    out = args.out or tempfile.mkdtemp(prefix="keel-faults-%d-" % seed)
+    out = args.out or tempfile.mkdtemp(prefix="keel-faults-%d-" % seed,
+                                       dir=os.environ.get("KEEL_FAULTS_ARTIFACTS"))
     cfg = wl.Config(**(json.loads(args.workload) if args.workload else {}))
     root = tempfile.mkdtemp(prefix="keel-faults-cluster-")
     cluster = ProxiedCluster(3, server_args=SERVER_ARGS + args.server_arg, root=root,

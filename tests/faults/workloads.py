@@ -8,7 +8,7 @@ over leader and followers):
 
   RegisterWorker   read (sync + get), write (set), cas (set with the
                    version it last saw) on the registers of the current
-                   generation
+                   generation; one session per server, ops spread over them
   SetWorker        creates unique children of the current set parent; now
                    and then sync + getChildren of it
   CounterWorker    get + set-with-version of value+1 on /counter
@@ -177,21 +177,48 @@ class Worker(threading.Thread):
 
 
 class RegisterWorker(Worker):
-    def setup(self):
-        self.seen = {}
+    """One session per server (each client knows only its server), and each
+    op on a random one that is connected: every server, the leader and a
+    cut-off follower alike, keeps serving reads and writes. The zxid check
+    runs per (worker, server) client: records are named NAME@sSERVER."""
 
-    def step(self):
-        gen = self.run_.gen
-        if gen is None:
-            time.sleep(0.1)
-            return
-        key = self.rng.choice(self.run_.reg_keys(gen))
+    def run(self):
+        self.seen = {}
+        self.clients = {}
+        try:
+            for sid, srv in sorted(self.run_.cluster.servers.items()):
+                zk = new_client(srv.client_addr, self.cfg.session_timeout)
+                zk.start_async()
+                self.clients[sid] = zk
+            while not self.run_.stop.is_set():
+                live = [sid for sid, zk in self.clients.items() if zk.connected]
+                if not live or self.run_.gen is None:
+                    time.sleep(0.1)
+                    continue
+                sid = self.rng.choice(live)
+                self.zk = self.clients[sid]
+                self.step("%s@s%d" % (self.wname, sid))
+                if self.cfg.think:
+                    time.sleep(self.rng.uniform(0, 2 * self.cfg.think))
+        except Exception as e:  # noqa: BLE001
+            self.run_.errors.append("%s: %r" % (self.wname, e))
+            raise
+        finally:
+            for zk in self.clients.values():
+                try:
+                    zk.stop()
+                    zk.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def step(self, w):
+        key = self.rng.choice(self.run_.reg_keys(self.run_.gen))
         r = self.rng.random()
         self.n += 1
         value = "%s-%d" % (self.wname, self.n)
         zk = self.zk
         if r < 0.4:
-            op = self.h.invoke(self.wname, "read", key)
+            op = self.h.invoke(w, "read", key)
 
             def read():
                 self.wait(zk.sync_async(key))
@@ -200,7 +227,7 @@ class RegisterWorker(Worker):
                 return [data.decode(), stat.version], stat.mzxid
             self.finish(op, read, writes=False)
         elif r < 0.7:
-            op = self.h.invoke(self.wname, "write", key, [value])
+            op = self.h.invoke(w, "write", key, [value])
 
             def write():
                 stat = self.wait(zk.set_async(key, value.encode()))
@@ -209,7 +236,7 @@ class RegisterWorker(Worker):
             self.finish(op, write)
         else:
             expect = self.seen.get(key, 0)
-            op = self.h.invoke(self.wname, "cas", key, [expect, value])
+            op = self.h.invoke(w, "cas", key, [expect, value])
 
             def cas():
                 stat = self.wait(zk.set_async(key, value.encode(), version=expect))
