@@ -28,6 +28,7 @@ it for every process on the machine, and keel's timeouts run on the
 monotonic clock, which no process may move.
 """
 import random
+import signal
 import threading
 import time
 
@@ -186,6 +187,12 @@ class Nemesis(threading.Thread):
 
     def do_killall(self):
         self.record("killall", "start")
+        # All at once, as a power cut would: SIGKILL every server first,
+        # reap them after (killing one by one leaves the others time to
+        # write what they hold).
+        for s in self.cluster.servers.values():
+            if s.alive():
+                s.proc.send_signal(signal.SIGKILL)
         for s in self.cluster.servers.values():
             s.kill()
         self.sleep(self.rng.uniform(0.5, 3.0))

@@ -9,9 +9,10 @@ passes only if the named checker reports an anomaly.
                     serves sync + read stale. Exposed by isolating servers;
                     caught by the register linearizability checker.
   ACK_BEFORE_FSYNC  (src/node/storage.c) entries are reported durable
-                    before they are written: kill -9 of every server loses
-                    acknowledged writes. Caught by the set checker (and the
-                    counter and sequential ones).
+                    before they are written: kill -9 of every server at once
+                    loses acknowledged writes. Exposed by whole-cluster
+                    kills under a heavier add load; caught by the set
+                    checker (and the counter and sequential ones).
 
 Catching is probabilistic (the faults must land while the bug matters), so a
 test makes up to three runs of different seeds and passes on the first that
@@ -60,7 +61,7 @@ def caught(binary, checker, args, attempts=3):
       "--hold-min", "3", "--hold-max", "5", "--quiet", "2"]),
     ("ACK_BEFORE_FSYNC", "set",
      ["--duration", "20s", "--nemesis", "killall", "--interval-min", "1", "--interval-max",
-      "2", "--quiet", "2"]),
+      "2", "--quiet", "2", "--workload", '{"set_workers": 5, "think": 0.002}']),
 ])
 def test_planted_bug_is_caught(bug, checker, args):
     binary = build_planted(bug)
