@@ -183,7 +183,18 @@ class Nemesis(threading.Thread):
                               if m["id"] != st["id"] and m["role"] == "voter"])
         self.record("transfer", "start", leader=st["id"], to=to)
         rc, out = self.cluster.keel_cli("leader", "transfer", str(to), timeout=30)
-        self.record("transfer", "end", rc=rc, out=out[:120])
+        # The CLI may report a failure for a transfer that happened (a
+        # follower forwarding the request sees the leader change it caused):
+        # record who leads afterwards too.
+        deadline = time.monotonic() + 5
+        leader = None
+        while leader is None and time.monotonic() < deadline:
+            st = self.cluster.leader_status()
+            leader = st["id"] if st else None
+            if leader is None:
+                time.sleep(0.1)
+        self.record("transfer", "end", rc=rc, leader_after=leader,
+                    out=out.replace("\n", " | ")[:200])
 
     def do_killall(self):
         self.record("killall", "start")
