@@ -32,8 +32,8 @@ ephemerals   "eph-create" (owner session known), "eph-read" (sync +
              the same session, invoked after the read returned); it may not be
              present in a read invoked after its session was known to have
              ended; and every ephemeral is gone at the end.
-zxid         per worker, the client's last seen zxid never goes down, and
-             the mzxid of a key a worker reads or writes never goes down.
+zxid         per client session, the last seen zxid never goes down, and
+             the mzxid of a key it reads or writes never goes down.
 """
 import collections
 
@@ -331,9 +331,12 @@ def check_ephemerals(ops, final, report):
 # ---- zxid monotonicity ----
 
 def check_zxids(ops, report):
+    """Per client and session (a new session starts from zxid 0 in kazoo,
+    and ZooKeeper promises nothing across sessions)."""
     bad = 0
     checked = 0
-    for w, wops in _by(ops, lambda o: o["w"]).items():
+    ops = [o for o in ops if o.get("sid") is not None]
+    for (w, _), wops in _by(ops, lambda o: (o["w"], o["sid"])).items():
         last = None
         last_key = {}
         for o in sorted(wops, key=lambda o: o["t0"]):

@@ -238,12 +238,13 @@ def test_ephemeral_vanishing_while_alive_and_outliving():
 # ---- zxids ----
 
 def test_zxid_regressions():
-    h = [op("read", 0, 1, zxid=10, mzxid=4), op("read", 2, 3, zxid=12, mzxid=4),
-         op("read", 4, 5, zxid=11, mzxid=4)]
+    h = [op("read", 0, 1, zxid=10, mzxid=4, sid=1), op("read", 2, 3, zxid=12, mzxid=4, sid=1),
+         op("read", 4, 5, zxid=11, mzxid=4, sid=1),
+         op("read", 6, 7, zxid=2, mzxid=1, sid=2)]  # a new session may start lower
     rep = checkers.Report()
     checkers.check_zxids(h, rep)
     assert len(rep.anomalies) == 1 and "went back" in rep.anomalies[0]["summary"]
-    h = [op("read", 0, 1, zxid=10, mzxid=9), op("read", 2, 3, zxid=12, mzxid=4)]
+    h = [op("read", 0, 1, zxid=10, mzxid=9, sid=1), op("read", 2, 3, zxid=12, mzxid=4, sid=1)]
     rep = checkers.Report()
     checkers.check_zxids(h, rep)
     assert "back in time" in rep.text()

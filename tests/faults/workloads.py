@@ -135,7 +135,11 @@ class Worker(threading.Thread):
         return a.get(timeout=self.cfg.op_timeout)
 
     def finish(self, op, fn, writes=True):
-        """Runs fn() -> (result, mzxid) and completes `op` by its outcome."""
+        """Runs fn() -> (result, mzxid) and completes `op` by its outcome.
+        The op's sid is the session it ran on, None if that changed
+        meanwhile (the zxid check is per session: kazoo starts a new
+        session's last_zxid at 0)."""
+        sid = self.sid()
         try:
             result, mzxid = fn()
         except SessionExpiredError as e:
@@ -145,7 +149,8 @@ class Worker(threading.Thread):
             return self.h.complete(op, FAIL, err=_name(e), zxid=self.zxid())
         except Exception as e:  # noqa: BLE001 -- every other outcome is unknown
             return self.h.complete(op, UNKNOWN if writes else FAIL, err=_name(e))
-        return self.h.complete(op, OK, result, zxid=self.zxid(), sid=None, mzxid=mzxid)
+        op["sid"] = sid if self.sid() == sid else None
+        return self.h.complete(op, OK, result, zxid=self.zxid(), mzxid=mzxid)
 
     def run(self):
         try:
