@@ -87,6 +87,22 @@ def save_run(out, history_ops, final, nemesis_schedule, meta, report_text, clust
             shutil.copy(p, logs)
 
 
+LOG_ALARMS = ("assertion failed", "AddressSanitizer", "LeakSanitizer", "runtime error:",
+              "ThreadSanitizer")
+
+
+def scan_logs(cluster):
+    """Assertion failures and sanitizer reports in the servers' logs (a
+    sanitizer build need not stop on them)."""
+    out = []
+    for s in cluster.servers.values():
+        for line in s.log().splitlines():
+            if any(a in line for a in LOG_ALARMS):
+                out.append("server %d log: %s" % (s.id, line.strip()[:300]))
+                break
+    return out
+
+
 def verdict(report, expect):
     """(passed, message)."""
     if expect is None:
@@ -195,6 +211,7 @@ def cmd_run(args):
         if len(digests) != len(cluster.servers) or len(distinct) != 1:
             problems.append("replicas disagree after the heal: %s" % json.dumps(
                 digests, sort_keys=True)[:2000])
+        problems += scan_logs(cluster)
         problems += ["worker error: " + e for e in run.errors]
         problems += ["nemesis: " + e for e in nemesis.failures]
     except Exception as e:  # noqa: BLE001
