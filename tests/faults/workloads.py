@@ -13,7 +13,8 @@ over leader and followers):
                    and then sync + getChildren of it
   CounterWorker    get + set-with-version of value+1 on /counter
   SequentialWorker sequential creates under its own parent /seq/NAME
-  SessionWorker    cycles of: open a session, create ephemerals under /eph
+  SessionWorker    cycles of: open a session (half of them knowing one
+                   server only), create ephemerals under /eph
                    (the creates prove the session alive), close it -- or,
                    every other cycle, a raw-protocol session that creates
                    ephemerals and then drops its socket without closing (a
@@ -114,8 +115,8 @@ class Worker(threading.Thread):
         self.zk = None
         self.n = 0
 
-    def connect(self, timeout=None):
-        hosts = self.run_.cluster.client_hosts(self.first)
+    def connect(self, timeout=None, hosts=None):
+        hosts = hosts or self.run_.cluster.client_hosts(self.first)
         zk = new_client(hosts, timeout or self.cfg.session_timeout)
         while not self.run_.stop.is_set():
             try:
@@ -334,7 +335,14 @@ class SessionWorker(Worker):
 
     def kazoo_cycle(self, cycle):
         w = "%s.%d" % (self.wname, cycle)
-        zk = self.zk = self.connect(timeout=self.cfg.eph_session_timeout)
+        # Every other kazoo session knows one server only: when that server
+        # is down or cut off longer than the session timeout, the session
+        # expires and the client is told so when it gets back.
+        hosts = None
+        if cycle % 4 == 3:
+            ids = sorted(self.run_.cluster.servers)
+            hosts = self.run_.cluster.servers[self.rng.choice(ids)].client_addr
+        zk = self.zk = self.connect(timeout=self.cfg.eph_session_timeout, hosts=hosts)
         if self.run_.stop.is_set():
             self.teardown()
             return
