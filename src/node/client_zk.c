@@ -789,6 +789,18 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	memcpy(p->frame, frame, size);
 	p->frame_size = size;
 	fifo_push(zc, p);
+#ifdef KEEL_PLANT_BUG_SYNC_NO_BARRIER
+	/* PLANTED BUG (tests only: cmake -DKEEL_PLANT_BUG=SYNC_NO_BARRIER; the
+	 * fault suite must catch it, tests/faults/test_planted_bugs.py): sync
+	 * answers as soon as its turn comes, without the ReadIndex barrier, so
+	 * a follower that lags or is cut off serves sync + read stale. */
+	if (kind == PK_SYNC) {
+		p->barrier_ok = true;
+		p->read_index = 0;
+		fifo_advance(n, zc);
+		return;
+	}
+#endif
 	if (kind == PK_SYNC) {
 		if (pending_map_add(zs, p) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);
@@ -1392,7 +1404,18 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		return KEEL_NOMEM;
 	}
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
-	zs->next_request_id = 1;
+	/* Request ids travel in log entries (origin, request_id) and find their
+	 * waiting request when the entry is applied -- also entries this server
+	 * proposed before it restarted, replayed from its log or committed late
+	 * by the leader. Starting at 1 in every process matched those old
+	 * entries to new requests (a reconnecting client got another session's
+	 * ConnectResponse). A random 63-bit start makes the ranges of two
+	 * process lives overlap with negligible probability. */
+	uint64_t start = 0;
+	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
+		start = (uint64_t)keel_clock_wall_ms() << 20;
+	}
+	zs->next_request_id = (start >> 1) | 1u;
 	return KEEL_OK;
 }
 

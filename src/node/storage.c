@@ -59,6 +59,9 @@ struct batch {
 	enum keel_err result;
 	uint64_t sync_ns;
 	struct batch *next;
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	bool acked_early; /* PLANTED BUG: reported durable at submit */
+#endif
 };
 
 struct node_storage {
@@ -88,6 +91,13 @@ struct node_storage {
 
 	struct wal_recovered recovered;
 	bool has_recovered;
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	/* PLANTED BUG (loop thread only): persist ids reported durable before
+	 * the storage thread wrote them, and batches not reported yet. */
+	uint64_t early_ids[64];
+	size_t n_early;
+	size_t unreported;
+#endif
 };
 
 /* ---- thread side ---- */
@@ -309,12 +319,25 @@ static void on_async(uv_async_t *a)
 	struct batch *head = s->done_head;
 	s->done_head = s->done_tail = NULL;
 	pthread_mutex_unlock(&s->mu);
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	for (size_t i = 0; i < s->n_early; i++) {
+		s->opts.on_durable(s->opts.ctx, s->early_ids[i], KEEL_OK);
+	}
+	s->n_early = 0;
+#endif
 	while (head != NULL) {
 		struct batch *b = head;
 		head = b->next;
 		if (s->opts.fsync_hist != NULL && b->sync_ns != 0 && head == NULL) {
 			metrics_hist_observe(s->opts.fsync_hist, b->sync_ns / 1000u);
 		}
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+		if (b->acked_early) {
+			batch_free(b);
+			continue;
+		}
+		s->unreported--;
+#endif
 		s->opts.on_durable(s->opts.ctx, b->persist_id, b->result);
 		batch_free(b);
 	}
@@ -390,6 +413,22 @@ enum keel_err node_storage_submit(struct node_storage *s, const struct raft_read
 		b->has_hard_state = true;
 		b->hard_state = rd->hard_state;
 	}
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	/* PLANTED BUG (tests only: cmake -DKEEL_PLANT_BUG=ACK_BEFORE_FSYNC; the
+	 * fault suite must catch it, tests/faults/test_planted_bugs.py): the
+	 * batch is reported durable now, before the storage thread has written
+	 * it, let alone fdatasync'ed it; a kill -9 loses what was acknowledged.
+	 * Snapshot batches, and everything behind a batch not reported yet,
+	 * keep the honest path (persist order is kept). */
+	if (b->n_chunks == 0 && !b->has_install && s->unreported == 0 &&
+	    s->n_early < KEEL_ARRAY_SIZE(s->early_ids)) {
+		b->acked_early = true;
+		s->early_ids[s->n_early++] = b->persist_id;
+		uv_async_send(&s->async);
+	} else {
+		s->unreported++;
+	}
+#endif
 	pthread_mutex_lock(&s->mu);
 	if (s->pending_tail == NULL) {
 		s->pending_head = b;

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""The fault-injection run: a 3-server keel cluster behind the peer proxy,
+kazoo workloads, the nemesis, then the checkers.
+
+  runner.py run [--duration 90] [--seed N] [--nemesis default|all|none|k1,k2]
+                [--keel build/keel] [--out DIR] [--expect-anomaly CHECKER]
+  runner.py check DIR        re-check a saved run (history + final reads)
+
+A run prints its seed first. At the end it heals every fault, reads the
+final state, and runs every checker. A failing run (an anomaly, a worker
+crash, a nemesis step that could not be carried out, servers that disagree)
+keeps its directory: history.jsonl, final.json, nemesis.json, run.json,
+report.txt and the servers' logs, and prints how to re-check and re-run it.
+
+--expect-anomaly inverts the verdict for planted-bug builds: the run passes
+only if that checker reports an anomaly (and fails if it finds none).
+
+Environment: KEEL_FAULTS_SEED (the seed when --seed is not given),
+KEEL_FAULTS_ARTIFACTS (where failing runs are kept; default the temp dir).
+
+Exit status: 0 pass, 1 anomalies (or, with --expect-anomaly, none), 2 the
+run itself broke (could not start the cluster, ...).
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import checkers  # noqa: E402
+import history as hist  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
+               "--tick-ms", "500", "--min-session-timeout-ms", "1000",
+               "--snapshot-entries", "3000", "--snapshot-trailing", "500"]
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def parse_duration(s):
+    s = str(s).strip()
+    mult = {"s": 1, "m": 60, "h": 3600}
+    if s and s[-1] in mult:
+        return float(s[:-1]) * mult[s[-1]]
+    return float(s)
+
+
+def summarize_ops(ops):
+    by = {}
+    for o in ops:
+        d = by.setdefault(o["f"], {"ok": 0, "fail": 0, "unknown": 0})
+        d[o["outcome"]] = d.get(o["outcome"], 0) + 1
+    return by
+
+
+def save_run(out, history_ops, final, nemesis_schedule, meta, report_text, cluster=None):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "history.jsonl"), "w") as f:
+        for o in history_ops:
+            f.write(json.dumps(o, sort_keys=True) + "\n")
+    with open(os.path.join(out, "final.json"), "w") as f:
+        json.dump(final, f, indent=1, sort_keys=True)
+    with open(os.path.join(out, "nemesis.json"), "w") as f:
+        json.dump(nemesis_schedule, f, indent=1)
+    with open(os.path.join(out, "run.json"), "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+    with open(os.path.join(out, "report.txt"), "w") as f:
+        f.write(report_text + "\n")
+    if cluster is not None:
+        logs = os.path.join(out, "logs")
+        os.makedirs(logs, exist_ok=True)
+        for s in cluster.servers.values():
+            if os.path.exists(s.log_path):
+                shutil.copy(s.log_path, logs)
+        p = os.path.join(cluster.root, "netproxy.log")
+        if os.path.exists(p):
+            shutil.copy(p, logs)
+
+
+LOG_ALARMS = ("assertion failed", "AddressSanitizer", "LeakSanitizer", "runtime error:",
+              "ThreadSanitizer")
+
+
+def scan_logs(cluster):
+    """Assertion failures and sanitizer reports in the servers' logs (a
+    sanitizer build need not stop on them)."""
+    out = []
+    for s in cluster.servers.values():
+        for line in s.log().splitlines():
+            if any(a in line for a in LOG_ALARMS):
+                out.append("server %d log: %s" % (s.id, line.strip()[:300]))
+                break
+    return out
+
+
+def verdict(report, expect):
+    """(passed, message)."""
+    if expect is None:
+        return report.ok, ("PASS: no anomalies" if report.ok else
+                           "FAIL: %d anomalies" % len(report.anomalies))
+    hits = [a for a in report.anomalies if a["checker"] == expect]
+    if hits:
+        return True, "PASS: the planted bug was caught by the %s checker (%d anomalies)" % (
+            expect, len(hits))
+    return False, "FAIL: expected the %s checker to catch the planted bug; it did not" % expect
+
+
+def cmd_check(args):
+    ops = hist.load(os.path.join(args.dir, "history.jsonl"))
+    with open(os.path.join(args.dir, "final.json")) as f:
+        final = json.load(f)
+    if "counter" in final and final["counter"] is not None:
+        final["counter"] = tuple(final["counter"])
+    report = checkers.check_all(ops, final)
+    log("re-check of %s: %d ops" % (args.dir, len(ops)))
+    log(report.text())
+    ok, msg = verdict(report, args.expect_anomaly)
+    log(msg)
+    return 0 if ok else 1
+
+
+def cmd_run(args):
+    # Imported here: `check` must work without kazoo.
+    import nemesis as nem
+    import workloads as wl
+    from cluster import ProxiedCluster
+
+    if args.seed is None and os.environ.get("KEEL_FAULTS_SEED"):
+        args.seed = int(os.environ["KEEL_FAULTS_SEED"])
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    duration = parse_duration(args.duration)
+    kinds = nem.parse_kinds(args.nemesis)
+    keel = os.path.abspath(args.keel)
+    log("keel faults: seed %d, %.0fs, nemesis %s, keel %s" % (
+        seed, duration, ",".join(kinds) or "none", keel))
+    rerun = "%s %s run --seed %d --duration %s --nemesis %s --keel %s%s" % (
+        sys.executable, os.path.relpath(os.path.abspath(__file__)), seed, args.duration,
+        args.nemesis, args.keel,
+        (" --expect-anomaly " + args.expect_anomaly) if args.expect_anomaly else "")
+    out = args.out or tempfile.mkdtemp(prefix="keel-faults-%d-" % seed,
+                                       dir=os.environ.get("KEEL_FAULTS_ARTIFACTS"))
+    cfg = wl.Config(**(json.loads(args.workload) if args.workload else {}))
+    root = tempfile.mkdtemp(prefix="keel-faults-cluster-")
+    cluster = ProxiedCluster(3, server_args=SERVER_ARGS + args.server_arg, root=root,
+                             keel=keel)
+    history = hist.History()
+    run = wl.Run(cluster, history, cfg, seed)
+    final = {}
+    nemesis = None
+    problems = []
+    meta = {"seed": seed, "duration_s": duration, "nemesis": kinds, "keel": keel,
+            "server_args": SERVER_ARGS + args.server_arg, "workload": cfg.__dict__,
+            "rerun": rerun}
+    t_start = time.monotonic()
+    try:
+        cluster.start()
+        cluster.wait_leader(60)
+        zk = wl.new_client(cluster.connect_string(), 10.0)
+        zk.start(timeout=60)
+        wl.setup_tree(zk, run.stop)
+        zk.stop()
+        zk.close()
+        rot = wl.Rotator(run)
+        rot.start()
+        workers = wl.make_workers(run)
+        for w in workers:
+            w.start()
+        nemesis = nem.Nemesis(cluster, history, kinds, seed,
+                              interval=(args.interval_min, args.interval_max),
+                              hold=(args.hold_min, args.hold_max), log=log)
+        nemesis.start()
+        last = time.monotonic()
+        while time.monotonic() - t_start < duration:
+            time.sleep(1.0)
+            if time.monotonic() - last >= args.progress:
+                last = time.monotonic()
+                log("  progress %6.0fs: %d ops, faults %s" % (
+                    history.now(), len(history.ops), nemesis.counts))
+        log("stopping the nemesis and healing the cluster")
+        nemesis.stop()
+        nemesis.join(300)
+        if nemesis.is_alive():
+            problems.append("the nemesis did not stop within 300s")
+        nemesis.heal()
+        if not nemesis.restore_members():
+            problems.append("could not restore the membership")
+        cluster.wait_leader(60)
+        # Let the workers run a while on the healed cluster: what was held
+        # back is delivered, and the histories end with fault-free ops.
+        time.sleep(args.quiet)
+        run.stop.set()
+        for w in workers + [rot]:
+            w.join(60)
+            if w.is_alive():
+                problems.append("worker %s did not stop" % w.name)
+        history.close_open()
+        cluster.wait_leader(60)
+        final = wl.read_final(cluster, run)
+        digests = wl.replica_digests(cluster)
+        distinct = {json.dumps(d, sort_keys=True) for d in digests.values()}
+        if len(digests) != len(cluster.servers) or len(distinct) != 1:
+            problems.append("replicas disagree after the heal: %s" % json.dumps(
+                digests, sort_keys=True)[:2000])
+        problems += scan_logs(cluster)
+        problems += ["worker error: " + e for e in run.errors]
+        problems += ["nemesis: " + e for e in nemesis.failures]
+    except Exception as e:  # noqa: BLE001
+        problems.append("run broke: %r" % e)
+        import traceback
+        traceback.print_exc()
+    finally:
+        run.stop.set()
+        if nemesis is not None:
+            nemesis.stop()
+    elapsed = time.monotonic() - t_start
+    history.close_open()
+    ops = history.ops
+    report = checkers.check_all(ops, final) if final else checkers.Report()
+    for p in problems:
+        report.anomaly("run", p)
+    if not final:
+        report.anomaly("run", "no final reads: the checkers could not run")
+    faults = dict(nemesis.counts) if nemesis else {}
+    meta.update(elapsed_s=round(elapsed, 1), ops=len(ops), faults=faults)
+    lines = ["seed %d, %.0fs, %d ops, faults injected %s (%d in all)" % (
+        seed, elapsed, len(ops), faults, sum(faults.values()))]
+    for f, d in sorted(summarize_ops(ops).items()):
+        lines.append("  %-15s ok=%d fail=%d unknown=%d" % (f, d["ok"], d["fail"], d["unknown"]))
+    lines.append(report.text())
+    ok, msg = verdict(report, args.expect_anomaly)
+    lines.append(msg)
+    text = "\n".join(lines)
+    log(text)
+    keep = not ok or args.keep or args.out
+    if keep:
+        save_run(out, ops, final, nemesis.schedule if nemesis else [], meta, text, cluster)
+        log("saved the run in %s" % out)
+        log("  re-check: %s %s check %s%s" % (
+            sys.executable, os.path.relpath(os.path.abspath(__file__)), out,
+            (" --expect-anomaly " + args.expect_anomaly) if args.expect_anomaly else ""))
+        log("  re-run:   %s" % rerun)
+        log("  (a re-run repeats the seeded choices -- which faults, which ops -- not the "
+            "timing)")
+    else:
+        shutil.rmtree(out, ignore_errors=True)
+    cluster.cleanup()
+    broke = any(a["checker"] == "run" and a["summary"].startswith(("run broke", "no final"))
+                for a in report.anomalies)
+    if broke and args.expect_anomaly is None:
+        return 2
+    return 0 if ok else 1
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--duration", default="90s")
+    r.add_argument("--seed", type=int)
+    r.add_argument("--nemesis", default="default")
+    r.add_argument("--keel", default=os.path.join(REPO, "build", "keel"))
+    r.add_argument("--out")
+    r.add_argument("--keep", action="store_true", help="keep the run directory even on a pass")
+    r.add_argument("--expect-anomaly")
+    r.add_argument("--workload", help="JSON overrides of workloads.Config")
+    r.add_argument("--server-arg", action="append", default=[],
+                   help="extra `keel server` argument (repeat)")
+    r.add_argument("--interval-min", type=float, default=2.0)
+    r.add_argument("--interval-max", type=float, default=6.0)
+    r.add_argument("--hold-min", type=float, default=2.0)
+    r.add_argument("--hold-max", type=float, default=8.0)
+    r.add_argument("--quiet", type=float, default=5.0,
+                   help="seconds of fault-free workload after the heal")
+    r.add_argument("--progress", type=float, default=60.0)
+    c = sub.add_parser("check")
+    c.add_argument("dir")
+    c.add_argument("--expect-anomaly")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        # --server-arg values start with "--": argparse wants them as
+        # --server-arg=--flag; split "a b" into two.
+        args.server_arg = [x for a in args.server_arg for x in a.split()]
+        return cmd_run(args)
+    return cmd_check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
