@@ -4,6 +4,10 @@
  *   keel-sim --seed S [--nodes N] [--steps K] [--verbose]
  *   keel-sim --seeds FIRST:COUNT [--nodes N] [--steps K]
  *   keel-sim --random COUNT [--nodes N] [--steps K]
+ * and with any of these: --disk wal|sim (the real WAL over the fault vfs,
+ * the default; or the in-memory model), --controller (the state machine
+ * carries the metadata image; a meta controller runs on the leader, fed
+ * by simulated brokers).
  *
  * One line per seed: "ok seed=S ... trace=HASH ..." (the same seed always
  * prints the same hash) or, on a violated invariant or liveness failure,
@@ -18,13 +22,15 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "os/log.h"
 #include "sim/sim.h"
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: keel-sim --seed S [--nodes N] [--steps K] [--verbose]\n"
 			"       keel-sim --seeds FIRST:COUNT | --random COUNT [--nodes N] "
-			"[--steps K] [--expect-fail]\n");
+			"[--steps K] [--expect-fail]\n"
+			"       options for both: [--disk wal|sim] [--controller]\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -51,7 +57,12 @@ static uint64_t fresh_seed(void)
 
 int main(int argc, char **argv)
 {
-	struct sim_config cfg = {.seed = 1, .nodes = 3, .steps = 20000, .verbose = false};
+	struct sim_config cfg = {.seed = 1,
+				 .nodes = 3,
+				 .steps = 20000,
+				 .verbose = false,
+				 .disk = SIM_DISK_WAL,
+				 .controller = false};
 	uint64_t first = 0, count = 0, random_count = 0, nodes = 3;
 	bool have_seed = false, expect_fail = false;
 	for (int i = 1; i < argc; i++) {
@@ -76,6 +87,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			i++;
+		} else if (strcmp(a, "--disk") == 0 && v != NULL &&
+			   (strcmp(v, "wal") == 0 || strcmp(v, "sim") == 0)) {
+			cfg.disk = strcmp(v, "wal") == 0 ? SIM_DISK_WAL : SIM_DISK_MODEL;
+			i++;
+		} else if (strcmp(a, "--controller") == 0) {
+			cfg.controller = true;
 		} else if (strcmp(a, "--verbose") == 0) {
 			cfg.verbose = true;
 		} else if (strcmp(a, "--expect-fail") == 0) {
@@ -91,6 +108,9 @@ int main(int argc, char **argv)
 	}
 	cfg.nodes = (uint32_t)nodes;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* The WAL logs what it repairs and what fails; under injected faults
+	 * that is noise unless a run is replayed verbosely. */
+	keel_log_set_level(cfg.verbose ? KEEL_LOG_INFO : KEEL_LOG_ERROR);
 	if (have_seed) {
 		int rc = sim_run(&cfg);
 		return expect_fail ? !rc : rc;
