@@ -30,6 +30,7 @@
 
 #include "base/assert.h"
 #include "base/buf.h"
+#include "meta/format.h"
 #include "meta/proto.h"
 #include "sim/ctl_int.h"
 
@@ -59,6 +60,23 @@ static void log_append(struct sim_ctl_world *w, uint64_t index, const uint8_t *d
 	w->log[w->n_log++] = (struct sim_meta_entry){index, copy, size};
 }
 
+static void trace_line(void *ctx, const char *line)
+{
+	sim_tracef(ctx, "  meta: %.140s", line);
+}
+
+/* --verbose: the batch as `keel log dump` prints it. */
+static void trace_batch(struct sim *s, const struct meta_image *img, uint64_t index,
+			const struct meta_batch *batch)
+{
+	struct meta_image copy;
+	meta_image_init(&copy, NULL);
+	if (meta_image_clone(&copy, img) == KEEL_OK) {
+		meta_log_dump_batch(&copy, (int64_t)index, batch, trace_line, s);
+	}
+	meta_image_close(&copy);
+}
+
 void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e)
 {
 	struct sim_ctl_world *w = sim_ctlw(s);
@@ -73,6 +91,9 @@ void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e
 			 (unsigned long long)n->id, (unsigned long long)e->index, keel_errname(err),
 			 eb.msg);
 		return;
+	}
+	if (s->cfg.verbose && first_apply(s, e->index)) {
+		trace_batch(s, n->sm.image, e->index, &batch);
 	}
 	struct meta_apply_result res;
 	memset(&res, 0, sizeof(res));

@@ -40,6 +40,7 @@ struct sim_broker {
 	uint64_t next_heartbeat_at;
 	uint64_t next_isr_at;
 	uint64_t down_since;
+	uint64_t last_fetch_progress;
 	struct sim_broker_chan chan[2]; /* 0: registration/heartbeat, 1: ISR */
 	struct meta_follower follower;
 	bool has_follower;
@@ -91,6 +92,7 @@ struct sim_ctl_world {
 	uint64_t admin_seq;
 	uint64_t admin_deadline;
 	uint64_t admin_guess;
+	uint64_t admin_gen; /* of its pending event */
 	uint64_t next_seq;
 	struct keel_arena arena; /* decoding committed batches */
 	/* statistics */

@@ -458,6 +458,16 @@ static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_i
 static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
 {
 	sim_check_entries(s, n, rd->entries, rd->n_entries);
+	if (s->cfg.verbose) {
+		sim_tracef(s, "node %llu: persist batch %llu: %zu chunks%s, entries %llu..%llu%s",
+			   (unsigned long long)n->id, (unsigned long long)rd->persist_id,
+			   rd->n_chunks, rd->install != NULL ? ", install" : "",
+			   (unsigned long long)(rd->n_entries > 0 ? rd->entries[0].index : 0),
+			   (unsigned long long)(rd->n_entries > 0
+							? rd->entries[rd->n_entries - 1].index
+							: 0),
+			   rd->hard_state_changed ? ", hard state" : "");
+	}
 	enum keel_err err = n->disk->ops->submit(n->disk, rd);
 	if (err != KEEL_OK) {
 		storage_error(s, n, err, "a persist batch");
@@ -469,6 +479,10 @@ static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_re
 	sub.install = rd->install != NULL;
 	if (rd->install != NULL) {
 		sub.meta = rd->install->meta;
+		sim_tracef(s, "node %llu: install snapshot %llu/%llu (batch %llu)%s",
+			   (unsigned long long)n->id, (unsigned long long)sub.meta.index,
+			   (unsigned long long)sub.meta.term, (unsigned long long)sub.id,
+			   rd->install->discard_log ? ", log discarded" : "");
 	}
 	submitted_push(n, &sub);
 	uint64_t start = KEEL_MAX(s->now, n->disk_busy_until);

@@ -671,7 +671,7 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 		}
 		break;
 	case SIM_EV_ADMIN:
-		sim_admin_event(s);
+		sim_admin_event(s, ev->arg);
 		break;
 	default:
 		KEEL_UNREACHABLE();

@@ -450,7 +450,7 @@ void sim_ctl_request(struct sim *s, struct sim_event *ev);
 void sim_ctl_reply(struct sim *s, struct sim_event *ev);
 void sim_broker_event(struct sim *s, struct sim_event *ev);
 void sim_broker_fault(struct sim *s);
-void sim_admin_event(struct sim *s);
+void sim_admin_event(struct sim *s, uint64_t gen);
 void sim_ctl_send(struct sim *s, uint64_t server, const struct sim_ctl_msg *m);
 void sim_ctl_heal(struct sim *s);
 /* True once the metadata has settled after heal (every broker active,

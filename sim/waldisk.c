@@ -50,7 +50,7 @@
 #include "wal/wal.h"
 
 #define WD_DIR "/wal"
-#define WD_SNAP_CACHE 3
+#define WD_SNAP_CACHE 12 /* > the persist batches in flight: pinned installs fit */
 #define WD_READ_ATTEMPTS 3
 #define WD_MAX_SNAPSHOT_FILE (16u << 20)
 
@@ -65,6 +65,7 @@ struct wd_snap {
 	size_t size;
 	size_t payload_offset;
 	uint64_t used; /* LRU stamp */
+	bool pinned;   /* an installed snapshot not yet loaded: kept even if pruned */
 };
 
 struct wd_shape {
@@ -238,6 +239,12 @@ static bool snapshot_file_ok(const struct waldisk *d, const uint8_t *file, size_
  * file exists). NULL when it is gone or cannot be read intact. */
 static struct wd_snap *snapshot_get(struct waldisk *d, uint64_t index, uint64_t term)
 {
+	for (size_t i = 0; i < WD_SNAP_CACHE; i++) {
+		struct wd_snap *c = &d->cache[i];
+		if (c->valid && c->pinned && c->index == index && c->term == term) {
+			return c; /* the node holds it open: pruning does not take it */
+		}
+	}
 	char path[WAL_VFS_PATH_MAX];
 	snap_path(path, index, term, false);
 	struct wal_vfs_file *f;
@@ -257,10 +264,12 @@ static struct wd_snap *snapshot_get(struct waldisk *d, uint64_t index, uint64_t 
 			c->used = ++d->cache_clock;
 			return c;
 		}
-		if (!c->valid || (victim->valid && c->used < victim->used)) {
+		if (!c->pinned && (!c->valid || victim->pinned ||
+				   (victim->valid && c->used < victim->used))) {
 			victim = c;
 		}
 	}
+	KEEL_ASSERT(!victim->pinned);
 	for (int attempt = 0; attempt < WD_READ_ATTEMPTS; attempt++) {
 		uint8_t *file = NULL;
 		size_t size = 0;
@@ -271,7 +280,7 @@ static struct wd_snap *snapshot_get(struct waldisk *d, uint64_t index, uint64_t 
 		if (snapshot_file_ok(d, file, size, index, term, &payload_offset)) {
 			cache_drop(victim);
 			*victim = (struct wd_snap){true, index, term, file, size, payload_offset,
-						   ++d->cache_clock};
+						   ++d->cache_clock, false};
 			return victim;
 		}
 		free(file); /* a flipped bit on the way, or damage: read again */
@@ -297,6 +306,7 @@ static const uint8_t *wd_snapshot_payload(struct sim_disk *base, uint64_t index,
 	if (c == NULL) {
 		return NULL;
 	}
+	c->pinned = false; /* loaded now (the bytes stay until evicted) */
 	*size = c->size - c->payload_offset;
 	return c->file + c->payload_offset;
 }
@@ -355,9 +365,23 @@ static enum keel_err do_install(struct waldisk *d, const struct raft_snapshot_in
 		d->failed = true;
 		return wd_fail(d, err, "install snapshot: received file does not verify", msg);
 	}
+	/* The node loads it once the batch is durable — after later installs
+	 * may have pruned the file: like a server holding it open, keep it. */
+	struct wd_snap *c = snapshot_get(d, in->meta.index, in->meta.term);
+	if (c == NULL) {
+		return wd_fail(d, KEEL_IO, "install snapshot", "cannot read it back");
+	}
+	c->pinned = true;
+	/* discard_log false says the stored entries AFTER the snapshot stay.
+	 * The core decides it from its in-memory log, which may hold the
+	 * entry at the snapshot's index without having handed it to storage
+	 * yet: then the stored log does not reach it (or holds an older entry
+	 * there) and must restart after the snapshot too — the next append is
+	 * index + 1. (Found by keel-sim --seed 1056 --nodes 5.) */
+	bool reset = in->discard_log || wal_term_at(&d->wal, in->meta.index) != in->meta.term;
 	size_t files = d->wal.segment_count + d->wal.obsolete_count;
-	err = in->discard_log ? wal_reset(&d->wal, in->meta.index, in->meta.term)
-			      : wal_compact(&d->wal, in->meta.index);
+	err = reset ? wal_reset(&d->wal, in->meta.index, in->meta.term)
+		    : wal_compact(&d->wal, in->meta.index);
 	note_shape(d);
 	note_compaction(d, files);
 	if (err != KEEL_OK) {
