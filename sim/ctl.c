@@ -260,13 +260,22 @@ static bool leads(const struct sim_node *n)
 	return n->up && raft_role(n->r) == RAFT_LEADER && raft_leader(n->r) == n->id;
 }
 
+/* KEEL_PLANT_BUG_CTL_EARLY_START breaks the start rule: the controller
+ * starts as soon as this server leads, from an image that may miss
+ * committed decisions of earlier terms. */
 static void maybe_start(struct sim *s, struct sim_node *n)
 {
 	struct sim_node_ctl *c = &n->ctl;
+#ifdef KEEL_PLANT_BUG_CTL_EARLY_START
+	if (c->active || !leads(n)) {
+		return;
+	}
+#else
 	if (c->active || !leads(n) || n->sm.applied_term != raft_term(n->r) ||
 	    n->sm.applied < c->rebuild_index) {
 		return;
 	}
+#endif
 	KEEL_ASSERT(raft_term(n->r) <= INT32_MAX);
 	enum keel_err err = meta_controller_init(&c->ctl, &sim_ctlw(s)->cfg, (int32_t)n->id,
 						 (int32_t)raft_term(n->r), n->sm.image, &c->rng,
@@ -476,7 +485,13 @@ void sim_ctl_request(struct sim *s, struct sim_event *ev)
 		goto out;
 	}
 	struct sim_ctl_msg *reply = msg_copy(m);
-	if (c->last_proposed_index <= n->sm.applied) {
+#ifdef KEEL_PLANT_BUG_CTL_REPLY_EARLY
+	/* planted bug: answer before the decision is applied (committed) */
+	bool now = true;
+#else
+	bool now = c->last_proposed_index <= n->sm.applied;
+#endif
+	if (now) {
 		sim_ctl_check_reply(s, n, reply);
 		send_reply(s, n->id, reply);
 	} else if (c->n_held < SIM_MAX_HELD) {

@@ -66,8 +66,9 @@ enum sim_disk_fault {
 	/* The power goes off after a few more mutating calls: the node dies
 	 * in the middle of whatever the WAL is doing then. */
 	SIM_DISK_POWER_CUT_SOON = 2,
-	/* Reads flip a bit now and then (the stored bytes stay intact). */
-	SIM_DISK_READ_FLIPS = 3,
+	/* One of the next few reads flips a bit (the stored bytes stay
+	 * intact): a transient error the storage must ride out. */
+	SIM_DISK_READ_FLIP = 3,
 	/* Bit rot: one stored bit flips in a file other than the log's tail
 	 * segment (only while the node is down). */
 	SIM_DISK_BIT_ROT = 4,
@@ -109,6 +110,8 @@ struct sim_disk_ops {
 	/* Cancels every injected fault that has not fired. */
 	void (*heal)(struct sim_disk *d);
 	void (*stats)(const struct sim_disk *d, struct sim_disk_stats *out);
+	/* A line naming the files and their sizes (for traces of refusals). */
+	void (*describe)(struct sim_disk *d, char *out, size_t size);
 	void (*close)(struct sim_disk *d);
 };
 

@@ -15,6 +15,7 @@
  * returned. That is what a FIFO writer dying mid-stream can leave. The temp
  * snapshot file is dropped (a restarted node starts any transfer over).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,6 +443,13 @@ static void md_close(struct sim_disk *base)
 	free(d);
 }
 
+static void md_describe(struct sim_disk *base, char *out, size_t size)
+{
+	const struct memdisk *d = (const struct memdisk *)base;
+	snprintf(out, size, "model: %zu entries, snapshot %llu", d->n_log,
+		 (unsigned long long)(d->snap.valid ? d->snap.meta.index : 0));
+}
+
 static const struct sim_disk_ops memdisk_ops = {
 	.submit = md_submit,
 	.sync_one = md_sync_one,
@@ -456,6 +464,7 @@ static const struct sim_disk_ops memdisk_ops = {
 	.inject = md_inject,
 	.heal = md_heal,
 	.stats = md_stats,
+	.describe = md_describe,
 	.close = md_close,
 };
 

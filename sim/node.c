@@ -17,6 +17,7 @@
  * KEEL_PLANT_BUG_ACK_BEFORE_PERSIST breaks the first rule: batches are
  * reported durable as soon as they are submitted.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,7 @@ void sim_node_wipe(struct sim *s, struct sim_node *n)
 	n->disk->ops->close(n->disk);
 	n->disk = new_disk(s);
 	n->broken = false;
+	n->rotted = false;
 	n->refusals = 0;
 	sim_tracef(s, "node %llu: data directory wiped", (unsigned long long)n->id);
 }
@@ -157,9 +159,17 @@ static void refused_to_start(struct sim *s, struct sim_node *n, enum keel_err er
 	s->stat_refusals++;
 	sim_tracef(s, "node %llu: refuses to start (%s): %.90s", (unsigned long long)n->id,
 		   keel_errname(err), why);
-	if (err != KEEL_CORRUPT && err != KEEL_IO) {
-		sim_fail(s, "node %llu: storage recovery failed: %s: %s", (unsigned long long)n->id,
-			 keel_errname(err), why);
+	if (s->cfg.verbose) {
+		char files[1024];
+		n->disk->ops->describe(n->disk, files, sizeof(files));
+		printf("  %s\n  files (size/durable): %s\n", why, files);
+	}
+	/* Crashes, torn and scrambled writes, lost directory operations, EIO
+	 * and single flipped reads are all the WAL must ride out: only bit
+	 * rot may make it refuse. */
+	if (!n->rotted || (err != KEEL_CORRUPT && err != KEEL_IO)) {
+		sim_fail(s, "node %llu: storage recovery failed%s: %s: %s", (unsigned long long)n->id,
+			 n->rotted ? "" : " without bit rot", keel_errname(err), why);
 		return;
 	}
 	if (n->refusals < 2) {

@@ -249,6 +249,7 @@ static void fault_bit_rot(struct sim *s)
 		}
 		if (n->disk->ops->inject(n->disk, SIM_DISK_BIT_ROT, &s->rng)) {
 			s->rot_node = n->id;
+			n->rotted = true;
 			s->stat_disk_faults++;
 			sim_tracef(s, "fault: bit rot on the disk of node %llu", (unsigned long long)n->id);
 		}
@@ -257,12 +258,12 @@ static void fault_bit_rot(struct sim *s)
 }
 
 /* Storage faults of the WAL disk: EIO (the node stops), a power cut in
- * the middle of a WAL operation, flipped bits on reads, bit rot. */
+ * the middle of a WAL operation, a bit flipped on a read, bit rot. */
 static void fault_disk(struct sim *s, struct sim_node *n)
 {
-	static const char *const names[] = {"EIO soon", "power cut soon", "read bit flips"};
+	static const char *const names[] = {"EIO soon", "power cut soon", "a read flips a bit"};
 	static const enum sim_disk_fault faults[] = {SIM_DISK_EIO_SOON, SIM_DISK_POWER_CUT_SOON,
-						     SIM_DISK_READ_FLIPS};
+						     SIM_DISK_READ_FLIP};
 	uint64_t k = keel_rng_below(&s->rng, 4);
 	if (k == 3) {
 		fault_bit_rot(s);

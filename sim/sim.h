@@ -173,6 +173,7 @@ struct sim_node {
 	bool paused;
 	bool broken;   /* its storage refused to start twice: needs repair */
 	bool stop_pending; /* its storage failed: stops after this ready */
+	bool rotted;       /* bit rot was injected into its disk (until wiped) */
 	uint32_t refusals; /* starts refused in a row */
 	struct raft *r;
 	struct sim_disk *disk;

@@ -735,8 +735,12 @@ static bool wd_inject(struct sim_disk *base, enum sim_disk_fault fault, struct k
 		wal_vfs_fault_power_off_after(&d->vfs, keel_rng_below(rng, 40));
 		d->power_armed = true;
 		return true;
-	case SIM_DISK_READ_FLIPS:
-		wal_vfs_fault_set_read_flip_rate(&d->vfs, 1, 50);
+	case SIM_DISK_READ_FLIP:
+		/* One flip, within the next few reads: a re-read sees the true
+		 * bytes, so the WAL must never call it damage. (A steady flip
+		 * rate can flip both reads of a check, and recovery then renames
+		 * an intact snapshot to .corrupt for good.) */
+		wal_vfs_fault_flip_nth_read(&d->vfs, keel_rng_between(rng, 1, 12));
 		return true;
 	case SIM_DISK_BIT_ROT:
 		return bit_rot(d, rng);
@@ -798,6 +802,42 @@ static void wd_close(struct sim_disk *base)
 	free(d);
 }
 
+struct describe_ctx {
+	struct waldisk *d;
+	char *out;
+	size_t size;
+	size_t used;
+};
+
+static void describe_one(void *arg, const char *name)
+{
+	struct describe_ctx *c = arg;
+	char path[WAL_VFS_PATH_MAX];
+	uint64_t size = 0, durable = 0;
+	if (wal_vfs_join(path, sizeof(path), WD_DIR, name) != KEEL_OK) {
+		return;
+	}
+	struct wal_vfs_file *f;
+	if (wal_vfs_open(&c->d->vfs, path, WAL_VFS_READ_ONLY, &f) == KEEL_OK) {
+		wal_vfs_size(f, &size);
+		wal_vfs_close(f);
+	}
+	wal_vfs_fault_durable_size(&c->d->vfs, path, &durable);
+	if (c->used < c->size) {
+		int n = snprintf(c->out + c->used, c->size - c->used, "%s%s(%llu/%llu)",
+				 c->used > 0 ? " " : "", name, (unsigned long long)size,
+				 (unsigned long long)durable);
+		c->used += n > 0 ? (size_t)n : 0;
+	}
+}
+
+static void wd_describe(struct sim_disk *base, char *out, size_t size)
+{
+	struct describe_ctx c = {wd_of(base), out, size, 0};
+	out[0] = '\0';
+	wal_vfs_list(&c.d->vfs, WD_DIR, describe_one, &c);
+}
+
 static const struct sim_disk_ops waldisk_ops = {
 	.load = wd_load,
 	.submit = wd_submit,
@@ -812,6 +852,7 @@ static const struct sim_disk_ops waldisk_ops = {
 	.inject = wd_inject,
 	.heal = wd_heal,
 	.stats = wd_stats,
+	.describe = wd_describe,
 	.close = wd_close,
 };
 
