@@ -589,9 +589,6 @@ void sim_ctl_world_init(struct sim *s)
 		sim_schedule(s, s->now + keel_rng_below(&s->rng, 200), SIM_EV_BROKER, (uint64_t)b->id,
 			     0, NULL);
 	}
-	for (uint32_t id = 1; id <= s->n_slots; id++) {
-		keel_rng_seed(&s->nodes[id].ctl.rng, keel_rng_next(&s->rng));
-	}
 	w->admin_guess = random_server(s);
 	keel_arena_init(&w->arena, 16384);
 	sim_ctl_check_init(w);

@@ -136,20 +136,6 @@ void sim_node_boot(struct sim *s, struct sim_node *n, bool member_of_initial)
 	sim_node_start(s, n);
 }
 
-void sim_node_wipe(struct sim *s, struct sim_node *n)
-{
-	KEEL_ASSERT(!n->up);
-	struct sim_disk_stats st;
-	n->disk->ops->stats(n->disk, &st);
-	sim_disk_stats_add(&s->retired_disks, &st);
-	n->disk->ops->close(n->disk);
-	n->disk = new_disk(s);
-	n->broken = false;
-	n->rotted = false;
-	n->refusals = 0;
-	sim_tracef(s, "node %llu: data directory wiped", (unsigned long long)n->id);
-}
-
 /* The node's storage refused to start: once more later (a bit flipped on
  * the way from the disk is gone then), after that the node needs repair. */
 static void refused_to_start(struct sim *s, struct sim_node *n, enum keel_err err,
@@ -183,8 +169,8 @@ static void refused_to_start(struct sim *s, struct sim_node *n, enum keel_err er
 void sim_node_start(struct sim *s, struct sim_node *n)
 {
 	KEEL_ASSERT(!n->up);
-	if (n->broken) {
-		return; /* waits for repair */
+	if (n->broken || n->retired) {
+		return; /* waits for repair, or was replaced */
 	}
 	n->incarnation++;
 	struct sim_disk_state st;

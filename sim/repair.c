@@ -10,21 +10,25 @@
  *   1. asks the leader to REMOVE the server from the configuration (if it
  *      is a member), remembering the role it had;
  *   2. waits until the leader's configuration without it is COMMITTED
- *      (config index <= commit index), then wipes its data directory and
- *      starts it empty — a spare with term 0, no vote and no log;
- *   3. adds it back as a learner, and promotes it once it has applied the
- *      configuration that added it (if it was a voter).
+ *      (config index <= commit index), then retires it for good and starts
+ *      a REPLACEMENT with an empty data directory under a NEW server id;
+ *   3. adds the replacement as a learner, and promotes it once it has
+ *      applied the configuration that added it (if the old one was a
+ *      voter).
  *
- * Why not simply wipe and restart it as the same member: a wiped voter has
- * forgotten its vote (it may vote twice in one term: two leaders) and the
- * entries it acknowledged (an entry committed with its ack may then exist
- * on a minority only). After a committed removal neither matters: every
- * later leader's log holds the removal, so no candidate that still counts
- * the server can win, and every entry committed before the removal is on a
- * majority of the configuration without it. Re-adding it is then the
- * ordinary addition of an empty server. The checkers verify this in every
- * run that rots a disk (election safety, leader completeness, no lost
- * acknowledged write).
+ * Why a new id. An emptied server that keeps its id has forgotten its vote
+ * and the entries it acknowledged, and some servers may still run with an
+ * old configuration that counts it: a lagging server whose log ends before
+ * the removal — even before earlier changes — can win an election with the
+ * emptied server's vote and a log that misses committed entries. The
+ * simulator found exactly that with "remove, wait for the commit, wipe,
+ * re-add under the same id" (pinned seed 926140756018/3: leader
+ * completeness). Raft's membership argument relies on every server of
+ * every configuration keeping its durable state; a retired id never votes
+ * again, so configurations that still count it merely see a dead server,
+ * and the replacement joins as the ordinary addition of an empty server
+ * (etcd and KRaft give replaced servers new member or directory ids for
+ * the same reason).
  */
 #include "base/assert.h"
 #include "sim/sim.h"
@@ -91,7 +95,7 @@ static void change(struct sim *s, struct sim_node *l, enum raft_change what, uin
 	}
 }
 
-/* Steps 1 and 2; true once the server runs again, empty. */
+/* Steps 1 and 2; true once the server is retired (and replaced). */
 static bool repair_broken(struct sim *s, struct sim_node *n)
 {
 	struct sim_node *l = leader(s);
@@ -107,24 +111,27 @@ static bool repair_broken(struct sim *s, struct sim_node *n)
 		return false;
 	}
 	if (!config_committed(l)) {
-		if (s->cfg.verbose) {
-			struct raft_status st;
-			raft_status(l->r, &st);
-			sim_tracef(s, "repair: node %llu: leader %llu config %llu commit %llu",
-				   (unsigned long long)n->id, (unsigned long long)l->id,
-				   (unsigned long long)st.config_index,
-				   (unsigned long long)st.commit_index);
-		}
 		return false; /* the removal (or a later change) is not committed yet */
 	}
-	sim_node_wipe(s, n);
+	n->broken = false;
+	n->retired = true;
 	s->stat_repairs++;
 	if (s->rot_node == n->id) {
 		s->rot_node = 0;
 	}
-	sim_node_start(s, n);
-	if (n->up) {
-		sim_node_process(s, n);
+	uint8_t want = s->readd_role[n->id];
+	s->readd_role[n->id] = 0;
+	if (want == 0 || s->n_slots == SIM_MAX_NODES) {
+		sim_tracef(s, "repair: node %llu retired", (unsigned long long)n->id);
+		return true;
+	}
+	uint64_t id = ++s->n_slots;
+	sim_tracef(s, "repair: node %llu retired, node %llu replaces it (empty)",
+		   (unsigned long long)n->id, (unsigned long long)id);
+	s->readd_role[id] = want;
+	sim_add_server(s, id, false);
+	if (s->nodes[id].up) {
+		sim_node_process(s, &s->nodes[id]);
 	}
 	return true;
 }

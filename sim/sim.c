@@ -164,6 +164,9 @@ static void fault_membership(struct sim *s)
 	}
 	const struct raft_config *c = raft_config(l->r);
 	uint64_t id = 1 + keel_rng_below(&s->rng, s->n_slots);
+	if (s->nodes[id].retired) {
+		return; /* replaced by a repair: its identity never comes back */
+	}
 	uint8_t role = raft_config_role(c, id);
 	enum raft_change change;
 	if (role == 0) {
@@ -472,6 +475,22 @@ void sim_on_new_leader(struct sim *s, struct sim_node *n)
 
 /* ---- setup ---- */
 
+void sim_add_server(struct sim *s, uint64_t id, bool member_of_initial)
+{
+	KEEL_ASSERT(id >= 1 && id <= SIM_MAX_NODES && id <= s->n_slots);
+	struct sim_node *n = &s->nodes[id];
+	KEEL_ASSERT(!n->exists);
+	n->id = id;
+	n->exists = true;
+	n->clock_rate = 0.97 + 0.06 * (double)keel_rng_below(&s->rng, 1001) / 1000.0;
+	n->clock_base = keel_rng_below(&s->rng, 1u << 30);
+	n->snapshot_every = keel_rng_between(&s->rng, 15, 80);
+	n->fsync_min_ms = 1;
+	n->fsync_max_ms = 12;
+	keel_rng_seed(&n->ctl.rng, keel_rng_next(&s->rng));
+	sim_node_boot(s, n, member_of_initial);
+}
+
 static void setup(struct sim *s, const struct sim_config *cfg)
 {
 	memset(s, 0, sizeof(*s));
@@ -526,15 +545,7 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 
 	sim_check_init(s);
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
-		struct sim_node *n = &s->nodes[id];
-		n->id = id;
-		n->exists = true;
-		n->clock_rate = 0.97 + 0.06 * (double)keel_rng_below(&s->rng, 1001) / 1000.0;
-		n->clock_base = keel_rng_below(&s->rng, 1u << 30);
-		n->snapshot_every = keel_rng_between(&s->rng, 15, 80);
-		n->fsync_min_ms = 1;
-		n->fsync_max_ms = 12;
-		sim_node_boot(s, n, id <= cfg->nodes);
+		sim_add_server(s, id, id <= cfg->nodes);
 	}
 	s->workload_on = true;
 	s->faults_on = true;
@@ -719,7 +730,7 @@ static void heal_all(struct sim *s)
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		struct sim_node *n = &s->nodes[id];
 		n->disk->ops->heal(n->disk);
-		if (!n->up) {
+		if (!n->up && !n->retired) {
 			sim_node_start(s, n); /* a broken one waits for its repair */
 			sim_node_process(s, n);
 		}
@@ -861,7 +872,8 @@ static void report(const struct sim *s)
 		       s->cfg.controller ? " --controller" : "");
 		return;
 	}
-	struct sim_disk_stats d = s->retired_disks;
+	struct sim_disk_stats d;
+	memset(&d, 0, sizeof(d));
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		struct sim_disk_stats one;
 		s->nodes[id].disk->ops->stats(s->nodes[id].disk, &one);

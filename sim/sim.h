@@ -32,7 +32,7 @@
 #include "raft/raft.h"
 #include "sim/disk.h"
 
-#define SIM_MAX_NODES 8
+#define SIM_MAX_NODES 12 /* initial servers, spares, and replacements after repairs */
 #define SIM_KEYS 6
 #define SIM_MAX_CLIENTS 8
 #define SIM_TIME_INF UINT64_MAX
@@ -172,6 +172,7 @@ struct sim_node {
 	bool up;       /* running */
 	bool paused;
 	bool broken;   /* its storage refused to start twice: needs repair */
+	bool retired;  /* repaired: replaced by a new server id, never runs again */
 	bool stop_pending; /* its storage failed: stops after this ready */
 	bool rotted;       /* bit rot was injected into its disk (until wiped) */
 	uint32_t refusals; /* starts refused in a row */
@@ -334,10 +335,12 @@ struct sim {
 	uint64_t stat_repairs;      /* servers removed, wiped, re-added */
 	uint64_t stat_storage_stops; /* stops after a storage failure */
 	uint64_t stat_disk_faults;  /* EIO, power cuts, bit rot injected */
-	struct sim_disk_stats retired_disks; /* of disks a repair replaced */
 };
 
 /* sim.c */
+/* Sets up server slot `id` (<= n_slots): its clock, snapshot cadence,
+ * disk; boots it (with the bootstrap entry if member_of_initial). */
+void sim_add_server(struct sim *s, uint64_t id, bool member_of_initial);
 void sim_tracef(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sim_trace_hash(struct sim *s, uint64_t v);
 void sim_fail(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -361,8 +364,6 @@ bool sim_rotation_drops(struct sim *s, const struct raft_msg *m);
 
 /* node.c */
 void sim_node_boot(struct sim *s, struct sim_node *n, bool member_of_initial);
-/* A fresh, empty data directory for a stopped node (repair). */
-void sim_node_wipe(struct sim *s, struct sim_node *n);
 void sim_disk_stats_add(struct sim_disk_stats *sum, const struct sim_disk_stats *add);
 void sim_node_start(struct sim *s, struct sim_node *n);
 void sim_node_crash(struct sim *s, struct sim_node *n);
