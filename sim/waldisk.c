@@ -559,10 +559,9 @@ static bool wd_crash(struct sim_disk *base, struct keel_rng *rng)
 	static const enum wal_vfs_crash_mode modes[] = {
 		WAL_VFS_CRASH_DROP_UNSYNCED, WAL_VFS_CRASH_TORN, WAL_VFS_CRASH_TORN,
 		WAL_VFS_CRASH_SCRAMBLE};
-	struct wal_vfs_crash crash = {
-		.mode = modes[keel_rng_below(rng, KEEL_ARRAY_SIZE(modes))],
-		.lose_dir_ops = keel_rng_chance(rng, 1, 2),
-	};
+	struct wal_vfs_crash crash;
+	crash.mode = modes[keel_rng_below(rng, KEEL_ARRAY_SIZE(modes))];
+	crash.lose_dir_ops = keel_rng_chance(rng, 1, 2); /* (not in one initializer: unsequenced) */
 	wal_vfs_fault_crash(&d->vfs, &crash);
 	cancel_scripts(d);
 	d->power_armed = false;
@@ -715,19 +714,27 @@ static bool bit_rot(struct waldisk *d, struct keel_rng *rng)
 	return done;
 }
 
+static bool inject_eio(struct waldisk *d, struct keel_rng *rng)
+{
+	static const enum wal_vfs_op eio_ops[] = {WAL_VFS_OP_SYNC, WAL_VFS_OP_SYNC, WAL_VFS_OP_WRITE,
+						  WAL_VFS_OP_SYNC_DIR, WAL_VFS_OP_RENAME};
+	if (!d->open || d->failed) {
+		return false;
+	}
+	/* Separate statements: the order in which a call's arguments are
+	 * evaluated is unspecified, and every compiler must draw alike. */
+	enum wal_vfs_op op = eio_ops[keel_rng_below(rng, KEEL_ARRAY_SIZE(eio_ops))];
+	uint64_t nth = keel_rng_between(rng, 1, 12);
+	wal_vfs_fault_fail_nth(&d->vfs, op, nth, KEEL_IO);
+	return true;
+}
+
 static bool wd_inject(struct sim_disk *base, enum sim_disk_fault fault, struct keel_rng *rng)
 {
 	struct waldisk *d = wd_of(base);
-	static const enum wal_vfs_op eio_ops[] = {WAL_VFS_OP_SYNC, WAL_VFS_OP_SYNC, WAL_VFS_OP_WRITE,
-						  WAL_VFS_OP_SYNC_DIR, WAL_VFS_OP_RENAME};
 	switch (fault) {
 	case SIM_DISK_EIO_SOON:
-		if (!d->open || d->failed) {
-			return false;
-		}
-		wal_vfs_fault_fail_nth(&d->vfs, eio_ops[keel_rng_below(rng, KEEL_ARRAY_SIZE(eio_ops))],
-				       keel_rng_between(rng, 1, 12), KEEL_IO);
-		return true;
+		return inject_eio(d, rng);
 	case SIM_DISK_POWER_CUT_SOON:
 		if (!d->open || d->failed || d->power_armed) {
 			return false;
