@@ -886,7 +886,8 @@ static void report(const struct sim *s)
 	printf("ok seed=%llu nodes=%u steps=%llu trace=%016llx sim_ms=%llu writes=%llu reads=%llu "
 	       "elections=%llu crashes=%llu torn=%llu partitions=%llu pauses=%llu members=%llu "
 	       "transfers=%llu snapshots=%llu installs=%llu msgs=%llu disk=%s rolls=%llu "
-	       "reused=%llu compactions=%llu dfaults=%llu stops=%llu refusals=%llu repairs=%llu%s\n",
+	       "reused=%llu compactions=%llu recoveries_with_repairs=%llu dfaults=%llu stops=%llu "
+	       "refusals=%llu repairs=%llu%s\n",
 	       (unsigned long long)s->cfg.seed, s->cfg.nodes, (unsigned long long)s->cfg.steps,
 	       (unsigned long long)s->trace_hash, (unsigned long long)s->now,
 	       (unsigned long long)s->stat_writes_ok, (unsigned long long)s->stat_reads_ok,
@@ -897,7 +898,7 @@ static void report(const struct sim *s)
 	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->net.sent,
 	       s->cfg.disk == SIM_DISK_WAL ? "wal" : "sim", (unsigned long long)d.segment_rolls,
 	       (unsigned long long)d.segments_reused, (unsigned long long)d.compactions,
-	       (unsigned long long)s->stat_disk_faults, (unsigned long long)s->stat_storage_stops,
+	       (unsigned long long)d.repairs_at_start, (unsigned long long)s->stat_disk_faults, (unsigned long long)s->stat_storage_stops,
 	       (unsigned long long)s->stat_refusals, (unsigned long long)s->stat_repairs, ctl);
 }
 
