@@ -157,7 +157,7 @@ void sim_check_applied(struct sim *s, struct sim_node *n, const struct raft_entr
 {
 	struct sim_committed *c = committed_at(s, e->index);
 	uint64_t dh = sim_entry_hash(e);
-	uint64_t sh = sim_kv_hash(&n->kv);
+	uint64_t sh = sim_sm_hash(&n->sm);
 	if (!c->known) {
 		c->known = true;
 		c->term = e->term;
@@ -189,15 +189,15 @@ void sim_check_applied(struct sim *s, struct sim_node *n, const struct raft_entr
 
 void sim_check_snapshot_loaded(struct sim *s, struct sim_node *n)
 {
-	uint64_t index = n->kv.applied;
+	uint64_t index = n->sm.applied;
 	if (index == 0) {
 		return;
 	}
 	struct sim_committed *c = committed_at(s, index);
-	uint64_t sh = sim_kv_hash(&n->kv);
+	uint64_t sh = sim_sm_hash(&n->sm);
 	if (!c->known) {
 		c->known = true;
-		c->term = n->kv.applied_term;
+		c->term = n->sm.applied_term;
 		c->seen_term = n->r != NULL ? raft_term(n->r) : c->term;
 		c->data_hash = 0; /* not seen: the entry itself is not in a snapshot */
 		c->sm_hash = sh;
@@ -206,7 +206,7 @@ void sim_check_snapshot_loaded(struct sim *s, struct sim_node *n)
 		}
 		return;
 	}
-	if (c->term != n->kv.applied_term || c->sm_hash != sh) {
+	if (c->term != n->sm.applied_term || c->sm_hash != sh) {
 		sim_fail(s, "state machine safety: node %llu loaded a snapshot at %llu that differs",
 			 (unsigned long long)n->id, (unsigned long long)index);
 	}

@@ -1,24 +1,41 @@
 /*
  * disk.h — the storage a simulated node persists to, behind a small
- * interface so that the real WAL (src/wal over a fault-injecting vfs) can
- * replace the in-memory model without touching the rest of the simulator.
+ * interface with two implementations:
  *
- * The contract mirrors what the real node does with a raft_ready:
- *   submit(batch)   queue the persistent part of one ready (copied);
- *   sync_one()      the oldest queued batch becomes durable (its fsync
+ *   waldisk.c  the REAL write-ahead log (src/wal) over the fault-injecting
+ *              in-memory file system (src/wal/vfs.h) — the default;
+ *   memdisk.c  an in-memory model of the same contract (--disk sim), kept
+ *              as a fast reference.
+ *
+ * The contract mirrors what the real node (src/node/storage.c) does with a
+ * raft_ready:
+ *   load(out)       what a starting process finds (hard state, newest
+ *                   snapshot with its state-machine payload, the entries
+ *                   after it) — or a refusal to start (KEEL_CORRUPT and a
+ *                   reason: the node needs repair, see sim/repair.c);
+ *   submit(batch)   write the persistent part of one ready (copied): chunks,
+ *                   install, hard state, entries — not yet durable;
+ *   sync_one(&id)   the oldest submitted batch becomes durable (its fsync
  *                   returned); batches become durable in submit order;
- *   crash(rng)      the process dies: batches not synced are lost, except
- *                   that a prefix of their writes, in order, may survive
- *                   (a torn batch, or batches whose fsync never returned);
- *   load(out)       what a restarting process finds (hard state, newest
- *                   snapshot with its bytes, the entries after it);
- *   save_snapshot() a snapshot the node took (durable at once: written to a
- *                   temp file, synced and renamed before it is reported);
- *   snapshot_bytes() read a retained snapshot to send chunks from it.
+ *   crash(rng)      power loss: what was not synced is lost, except what the
+ *                   fault model lets survive (a prefix, a torn write);
+ *   save_snapshot() a snapshot the node took, durable on return (temp file,
+ *                   sync, rename, directory sync), and the log compacted
+ *                   behind it; reports the snapshot's transfer size;
+ *   snapshot_bytes()   a retained snapshot as it is sent to followers
+ *                   (chunk offsets count in these bytes: meta.size_bytes);
+ *   snapshot_payload() the state machine's part of a retained snapshot.
  *
- * Ownership: submit copies everything; pointers returned by load and
- * snapshot_bytes point into the disk and stay valid until the next call
- * that changes it.
+ * Errors. A call that fails because the storage failed (injected EIO, the
+ * power went off mid-operation) returns an error and failed() turns true
+ * (sticky): the node must stop serving and restart, which runs recovery —
+ * the real server's rule. Any other error (KEEL_INVAL: the node asked for
+ * something inconsistent) is a bug the simulator reports.
+ *
+ * Ownership: submit copies everything; pointers returned by load,
+ * snapshot_bytes and snapshot_payload point into the disk and stay valid
+ * until the next call that changes it (submit, sync_one, crash, load,
+ * save_snapshot, close).
  */
 #ifndef KEEL_SIM_DISK_H
 #define KEEL_SIM_DISK_H
@@ -27,34 +44,74 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/err.h"
 #include "base/rng.h"
 #include "raft/raft.h"
 
 struct sim_disk_state {
 	struct raft_hard_state hs;
 	bool has_snapshot;
-	struct raft_snapshot_meta snapshot;
-	const uint8_t *snapshot_bytes;
+	struct raft_snapshot_meta snapshot; /* size_bytes: the transfer size */
+	const uint8_t *snapshot_payload;    /* the state machine's bytes */
+	uint64_t snapshot_payload_size;
 	const struct raft_entry *entries;
 	size_t n_entries;
+};
+
+/* Faults a disk may support (inject returns false when it does not). */
+enum sim_disk_fault {
+	/* The nth of the next few writes, syncs, renames or directory syncs
+	 * fails with EIO (sticky: the node stops). */
+	SIM_DISK_EIO_SOON = 1,
+	/* The power goes off after a few more mutating calls: the node dies
+	 * in the middle of whatever the WAL is doing then. */
+	SIM_DISK_POWER_CUT_SOON = 2,
+	/* One of the next few reads flips a bit (the stored bytes stay
+	 * intact): a transient error the storage must ride out. */
+	SIM_DISK_READ_FLIP = 3,
+	/* Bit rot: one stored bit flips in a file other than the log's tail
+	 * segment (only while the node is down). */
+	SIM_DISK_BIT_ROT = 4,
+};
+
+/* Counters a disk keeps for the run's report. */
+struct sim_disk_stats {
+	uint64_t segment_rolls;     /* a new tail segment was started */
+	uint64_t segments_reused;   /* ... in a recycled spare file */
+	uint64_t compactions;       /* segments retired behind a snapshot */
+	uint64_t torn_crashes;      /* crashes with unsynced writes in flight */
+	uint64_t injected_failures; /* EIO and power cuts that fired */
+	uint64_t read_flips;
+	uint64_t repairs_at_start;  /* recovery repaired something (notes) */
 };
 
 struct sim_disk;
 
 struct sim_disk_ops {
-	void (*submit)(struct sim_disk *d, const struct raft_ready *rd);
-	/* Returns the persist id made durable (0 if nothing was queued). */
-	uint64_t (*sync_one)(struct sim_disk *d);
-	/* Returns true when some unsynced writes survived the crash. */
+	enum keel_err (*load)(struct sim_disk *d, struct sim_disk_state *out, char *why,
+			      size_t why_size);
+	enum keel_err (*submit)(struct sim_disk *d, const struct raft_ready *rd);
+	enum keel_err (*sync_one)(struct sim_disk *d, uint64_t *persist_id);
+	/* Returns true when unsynced writes were in flight. */
 	bool (*crash)(struct sim_disk *d, struct keel_rng *rng);
-	void (*load)(struct sim_disk *d, struct sim_disk_state *out);
-	void (*save_snapshot)(struct sim_disk *d, const struct raft_snapshot_meta *meta,
-			      const uint8_t *bytes);
-	/* Bytes of a retained snapshot (index, term), or NULL if pruned. */
+	enum keel_err (*save_snapshot)(struct sim_disk *d, const struct raft_snapshot_meta *meta,
+				       const uint8_t *payload, uint64_t payload_size,
+				       uint64_t *transfer_size);
 	const uint8_t *(*snapshot_bytes)(struct sim_disk *d, uint64_t index, uint64_t term,
 					 uint64_t *size);
+	const uint8_t *(*snapshot_payload)(struct sim_disk *d, uint64_t index, uint64_t term,
+					   uint64_t *size);
 	/* Batches submitted and not yet durable. */
 	size_t (*pending)(const struct sim_disk *d);
+	bool (*failed)(const struct sim_disk *d);
+	/* Why the last call failed (or the failure that made it sticky). */
+	const char *(*errmsg)(const struct sim_disk *d);
+	bool (*inject)(struct sim_disk *d, enum sim_disk_fault fault, struct keel_rng *rng);
+	/* Cancels every injected fault that has not fired. */
+	void (*heal)(struct sim_disk *d);
+	void (*stats)(const struct sim_disk *d, struct sim_disk_stats *out);
+	/* A line naming the files and their sizes (for traces of refusals). */
+	void (*describe)(struct sim_disk *d, char *out, size_t size);
 	void (*close)(struct sim_disk *d);
 };
 
@@ -64,5 +121,21 @@ struct sim_disk {
 
 /* The in-memory model (memdisk.c). */
 struct sim_disk *sim_memdisk_new(void);
+
+/* What every node of a run shares: the segment size (small, so that
+ * segments roll, are compacted and reused in every run) and the largest
+ * entry a segment holds (the Raft core's max_entry_bytes must not exceed
+ * it). */
+struct sim_wal_params {
+	uint64_t segment_size_bytes;
+	uint32_t max_entry_bytes;
+};
+
+void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out);
+
+/* The real WAL over a fault vfs of its own, seeded with `seed` (waldisk.c).
+ * The per-node parameters (preallocation mode, spares, write buffer,
+ * snapshots retained) are drawn from the seed too. */
+struct sim_disk *sim_waldisk_new(uint64_t seed, const struct sim_wal_params *params);
 
 #endif

@@ -4,6 +4,10 @@
  *   keel-sim --seed S [--nodes N] [--steps K] [--verbose]
  *   keel-sim --seeds FIRST:COUNT [--nodes N] [--steps K]
  *   keel-sim --random COUNT [--nodes N] [--steps K]
+ * and with any of these: --disk wal|sim (the real WAL over the fault vfs,
+ * the default; or the in-memory model), --controller (the state machine
+ * carries the metadata image; a meta controller runs on the leader, fed
+ * by simulated brokers).
  *
  * One line per seed: "ok seed=S ... trace=HASH ..." (the same seed always
  * prints the same hash) or, on a violated invariant or liveness failure,
@@ -18,13 +22,15 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "os/log.h"
 #include "sim/sim.h"
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: keel-sim --seed S [--nodes N] [--steps K] [--verbose]\n"
 			"       keel-sim --seeds FIRST:COUNT | --random COUNT [--nodes N] "
-			"[--steps K] [--expect-fail]\n");
+			"[--steps K] [--expect-fail]\n"
+			"       options for both: [--disk wal|sim] [--controller]\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -49,59 +55,94 @@ static uint64_t fresh_seed(void)
 	return seed % 1000000000000ull;
 }
 
-int main(int argc, char **argv)
+struct cli {
+	struct sim_config cfg;
+	uint64_t first;
+	uint64_t count;
+	uint64_t random_count;
+	bool have_seed;
+	bool expect_fail;
+};
+
+/* Parses "--seeds FIRST:COUNT". */
+static bool parse_range(const char *v, uint64_t *first, uint64_t *count)
 {
-	struct sim_config cfg = {.seed = 1, .nodes = 3, .steps = 20000, .verbose = false};
-	uint64_t first = 0, count = 0, random_count = 0, nodes = 3;
-	bool have_seed = false, expect_fail = false;
+	if (v == NULL || strchr(v, ':') == NULL) {
+		return false;
+	}
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", v);
+	char *colon = strchr(buf, ':');
+	*colon = '\0';
+	return parse_u64(buf, first) && parse_u64(colon + 1, count);
+}
+
+/* Fills cli from argv; false on bad usage. */
+static bool parse_args(int argc, char **argv, struct cli *c)
+{
+	uint64_t nodes = 3;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--seed") == 0 && parse_u64(v, &cfg.seed)) {
-			have_seed = true;
-			i++;
+		bool takes_value = true;
+		if (strcmp(a, "--seed") == 0 && parse_u64(v, &c->cfg.seed)) {
+			c->have_seed = true;
 		} else if (strcmp(a, "--nodes") == 0 && parse_u64(v, &nodes)) {
-			i++;
-		} else if (strcmp(a, "--steps") == 0 && parse_u64(v, &cfg.steps)) {
-			i++;
-		} else if (strcmp(a, "--random") == 0 && parse_u64(v, &random_count)) {
-			i++;
-		} else if (strcmp(a, "--seeds") == 0 && v != NULL && strchr(v, ':') != NULL) {
-			char buf[64];
-			snprintf(buf, sizeof(buf), "%s", v);
-			char *colon = strchr(buf, ':');
-			*colon = '\0';
-			if (!parse_u64(buf, &first) || !parse_u64(colon + 1, &count)) {
-				usage();
-				return 2;
-			}
-			i++;
+		} else if (strcmp(a, "--steps") == 0 && parse_u64(v, &c->cfg.steps)) {
+		} else if (strcmp(a, "--random") == 0 && parse_u64(v, &c->random_count)) {
+		} else if (strcmp(a, "--seeds") == 0 && parse_range(v, &c->first, &c->count)) {
+		} else if (strcmp(a, "--disk") == 0 && v != NULL &&
+			   (strcmp(v, "wal") == 0 || strcmp(v, "sim") == 0)) {
+			c->cfg.disk = strcmp(v, "wal") == 0 ? SIM_DISK_WAL : SIM_DISK_MODEL;
+		} else if (strcmp(a, "--controller") == 0) {
+			c->cfg.controller = true;
+			takes_value = false;
 		} else if (strcmp(a, "--verbose") == 0) {
-			cfg.verbose = true;
+			c->cfg.verbose = true;
+			takes_value = false;
 		} else if (strcmp(a, "--expect-fail") == 0) {
-			expect_fail = true;
+			c->expect_fail = true;
+			takes_value = false;
 		} else {
-			usage();
-			return 2;
+			return false;
 		}
+		i += takes_value ? 1 : 0;
 	}
-	if (nodes < 1 || nodes > SIM_MAX_NODES - 2 || (!have_seed && count == 0 && random_count == 0)) {
+	if (nodes < 1 || nodes > SIM_MAX_NODES - 2 ||
+	    (!c->have_seed && c->count == 0 && c->random_count == 0)) {
+		return false;
+	}
+	c->cfg.nodes = (uint32_t)nodes;
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.cfg = {.seed = 1,
+				.nodes = 3,
+				.steps = 20000,
+				.verbose = false,
+				.disk = SIM_DISK_WAL,
+				.controller = false}};
+	if (!parse_args(argc, argv, &c)) {
 		usage();
 		return 2;
 	}
-	cfg.nodes = (uint32_t)nodes;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (have_seed) {
-		int rc = sim_run(&cfg);
-		return expect_fail ? !rc : rc;
+	/* The WAL logs what it repairs and what fails; under injected faults
+	 * that is noise unless a run is replayed verbosely. */
+	keel_log_set_level(c.cfg.verbose ? KEEL_LOG_INFO : KEEL_LOG_ERROR);
+	if (c.have_seed) {
+		int rc = sim_run(&c.cfg);
+		return c.expect_fail ? !rc : rc;
 	}
-	uint64_t runs = count > 0 ? count : random_count;
+	uint64_t runs = c.count > 0 ? c.count : c.random_count;
 	uint64_t failures = 0;
 	for (uint64_t i = 0; i < runs; i++) {
-		cfg.seed = count > 0 ? first + i : fresh_seed();
-		if (sim_run(&cfg) != 0) {
+		c.cfg.seed = c.count > 0 ? c.first + i : fresh_seed();
+		if (sim_run(&c.cfg) != 0) {
 			failures++;
-			if (expect_fail) {
+			if (c.expect_fail) {
 				printf("expected failure found after %llu seeds\n",
 				       (unsigned long long)(i + 1));
 				return 0;
@@ -109,7 +150,7 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("%llu of %llu seeds failed\n", (unsigned long long)failures, (unsigned long long)runs);
-	if (expect_fail) {
+	if (c.expect_fail) {
 		return 1;
 	}
 	return failures == 0 ? 0 : 1;

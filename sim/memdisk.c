@@ -1,5 +1,6 @@
 /*
- * memdisk.c — the in-memory disk model of the simulator (see disk.h).
+ * memdisk.c — the in-memory disk model of the simulator (see disk.h),
+ * selected with --disk sim; the default is the real WAL (waldisk.c).
  *
  * Durable state: hard state, the log entries after the newest snapshot, the
  * newest and the previous snapshot (the previous one is kept so that a
@@ -14,6 +15,7 @@
  * returned. That is what a FIFO writer dying mid-stream can leave. The temp
  * snapshot file is dropped (a restarted node starts any transfer over).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +67,7 @@ struct memdisk {
 	struct md_batch *queue;
 	size_t n_queue;
 	size_t cap_queue;
+	uint64_t torn_crashes;
 };
 
 static void *xmalloc(size_t n)
@@ -116,7 +119,7 @@ static void temp_reset(struct memdisk *d)
 	d->temp_valid = false;
 }
 
-static void md_submit(struct sim_disk *base, const struct raft_ready *rd)
+static enum keel_err md_submit(struct sim_disk *base, const struct raft_ready *rd)
 {
 	struct memdisk *d = (struct memdisk *)base;
 	KEEL_ASSERT(rd->persist_id != 0);
@@ -146,6 +149,7 @@ static void md_submit(struct sim_disk *base, const struct raft_ready *rd)
 	for (size_t i = 0; i < rd->n_entries; i++) {
 		entry_copy(&b->entries[i], &rd->entries[i]);
 	}
+	return KEEL_OK;
 }
 
 static void log_truncate(struct memdisk *d, uint64_t from)
@@ -249,11 +253,12 @@ static void queue_pop(struct memdisk *d)
 	d->n_queue--;
 }
 
-static uint64_t md_sync_one(struct sim_disk *base)
+static enum keel_err md_sync_one(struct sim_disk *base, uint64_t *persist_id)
 {
 	struct memdisk *d = (struct memdisk *)base;
+	*persist_id = 0;
 	if (d->n_queue == 0) {
-		return 0;
+		return KEEL_OK;
 	}
 	struct md_batch *b = &d->queue[0];
 	for (size_t i = 0; i < b->n_chunks; i++) {
@@ -266,9 +271,9 @@ static uint64_t md_sync_one(struct sim_disk *base)
 	if (b->has_hs) {
 		d->hs = b->hs;
 	}
-	uint64_t id = b->id;
+	*persist_id = b->id;
 	queue_pop(d);
-	return id;
+	return KEEL_OK;
 }
 
 static size_t batch_ops(const struct md_batch *b)
@@ -322,19 +327,24 @@ static bool md_crash(struct sim_disk *base, struct keel_rng *rng)
 		queue_pop(d);
 	}
 	temp_reset(d);
+	d->torn_crashes += survived > 0;
 	return survived > 0;
 }
 
-static void md_load(struct sim_disk *base, struct sim_disk_state *out)
+static enum keel_err md_load(struct sim_disk *base, struct sim_disk_state *out, char *why,
+			     size_t why_size)
 {
 	struct memdisk *d = (struct memdisk *)base;
+	(void)why;
+	(void)why_size;
 	KEEL_ASSERT(d->n_queue == 0);
 	memset(out, 0, sizeof(*out));
 	out->hs = d->hs;
 	if (d->snap.valid) {
 		out->has_snapshot = true;
 		out->snapshot = d->snap.meta;
-		out->snapshot_bytes = d->snap.bytes;
+		out->snapshot_payload = d->snap.bytes;
+		out->snapshot_payload_size = d->snap.meta.size_bytes;
 	}
 	free(d->views);
 	d->views = xmalloc(sizeof(*d->views) * (d->n_log + 1));
@@ -343,10 +353,12 @@ static void md_load(struct sim_disk *base, struct sim_disk_state *out)
 	}
 	out->entries = d->views;
 	out->n_entries = d->n_log;
+	return KEEL_OK;
 }
 
-static void md_save_snapshot(struct sim_disk *base, const struct raft_snapshot_meta *meta,
-			     const uint8_t *bytes)
+static enum keel_err md_save_snapshot(struct sim_disk *base, const struct raft_snapshot_meta *meta,
+				      const uint8_t *payload, uint64_t payload_size,
+				      uint64_t *transfer_size)
 {
 	struct memdisk *d = (struct memdisk *)base;
 	KEEL_ASSERT(!d->snap.valid || meta->index > d->snap.meta.index);
@@ -354,9 +366,12 @@ static void md_save_snapshot(struct sim_disk *base, const struct raft_snapshot_m
 	d->prev_snap = d->snap;
 	d->snap.valid = true;
 	d->snap.meta = *meta;
-	d->snap.bytes = dup_bytes(bytes, meta->size_bytes);
+	d->snap.meta.size_bytes = payload_size;
+	d->snap.bytes = dup_bytes(payload, (size_t)payload_size);
 	/* Entries up to the snapshot are durable and committed: compact. */
 	log_drop_upto(d, meta->index);
+	*transfer_size = payload_size;
+	return KEEL_OK;
 }
 
 static const uint8_t *md_snapshot_bytes(struct sim_disk *base, uint64_t index, uint64_t term,
@@ -380,6 +395,38 @@ static size_t md_pending(const struct sim_disk *base)
 	return d->n_queue;
 }
 
+static bool md_failed(const struct sim_disk *base)
+{
+	(void)base;
+	return false;
+}
+
+static const char *md_errmsg(const struct sim_disk *base)
+{
+	(void)base;
+	return "";
+}
+
+static bool md_inject(struct sim_disk *base, enum sim_disk_fault fault, struct keel_rng *rng)
+{
+	(void)base;
+	(void)fault;
+	(void)rng;
+	return false; /* the model has no I/O errors, bit flips or power cuts */
+}
+
+static void md_heal(struct sim_disk *base)
+{
+	(void)base;
+}
+
+static void md_stats(const struct sim_disk *base, struct sim_disk_stats *out)
+{
+	const struct memdisk *d = (const struct memdisk *)base;
+	memset(out, 0, sizeof(*out));
+	out->torn_crashes = d->torn_crashes;
+}
+
 static void md_close(struct sim_disk *base)
 {
 	struct memdisk *d = (struct memdisk *)base;
@@ -396,6 +443,13 @@ static void md_close(struct sim_disk *base)
 	free(d);
 }
 
+static void md_describe(struct sim_disk *base, char *out, size_t size)
+{
+	const struct memdisk *d = (const struct memdisk *)base;
+	snprintf(out, size, "model: %zu entries, snapshot %llu", d->n_log,
+		 (unsigned long long)(d->snap.valid ? d->snap.meta.index : 0));
+}
+
 static const struct sim_disk_ops memdisk_ops = {
 	.submit = md_submit,
 	.sync_one = md_sync_one,
@@ -403,7 +457,14 @@ static const struct sim_disk_ops memdisk_ops = {
 	.load = md_load,
 	.save_snapshot = md_save_snapshot,
 	.snapshot_bytes = md_snapshot_bytes,
+	.snapshot_payload = md_snapshot_bytes, /* the model sends the payload itself */
 	.pending = md_pending,
+	.failed = md_failed,
+	.errmsg = md_errmsg,
+	.inject = md_inject,
+	.heal = md_heal,
+	.stats = md_stats,
+	.describe = md_describe,
 	.close = md_close,
 };
 

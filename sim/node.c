@@ -17,6 +17,7 @@
  * KEEL_PLANT_BUG_ACK_BEFORE_PERSIST breaks the first rule: batches are
  * reported durable as soon as they are submitted.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,17 @@ static void submitted_pop(struct sim_node *n)
 	n->n_submitted--;
 }
 
+void sim_disk_stats_add(struct sim_disk_stats *sum, const struct sim_disk_stats *add)
+{
+	sum->segment_rolls += add->segment_rolls;
+	sum->segments_reused += add->segments_reused;
+	sum->compactions += add->compactions;
+	sum->torn_crashes += add->torn_crashes;
+	sum->injected_failures += add->injected_failures;
+	sum->read_flips += add->read_flips;
+	sum->repairs_at_start += add->repairs_at_start;
+}
+
 void sim_node_free(struct sim_node *n)
 {
 	if (n->r != NULL) {
@@ -52,6 +64,7 @@ void sim_node_free(struct sim_node *n)
 		n->disk->ops->close(n->disk);
 		n->disk = NULL;
 	}
+	sim_sm_free(&n->sm);
 	free(n->writes);
 	free(n->reads);
 	n->writes = NULL;
@@ -70,59 +83,126 @@ static void schedule_tick(struct sim *s, struct sim_node *n)
 	sim_schedule(s, s->now + SIM_TICK_MS, SIM_EV_TICK, n->id, 0, NULL);
 }
 
+static struct sim_disk *new_disk(struct sim *s)
+{
+	if (s->cfg.disk == SIM_DISK_MODEL) {
+		return sim_memdisk_new();
+	}
+	return sim_waldisk_new(keel_rng_next(&s->rng), &s->wal_params);
+}
+
+/* Writes what a brand-new member of the initial cluster stores. */
+static void write_bootstrap(struct sim *s, struct sim_node *n)
+{
+	struct raft_config config;
+	memset(&config, 0, sizeof(config));
+	for (uint32_t i = 1; i <= s->cfg.nodes; i++) {
+		config.members[config.count].id = i;
+		config.members[config.count].role = RAFT_VOTER;
+		config.count++;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 0, 4096);
+	struct raft_entry boot;
+	enum keel_err err = raft_bootstrap_entry(&config, &w, &boot);
+	KEEL_ASSERT(err == KEEL_OK);
+	struct raft_ready rd;
+	memset(&rd, 0, sizeof(rd));
+	rd.persist_id = 1;
+	rd.entries = &boot;
+	rd.n_entries = 1;
+	rd.hard_state_changed = true;
+	rd.hard_state.term = 1;
+	struct sim_disk_state st;
+	char why[256];
+	uint64_t id = 0;
+	err = n->disk->ops->load(n->disk, &st, why, sizeof(why));
+	if (err == KEEL_OK) {
+		err = n->disk->ops->submit(n->disk, &rd);
+	}
+	if (err == KEEL_OK) {
+		err = n->disk->ops->sync_one(n->disk, &id);
+	}
+	KEEL_ASSERT(err == KEEL_OK && id == 1); /* no faults are armed yet */
+	keel_wbuf_free(&w);
+}
+
 void sim_node_boot(struct sim *s, struct sim_node *n, bool member_of_initial)
 {
-	n->disk = sim_memdisk_new();
+	n->disk = new_disk(s);
 	if (member_of_initial) {
-		struct raft_config config;
-		memset(&config, 0, sizeof(config));
-		for (uint32_t i = 1; i <= s->cfg.nodes; i++) {
-			config.members[config.count].id = i;
-			config.members[config.count].role = RAFT_VOTER;
-			config.count++;
-		}
-		struct keel_wbuf w;
-		keel_wbuf_init_dynamic(&w, 0, 4096);
-		struct raft_entry boot;
-		enum keel_err err = raft_bootstrap_entry(&config, &w, &boot);
-		KEEL_ASSERT(err == KEEL_OK);
-		struct raft_ready rd;
-		memset(&rd, 0, sizeof(rd));
-		rd.persist_id = 1;
-		rd.entries = &boot;
-		rd.n_entries = 1;
-		rd.hard_state_changed = true;
-		rd.hard_state.term = 1;
-		n->disk->ops->submit(n->disk, &rd);
-		n->disk->ops->sync_one(n->disk);
-		keel_wbuf_free(&w);
+		write_bootstrap(s, n);
 	}
 	sim_node_start(s, n);
+}
+
+/* The node's storage refused to start: once more later (a bit flipped on
+ * the way from the disk is gone then), after that the node needs repair. */
+static void refused_to_start(struct sim *s, struct sim_node *n, enum keel_err err,
+			     const char *why)
+{
+	n->refusals++;
+	s->stat_refusals++;
+	sim_tracef(s, "node %llu: refuses to start (%s): %.90s", (unsigned long long)n->id,
+		   keel_errname(err), why);
+	if (s->cfg.verbose) {
+		char files[1024];
+		n->disk->ops->describe(n->disk, files, sizeof(files));
+		printf("  %s\n  files (size/durable): %s\n", why, files);
+	}
+	/* Crashes, torn and scrambled writes, lost directory operations, EIO
+	 * and single flipped reads are all the WAL must ride out: only bit
+	 * rot may make it refuse. */
+	if (!n->rotted || (err != KEEL_CORRUPT && err != KEEL_IO)) {
+		sim_fail(s, "node %llu: storage recovery failed%s: %s: %s", (unsigned long long)n->id,
+			 n->rotted ? "" : " without bit rot", keel_errname(err), why);
+		return;
+	}
+	if (n->refusals < 2) {
+		sim_schedule(s, s->now + s->opts.election_timeout_ms, SIM_EV_RESTART, n->id, 0, NULL);
+		return;
+	}
+	n->broken = true;
+	sim_repair_needed(s, n);
 }
 
 void sim_node_start(struct sim *s, struct sim_node *n)
 {
 	KEEL_ASSERT(!n->up);
+	if (n->broken || n->retired) {
+		return; /* waits for repair, or was replaced */
+	}
 	n->incarnation++;
+	struct sim_disk_state st;
+	char why[256] = "";
+	enum keel_err err = n->disk->ops->load(n->disk, &st, why, sizeof(why));
+	if (err != KEEL_OK) {
+		refused_to_start(s, n, err, why);
+		return;
+	}
+	n->refusals = 0;
+	if (s->rot_node == n->id) {
+		s->rot_node = 0; /* the rot did no harm that recovery could see */
+	}
 	struct raft_options o = s->opts;
 	o.id = n->id;
 	keel_rng_seed(&o.rng, keel_rng_next(&s->rng));
-	enum keel_err err = raft_init(&n->r, &o);
+	err = raft_init(&n->r, &o);
 	KEEL_ASSERT(err == KEEL_OK);
-	struct sim_disk_state st;
-	n->disk->ops->load(n->disk, &st);
 	err = raft_restore(n->r, &st.hs, st.has_snapshot ? &st.snapshot : NULL, st.entries,
 			   st.n_entries);
 	if (err != KEEL_OK) {
 		sim_fail(s, "node %llu: restore from its disk failed: %s", (unsigned long long)n->id,
 			 keel_errname(err));
+		raft_close(n->r);
+		n->r = NULL;
 		return;
 	}
-	sim_kv_reset(&n->kv);
+	sim_sm_reset(s, &n->sm);
 	if (st.has_snapshot) {
-		bool ok = sim_kv_load(&n->kv, st.snapshot_bytes, st.snapshot.size_bytes);
+		bool ok = sim_sm_load(s, &n->sm, st.snapshot_payload, st.snapshot_payload_size);
 		KEEL_ASSERT(ok);
-		KEEL_ASSERT(n->kv.applied == st.snapshot.index);
+		KEEL_ASSERT(n->sm.applied == st.snapshot.index);
 		sim_check_snapshot_loaded(s, n);
 		n->last_snapshot_index = st.snapshot.index;
 	} else {
@@ -130,6 +210,7 @@ void sim_node_start(struct sim *s, struct sim_node *n)
 	}
 	n->up = true;
 	n->paused = false;
+	n->stop_pending = false;
 	n->disk_busy_until = s->now;
 	n->last_commit = raft_commit_index(n->r);
 	n->last_role = RAFT_FOLLOWER;
@@ -153,6 +234,7 @@ void sim_node_crash(struct sim *s, struct sim_node *n)
 	bool torn = n->disk->ops->crash(n->disk, &s->rng);
 	s->stat_crashes++;
 	s->stat_torn += torn;
+	sim_ctl_on_node_down(s, n);
 	raft_close(n->r);
 	n->r = NULL;
 	n->up = false;
@@ -162,7 +244,36 @@ void sim_node_crash(struct sim *s, struct sim_node *n)
 	n->n_writes = 0;
 	n->n_reads = 0;
 	n->n_submitted = 0;
-	sim_tracef(s, "node %llu: crash%s", (unsigned long long)n->id, torn ? " (torn write)" : "");
+	n->stop_pending = false;
+	sim_tracef(s, "node %llu: crash%s", (unsigned long long)n->id,
+		   torn ? " (unsynced writes in flight)" : "");
+}
+
+/* After a storage call failed: a failed disk stops the node (the server
+ * stops serving and restarts, which runs recovery); any other error means
+ * the node asked its storage for something inconsistent. */
+static void storage_error(struct sim *s, struct sim_node *n, enum keel_err err, const char *what)
+{
+	if (n->disk->ops->failed(n->disk)) {
+		if (!n->stop_pending) {
+			sim_tracef(s, "node %llu: storage failed in %s: %.100s", (unsigned long long)n->id,
+				   what, n->disk->ops->errmsg(n->disk));
+		}
+		n->stop_pending = true;
+		return;
+	}
+	sim_fail(s, "node %llu: storage refused %s: %s: %s", (unsigned long long)n->id, what,
+		 keel_errname(err), n->disk->ops->errmsg(n->disk));
+}
+
+/* The node stops after a storage failure; its supervisor restarts it. */
+static void stop_after_failure(struct sim *s, struct sim_node *n)
+{
+	s->stat_storage_stops++;
+	sim_node_crash(s, n);
+	sim_schedule(s, s->now + keel_rng_between(&s->rng, s->opts.election_timeout_ms / 2,
+						  3 * s->opts.election_timeout_ms),
+		     SIM_EV_RESTART, n->id, 0, NULL);
 }
 
 static void send_msg(struct sim *s, struct sim_node *n, const struct raft_msg *m,
@@ -209,13 +320,13 @@ static void apply_committed(struct sim *s, struct sim_node *n, const struct raft
 {
 	for (size_t i = 0; i < rd->n_committed; i++) {
 		const struct raft_entry *e = &rd->committed[i];
-		if (e->index != n->kv.applied + 1) {
+		if (e->index != n->sm.applied + 1) {
 			sim_fail(s, "apply order: node %llu got entry %llu after %llu",
 				 (unsigned long long)n->id, (unsigned long long)e->index,
-				 (unsigned long long)n->kv.applied);
+				 (unsigned long long)n->sm.applied);
 			return;
 		}
-		sim_kv_apply(&n->kv, e);
+		sim_sm_apply(s, n, e);
 		sim_check_applied(s, n, e);
 		complete_writes(s, n, e);
 	}
@@ -248,9 +359,9 @@ static void serve_reads(struct sim *s, struct sim_node *n)
 	size_t k = 0;
 	for (size_t i = 0; i < n->n_reads; i++) {
 		struct sim_pending_read *p = &n->reads[i];
-		if (p->index != 0 && n->kv.applied >= p->index) {
+		if (p->index != 0 && n->sm.applied >= p->index) {
 			uint32_t key = s->hist[p->op].key;
-			sim_hist_complete(s, p->op, SIM_OP_OK, n->kv.values[key]);
+			sim_hist_complete(s, p->op, SIM_OP_OK, n->sm.values[key]);
 		} else {
 			n->reads[k++] = *p;
 		}
@@ -260,27 +371,31 @@ static void serve_reads(struct sim *s, struct sim_node *n)
 
 static void maybe_snapshot(struct sim *s, struct sim_node *n)
 {
-	if (n->kv.applied < n->last_snapshot_index + n->snapshot_every) {
+	if (n->stop_pending || n->sm.applied < n->last_snapshot_index + n->snapshot_every) {
 		return;
 	}
 	size_t size;
-	uint8_t *bytes = sim_kv_snapshot(&n->kv, s->snapshot_pad, &size);
+	uint8_t *bytes = sim_sm_snapshot(s, &n->sm, &size);
 	struct raft_snapshot_meta meta;
 	memset(&meta, 0, sizeof(meta));
-	meta.index = n->kv.applied;
-	meta.term = n->kv.applied_term;
-	meta.size_bytes = size;
-	meta.config = n->kv.config;
-	enum keel_err err = raft_snapshot_taken(n->r, &meta);
+	meta.index = n->sm.applied;
+	meta.term = n->sm.applied_term;
+	meta.config = n->sm.config;
+	/* Written durably first (as the server's snapshot child does), then
+	 * reported to the core with the size its followers will receive. */
+	enum keel_err err = n->disk->ops->save_snapshot(n->disk, &meta, bytes, size, &meta.size_bytes);
+	free(bytes);
+	if (err != KEEL_OK) {
+		storage_error(s, n, err, "a snapshot");
+		return;
+	}
+	err = raft_snapshot_taken(n->r, &meta);
 	if (err != KEEL_OK) {
 		sim_fail(s, "node %llu: raft_snapshot_taken(%llu/%llu) failed: %s",
 			 (unsigned long long)n->id, (unsigned long long)meta.index,
 			 (unsigned long long)meta.term, keel_errname(err));
-		free(bytes);
 		return;
 	}
-	n->disk->ops->save_snapshot(n->disk, &meta, bytes);
-	free(bytes);
 	n->last_snapshot_index = meta.index;
 	s->stat_snapshots++;
 }
@@ -299,12 +414,19 @@ static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_i
 				break; /* an install is loaded only once it is on disk */
 			}
 			uint64_t size = 0;
-			const uint8_t *bytes = n->disk->ops->snapshot_bytes(n->disk, sub->meta.index,
-									      sub->meta.term, &size);
-			KEEL_ASSERT(bytes != NULL);
-			bool ok = sim_kv_load(&n->kv, bytes, size);
+			const uint8_t *bytes = n->disk->ops->snapshot_payload(
+				n->disk, sub->meta.index, sub->meta.term, &size);
+			if (bytes == NULL) {
+				/* Installed and verified, but unreadable now (the
+				 * power went): the node stops. */
+				KEEL_ASSERT(n->disk->ops->failed(n->disk) || early);
+				n->stop_pending = true;
+				break;
+			}
+			bool ok = sim_sm_load(s, &n->sm, bytes, size);
 			KEEL_ASSERT(ok);
-			KEEL_ASSERT(n->kv.applied == sub->meta.index);
+			KEEL_ASSERT(n->sm.applied == sub->meta.index);
+			sim_ctl_image_replaced(s, n);
 			sim_check_snapshot_loaded(s, n);
 			n->last_snapshot_index = sub->meta.index;
 			s->stat_snap_installs++;
@@ -323,22 +445,40 @@ static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_i
 		KEEL_ASSERT(err == KEEL_OK);
 		n->reported_batches = sub->id;
 		if (sub->install) {
-			raft_applied(n->r, n->kv.applied);
+			raft_applied(n->r, n->sm.applied);
 		}
 		submitted_pop(n);
 	}
 }
 
-static void submit_batch(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
 {
 	sim_check_entries(s, n, rd->entries, rd->n_entries);
-	n->disk->ops->submit(n->disk, rd);
+	if (s->cfg.verbose) {
+		sim_tracef(s, "node %llu: persist batch %llu: %zu chunks%s, entries %llu..%llu%s",
+			   (unsigned long long)n->id, (unsigned long long)rd->persist_id,
+			   rd->n_chunks, rd->install != NULL ? ", install" : "",
+			   (unsigned long long)(rd->n_entries > 0 ? rd->entries[0].index : 0),
+			   (unsigned long long)(rd->n_entries > 0
+							? rd->entries[rd->n_entries - 1].index
+							: 0),
+			   rd->hard_state_changed ? ", hard state" : "");
+	}
+	enum keel_err err = n->disk->ops->submit(n->disk, rd);
+	if (err != KEEL_OK) {
+		storage_error(s, n, err, "a persist batch");
+		return false;
+	}
 	struct sim_submitted sub;
 	memset(&sub, 0, sizeof(sub));
 	sub.id = rd->persist_id;
 	sub.install = rd->install != NULL;
 	if (rd->install != NULL) {
 		sub.meta = rd->install->meta;
+		sim_tracef(s, "node %llu: install snapshot %llu/%llu (batch %llu)%s",
+			   (unsigned long long)n->id, (unsigned long long)sub.meta.index,
+			   (unsigned long long)sub.meta.term, (unsigned long long)sub.id,
+			   rd->install->discard_log ? ", log discarded" : "");
 	}
 	submitted_push(n, &sub);
 	uint64_t start = KEEL_MAX(s->now, n->disk_busy_until);
@@ -346,6 +486,7 @@ static void submit_batch(struct sim *s, struct sim_node *n, const struct raft_re
 	n->disk_busy_until = done;
 	sim_schedule(s, done, SIM_EV_DISK, n->id, rd->persist_id, NULL);
 	sim_trace_hash(s, rd->persist_id ^ (rd->n_entries << 32));
+	return true;
 }
 
 static void note_soft_state(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
@@ -374,8 +515,9 @@ void sim_node_process(struct sim *s, struct sim_node *n)
 		uint64_t failed_peers[64];
 		size_t n_failed = 0;
 		note_soft_state(s, n, &rd);
-		if (rd.persist_id != 0) {
-			submit_batch(s, n, &rd);
+		bool submitted = false;
+		if (rd.persist_id != 0 && !n->stop_pending) {
+			submitted = submit_batch(s, n, &rd);
 		}
 		for (size_t i = 0; i < rd.n_msgs; i++) {
 			uint64_t failed = 0;
@@ -391,20 +533,29 @@ void sim_node_process(struct sim *s, struct sim_node *n)
 		if (s->failed) {
 			return;
 		}
-		raft_applied(n->r, n->kv.applied);
+		raft_applied(n->r, n->sm.applied);
 		for (size_t i = 0; i < n_failed; i++) {
 			raft_report_snapshot(n->r, failed_peers[i], RAFT_SNAPSHOT_FAILED);
 		}
 #ifdef KEEL_PLANT_BUG_ACK_BEFORE_PERSIST
 		/* planted bug: claim durability before the disk has it */
-		if (persist_id != 0) {
+		if (submitted) {
 			report_durable(s, n, persist_id, true);
 		}
 #else
 		(void)persist_id;
+		(void)submitted;
 #endif
 		serve_reads(s, n);
 		maybe_snapshot(s, n);
+		sim_ctl_after_apply(s, n);
+		if (n->stop_pending || s->failed) {
+			break;
+		}
+	}
+	if (n->stop_pending && !s->failed) {
+		stop_after_failure(s, n);
+		return;
 	}
 	uint64_t commit = raft_commit_index(n->r);
 	if (commit < n->last_commit) {
@@ -417,9 +568,14 @@ void sim_node_process(struct sim *s, struct sim_node *n)
 
 void sim_node_disk_done(struct sim *s, struct sim_node *n)
 {
-	uint64_t id = n->disk->ops->sync_one(n->disk);
-	KEEL_ASSERT(id != 0);
-	report_durable(s, n, id, false);
+	uint64_t id = 0;
+	enum keel_err err = n->disk->ops->sync_one(n->disk, &id);
+	if (err != KEEL_OK) {
+		storage_error(s, n, err, "a sync");
+	} else {
+		KEEL_ASSERT(id != 0);
+		report_durable(s, n, id, false);
+	}
 	sim_node_process(s, n);
 }
 
@@ -431,8 +587,11 @@ void sim_node_tick(struct sim *s, struct sim_node *n)
 	}
 	n->last_local = local;
 	raft_tick(n->r, local);
+	sim_ctl_tick(s, n);
 	sim_node_process(s, n);
-	schedule_tick(s, n);
+	if (n->up) {
+		schedule_tick(s, n);
+	}
 }
 
 bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op)

@@ -8,7 +8,9 @@
  *      the leader is asked to change membership or hand over leadership;
  *   2. heal: every fault stops; crashed nodes restart, paused ones resume;
  *   3. liveness: within LIVENESS_TIMEOUTS election timeouts a leader must
- *      commit a fresh write and every member must apply it.
+ *      commit a fresh write and every member must apply it, and every
+ *      server whose storage refused to start must be repaired (repair.c);
+ *      in controller mode the metadata must then settle too.
  * Invariants are checked after every event (check.c); at the end, the
  * history is checked for linearizability and every acknowledged write
  * against the members' logs.
@@ -97,7 +99,11 @@ void sim_schedule(struct sim *s, uint64_t at, uint8_t kind, uint64_t node, uint6
 	ev.kind = kind;
 	ev.node = node;
 	ev.arg = arg;
-	if (node >= 1 && node <= SIM_MAX_NODES && kind != SIM_EV_CLIENT) {
+	bool node_event = kind == SIM_EV_DELIVER || kind == SIM_EV_TICK || kind == SIM_EV_DISK ||
+			  kind == SIM_EV_RESTART || kind == SIM_EV_RESUME ||
+			  kind == SIM_EV_ISOLATE || kind == SIM_EV_UNISOLATE ||
+			  kind == SIM_EV_CTL_REQUEST;
+	if (node_event && node >= 1 && node <= SIM_MAX_NODES) {
 		ev.incarnation = s->nodes[node].incarnation;
 	}
 	if (pkt != NULL) {
@@ -151,11 +157,16 @@ static struct sim_node *current_leader(struct sim *s)
 static void fault_membership(struct sim *s)
 {
 	struct sim_node *l = current_leader(s);
-	if (l == NULL) {
+	/* While a server's disk is rotten or under repair, the operator
+	 * changes nothing else: the cluster may have to do without it. */
+	if (l == NULL || s->rot_node != 0 || sim_repair_busy(s)) {
 		return;
 	}
 	const struct raft_config *c = raft_config(l->r);
 	uint64_t id = 1 + keel_rng_below(&s->rng, s->n_slots);
+	if (s->nodes[id].retired) {
+		return; /* replaced by a repair: its identity never comes back */
+	}
 	uint8_t role = raft_config_role(c, id);
 	enum raft_change change;
 	if (role == 0) {
@@ -223,6 +234,51 @@ static void power_failure(struct sim *s)
 
 static void rotation_start(struct sim *s);
 
+/* Bit rot only on one server at a time, and only while the leader's
+ * config has at least three voters: the rotten server may have to be
+ * removed (repair.c), and the cluster must stay live without it. */
+static void fault_bit_rot(struct sim *s)
+{
+	struct sim_node *l = current_leader(s);
+	if (l == NULL || s->rot_node != 0 || sim_repair_busy(s) ||
+	    raft_config_voters(raft_config(l->r)) < 3) {
+		return;
+	}
+	uint64_t start = keel_rng_below(&s->rng, s->n_slots);
+	for (uint64_t i = 0; i < s->n_slots; i++) {
+		struct sim_node *n = &s->nodes[1 + (start + i) % s->n_slots];
+		if (n->up || n->broken) {
+			continue;
+		}
+		if (n->disk->ops->inject(n->disk, SIM_DISK_BIT_ROT, &s->rng)) {
+			s->rot_node = n->id;
+			n->rotted = true;
+			s->stat_disk_faults++;
+			sim_tracef(s, "fault: bit rot on the disk of node %llu", (unsigned long long)n->id);
+		}
+		return;
+	}
+}
+
+/* Storage faults of the WAL disk: EIO (the node stops), a power cut in
+ * the middle of a WAL operation, a bit flipped on a read, bit rot. */
+static void fault_disk(struct sim *s, struct sim_node *n)
+{
+	static const char *const names[] = {"EIO soon", "power cut soon", "a read flips a bit"};
+	static const enum sim_disk_fault faults[] = {SIM_DISK_EIO_SOON, SIM_DISK_POWER_CUT_SOON,
+						     SIM_DISK_READ_FLIP};
+	uint64_t k = keel_rng_below(&s->rng, 4);
+	if (k == 3) {
+		fault_bit_rot(s);
+		return;
+	}
+	if (!n->up || !n->disk->ops->inject(n->disk, faults[k], &s->rng)) {
+		return;
+	}
+	s->stat_disk_faults++;
+	sim_tracef(s, "fault: node %llu disk: %s", (unsigned long long)n->id, names[k]);
+}
+
 static void fault_event(struct sim *s)
 {
 	uint64_t t = timeout_ms(s);
@@ -240,7 +296,9 @@ static void fault_event(struct sim *s)
 		id = l->id;
 	}
 	struct sim_node *n = &s->nodes[id];
-	if (kind < 22) {
+	if (s->cfg.disk == SIM_DISK_WAL && keel_rng_chance(&s->rng, 1, 6)) {
+		fault_disk(s, n);
+	} else if (kind < 22) {
 		sim_net_partition(s, id);
 		sim_schedule(s, s->now + keel_rng_between(&s->rng, t / 2, 5 * t), SIM_EV_HEAL, 0, 0,
 			     NULL);
@@ -417,6 +475,22 @@ void sim_on_new_leader(struct sim *s, struct sim_node *n)
 
 /* ---- setup ---- */
 
+void sim_add_server(struct sim *s, uint64_t id, bool member_of_initial)
+{
+	KEEL_ASSERT(id >= 1 && id <= SIM_MAX_NODES && id <= s->n_slots);
+	struct sim_node *n = &s->nodes[id];
+	KEEL_ASSERT(!n->exists);
+	n->id = id;
+	n->exists = true;
+	n->clock_rate = 0.97 + 0.06 * (double)keel_rng_below(&s->rng, 1001) / 1000.0;
+	n->clock_base = keel_rng_below(&s->rng, 1u << 30);
+	n->snapshot_every = keel_rng_between(&s->rng, 15, 80);
+	n->fsync_min_ms = 1;
+	n->fsync_max_ms = 12;
+	keel_rng_seed(&n->ctl.rng, keel_rng_next(&s->rng));
+	sim_node_boot(s, n, member_of_initial);
+}
+
 static void setup(struct sim *s, const struct sim_config *cfg)
 {
 	memset(s, 0, sizeof(*s));
@@ -450,6 +524,14 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	o->max_uncommitted_bytes = keel_rng_between(&s->rng, 256, 1u << 16);
 	o->max_outbox_msgs = 1024;
 	s->snapshot_pad = keel_rng_between(&s->rng, 100, 1500);
+	sim_waldisk_params(&s->rng, &s->wal_params);
+	if (cfg->disk == SIM_DISK_WAL) {
+		o->max_entry_bytes = s->wal_params.max_entry_bytes;
+	}
+	if (cfg->controller) {
+		/* A metadata batch must fit the uncommitted window. */
+		o->max_uncommitted_bytes = KEEL_MAX(o->max_uncommitted_bytes, 32u << 10);
+	}
 
 	s->net.min_delay_ms = 1;
 	s->net.max_delay_ms = keel_rng_between(&s->rng, 2, 30);
@@ -463,15 +545,7 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 
 	sim_check_init(s);
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
-		struct sim_node *n = &s->nodes[id];
-		n->id = id;
-		n->exists = true;
-		n->clock_rate = 0.97 + 0.06 * (double)keel_rng_below(&s->rng, 1001) / 1000.0;
-		n->clock_base = keel_rng_below(&s->rng, 1u << 30);
-		n->snapshot_every = keel_rng_between(&s->rng, 15, 80);
-		n->fsync_min_ms = 1;
-		n->fsync_max_ms = 12;
-		sim_node_boot(s, n, id <= cfg->nodes);
+		sim_add_server(s, id, id <= cfg->nodes);
 	}
 	s->workload_on = true;
 	s->faults_on = true;
@@ -481,13 +555,18 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	sim_clients_init(s, (uint32_t)keel_rng_between(&s->rng, 3, 6));
 	sim_schedule(s, s->now + keel_rng_between(&s->rng, 2 * timeout_ms(s), 6 * timeout_ms(s)),
 		     SIM_EV_FAULT, 0, 0, NULL);
+	if (cfg->controller) {
+		sim_ctl_world_init(s);
+	}
 }
 
 static void teardown(struct sim *s)
 {
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
+		sim_ctl_on_node_down(s, &s->nodes[id]);
 		sim_node_free(&s->nodes[id]);
 	}
+	sim_ctl_world_free(s);
 	for (size_t i = 0; i < s->n_heap; i++) {
 		free(s->heap[i].pkt.bytes);
 	}
@@ -584,6 +663,28 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 			rotation_reapply(s);
 		}
 		break;
+	case SIM_EV_REPAIR:
+		sim_repair_tick(s);
+		break;
+	case SIM_EV_CTL_REQUEST:
+		sim_ctl_request(s, ev);
+		break;
+	case SIM_EV_CTL_REPLY:
+		sim_ctl_reply(s, ev);
+		break;
+	case SIM_EV_BROKER:
+	case SIM_EV_BROKER_RESTART:
+	case SIM_EV_BROKER_RESUME:
+		sim_broker_event(s, ev);
+		break;
+	case SIM_EV_BROKER_FAULT:
+		if (s->faults_on) {
+			sim_broker_fault(s);
+		}
+		break;
+	case SIM_EV_ADMIN:
+		sim_admin_event(s, ev->arg);
+		break;
 	default:
 		KEEL_UNREACHABLE();
 	}
@@ -595,7 +696,8 @@ static void step(struct sim *s)
 	struct sim_event ev = pop_event(s);
 	KEEL_ASSERT(ev.at >= s->now);
 	s->now = ev.at;
-	bool node_bound = ev.kind == SIM_EV_DELIVER || ev.kind == SIM_EV_TICK || ev.kind == SIM_EV_DISK;
+	bool node_bound = ev.kind == SIM_EV_DELIVER || ev.kind == SIM_EV_TICK ||
+			  ev.kind == SIM_EV_DISK || ev.kind == SIM_EV_CTL_REQUEST;
 	if (node_bound && s->nodes[ev.node].up && s->nodes[ev.node].paused) {
 		/* Deferred: re-queued behind the pause, as it was. */
 		ev.at = s->now + 10;
@@ -627,13 +729,17 @@ static void heal_all(struct sim *s)
 	s->net.max_delay_ms = KEEL_MIN(s->net.max_delay_ms, 10);
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		struct sim_node *n = &s->nodes[id];
-		if (!n->up) {
-			sim_node_start(s, n);
+		n->disk->ops->heal(n->disk);
+		if (!n->up && !n->retired) {
+			sim_node_start(s, n); /* a broken one waits for its repair */
 			sim_node_process(s, n);
 		}
 		n->paused = false;
 		n->fsync_min_ms = 1;
 		n->fsync_max_ms = 12;
+	}
+	if (s->cfg.controller) {
+		sim_ctl_heal(s);
 	}
 	sim_tracef(s, "heal: all faults stop");
 }
@@ -668,9 +774,9 @@ static void liveness(struct sim *s)
 			bool all = c != NULL;
 			for (uint32_t i = 0; c != NULL && i < c->count && all; i++) {
 				struct sim_node *m = &s->nodes[c->members[i].id];
-				all = m->up && m->kv.applied >= h->index;
+				all = m->up && m->sm.applied >= h->index;
 			}
-			if (all) {
+			if (all && !sim_repair_busy(s)) {
 				sim_tracef(s, "liveness: write %llu/%llu applied by every member",
 					   (unsigned long long)h->index, (unsigned long long)h->term);
 				return;
@@ -682,9 +788,30 @@ static void liveness(struct sim *s)
 		step(s);
 	}
 	if (!s->failed) {
-		sim_fail(s, "liveness: no write committed and applied by all members within %llu ms "
+		sim_fail(s, "liveness: no write committed and applied by all members%s within %llu ms "
 			    "after heal",
+			 sim_repair_busy(s) ? " (and a broken server repaired)" : "",
 			 (unsigned long long)(LIVENESS_TIMEOUTS * timeout_ms(s)));
+	}
+}
+
+/* Controller mode, after heal: the metadata settles (every broker active,
+ * every partition led with a full ISR) within a bounded time. */
+static void controller_liveness(struct sim *s)
+{
+	uint64_t budget = LIVENESS_TIMEOUTS * timeout_ms(s) + 8 * SIM_CTL_SESSION_MAX_MS;
+	uint64_t deadline = s->now + budget;
+	char why[256] = "";
+	while (!s->failed && s->now < deadline && s->n_heap > 0) {
+		if (sim_ctl_settled(s, why, sizeof(why))) {
+			sim_tracef(s, "liveness: metadata settled");
+			return;
+		}
+		step(s);
+	}
+	if (!s->failed) {
+		sim_fail(s, "controller liveness: metadata not settled %llu ms after heal: %s",
+			 (unsigned long long)budget, why);
 	}
 }
 
@@ -739,11 +866,28 @@ static void report(const struct sim *s)
 		}
 		printf("FAIL seed=%llu nodes=%u steps=%llu\n", (unsigned long long)s->cfg.seed,
 		       s->cfg.nodes, (unsigned long long)s->cfg.steps);
+		printf("replay: keel-sim --seed %llu --nodes %u --steps %llu%s%s --verbose\n",
+		       (unsigned long long)s->cfg.seed, s->cfg.nodes, (unsigned long long)s->cfg.steps,
+		       s->cfg.disk == SIM_DISK_MODEL ? " --disk sim" : "",
+		       s->cfg.controller ? " --controller" : "");
 		return;
+	}
+	struct sim_disk_stats d;
+	memset(&d, 0, sizeof(d));
+	for (uint32_t id = 1; id <= s->n_slots; id++) {
+		struct sim_disk_stats one;
+		s->nodes[id].disk->ops->stats(s->nodes[id].disk, &one);
+		sim_disk_stats_add(&d, &one);
+	}
+	char ctl[256] = "";
+	if (s->cfg.controller) {
+		sim_ctl_report(s, ctl, sizeof(ctl));
 	}
 	printf("ok seed=%llu nodes=%u steps=%llu trace=%016llx sim_ms=%llu writes=%llu reads=%llu "
 	       "elections=%llu crashes=%llu torn=%llu partitions=%llu pauses=%llu members=%llu "
-	       "transfers=%llu snapshots=%llu installs=%llu msgs=%llu\n",
+	       "transfers=%llu snapshots=%llu installs=%llu msgs=%llu disk=%s rolls=%llu "
+	       "reused=%llu compactions=%llu recoveries_with_repairs=%llu dfaults=%llu stops=%llu "
+	       "refusals=%llu repairs=%llu%s\n",
 	       (unsigned long long)s->cfg.seed, s->cfg.nodes, (unsigned long long)s->cfg.steps,
 	       (unsigned long long)s->trace_hash, (unsigned long long)s->now,
 	       (unsigned long long)s->stat_writes_ok, (unsigned long long)s->stat_reads_ok,
@@ -751,7 +895,11 @@ static void report(const struct sim *s)
 	       (unsigned long long)s->stat_torn, (unsigned long long)s->stat_partitions,
 	       (unsigned long long)s->stat_pauses, (unsigned long long)s->stat_member_changes,
 	       (unsigned long long)s->stat_transfers, (unsigned long long)s->stat_snapshots,
-	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->net.sent);
+	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->net.sent,
+	       s->cfg.disk == SIM_DISK_WAL ? "wal" : "sim", (unsigned long long)d.segment_rolls,
+	       (unsigned long long)d.segments_reused, (unsigned long long)d.compactions,
+	       (unsigned long long)d.repairs_at_start, (unsigned long long)s->stat_disk_faults, (unsigned long long)s->stat_storage_stops,
+	       (unsigned long long)s->stat_refusals, (unsigned long long)s->stat_repairs, ctl);
 }
 
 int sim_run(const struct sim_config *cfg)
@@ -766,6 +914,9 @@ int sim_run(const struct sim_config *cfg)
 	if (!s->failed) {
 		heal_all(s);
 		liveness(s);
+	}
+	if (!s->failed && s->cfg.controller) {
+		controller_liveness(s);
 	}
 	if (!s->failed) {
 		drain_clients(s);

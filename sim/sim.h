@@ -8,10 +8,14 @@
  * same run exactly; a running hash over every event ("trace hash") proves it.
  *
  * Files: sim.c (world, event loop, faults, phases), net.c (network),
- * node.c (glue between a core, its disk, its KV state machine and clients),
- * kv.c (state machine + snapshots), client.c (workload + history),
+ * node.c (glue between a core, its disk, its state machine and clients),
+ * sm.c (state machine + snapshots), client.c (workload + history),
  * check.c (per-step invariants), linearize.c (history checker),
- * memdisk.c (disk model), main.c (CLI).
+ * waldisk.c (the real WAL over a fault vfs), memdisk.c (disk model),
+ * repair.c (servers whose storage refuses to start), ctl.c (controller
+ * mode: the meta controller on the Raft leader), broker.c (simulated
+ * brokers and the admin client), ctl_check.c (controller invariants),
+ * main.c (CLI). docs/simulator.md describes the whole.
  */
 #ifndef KEEL_SIM_SIM_H
 #define KEEL_SIM_SIM_H
@@ -22,22 +26,30 @@
 #include <stdio.h>
 
 #include "base/rng.h"
+#include "meta/controller.h"
+#include "meta/follower.h"
+#include "meta/image.h"
 #include "raft/raft.h"
 #include "sim/disk.h"
 
-#define SIM_MAX_NODES 8
+#define SIM_MAX_NODES 12 /* initial servers, spares, and replacements after repairs */
 #define SIM_KEYS 6
 #define SIM_MAX_CLIENTS 8
 #define SIM_TIME_INF UINT64_MAX
 
-/* ---- KV state machine (kv.c) ---- */
+/* ---- state machine (sm.c) ---- */
 
-struct sim_kv {
+struct sim_sm {
 	uint64_t values[SIM_KEYS];
 	uint64_t applied;
 	uint64_t applied_term;
 	struct raft_config config; /* in force at `applied` */
+	struct meta_image *image;  /* controller mode only (owned) */
+	uint64_t image_hash;       /* meta_image_hash(image), kept current */
 };
+
+/* First byte of an entry that carries a metadata record batch. */
+#define SIM_META_TAG 0x4d
 
 /* A write encoded as an entry's data. */
 struct sim_op_data {
@@ -47,15 +59,20 @@ struct sim_op_data {
 };
 #define SIM_OP_BYTES (1 + 8 + 4 + 8)
 
-void sim_kv_reset(struct sim_kv *kv);
-/* Applies one committed entry (any type); asserts order. */
-void sim_kv_apply(struct sim_kv *kv, const struct raft_entry *e);
-uint64_t sim_kv_hash(const struct sim_kv *kv);
+struct sim;
+struct sim_node;
+
+/* Empties the state (an image in controller mode); keeps its memory. */
+void sim_sm_reset(struct sim *s, struct sim_sm *sm);
+void sim_sm_free(struct sim_sm *sm);
+/* Applies one committed entry (any type) of node n; asserts order. */
+void sim_sm_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e);
+uint64_t sim_sm_hash(const struct sim_sm *sm);
 void sim_op_encode(const struct sim_op_data *op, uint8_t out[SIM_OP_BYTES]);
 bool sim_op_decode(const uint8_t *data, size_t size, struct sim_op_data *op);
-/* Snapshot bytes (malloc'd) of the state; padded to pad_to bytes. */
-uint8_t *sim_kv_snapshot(const struct sim_kv *kv, size_t pad_to, size_t *size);
-bool sim_kv_load(struct sim_kv *kv, const uint8_t *bytes, size_t size);
+/* Snapshot bytes (malloc'd) of the state, padded to the run's size. */
+uint8_t *sim_sm_snapshot(struct sim *s, const struct sim_sm *sm, size_t *size);
+bool sim_sm_load(struct sim *s, struct sim_sm *sm, const uint8_t *bytes, size_t size);
 
 /* ---- network (net.c) ---- */
 
@@ -128,20 +145,45 @@ struct sim_submitted {
 	struct raft_snapshot_meta meta;
 };
 
+/* A reply of the controller held until the batches before it are applied
+ * on its server (ctl.c). */
+struct sim_held_reply {
+	uint64_t wait_index;
+	struct sim_ctl_msg *msg; /* owned */
+};
+
+/* The controller side of a server (ctl.c). */
+struct sim_node_ctl {
+	bool active;
+	bool broken; /* the log ignored records of one of its batches */
+	struct meta_controller ctl;
+	struct keel_rng rng; /* topic ids */
+	uint64_t last_proposed_index;
+	uint64_t rebuild_index; /* start again only once applied >= this */
+	uint64_t next_tick_local;
+	struct sim_held_reply *held;
+	size_t n_held;
+	size_t cap_held;
+};
+
 struct sim_node {
 	uint64_t id;
 	bool exists;   /* a server process slot (member or spare) */
 	bool up;       /* running */
 	bool paused;
-	bool removed;  /* left the cluster: not restarted again */
+	bool broken;   /* its storage refused to start twice: needs repair */
+	bool retired;  /* repaired: replaced by a new server id, never runs again */
+	bool stop_pending; /* its storage failed: stops after this ready */
+	bool rotted;       /* bit rot was injected into its disk (until wiped) */
+	uint32_t refusals; /* starts refused in a row */
 	struct raft *r;
 	struct sim_disk *disk;
-	struct keel_rng rng;
 	double clock_rate;    /* drift: local ms per simulated ms */
 	uint64_t clock_base;  /* local time at sim time 0 */
 	uint64_t last_local;  /* last local time given to the core */
 	uint64_t incarnation;
-	struct sim_kv kv;
+	struct sim_sm sm;
+	struct sim_node_ctl ctl;
 	/* writes and reads of clients waiting on this node */
 	struct sim_pending_write *writes;
 	size_t n_writes;
@@ -182,6 +224,14 @@ enum sim_event_kind {
 	SIM_EV_HEAL = 8,
 	SIM_EV_ISOLATE = 9,
 	SIM_EV_UNISOLATE = 10,
+	SIM_EV_REPAIR = 11,        /* the operator looks at broken servers */
+	SIM_EV_CTL_REQUEST = 12,   /* a broker/admin request reaches server `node` */
+	SIM_EV_CTL_REPLY = 13,     /* a reply reaches broker `node` (0: admin) */
+	SIM_EV_BROKER = 14,        /* broker `node`'s timer (arg: generation) */
+	SIM_EV_BROKER_FAULT = 15,  /* the broker nemesis */
+	SIM_EV_ADMIN = 16,         /* the admin client's next action */
+	SIM_EV_BROKER_RESTART = 17,
+	SIM_EV_BROKER_RESUME = 18,
 };
 
 struct sim_event {
@@ -194,11 +244,18 @@ struct sim_event {
 	struct sim_packet pkt;
 };
 
+enum sim_disk_kind {
+	SIM_DISK_WAL = 0,   /* the real WAL over the fault vfs (default) */
+	SIM_DISK_MODEL = 1, /* the in-memory model (memdisk.c) */
+};
+
 struct sim_config {
 	uint64_t seed;
 	uint32_t nodes;   /* initial voters: 3 or 5 */
 	uint64_t steps;   /* events in the fault phase */
 	bool verbose;
+	uint8_t disk;     /* enum sim_disk_kind */
+	bool controller;  /* the state machine carries the metadata image */
 };
 
 struct sim_trace_line {
@@ -219,7 +276,16 @@ struct sim {
 	struct sim_node nodes[SIM_MAX_NODES + 1]; /* by id; [0] unused */
 	uint32_t n_slots;  /* ids 1..n_slots exist (members + spares) */
 	struct raft_options opts;
+	struct sim_wal_params wal_params;
 	size_t snapshot_pad;
+	/* the operator (repair.c) */
+	bool repair_scheduled;
+	uint64_t repair_remove_index[SIM_MAX_NODES + 1]; /* 0: none proposed */
+	uint64_t repair_remove_term[SIM_MAX_NODES + 1];
+	uint8_t readd_role[SIM_MAX_NODES + 1]; /* role to restore after a wipe */
+	uint64_t rot_node; /* a node whose disk rotted and has not restarted */
+	/* controller mode */
+	struct sim_ctl_world *ctlw;
 	/* workload */
 	struct sim_client clients[SIM_MAX_CLIENTS];
 	uint32_t n_clients;
@@ -265,9 +331,16 @@ struct sim {
 	uint64_t stat_writes_ok;
 	uint64_t stat_reads_ok;
 	uint64_t stat_snapshots;
+	uint64_t stat_refusals;     /* starts the storage refused */
+	uint64_t stat_repairs;      /* servers removed, wiped, re-added */
+	uint64_t stat_storage_stops; /* stops after a storage failure */
+	uint64_t stat_disk_faults;  /* EIO, power cuts, bit rot injected */
 };
 
 /* sim.c */
+/* Sets up server slot `id` (<= n_slots): its clock, snapshot cadence,
+ * disk; boots it (with the bootstrap entry if member_of_initial). */
+void sim_add_server(struct sim *s, uint64_t id, bool member_of_initial);
 void sim_tracef(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sim_trace_hash(struct sim *s, uint64_t v);
 void sim_fail(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -291,6 +364,7 @@ bool sim_rotation_drops(struct sim *s, const struct raft_msg *m);
 
 /* node.c */
 void sim_node_boot(struct sim *s, struct sim_node *n, bool member_of_initial);
+void sim_disk_stats_add(struct sim_disk_stats *sum, const struct sim_disk_stats *add);
 void sim_node_start(struct sim *s, struct sim_node *n);
 void sim_node_crash(struct sim *s, struct sim_node *n);
 void sim_node_process(struct sim *s, struct sim_node *n);
@@ -299,6 +373,103 @@ void sim_node_tick(struct sim *s, struct sim_node *n);
 void sim_node_free(struct sim_node *n);
 bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op);
 bool sim_node_read(struct sim *s, struct sim_node *n, size_t op);
+
+/* repair.c: the operator's procedure for a server whose storage refuses
+ * to start (remove it, wipe it once the removal is committed, add it
+ * back); sim_repair_tick runs it, from SIM_EV_REPAIR events. */
+void sim_repair_needed(struct sim *s, struct sim_node *n);
+void sim_repair_tick(struct sim *s);
+/* Nodes waiting for repair, or being re-added. */
+bool sim_repair_busy(const struct sim *s);
+
+/* ---- controller mode (ctl.c, broker.c, ctl_check.c) ---- */
+
+#define SIM_MAX_BROKERS 6
+#define SIM_CTL_SESSION_MAX_MS 2500 /* broker session timeouts are drawn below this */
+#define SIM_MAX_ISR 8
+#define SIM_TOPIC_NAME_MAX 24
+
+enum sim_ctl_api {
+	SIM_API_REGISTER = 1,
+	SIM_API_HEARTBEAT = 2,
+	SIM_API_ALTER_PARTITION = 3,
+	SIM_API_CREATE_TOPIC = 4,
+	SIM_API_DELETE_TOPIC = 5,
+	SIM_API_ALTER_CONFIG = 6,
+};
+
+/* A request to the controller or its reply, carried in an event packet. */
+struct sim_ctl_msg {
+	uint8_t api;
+	int32_t broker;       /* 0: the admin client */
+	uint32_t incarnation; /* of the broker process that asked */
+	uint8_t channel;      /* the broker's channel (0 heartbeat, 1 ISR) */
+	uint64_t seq;         /* matches a reply to its request */
+	uint64_t server;      /* the server that answered */
+	/* request */
+	int64_t broker_epoch; /* registration: the previous epoch, or -1 */
+	char rack[8];         /* registration: "" for none */
+	int64_t metadata_offset;
+	bool want_shutdown;
+	uint8_t topic_id[META_UUID_SIZE];
+	int32_t partition;
+	int32_t leader_epoch;
+	int32_t partition_epoch;
+	int32_t isr[SIM_MAX_ISR];
+	uint32_t isr_count;
+	uint8_t recovery;
+	char topic[SIM_TOPIC_NAME_MAX];
+	int32_t partitions;
+	int16_t replication_factor;
+	bool unclean;
+	/* reply */
+	int16_t error;
+	uint64_t leader_hint; /* NOT_CONTROLLER: the server it believes leads */
+	int64_t assigned_epoch;
+	bool is_caught_up;
+	bool is_fenced;
+	bool should_shut_down;
+	int32_t result_leader;
+	int32_t result_leader_epoch;
+	int32_t result_partition_epoch;
+};
+
+/* Global state of controller mode (broker.c allocates it). */
+struct sim_ctl_world;
+
+void sim_ctl_world_init(struct sim *s);
+void sim_ctl_world_free(struct sim *s);
+/* ctl.c: apply a metadata entry on node n (sm.c calls it). */
+void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e);
+/* ctl.c: after each ready of node n: start/stop the controller, release
+ * held replies. Safe to call in any mode. */
+void sim_ctl_after_apply(struct sim *s, struct sim_node *n);
+void sim_ctl_tick(struct sim *s, struct sim_node *n);
+void sim_ctl_on_node_down(struct sim *s, struct sim_node *n);
+void sim_ctl_image_replaced(struct sim *s, struct sim_node *n);
+void sim_ctl_request(struct sim *s, struct sim_event *ev);
+/* broker.c */
+void sim_ctl_reply(struct sim *s, struct sim_event *ev);
+void sim_broker_event(struct sim *s, struct sim_event *ev);
+void sim_broker_fault(struct sim *s);
+void sim_admin_event(struct sim *s, uint64_t gen);
+void sim_ctl_send(struct sim *s, uint64_t server, const struct sim_ctl_msg *m);
+void sim_ctl_heal(struct sim *s);
+/* True once the metadata has settled after heal (every broker active,
+ * every partition led with a full ISR); fills why otherwise. */
+bool sim_ctl_settled(struct sim *s, char *why, size_t why_size);
+void sim_ctl_report(const struct sim *s, char *out, size_t size);
+/* ctl_check.c: the first apply of a metadata batch anywhere (log order):
+ * image invariants, epoch history, ignored records. */
+void sim_ctl_check_first_apply(struct sim *s, struct sim_node *n, uint64_t index,
+			       const struct meta_apply_result *res);
+/* ctl_check.c: a broker's role change (split-brain check). */
+void sim_ctl_check_role(struct sim *s, int32_t broker, const struct meta_role_change *c);
+/* ctl_check.c: a reply the controller releases on node n: what it
+ * promises must hold in n's image. */
+void sim_ctl_check_reply(struct sim *s, struct sim_node *n, const struct sim_ctl_msg *m);
+/* ctl_check.c: a controller with nothing in flight agrees with the image. */
+void sim_ctl_check_working(struct sim *s, struct sim_node *n);
 
 /* client.c */
 void sim_clients_init(struct sim *s, uint32_t n);

@@ -423,8 +423,16 @@ static bool scan_good(const struct rsegment *s, const struct wal_scan_result *r)
 	return r->end == WAL_SCAN_LIMIT || (s->limit == UINT64_MAX && r->end == WAL_SCAN_CLEAN);
 }
 
-/* Reads and scans one segment; reads it a second time before believing
- * damage (a bit flipped on the way from the disk is gone then). */
+static bool same_verdict(const struct wal_scan_result *a, const struct wal_scan_result *b)
+{
+	return a->end == b->end && a->bad_offset == b->bad_offset &&
+	       a->record_count == b->record_count && a->last_index == b->last_index;
+}
+
+/* Reads and scans one segment; reads it again before believing damage (a
+ * bit flipped on the way from the disk is gone then). A verdict counts
+ * once two reads agree: a torn tail, damaged for real, is read twice —
+ * and a flip on the second read must not turn it into corruption. */
 static enum keel_err scan_one(struct recovery *rc, struct rsegment *s, const char *path,
 			      struct wal_scan_result *result)
 {
@@ -433,7 +441,8 @@ static enum keel_err scan_one(struct recovery *rc, struct rsegment *s, const cha
 	uint64_t saved_expected = rc->expected;
 	bool saved_discarding = rc->discarding;
 	enum keel_err err = KEEL_OK;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	struct wal_scan_result seen[2];
+	for (int attempt = 0; attempt < 3; attempt++) {
 		rc->out->entry_count = saved_count;
 		rc->entry_bytes = saved_bytes;
 		rc->expected = saved_expected;
@@ -457,6 +466,14 @@ static enum keel_err scan_one(struct recovery *rc, struct rsegment *s, const cha
 		if (err != KEEL_OK || scan_good(s, result)) {
 			break;
 		}
+		bool agreed = false;
+		for (int i = 0; i < attempt && i < 2; i++) {
+			agreed |= same_verdict(&seen[i], result);
+		}
+		if (agreed || attempt == 2) {
+			break;
+		}
+		seen[attempt] = *result;
 	}
 	return err;
 }

@@ -1,11 +1,13 @@
 #!/bin/sh
-# replay.sh SIM SEED NODES — runs one seed twice; the trace hashes must match.
+# replay.sh SIM SEED NODES [FLAGS...] — runs one seed twice; the trace
+# hashes must match.
 set -eu
 sim=$1
 seed=$2
 nodes=$3
-a=$("$sim" --seed "$seed" --nodes "$nodes")
-b=$("$sim" --seed "$seed" --nodes "$nodes")
+shift 3
+a=$("$sim" --seed "$seed" --nodes "$nodes" "$@")
+b=$("$sim" --seed "$seed" --nodes "$nodes" "$@")
 echo "$a"
 echo "$b"
 ha=$(echo "$a" | sed -n 's/.* trace=\([0-9a-f]*\) .*/\1/p')
