@@ -213,8 +213,10 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 				  (unsigned long long)rd->install->meta.index,
 				  (unsigned long long)rd->install->meta.term,
 				  (unsigned long long)rd->install->meta.size_bytes);
-			n->install_persist_id = rd->persist_id;
-			n->install_meta = rd->install->meta;
+			KEEL_ASSERT(n->n_installs < KEEL_ARRAY_SIZE(n->installs));
+			n->installs[n->n_installs].persist_id = rd->persist_id;
+			n->installs[n->n_installs].meta = rd->install->meta;
+			n->n_installs++;
 		}
 		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = keel_clock_mono_ns();
 		enum keel_err rc = node_storage_submit(n->storage, rd);
@@ -365,27 +367,29 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 		metrics_hist_observe(&n->stats.append_latency,
 				     (keel_clock_mono_ns() - started) / 1000u);
 	}
-	if (n->install_persist_id == persist_id) {
-		/* The received snapshot is durable: load it before telling Raft. */
-		char path[1024];
+	while (n->n_installs > 0 && n->installs[0].persist_id <= persist_id) {
+		/* A received snapshot is durable: load it before telling Raft. */
+		struct raft_snapshot_meta meta = n->installs[0].meta;
+		n->n_installs--;
+		memmove(&n->installs[0], &n->installs[1], n->n_installs * sizeof(n->installs[0]));
+		char path[2048];
 		char msg[256];
-		node_storage_snapshot_path(n->storage, path, sizeof(path));
-		enum keel_err rc = fsm_snapshot_load(n, path, n->install_meta.index, msg, sizeof(msg));
+		node_storage_snapshot_path_for(n->storage, meta.index, meta.term, path, sizeof(path));
+		enum keel_err rc = fsm_snapshot_load(n, path, meta.index, msg, sizeof(msg));
 		if (rc != KEEL_OK) {
 			KEEL_ERROR("cannot load installed snapshot %s: %s", path, msg);
 			n->failed = true;
 			node_drive(n);
 			return;
 		}
-		n->applied_index = n->install_meta.index;
-		n->applied_term = n->install_meta.term;
-		n->snapshot_index = n->install_meta.index;
+		n->applied_index = meta.index;
+		n->applied_term = meta.term;
+		n->snapshot_index = meta.index;
 		n->bytes_since_snapshot = 0;
 		n->commit_index = KEEL_MAX(n->commit_index, n->applied_index);
-		n->install_persist_id = 0;
 		n->stats.snapshots_installed++;
 		node_clients_on_snapshot_installed(n);
-		KEEL_INFO("snapshot %llu installed", (unsigned long long)n->install_meta.index);
+		KEEL_INFO("snapshot %llu installed", (unsigned long long)meta.index);
 	}
 	enum keel_err rc = raft_persisted(n->raft, persist_id);
 	KEEL_ASSERT(rc == KEEL_OK);

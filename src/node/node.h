@@ -123,9 +123,13 @@ struct node {
 	struct node_waiter *done_head;
 	struct node_waiter *done_tail;
 
-	/* A snapshot received from the leader, being made durable. */
-	uint64_t install_persist_id;
-	struct raft_snapshot_meta install_meta;
+	/* Snapshots received from the leader, being made durable, in persist
+	 * order (the core may hand out another before the first is durable). */
+	struct {
+		uint64_t persist_id;
+		struct raft_snapshot_meta meta;
+	} installs[8];
+	size_t n_installs;
 
 	/* Our own snapshots (node/snapshot.c). */
 	uint64_t snapshot_index;

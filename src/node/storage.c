@@ -172,7 +172,10 @@ static enum keel_err do_install(struct node_storage *s, const struct raft_snapsh
 		unlink(to);
 		return KEEL_CORRUPT;
 	}
-	if (in->discard_log) {
+	/* The core decides discard_log from its in-memory log, which may hold
+	 * the snapshot's entry before storage has it: keep the stored log only
+	 * if storage itself holds that entry with that term. */
+	if (in->discard_log || wal_term_at(&s->wal, in->meta.index) != in->meta.term) {
 		rc = wal_reset(&s->wal, in->meta.index, in->meta.term);
 	} else {
 		rc = wal_compact(&s->wal, in->meta.index);
@@ -469,6 +472,14 @@ void node_storage_snapshot_path(struct node_storage *s, char *out, size_t size)
 		out[0] = '\0';
 		return;
 	}
+	snprintf(out, size, "%s/%s", s->dir, name);
+}
+
+void node_storage_snapshot_path_for(struct node_storage *s, uint64_t index, uint64_t term,
+				    char *out, size_t size)
+{
+	char name[WAL_NAME_MAX];
+	wal_snapshot_name(name, index, term, false);
 	snprintf(out, size, "%s/%s", s->dir, name);
 }
 

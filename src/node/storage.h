@@ -70,6 +70,10 @@ enum keel_err node_storage_snapshot_read(struct node_storage *s, uint64_t index,
  * install), or an empty string. */
 void node_storage_snapshot_path(struct node_storage *s, char *out, size_t size);
 
+/* The path of snapshot (index, term) in the data directory. */
+void node_storage_snapshot_path_for(struct node_storage *s, uint64_t index, uint64_t term,
+				    char *out, size_t size);
+
 /* Our own snapshot (index, term) is now the newest. */
 void node_storage_note_snapshot(struct node_storage *s, uint64_t index, uint64_t term);
 

@@ -232,7 +232,12 @@ void raft_step_vote(struct raft *r, const struct raft_msg *m)
 #ifdef KEEL_PLANT_BUG_VOTE_WITHOUT_LOG_CHECK
 	log_ok = true; /* planted bug: grants to a candidate missing entries */
 #endif
-	bool grant = can_vote && log_ok;
+	/* Only a voter of its own configuration votes. A server that starts
+	 * empty to join (or came back with a wiped disk under its old id) has
+	 * forgotten every vote it cast: letting it vote before it has caught
+	 * up to a configuration naming it a voter could elect two leaders in
+	 * one term. */
+	bool grant = can_vote && log_ok && raft_is_voter(r, r->id);
 	if (grant && !v->pre_vote) {
 		r->vote = m->from;
 		raft_mark_hard_state(r);

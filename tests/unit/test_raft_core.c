@@ -851,6 +851,31 @@ static void test_leader_link_loss_alone_does_not_disrupt(void **state)
 	assert_int_equal(th_status(&cl, 2).term, term);
 }
 
+/* A server with no configuration naming it a voter (it starts empty to
+ * join, maybe under the id of a member whose disk was wiped) votes for no
+ * one: it may have forgotten votes cast in those terms. */
+static void test_non_member_never_votes(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 1);
+	th_elect(&cl, 1);
+	uint64_t id = th_add_empty_node(&cl);
+	struct raft_status st2 = th_status(&cl, 2);
+	struct raft_msg m;
+	memset(&m, 0, sizeof(m));
+	m.type = RAFT_MSG_VOTE;
+	m.from = 2;
+	m.to = id;
+	m.term = st2.term + 1;
+	m.vote.last_index = st2.last_index;
+	m.vote.last_term = st2.last_term;
+	assert_int_equal(raft_step(th_node(&cl, id)->r, &m), KEEL_OK);
+	th_stabilize(&cl, true);
+	struct raft_status st = th_status(&cl, id);
+	assert_int_equal(st.vote, 0);
+	assert_int_equal(st.term, st2.term + 1); /* it did learn the term */
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_election_basic, teardown),
 	cmocka_unit_test_teardown(test_election_safety_split_vote, teardown),
@@ -876,6 +901,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_follower_lost_acked_entries_is_repaired, teardown),
 	cmocka_unit_test_teardown(test_leader_link_loss_speeds_up_election, teardown),
 	cmocka_unit_test_teardown(test_leader_link_loss_alone_does_not_disrupt, teardown),
+	cmocka_unit_test_teardown(test_non_member_never_votes, teardown),
 	cmocka_unit_test(test_init_validation),
 };
 
