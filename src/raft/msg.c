@@ -316,6 +316,49 @@ static enum keel_err decode_body(struct keel_rbuf *r, const struct raft_msg_limi
 	return keel_rbuf_ok(r) ? KEEL_OK : KEEL_SHORT;
 }
 
+/* Every term a message names is at most the sender's own term, and that
+ * is at most RAFT_TERM_MAX: a log entry, snapshot or vote request cannot
+ * come from a term the sender has not reached. Every index is at most
+ * RAFT_INDEX_MAX, so that no arithmetic on it can wrap. */
+static bool numbers_plausible(const struct raft_msg *m)
+{
+	if (m->term > RAFT_TERM_MAX) {
+		return false;
+	}
+	switch (m->type) {
+	case RAFT_MSG_APPEND: {
+		const struct raft_msg_append *a = &m->append;
+		if (a->prev_term > m->term || a->prev_index > RAFT_INDEX_MAX - a->n_entries ||
+		    a->commit > RAFT_INDEX_MAX) {
+			return false;
+		}
+		for (uint32_t i = 0; i < a->n_entries; i++) {
+			if (a->entries[i].term > m->term || a->entries[i].index > RAFT_INDEX_MAX) {
+				return false;
+			}
+		}
+		return true;
+	}
+	case RAFT_MSG_APPEND_RESP:
+		return m->append_resp.hint_term <= m->term &&
+		       m->append_resp.index <= RAFT_INDEX_MAX &&
+		       m->append_resp.hint_index <= RAFT_INDEX_MAX;
+	case RAFT_MSG_HEARTBEAT:
+		return m->heartbeat.commit <= RAFT_INDEX_MAX;
+	case RAFT_MSG_VOTE:
+		return m->vote.last_term <= m->term && m->vote.last_index <= RAFT_INDEX_MAX;
+	case RAFT_MSG_SNAPSHOT:
+		return m->snapshot.meta.term <= m->term && m->snapshot.meta.index <= RAFT_INDEX_MAX;
+	case RAFT_MSG_SNAPSHOT_RESP:
+		return m->snapshot_resp.snap_term <= m->term &&
+		       m->snapshot_resp.index <= RAFT_INDEX_MAX;
+	case RAFT_MSG_READ_INDEX_RESP:
+		return m->read_index_resp.index <= RAFT_INDEX_MAX;
+	default:
+		return true;
+	}
+}
+
 enum keel_err raft_msg_decode(const void *buf, size_t size, const struct raft_msg_limits *limits,
 			      struct raft_msg *m, struct raft_entry *entries, uint32_t entries_cap)
 {
@@ -340,5 +383,5 @@ enum keel_err raft_msg_decode(const void *buf, size_t size, const struct raft_ms
 	if (!keel_rbuf_done(&r)) {
 		return KEEL_PROTO; /* trailing bytes */
 	}
-	return KEEL_OK;
+	return numbers_plausible(m) ? KEEL_OK : KEEL_PROTO;
 }

@@ -355,6 +355,9 @@ enum keel_err raft_step(struct raft *r, const struct raft_msg *m)
 	    m->type > RAFT_MSG_TYPE_MAX) {
 		return KEEL_INVAL;
 	}
+	if (m->term > RAFT_TERM_MAX) {
+		return KEEL_PROTO; /* see RAFT_TERM_MAX: no room left to campaign */
+	}
 	if (m->term > r->term) {
 		if (!step_higher_term(r, m)) {
 			return KEEL_OK;

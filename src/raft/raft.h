@@ -184,6 +184,14 @@ enum raft_msg_type {
 };
 #define RAFT_MSG_TYPE_MAX 11
 
+/* The largest term a message may carry. Real terms grow by one per
+ * election; a term near 2^64 can only come from a broken or hostile peer,
+ * and accepting it would leave no room to campaign (the term would wrap). */
+#define RAFT_TERM_MAX ((uint64_t)1 << 62)
+/* Likewise the largest log index a message may name: index + 1 must never
+ * wrap, whatever a peer sends. */
+#define RAFT_INDEX_MAX ((uint64_t)1 << 62)
+
 struct raft_msg_append {
 	uint64_t prev_index;
 	uint64_t prev_term;

@@ -41,7 +41,7 @@ static size_t sample_msgs(struct raft_msg *out)
 	m.type = (t);                             \
 	m.from = 0x0102030405060708ull;           \
 	m.to = 3;                                 \
-	m.term = 0xfffffffffffffff0ull
+	m.term = 0x3ffffffffffffff0ull
 	BASE(RAFT_MSG_APPEND);
 	m.append.prev_index = 10;
 	m.append.prev_term = 3;
@@ -287,6 +287,42 @@ static void test_bad_header_and_flags(void **state)
 	free(buf);
 }
 
+/* A term past RAFT_TERM_MAX, or a term inside a message above the
+ * sender's own, is refused: taking it would wrap the term on the next
+ * campaign (found by fuzz_raft_step). */
+static void test_implausible_terms_refused(void **state)
+{
+	(void)state;
+	struct raft_msg msgs[16];
+	size_t n = sample_msgs(msgs);
+	struct raft_msg out;
+	struct raft_entry ents[16];
+	for (size_t i = 0; i < n; i++) {
+		struct raft_msg m = msgs[i];
+		m.term = UINT64_MAX;
+		size_t size;
+		uint8_t *buf = encode(&m, &size);
+		assert_int_equal(raft_msg_decode(buf, size, &limits, &out, ents, 16), KEEL_PROTO);
+		free(buf);
+	}
+	struct raft_msg m = msgs[0]; /* append whose last entry is from term 5 */
+	m.term = 4;
+	size_t size;
+	uint8_t *buf = encode(&m, &size);
+	assert_int_equal(raft_msg_decode(buf, size, &limits, &out, ents, 16), KEEL_PROTO);
+	free(buf);
+	m.term = 5;
+	buf = encode(&m, &size);
+	assert_int_equal(raft_msg_decode(buf, size, &limits, &out, ents, 16), KEEL_OK);
+	free(buf);
+	m = msgs[5]; /* a vote request naming a log term above its own */
+	m.term = 2;
+	m.vote.last_term = 3;
+	buf = encode(&m, &size);
+	assert_int_equal(raft_msg_decode(buf, size, &limits, &out, ents, 16), KEEL_PROTO);
+	free(buf);
+}
+
 static void test_encode_refuses_malformed(void **state)
 {
 	(void)state;
@@ -318,6 +354,7 @@ int main(void)
 		cmocka_unit_test(test_truncation_refused),
 		cmocka_unit_test(test_limits_enforced),
 		cmocka_unit_test(test_bad_header_and_flags),
+		cmocka_unit_test(test_implausible_terms_refused),
 		cmocka_unit_test(test_encode_refuses_malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
