@@ -1,0 +1,159 @@
+"""Fixtures of the compatibility suite.
+
+`backend` is a running 3-server ensemble, once keel and once Apache
+ZooKeeper 3.8 (Debian's `zookeeper` package, through scripts/zk-ensemble.sh):
+every test that takes it runs against both, so each assertion is checked
+against the reference implementation too. A test that exercises something
+keel does deliberately differently (see DESIGN.md) says so and looks at
+`backend.kind`.
+
+Set KEEL_COMPAT_BACKENDS=keel (or =zookeeper) to run one side only while
+developing; CI runs both.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from harness import Cluster, four_letter  # noqa: E402
+
+ZK_ENSEMBLE = os.path.join(ROOT, "scripts", "zk-ensemble.sh")
+BACKENDS = [b for b in os.environ.get("KEEL_COMPAT_BACKENDS", "keel,zookeeper").split(",") if b]
+
+
+class KeelBackend:
+    """A 3-server keel cluster."""
+
+    kind = "keel"
+
+    def __init__(self):
+        self.cluster = Cluster(3)
+        self.cluster.start()
+        self.cluster.wait_leader(timeout=30)
+        self.addrs = [self.cluster.servers[i].client_addr for i in sorted(self.cluster.servers)]
+        self.hosts = ",".join(self.addrs)
+
+    def mode(self, i):
+        return self.cluster.servers[i + 1].mode()
+
+    def leader_index(self):
+        return self.cluster.wait_leader().id - 1
+
+    def kill(self, i):
+        self.cluster.servers[i + 1].kill()
+
+    def restart(self, i):
+        self.cluster.servers[i + 1].start()
+        self.wait_ready()
+
+    def wait_ready(self, timeout=30):
+        self.cluster.wait_leader(timeout=timeout)
+
+    def logs(self):
+        return self.cluster.dump_logs()
+
+    def close(self):
+        self.cluster.cleanup()
+
+
+class ZooKeeperBackend:
+    """A 3-server Apache ZooKeeper 3.8 ensemble (tickTime 500 ms so that
+    the smallest session timeout, 2 ticks, is 1 s as in keel)."""
+
+    kind = "zookeeper"
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="keel-compat-zk-")
+        env = dict(os.environ, ZK_TICK_MS="500", ZK_JVM_OPTS="-Xmx512m -XX:+UseSerialGC")
+        self.env = env
+        out = subprocess.run([ZK_ENSEMBLE, "start", "3", self.dir], env=env, check=True,
+                             stdout=subprocess.PIPE, timeout=180).stdout.decode().strip()
+        self.hosts = out.splitlines()[-1]
+        self.addrs = self.hosts.split(",")
+
+    def _zk(self, *args, check=True):
+        return subprocess.run([ZK_ENSEMBLE, *args], env=self.env, check=check,
+                              stdout=subprocess.PIPE, timeout=120).stdout.decode().strip()
+
+    def mode(self, i):
+        try:
+            for line in four_letter(self.addrs[i], "srvr").splitlines():
+                if line.startswith("Mode:"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            return None
+        return None
+
+    def leader_index(self):
+        return int(self._zk("leader", self.dir)) - 1
+
+    def kill(self, i):
+        self._zk("kill", self.dir, str(i + 1))
+        time.sleep(0.2)
+
+    def restart(self, i):
+        self._zk("restart", self.dir, str(i + 1))
+        self.wait_ready()
+
+    def wait_ready(self, timeout=60):
+        self._zk("wait", self.dir, str(timeout))
+
+    def logs(self):
+        out = []
+        for i in range(1, 4):
+            p = os.path.join(self.dir, "zk%d" % i, "server.log")
+            try:
+                with open(p, errors="replace") as f:
+                    lines = f.read().splitlines()[-60:]
+            except OSError:
+                lines = []
+            out.append("---- zookeeper %d ----\n%s" % (i, "\n".join(lines)))
+        return "\n".join(out)
+
+    def close(self):
+        self._zk("stop", self.dir, check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    b = KeelBackend() if request.param == "keel" else ZooKeeperBackend()
+    b.failed = False
+    yield b
+    if b.failed:
+        print(b.logs())
+    b.close()
+
+
+@pytest.fixture(autouse=True)
+def _mark_backend_failure(request):
+    yield
+    if "backend" in request.fixturenames:
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            request.getfixturevalue("backend").failed = True
+
+
+@pytest.fixture
+def path(request):
+    """A fresh znode path per test (suites share one ensemble per module)."""
+    name = request.node.name.replace("[", "_").replace("]", "").replace("/", "_")
+    return "/t_%s_%d" % (name, int(time.time() * 1000) % 1000000)
+
+
+def keel_build():
+    return os.environ.get("KEEL_BUILD", os.path.join(ROOT, "build"))
