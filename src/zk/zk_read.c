@@ -365,8 +365,17 @@ static int32_t watch_request(const struct zk_read_ctx *c, const struct zk_reques
 	if (w->type < ZK_WATCHER_CHILDREN || w->type > ZK_WATCHER_PERSISTENT_RECURSIVE) {
 		return ZK_MARSHALLING_ERROR; /* WatcherType.fromInt throws */
 	}
-	if (zk_bytes_is_null(w->path)) {
+	/* ZooKeeper 3.8 walks checkWatches' path towards the root
+	 * (PathParentIterator), which throws on a null path or a non-empty one
+	 * with no '/' at all: MarshallingError (observed: "bad" fails, "a/b"
+	 * and "" find no watcher). removeWatches only looks the path up. */
+	if (req->opcode == ZK_OP_CHECK_WATCHES &&
+	    (zk_bytes_is_null(w->path) ||
+	     (w->path.size > 0 && memchr(w->path.data, '/', (size_t)w->path.size) == NULL))) {
 		return ZK_MARSHALLING_ERROR;
+	}
+	if (zk_bytes_is_null(w->path)) {
+		return ZK_NO_WATCHER;
 	}
 	bool found = false;
 	if (c->watches != NULL) {

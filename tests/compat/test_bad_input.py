@@ -428,3 +428,22 @@ def test_many_bad_clients_at_once(backend, guard):
     time.sleep(0.2)
     for s in socks:
         s.close()
+
+
+@pytest.mark.parametrize("p,check_err,remove_err", [
+    ("bad", MARSHALLING, NO_WATCHER),
+    ("a/b", NO_WATCHER, NO_WATCHER),
+    (None, MARSHALLING, NO_WATCHER),
+    ("", NO_WATCHER, NO_WATCHER),
+    ("/nonexistent", NO_WATCHER, NO_WATCHER),
+    ("//", NO_WATCHER, NO_WATCHER),
+], ids=["relative", "relative-nested", "null", "empty", "absent", "double-slash"])
+def test_watch_probes_with_bad_paths(backend, guard, p, check_err, remove_err):
+    # checkWatches (17) walks the path up to the root in ZooKeeper and fails
+    # on a null path or one without any "/"; removeWatches (18) only finds
+    # nothing.
+    for wtype in (1, 2, 3):
+        r, alive = call(backend.addrs[0], 17, ustr(p) + struct.pack(">i", wtype))
+        assert r[:2] == (5, check_err) and alive, wtype
+        r, alive = call(backend.addrs[0], 18, ustr(p) + struct.pack(">i", wtype))
+        assert r[:2] == (5, remove_err) and alive, wtype

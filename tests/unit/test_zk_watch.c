@@ -196,6 +196,12 @@ static void test_check_and_remove_watches(void **state)
 	assert_int_equal(watch_op(&w, &b, ZK_OP_REMOVE_WATCHES, "/w/z", 2), ZK_OK);
 	assert_int_equal(watch_op(&w, &b, ZK_OP_REMOVE_WATCHES, "/w/z", 2), ZK_NO_WATCHER);
 	assert_int_equal(watch_op(&w, &b, ZK_OP_REMOVE_WATCHES, "/nonode", 3), ZK_NO_WATCHER);
+	/* A path with no '/' breaks checkWatches' walk to the root in
+	 * ZooKeeper (MarshallingError); removeWatches just finds nothing. */
+	assert_int_equal(watch_op(&w, &b, ZK_OP_CHECK_WATCHES, "wz", 2), ZK_MARSHALLING_ERROR);
+	assert_int_equal(watch_op(&w, &b, ZK_OP_CHECK_WATCHES, "w/z", 2), ZK_NO_WATCHER);
+	assert_int_equal(watch_op(&w, &b, ZK_OP_CHECK_WATCHES, "", 2), ZK_NO_WATCHER);
+	assert_int_equal(watch_op(&w, &b, ZK_OP_REMOVE_WATCHES, "w/z", 2), ZK_NO_WATCHER);
 	assert_int_equal(w.out.size, 0);
 	/* Types outside 1..5 do not parse (WatcherType.fromInt). */
 	assert_int_equal(watch_op(&w, &b, ZK_OP_CHECK_WATCHES, "/w/z", 0), ZK_MARSHALLING_ERROR);
