@@ -377,11 +377,14 @@ def test_auth_failed_bad_scheme(backend, path):
     c = kx.KazooClient(hosts=backend.hosts, timeout=10.0)
     c.start(timeout=15)
     try:
+        sid = c.client_id[0]
         with pytest.raises(AuthFailedError):
             c.add_auth("nosuchscheme", "whatever")
-        kx.wait_for(lambda: c.client_state == "AUTH_FAILED", 10, "AUTH_FAILED state")
-        with pytest.raises(AuthFailedError):
-            c.get("/")
+        # The server drops the connection after AuthFailed; kazoo forgets
+        # the session (state AUTH_FAILED), then, being still started, opens a
+        # new one. Which of the two we see is a race, in both backends.
+        kx.wait_for(lambda: c.client_id is None or c.client_id[0] != sid, 10,
+                    "the connection to be dropped")
     finally:
         c.stop()
         c.close()
