@@ -28,6 +28,7 @@ def fresh(backend):
     def make(hosts=None, **kw):
         c = kx.client(hosts or backend.hosts, **kw)
         clients.append(c)
+        c.sync("/")  # see what the test wrote before, whatever the server
         return c
     yield make
     for c in clients:
@@ -314,6 +315,7 @@ def test_acl_world_and_digest(zk, fresh, backend, path):
     st = alice.set_acls(path + "/d", [digest, ACL(Permissions.READ, Id("world", "anyone"))],
                         version=0)
     assert st.aversion == 1
+    anon.sync(path)
     assert anon.get(path + "/d")[0] == b"mine"
     with pytest.raises(NoAuthError):
         anon.set(path + "/d", b"x")
@@ -335,18 +337,21 @@ def test_acl_auth_scheme_and_ip(zk, fresh, path):
         anon.create(path + "/auth", acl=[ACL(Permissions.ALL, Id("auth", ""))])
     bob = fresh(auth_data=[("digest", "bob:pw")])
     bob.create(path + "/auth", b"b", acl=[ACL(Permissions.ALL, Id("auth", ""))])
+    anon.sync(path)
     acls, _ = bob.get_acls(path + "/auth")
     assert acls == [ACL(Permissions.ALL, Id("digest", make_digest_acl_credential("bob", "pw")))]
     with pytest.raises(NoAuthError):
         anon.get(path + "/auth")
 
     zk.create(path + "/ip", b"i", acl=[make_acl("ip", "127.0.0.1", read=True)])
+    anon.sync(path)
     assert anon.get(path + "/ip")[0] == b"i"
     with pytest.raises(NoAuthError):
         anon.set(path + "/ip", b"x")
     zk.create(path + "/net", b"n", acl=[make_acl("ip", "127.0.0.0/8", all=True)])
     anon.set(path + "/net", b"m")
     zk.create(path + "/other", b"o", acl=[make_acl("ip", "10.1.2.0/24", all=True)])
+    anon.sync(path)
     with pytest.raises(NoAuthError):
         anon.get(path + "/other")
 

@@ -61,7 +61,9 @@ def test_lock_contention(clients, path):
                 with guard:
                     holders.remove(i)
     run_all([lambda i=i: worker(i) for i in range(3)])
+    clients[1].sync(path + "/value")
     assert int(clients[1].get(path + "/value")[0]) == 3 * rounds
+    clients[2].sync(path + "/lock")
     assert sorted(order) == sorted(list(range(3)) * rounds)
     assert clients[2].get_children(path + "/lock") == []
 
@@ -107,6 +109,7 @@ def test_election(clients, path):
     for t in threads:
         t.join(10)
     assert elected == [0, 1, 2]
+    clients[0].sync(path)
     assert clients[0].get_children(path) == []
 
 
@@ -114,20 +117,26 @@ def test_party(backend, clients, path):
     parties = [c.Party(path, "m%d" % i) for i, c in enumerate(clients)]
     for p in parties:
         p.join()
+    for c in clients:
+        c.sync(path)
     for p in parties:
         assert sorted(p) == ["m0", "m1", "m2"] and len(p) == 3
     parties[1].leave()
+    clients[2].sync(path)
     assert sorted(parties[2]) == ["m0", "m2"]
     shallow = [c.ShallowParty(path + "-s", "s%d" % i) for i, c in enumerate(clients)]
     for p in shallow:
         p.join()
+    clients[0].sync(path + "-s")
     assert sorted(shallow[0]) == ["s0", "s1", "s2"]
     # Members are ephemeral: a closed client leaves its parties.
     c = kx.client(backend.addrs[0])
     c.Party(path, "gone").join()
+    clients[0].sync(path)
     assert sorted(parties[0]) == ["gone", "m0", "m2"]
     c.stop()
     c.close()
+    clients[0].sync(path)
     assert sorted(parties[0]) == ["m0", "m2"]
 
 
@@ -143,15 +152,18 @@ def test_counter(clients, path):
         for _ in range(10):
             ctr += 1
     run_all([lambda i=i: bump(i) for i in range(3)])
+    clients[2].sync(path)
     assert clients[2].Counter(path).value == 33
     f = clients[1].Counter(path + "-f", default=0.5)
     f += 0.25
+    clients[0].sync(path + "-f")
     assert clients[0].Counter(path + "-f", default=0.5).value == 0.75
 
 
 def test_barrier(clients, path):
     b = clients[0].Barrier(path)
     b.create()
+    clients[1].sync(path)
     assert clients[1].Barrier(path).wait(timeout=0.3) is False
     got = []
     t = threading.Thread(target=lambda: got.append(clients[1].Barrier(path).wait(20)))
@@ -197,7 +209,10 @@ def test_queue(clients, path):
     q.put(b"y", priority=200)
     q.put(b"second")
     assert len(q) == 5
-    got = [clients[i % 3].Queue(path).get() for i in range(5)]
+    got = []
+    for i in range(5):
+        clients[i % 3].sync(path)
+        got.append(clients[i % 3].Queue(path).get())
     assert got == [b"urgent", b"first", b"second", b"x", b"y"]
     assert q.get() is None and len(q) == 0
 
@@ -209,15 +224,23 @@ def test_locking_queue(clients, path):
     q0.put_all([b"c"], priority=10)
     assert len(q0) == 3
     q1 = clients[1].LockingQueue(path)
+    clients[1].sync(path)
     assert q1.get(timeout=5) == b"c"
     # While q1 holds its item, another consumer gets the next one.
     q2 = clients[2].LockingQueue(path)
+    clients[2].sync(path)
     assert q2.get(timeout=5) == b"b"
     assert q1.release() is True  # put back, not consumed
     assert q2.consume() is True
+    # Reads are served by each client's own server: sync before reading
+    # what a client on another server did.
+    clients[0].sync(path)
     assert q0.get(timeout=5) == b"c"
     assert q0.consume() is True
+    clients[1].sync(path)
     assert q1.get(timeout=5) == b"a"
     assert q1.consume() is True
+    clients[0].sync(path)
     assert len(q0) == 0
+    clients[2].sync(path)
     assert q2.get(timeout=0.3) is None
