@@ -3,7 +3,7 @@ and TTL nodes, multi, ACLs, sync. Every assertion holds for both backends."""
 import time
 
 import pytest
-from kazoo.exceptions import (AuthFailedError, BadArgumentsError, BadVersionError,
+from kazoo.exceptions import (AuthFailedError, BadArgumentsError, BadVersionError, ConnectionLoss,
                               InvalidACLError, NoAuthError, NoChildrenForEphemeralsError,
                               NodeExistsError, NoNodeError, NotEmptyError)
 from kazoo.security import (ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, Id, Permissions,
@@ -156,6 +156,30 @@ def test_large_values(zk, fresh, backend, path):
         c = fresh(a)
         c.sync(path)
         assert c.get(path)[0] == near
+
+
+def test_oversized_request(zk, fresh, path):
+    """A request over jute.maxbuffer (1 MiB - 1) + 1 KiB closes the
+    connection in both (the client sees ConnectionLoss); nothing is
+    written. The largest create that fits leaves len(path) + 57 bytes of
+    request (header, path, ACL, flags) around the data."""
+    c = fresh()
+    most = 1048528 - len(path)
+    c.create(path, b"m" * most)
+    assert c.get(path)[1].dataLength == most
+    c.delete(path)
+    with pytest.raises(ConnectionLoss):
+        c.create(path, b"m" * (most + 1))
+    with pytest.raises(ConnectionLoss):
+        c.create(path, b"m" * (1024 * 1024))
+    kx.wait_for(lambda: c.connected, 15, "the client to reconnect")
+    c.sync(path)
+    assert c.exists(path) is None
+    c.create(path, b"small")
+    with pytest.raises(ConnectionLoss):
+        c.set(path, b"m" * (1024 * 1024))
+    kx.wait_for(lambda: c.connected, 15, "the client to reconnect")
+    assert c.get(path)[0] == b"small"
 
 
 def test_container_nodes(zk, path):

@@ -94,6 +94,7 @@ def bounce(p, states):
 def test_ephemeral_removed_on_close(zk, fresh, path):
     c = fresh()
     c.create(path, b"e", ephemeral=True)
+    zk.sync(path)
     assert zk.exists(path).ephemeralOwner == c.client_id[0]
     seen = []
     ev = threading.Event()
@@ -101,6 +102,7 @@ def test_ephemeral_removed_on_close(zk, fresh, path):
     c.stop()
     c.close()
     # closeSession is committed before its reply: the node is gone already.
+    zk.sync(path)
     assert zk.exists(path) is None
     assert ev.wait(5) and seen == ["DELETED"]
 
@@ -117,6 +119,7 @@ def test_ephemeral_survives_reconnect(zk, proxy, fresh, path):
     zk.sync(path)
     assert zk.exists(path).ephemeralOwner == sid[0]
     c.set(path, b"after")
+    zk.sync(path)
     assert zk.get(path)[0] == b"after"
 
 
