@@ -105,10 +105,9 @@ static int32_t read_exists(const struct zk_read_ctx *c, const struct zk_path_wat
 	if (zk_path_has_nul((const char *)r->path.data, (size_t)r->path.size)) {
 		return ZK_BAD_ARGUMENTS;
 	}
+	/* No ACL check: ZooKeeper 3.8 answers exists() (and sets its watch)
+	 * whatever the node's ACL says. */
 	uint32_t id = zk_state_lookup(c->state, r->path);
-	if (id != ZK_NODE_NONE && !readable(c, id)) {
-		return ZK_NO_AUTH;
-	}
 	if (r->watch) {
 		/* An exist watch is set whether or not the node exists. */
 		int32_t rc = watch(c, r->path, ZK_WATCH_DATA);

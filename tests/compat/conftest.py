@@ -33,8 +33,14 @@ class KeelBackend:
 
     kind = "keel"
 
+    # tickTime 500 ms as in the ZooKeeper ensemble below (session timeouts
+    # from 1 s to 10 s), and container/TTL housekeeping every 500 ms like
+    # ZooKeeper's znode.container.checkIntervalMs below.
+    SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
+                   "--tick-ms", "500", "--housekeeping-ms", "500"]
+
     def __init__(self):
-        self.cluster = Cluster(3)
+        self.cluster = Cluster(3, server_args=list(self.SERVER_ARGS))
         self.cluster.start()
         self.cluster.wait_leader(timeout=30)
         self.addrs = [self.cluster.servers[i].client_addr for i in sorted(self.cluster.servers)]
@@ -71,7 +77,12 @@ class ZooKeeperBackend:
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="keel-compat-zk-")
-        env = dict(os.environ, ZK_TICK_MS="500", ZK_JVM_OPTS="-Xmx512m -XX:+UseSerialGC")
+        # extendedTypesEnabled: TTL nodes; checkIntervalMs: how often empty
+        # containers and expired TTL nodes are deleted (default 60 s).
+        env = dict(os.environ, ZK_TICK_MS="500",
+                   ZK_JVM_OPTS="-Xmx512m -XX:+UseSerialGC"
+                   " -Dzookeeper.extendedTypesEnabled=true"
+                   " -Dznode.container.checkIntervalMs=500")
         self.env = env
         out = subprocess.run([ZK_ENSEMBLE, "start", "3", self.dir], env=env, check=True,
                              stdout=subprocess.PIPE, timeout=180).stdout.decode().strip()
