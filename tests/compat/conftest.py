@@ -71,7 +71,7 @@ class KeelBackend:
 
 class ZooKeeperBackend:
     """A 3-server Apache ZooKeeper 3.8 ensemble (tickTime 500 ms so that
-    the smallest session timeout, 2 ticks, is 1 s as in keel)."""
+    the smallest session timeout, 2 ticks, is 1 s; keel runs with --tick-ms 500 to match)."""
 
     kind = "zookeeper"
 
