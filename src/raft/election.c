@@ -232,12 +232,15 @@ void raft_step_vote(struct raft *r, const struct raft_msg *m)
 #ifdef KEEL_PLANT_BUG_VOTE_WITHOUT_LOG_CHECK
 	log_ok = true; /* planted bug: grants to a candidate missing entries */
 #endif
-	/* Only a voter of its own configuration votes. A server that starts
-	 * empty to join (or came back with a wiped disk under its old id) has
-	 * forgotten every vote it cast: letting it vote before it has caught
-	 * up to a configuration naming it a voter could elect two leaders in
-	 * one term. */
-	bool grant = can_vote && log_ok && raft_is_voter(r, r->id);
+	/* A server holding no configuration at all votes for nobody: it
+	 * started empty to join, or came back with a wiped disk under its old
+	 * id, and has forgotten every vote it cast, so its vote could elect a
+	 * second leader in a term (seen in the simulator). Once a leader has
+	 * given it a configuration it votes like any server, whatever its own
+	 * role there: a server may be a voter of the configuration that
+	 * counts before it learns so, or hold a removal of itself that no
+	 * majority has (refusing then can leave no electable candidate). */
+	bool grant = can_vote && log_ok && r->config.count > 0;
 	if (grant && !v->pre_vote) {
 		r->vote = m->from;
 		raft_mark_hard_state(r);

@@ -177,6 +177,42 @@ static void test_remove_leader_itself(void **state)
 	assert_int_equal(th_status(&cl, leader).commit_index, th_status(&cl, leader).last_index);
 }
 
+/* A server whose log ends in its own removal — proposed while it led,
+ * never replicated, so no majority has it — still votes: the configuration
+ * that counts may need it. Found by the simulator (seed 327847891820/3),
+ * where refusing left no electable candidate for good. */
+static void test_server_holding_its_own_uncommitted_removal_votes(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 7);
+	th_elect(&cl, 2);
+	th_isolate(&cl, 2, true);
+	assert_int_equal(change(2, RAFT_REMOVE, 2), KEEL_OK); /* only 2 has it */
+	th_stabilize(&cl, true);
+	/* 1 and 3 elect 1 in a later term, which appends more */
+	th_tick_all(&cl, 5000); /* 3's lease from 2 expires */
+	th_stabilize(&cl, true);
+	th_elect(&cl, 1);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_LEADER);
+	assert_int_equal(th_propose(&cl, 1, "x", NULL), KEEL_OK);
+	th_stabilize(&cl, true);
+	/* 3 goes down and 1 restarts: 1 can lead again only with 2's vote */
+	th_crash(&cl, 3);
+	th_restart(&cl, 1);
+	th_heal(&cl);
+	th_isolate(&cl, 3, true);
+	th_tick_all(&cl, 5000);
+	th_stabilize(&cl, true);
+	th_elect(&cl, 1);
+	uint64_t leader = 1;
+	assert_int_equal(th_status(&cl, leader).role, RAFT_LEADER);
+	assert_int_equal(th_propose(&cl, leader, "y", NULL), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 2).commit_index, th_status(&cl, leader).last_index);
+	/* and 2, now holding the leader's log, is a voter again */
+	assert_int_equal(raft_config_role(raft_config(th_node(&cl, 2)->r), 2), RAFT_VOTER);
+}
+
 /* Transfer: the target is caught up, gets TimeoutNow, campaigns at once
  * (ignoring stickiness) and wins; proposals meanwhile get KEEL_BUSY. */
 static void test_leadership_transfer(void **state)
@@ -272,6 +308,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_change_restrictions, teardown),
 		cmocka_unit_test_teardown(test_remove_follower, teardown),
 		cmocka_unit_test_teardown(test_remove_leader_itself, teardown),
+		cmocka_unit_test_teardown(test_server_holding_its_own_uncommitted_removal_votes, teardown),
 		cmocka_unit_test_teardown(test_leadership_transfer, teardown),
 		cmocka_unit_test_teardown(test_transfer_times_out, teardown),
 		cmocka_unit_test(test_config_codec),
