@@ -261,6 +261,19 @@ static void *storage_thread(void *arg)
 		pthread_mutex_unlock(&s->mu);
 
 		enum keel_err rc = failed ? KEEL_FAILED : KEEL_OK;
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+		/* PLANTED BUG, continued: the write lags the early ack by a
+		 * slow disk's 20 ms. A kill -9 cannot drop the page cache the
+		 * way a power cut does, so this lag stands in for the window a
+		 * power cut would expose; without it the bug only shows when a
+		 * kill lands in the microseconds between ack and write(2). */
+		for (struct batch *b = head; b != NULL; b = b->next) {
+			if (b->acked_early) {
+				usleep(20000);
+				break;
+			}
+		}
+#endif
 		for (struct batch *b = head; b != NULL; b = b->next) {
 			if (rc == KEEL_OK) {
 				rc = write_batch(s, b);

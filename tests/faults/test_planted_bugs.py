@@ -9,8 +9,10 @@ passes only if the named checker reports an anomaly.
                     serves sync + read stale. Exposed by isolating servers;
                     caught by the register linearizability checker.
   ACK_BEFORE_FSYNC  (src/node/storage.c) entries are reported durable
-                    before they are written: kill -9 of every server at once
-                    loses acknowledged writes. Exposed by whole-cluster
+                    before they are written, and the write lags by 20 ms
+                    (a slow disk; kill -9 keeps the page cache, so the lag
+                    stands in for what a power cut would lose): kill -9 of
+                    every server at once loses acknowledged writes. Exposed by whole-cluster
                     kills under a heavier add load; caught by the set
                     checker (and the counter and sequential ones).
 
