@@ -167,12 +167,22 @@ def test_session_expiry(zk, proxy, fresh, path):
     assert c.exists(path) is None
 
 
-def test_session_password(backend, zk, fresh, path):
-    c = fresh()
+def test_session_password(backend, zk, proxy, fresh, path):
+    # c goes through a proxy that is cut before `good` takes the session
+    # over: otherwise c reconnects and takes it back, and the two clients
+    # trade the session (both servers drop the older connection).
+    # The wrong password is tried on the other servers only: ZooKeeper drops
+    # a server's connections of a session when a reconnect for it arrives,
+    # before it checks the password, so on c's own server the attempt
+    # would also bounce c.
+    i = next(j for j in range(3) if j != backend.leader_index())
+    p = proxy(i)
+    c = fresh(p.hosts)
     sid, pwd = c.client_id
     c.create(path, ephemeral=True)
     bad_pwd = bytes(b ^ 0xFF for b in pwd)
-    bad = kx.KazooClient(hosts=backend.hosts, client_id=(sid, bad_pwd), timeout=10.0)
+    others = ",".join(a for j, a in enumerate(backend.addrs) if j != i)
+    bad = kx.KazooClient(hosts=others, client_id=(sid, bad_pwd), timeout=10.0)
     bst = States(bad)
     try:
         bad.start(timeout=15)
@@ -186,6 +196,7 @@ def test_session_password(backend, zk, fresh, path):
     assert c.client_id == (sid, pwd) and c.exists(path).ephemeralOwner == sid
     # The right password takes the session over; closing it there removes
     # the ephemeral.
+    p.set_cut(True)
     good = kx.KazooClient(hosts=backend.hosts, client_id=(sid, pwd), timeout=10.0)
     good.start(timeout=15)
     assert good.client_id[0] == sid
