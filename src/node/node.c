@@ -115,11 +115,25 @@ static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
 	}
 }
 
-static void waiters_fail_all(struct node *n, enum keel_err err)
+/* Waiters for entries past `commit` fail with err; those at or below it
+ * stay: their entries are committed (a leader's own committed entries never
+ * leave its log) and waiters_on_commit() decides them when they apply. A
+ * leader that removed itself steps down as soon as the removal commits,
+ * before it applies it. */
+static void waiters_fail_uncommitted(struct node *n, uint64_t commit, enum keel_err err)
 {
-	while (n->waiters_head != NULL) {
-		struct node_waiter *w = n->waiters_head;
-		n->waiters_head = w->next;
+	struct node_waiter **link = &n->waiters_head;
+	struct node_waiter *last_kept = NULL;
+	while (*link != NULL && (*link)->index <= commit) {
+		last_kept = *link;
+		link = &(*link)->next;
+	}
+	struct node_waiter *fail = *link;
+	*link = NULL;
+	n->waiters_tail = last_kept;
+	while (fail != NULL) {
+		struct node_waiter *w = fail;
+		fail = w->next;
 		w->result = err;
 		w->next = NULL;
 		if (n->done_tail == NULL) {
@@ -129,7 +143,6 @@ static void waiters_fail_all(struct node *n, enum keel_err err)
 		}
 		n->done_tail = w;
 	}
-	n->waiters_tail = NULL;
 }
 
 /* ---- sending Raft messages ---- */
@@ -194,8 +207,9 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 	n->leader = rd->leader;
 	if (leader_changed) {
 		if (old_leader == n->cfg.id) {
-			/* Lost leadership: admin operations waiting here fail. */
-			waiters_fail_all(n, KEEL_NOTLEADER);
+			/* Lost leadership: admin operations waiting here for
+			 * entries not yet committed fail. */
+			waiters_fail_uncommitted(n, rd->commit, KEEL_NOTLEADER);
 		}
 		node_clients_on_leader_change(n, old_leader, rd->leader);
 		node_ctl_on_leader_change(n);
