@@ -159,6 +159,33 @@ def _mark_backend_failure(request):
             request.getfixturevalue("backend").failed = True
 
 
+@pytest.fixture(scope="module")
+def zk(backend):
+    """One kazoo client per module and backend (tests/compat/kazoo_ext.py)."""
+    import kazoo_ext as kx
+    c = kx.client(backend.hosts)
+    yield c
+    c.stop()
+    c.close()
+
+
+@pytest.fixture
+def fresh(backend):
+    """Kazoo clients opened by one test, closed after it."""
+    import kazoo_ext as kx
+    clients = []
+
+    def make(hosts=None, **kw):
+        c = kx.client(hosts or backend.hosts, **kw)
+        clients.append(c)
+        c.sync("/")  # see what the test wrote before, whatever the server
+        return c
+    yield make
+    for c in clients:
+        c.stop()
+        c.close()
+
+
 @pytest.fixture
 def path(request):
     """A fresh znode path per test (suites share one ensemble per module)."""

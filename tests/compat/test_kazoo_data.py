@@ -12,30 +12,6 @@ from kazoo.security import (ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, Id, Permissio
 import kazoo_ext as kx
 
 
-@pytest.fixture(scope="module")
-def zk(backend):
-    c = kx.client(backend.hosts)
-    yield c
-    c.stop()
-    c.close()
-
-
-@pytest.fixture
-def fresh(backend):
-    """Clients opened by one test, closed after it."""
-    clients = []
-
-    def make(hosts=None, **kw):
-        c = kx.client(hosts or backend.hosts, **kw)
-        clients.append(c)
-        c.sync("/")  # see what the test wrote before, whatever the server
-        return c
-    yield make
-    for c in clients:
-        c.stop()
-        c.close()
-
-
 # -- CRUD and stat -----------------------------------------------------------
 
 def test_crud_and_stat(zk, path):

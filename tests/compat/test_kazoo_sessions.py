@@ -18,29 +18,6 @@ import kazoo_ext as kx
 from kazoo_ext import CHANGED, CHILD, CREATED, DELETED
 
 
-@pytest.fixture(scope="module")
-def zk(backend):
-    c = kx.client(backend.hosts)
-    yield c
-    c.stop()
-    c.close()
-
-
-@pytest.fixture
-def fresh(backend):
-    clients = []
-
-    def make(hosts=None, **kw):
-        c = kx.client(hosts or backend.hosts, **kw)
-        clients.append(c)
-        c.sync("/")  # see what the test wrote before, whatever the server
-        return c
-    yield make
-    for c in clients:
-        c.stop()
-        c.close()
-
-
 @pytest.fixture
 def proxy(backend):
     """A proxy to a follower's client port (killing no server)."""
