@@ -7,8 +7,19 @@
  *	                   [--config KEY=VALUE]... --servers HOSTS
  *	keel topics delete NAME --servers HOSTS
  *	keel topics list --servers HOSTS
- *	keel topics describe [NAME] --servers HOSTS
+ *	keel topics describe [PATTERN] [--under-replicated-partitions]
+ *	                   [--unavailable-partitions] [--under-min-isr-partitions]
+ *	                   --servers HOSTS
  *	keel brokers --servers HOSTS
+ *
+ * `--` ends the options, so a topic whose name starts with '-' is given as
+ * `keel topics create -- -name ...`. PATTERN is a topic name or a shell
+ * glob (`sensor-*`). The filters keep the partitions that are
+ * under-replicated (ISR smaller than the replicas), unavailable (no leader,
+ * or a leader that is fenced) or under min ISR (ISR smaller than the
+ * topic's, else the cluster's, min.insync.replicas, default 1); given
+ * several, a partition is shown when any of them holds, and only topics
+ * with such partitions are printed, as kafka-topics.sh does.
  *
  * Controller requests that meet NOT_CONTROLLER (an election in progress)
  * are retried for --timeout-ms. Reads (list, describe, brokers) sync first,
@@ -17,14 +28,18 @@
  * Output: `describe` prints, per topic, Kafka's topic line
  * ("Topic: T\tTopicId: ...\tPartitionCount: 6\tReplicationFactor: 2\tConfigs: ")
  * and then one line per partition
- * ("Topic: T\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0",
+ * ("\tTopic: T\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tLeaderEpoch: 0",
+ * indented by a tab as kafka-topics.sh indents them;
  * leader "none" when offline); `brokers` one line per broker
  * ("Broker: 1\tEpoch: 5\tRack: r1\tState: active").
  *
  * Exit status: 0 success, 1 the cluster refused or could not be reached,
  * 2 usage.
  */
+#include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +62,15 @@ struct topics_args {
 	struct meta_config_kv configs[MAX_CONFIGS];
 	uint32_t config_count;
 	int32_t timeout_ms;
+	bool under_replicated;
+	bool unavailable;
+	bool under_min_isr;
 };
+
+static bool any_filter(const struct topics_args *a)
+{
+	return a->under_replicated || a->unavailable || a->under_min_isr;
+}
 
 static int usage(FILE *out)
 {
@@ -56,10 +79,14 @@ static int usage(FILE *out)
 		"                   [--config KEY=VALUE]... --servers HOSTS\n"
 		"       keel topics delete NAME --servers HOSTS\n"
 		"       keel topics list --servers HOSTS\n"
-		"       keel topics describe [NAME] --servers HOSTS\n"
+		"       keel topics describe [PATTERN] [--under-replicated-partitions]\n"
+		"                   [--unavailable-partitions] [--under-min-isr-partitions]\n"
+		"                   --servers HOSTS\n"
 		"       keel brokers --servers HOSTS\n\n"
 		"HOSTS is a ZooKeeper connect string (host:port,...). --timeout-ms MS bounds\n"
-		"the retries while the cluster elects a controller (default 15000).\n");
+		"the retries while the cluster elects a controller (default 15000).\n"
+		"PATTERN is a topic name or a glob (sensor-*). `--` ends the options, so\n"
+		"a name may start with '-'.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -116,7 +143,51 @@ static int describe(struct kc_client *c, const char *who, const char *topic, boo
 	return 0;
 }
 
-static void print_topic(const struct meta_describe_topic *t)
+/* The value of `key` among a topic's configs, or NULL. */
+static const char *topic_config(const struct meta_describe_topic *t, const char *key)
+{
+	for (uint32_t i = 0; i < t->config_count; i++) {
+		if (strcmp(t->configs[i].key, key) == 0) {
+			return t->configs[i].value;
+		}
+	}
+	return NULL;
+}
+
+static bool broker_fenced(const struct meta_describe_cluster_response *rs, int32_t id)
+{
+	for (uint32_t i = 0; i < rs->broker_count; i++) {
+		if (rs->brokers[i].id == id) {
+			return rs->brokers[i].fenced;
+		}
+	}
+	return true; /* not registered: not serving */
+}
+
+/* Whether partition p passes the filters of `a` (all pass without any). */
+static bool partition_shown(const struct topics_args *a, const struct meta_describe_cluster_response *rs,
+			    const struct meta_describe_partition *p, long min_isr)
+{
+	if (!any_filter(a)) {
+		return true;
+	}
+	if (a->under_replicated && p->isr_count < p->replica_count) {
+		return true;
+	}
+	if (a->unavailable && (p->leader == META_NO_LEADER || broker_fenced(rs, p->leader))) {
+		return true;
+	}
+	return a->under_min_isr && (long)p->isr_count < min_isr;
+}
+
+static long min_isr_of(const struct meta_describe_topic *t)
+{
+	const char *v = topic_config(t, "min.insync.replicas");
+	long n = v != NULL ? strtol(v, NULL, 10) : 1;
+	return n >= 1 ? n : 1;
+}
+
+static void print_topic_line(const struct meta_describe_topic *t)
 {
 	char id[META_UUID_TEXT_LEN + 1];
 	struct meta_fmt f;
@@ -130,17 +201,41 @@ static void print_topic(const struct meta_describe_topic *t)
 		       t->configs[i].value != NULL ? t->configs[i].value : "");
 	}
 	printf("\n");
+}
+
+static void print_partition_line(const struct meta_describe_topic *t,
+				 const struct meta_describe_partition *p)
+{
+	char line[1024];
+	struct meta_fmt f;
+	meta_fmt_init(&f, line, sizeof(line));
+	meta_format_describe_partition(&f, t->name, p->partition_id, p->leader, p->replicas,
+				       p->replica_count, p->isr, p->isr_count, p->leader_epoch);
+	printf("\t%s%s\n", line,
+	       p->leader_recovery_state == META_RECOVERING ? "\tLeaderRecoveryState: RECOVERING" : "");
+}
+
+/* Prints a topic and those of its partitions the filters keep; with
+ * filters, a topic none of whose partitions is kept is left out. */
+static void print_topic(const struct topics_args *a, const struct meta_describe_cluster_response *rs,
+			const struct meta_describe_topic *t)
+{
+	long min_isr = min_isr_of(t);
+	bool header = !any_filter(a);
+	if (header) {
+		print_topic_line(t);
+	}
 	for (uint32_t i = 0; i < t->partition_count; i++) {
 		const struct meta_describe_partition *p = &t->partitions[i];
-		char line[1024];
-		meta_fmt_init(&f, line, sizeof(line));
-		meta_format_describe_partition(&f, t->name, p->partition_id, p->leader, p->replicas,
-					       p->replica_count, p->isr, p->isr_count,
-					       p->leader_epoch);
-		printf("%s%s\n", line,
-		       p->leader_recovery_state == META_RECOVERING ? "\tLeaderRecoveryState: RECOVERING"
-								   : "");
+		if (partition_shown(a, rs, p, min_isr)) {
+			print_partition_line(t, p);
+		}
 	}
+}
+
+static bool is_pattern(const char *name)
+{
+	return name != NULL && strpbrk(name, "*?[") != NULL;
 }
 
 static int topics_read(struct kc_client *c, const struct topics_args *a)
@@ -150,9 +245,16 @@ static int topics_read(struct kc_client *c, const struct topics_args *a)
 	keel_arena_init(&arena, 64 * 1024);
 	struct meta_describe_cluster_response rs;
 	bool list = strcmp(a->action, "list") == 0;
-	int status = describe(c, who, list ? NULL : a->name, false, true, &arena, &rs);
+	/* A pattern is matched here, over every topic; a plain name is asked for. */
+	const char *ask = list || is_pattern(a->name) ? NULL : a->name;
+	int status = describe(c, who, ask, any_filter(a), true, &arena, &rs);
+	uint32_t matched = 0;
 	for (uint32_t i = 0; status == 0 && i < rs.topic_count; i++) {
 		const struct meta_describe_topic *t = &rs.topics[i];
+		if (a->name != NULL && is_pattern(a->name) && fnmatch(a->name, t->name, 0) != 0) {
+			continue;
+		}
+		matched++;
 		if (t->error != META_ERR_NONE) {
 			fprintf(stderr, "%s: topic '%s': %s\n", who, t->name,
 				meta_error_name(t->error));
@@ -160,11 +262,30 @@ static int topics_read(struct kc_client *c, const struct topics_args *a)
 		} else if (list) {
 			printf("%s\n", t->name);
 		} else {
-			print_topic(t);
+			print_topic(a, &rs, t);
 		}
+	}
+	if (status == 0 && matched == 0 && a->name != NULL && !any_filter(a)) {
+		fprintf(stderr, "%s: no topic matches '%s'\n", who, a->name);
+		status = 1;
 	}
 	keel_arena_close(&arena);
 	return status;
+}
+
+/* A whole decimal number in [min, max], or false (a usage error). */
+static bool parse_number(const char *option, const char *text, long min, long max, long *out)
+{
+	char *end = NULL;
+	errno = 0;
+	long v = strtol(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+		fprintf(stderr, "keel topics: %s wants a number from %ld to %ld, not '%s'\n", option,
+			min, max, text);
+		return false;
+	}
+	*out = v;
+	return true;
 }
 
 int cli_brokers(int argc, char **argv)
@@ -175,7 +296,11 @@ int cli_brokers(int argc, char **argv)
 		if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc) {
 			servers = argv[++i];
 		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
-			timeout_ms = atoi(argv[++i]);
+			long v = 0;
+			if (!parse_number("--timeout-ms", argv[++i], 1, INT32_MAX, &v)) {
+				return usage(stderr);
+			}
+			timeout_ms = (int32_t)v;
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			return usage(stdout);
 		} else {
@@ -284,8 +409,8 @@ static int topics_create(struct kc_client *c, const struct topics_args *a)
 				     decode_create, &arena, &rs, &error);
 	if (status == 0 && error != META_ERR_NONE) {
 		const char *msg = rs.topics[0].error_message;
-		fprintf(stderr, "%s: %s%s%s\n", who, meta_error_name(error), msg ? ": " : "",
-			msg ? msg : "");
+		fprintf(stderr, "%s: topic '%s': %s%s%s\n", who, a->name, meta_error_name(error),
+			msg ? ": " : "", msg ? msg : "");
 		status = 1;
 	} else if (status == 0) {
 		printf("Created topic %s.\n", a->name);
@@ -310,7 +435,7 @@ static int topics_delete(struct kc_client *c, const struct topics_args *a)
 	int status = controller_call(c, who, META_API_DELETE_TOPICS, &w, a->timeout_ms,
 				     decode_delete, &arena, &rs, &error);
 	if (status == 0 && error != META_ERR_NONE) {
-		fprintf(stderr, "%s: %s\n", who, meta_error_name(error));
+		fprintf(stderr, "%s: topic '%s': %s\n", who, a->name, meta_error_name(error));
 		status = 1;
 	} else if (status == 0) {
 		printf("Deleted topic %s.\n", a->name);
@@ -335,6 +460,53 @@ static bool parse_config(struct topics_args *a, char *text)
 	return true;
 }
 
+static bool parse_flag(struct topics_args *a, const char *arg)
+{
+	if (strcmp(arg, "--under-replicated-partitions") == 0) {
+		a->under_replicated = true;
+	} else if (strcmp(arg, "--unavailable-partitions") == 0) {
+		a->unavailable = true;
+	} else if (strcmp(arg, "--under-min-isr-partitions") == 0) {
+		a->under_min_isr = true;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* Options that take a value; false with a message on a bad one. */
+static bool parse_valued(struct topics_args *a, const char *arg, char *value, bool *known)
+{
+	long v = 0;
+	*known = true;
+	if (strcmp(arg, "--servers") == 0) {
+		a->servers = value;
+	} else if (strcmp(arg, "--partitions") == 0) {
+		if (!parse_number(arg, value, INT32_MIN, INT32_MAX, &v)) {
+			return false;
+		}
+		a->partitions = (int32_t)v;
+	} else if (strcmp(arg, "--replication-factor") == 0) {
+		if (!parse_number(arg, value, INT16_MIN, INT16_MAX, &v)) {
+			return false;
+		}
+		a->replication_factor = (int16_t)v;
+	} else if (strcmp(arg, "--config") == 0) {
+		if (!parse_config(a, value)) {
+			fprintf(stderr, "keel topics: --config wants KEY=VALUE, not '%s'\n", value);
+			return false;
+		}
+	} else if (strcmp(arg, "--timeout-ms") == 0) {
+		if (!parse_number(arg, value, 1, INT32_MAX, &v)) {
+			return false;
+		}
+		a->timeout_ms = (int32_t)v;
+	} else {
+		*known = false;
+	}
+	return true;
+}
+
 static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
 {
 	memset(a, 0, sizeof(*a));
@@ -342,30 +514,37 @@ static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
 	a->replication_factor = -1;
 	a->timeout_ms = 15000;
 	a->action = argv[1];
+	bool options_done = false;
 	for (int i = 2; i < argc; i++) {
-		const char *arg = argv[i];
-		bool has_value = i + 1 < argc;
-		if (strcmp(arg, "--servers") == 0 && has_value) {
-			a->servers = argv[++i];
-		} else if (strcmp(arg, "--partitions") == 0 && has_value) {
-			a->partitions = atoi(argv[++i]);
-		} else if (strcmp(arg, "--replication-factor") == 0 && has_value) {
-			a->replication_factor = (int16_t)atoi(argv[++i]);
-		} else if (strcmp(arg, "--config") == 0 && has_value) {
-			if (!parse_config(a, argv[++i])) {
-				fprintf(stderr, "keel topics: --config wants KEY=VALUE\n");
+		char *arg = argv[i];
+		bool known = false;
+		if (!options_done && strcmp(arg, "--") == 0) {
+			options_done = true;
+			continue;
+		}
+		if (!options_done && arg[0] == '-' && arg[1] != '\0') {
+			if (parse_flag(a, arg)) {
+				continue;
+			}
+			if (i + 1 < argc && !parse_valued(a, arg, argv[i + 1], &known)) {
 				return false;
 			}
-		} else if (strcmp(arg, "--timeout-ms") == 0 && has_value) {
-			a->timeout_ms = atoi(argv[++i]);
-		} else if (arg[0] != '-' && a->name == NULL) {
-			a->name = arg;
-		} else {
-			fprintf(stderr, "keel topics: unexpected argument '%s'\n", arg);
+			if (known) {
+				i++;
+				continue;
+			}
+			fprintf(stderr, "keel topics: unknown option '%s'%s\n", arg,
+				i + 1 < argc ? "" : " (or its value is missing)");
 			return false;
 		}
+		if (a->name != NULL) {
+			fprintf(stderr, "keel topics: unexpected argument '%s' (the topic is '%s')\n",
+				arg, a->name);
+			return false;
+		}
+		a->name = arg;
 	}
-	if (a->servers == NULL || a->timeout_ms <= 0) {
+	if (a->servers == NULL) {
 		fprintf(stderr, "keel topics: --servers is required\n");
 		return false;
 	}
@@ -374,7 +553,31 @@ static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
 		fprintf(stderr, "keel topics %s: the topic name is required\n", a->action);
 		return false;
 	}
+	if (strcmp(a->action, "create") == 0 && a->replication_factor == 0) {
+		fprintf(stderr,
+			"keel topics create: topic '%s': --replication-factor must be at least 1\n",
+			a->name);
+		return false;
+	}
+	if (any_filter(a) && strcmp(a->action, "describe") != 0) {
+		fprintf(stderr, "keel topics %s: the partition filters go with describe\n",
+			a->action);
+		return false;
+	}
 	return true;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			return false;
+		}
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			return true;
+		}
+	}
+	return false;
 }
 
 int cli_topics(int argc, char **argv)
@@ -388,6 +591,9 @@ int cli_topics(int argc, char **argv)
 	if (!known) {
 		fprintf(stderr, "keel topics: unknown action '%s'\n", action);
 		return usage(stderr);
+	}
+	if (wants_help(argc, argv)) {
+		return usage(stdout);
 	}
 	struct topics_args a;
 	if (!parse_topics_args(&a, argc, argv)) {

@@ -15,8 +15,11 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "base/buf.h"
+#include "base/rng.h"
 #include "meta/controller_internal.h"
 #include "meta/election.h"
+#include "meta/fmt.h"
 
 void meta_controller_config_default(struct meta_controller_config *cfg)
 {
@@ -72,9 +75,26 @@ enum keel_err ctl_session_set(struct meta_controller *ctl, int32_t id, int64_t e
 	}
 	memmove(&ctl->sessions[i + 1], &ctl->sessions[i],
 		(size_t)(ctl->session_count - i) * sizeof(*ctl->sessions));
-	ctl->sessions[i] = (struct meta_session){id, epoch, deadline_ms};
+	ctl->sessions[i] = (struct meta_session){id, epoch, deadline_ms, -1};
 	ctl->session_count++;
 	return KEEL_OK;
+}
+
+int64_t meta_controller_broker_offset(const struct meta_controller *ctl, int32_t id)
+{
+	uint32_t i = session_lower_bound(ctl, id);
+	if (i < ctl->session_count && ctl->sessions[i].broker_id == id) {
+		return ctl->sessions[i].metadata_offset;
+	}
+	return -1;
+}
+
+void ctl_session_note_offset(struct meta_controller *ctl, int32_t id, int64_t offset)
+{
+	uint32_t i = session_lower_bound(ctl, id);
+	if (i < ctl->session_count && ctl->sessions[i].broker_id == id) {
+		ctl->sessions[i].metadata_offset = offset;
+	}
 }
 
 void ctl_session_remove(struct meta_controller *ctl, int32_t id)
@@ -347,6 +367,38 @@ static enum keel_err fence_expired(struct meta_controller *ctl, int64_t now_ms)
 	return KEEL_OK;
 }
 
+/* The first controller of a cluster names it, at its first tick: a random
+ * id (from the controller's rng, so a seeded run repeats it) in the
+ * cluster-default config META_CONFIG_CLUSTER_ID. The working image has it
+ * at once, so later ticks and controllers find it and write nothing. */
+static enum keel_err ensure_cluster_id(struct meta_controller *ctl)
+{
+	if (meta_image_config(&ctl->image, META_RESOURCE_BROKER, "", META_CONFIG_CLUSTER_ID) !=
+	    NULL) {
+		return KEEL_OK;
+	}
+	uint8_t id[META_UUID_SIZE];
+	do { /* as for topic ids: the text never starts with '-' */
+		keel_store_be64(id, keel_rng_next(ctl->rng));
+		keel_store_be64(id + 8, keel_rng_next(ctl->rng));
+	} while ((id[0] >> 2) == 62);
+	char text[META_UUID_TEXT_LEN + 1];
+	struct meta_fmt f;
+	meta_fmt_init(&f, text, sizeof(text));
+	meta_fmt_uuid(&f, id);
+	struct meta_record r;
+	memset(&r, 0, sizeof(r));
+	r.type = META_REC_CONFIG;
+	r.config.resource_type = META_RESOURCE_BROKER;
+	r.config.resource_name = ctl_strdup(ctl, "");
+	r.config.key = ctl_strdup(ctl, META_CONFIG_CLUSTER_ID);
+	r.config.value = ctl_strdup(ctl, text);
+	if (r.config.resource_name == NULL || r.config.key == NULL || r.config.value == NULL) {
+		return KEEL_NOMEM;
+	}
+	return emit(ctl, &r);
+}
+
 enum keel_err meta_controller_tick(struct meta_controller *ctl, int64_t now_ms,
 				   struct meta_batch **batch)
 {
@@ -355,6 +407,9 @@ enum keel_err meta_controller_tick(struct meta_controller *ctl, int64_t now_ms,
 	if (!ctl->announced) {
 		struct meta_record noop = {.type = META_REC_NOOP};
 		err = emit(ctl, &noop);
+	}
+	if (err == KEEL_OK && ctl_room(ctl) > 0) {
+		err = ensure_cluster_id(ctl);
 	}
 	if (err == KEEL_OK) {
 		err = fence_expired(ctl, now_ms);

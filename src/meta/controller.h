@@ -80,6 +80,7 @@ struct meta_session {
 	int32_t broker_id;
 	int64_t broker_epoch;
 	int64_t deadline_ms;
+	int64_t metadata_offset; /* last offset the broker reported applying; -1: none yet */
 };
 
 struct meta_controller {
@@ -159,6 +160,14 @@ enum keel_err meta_controller_delete_topics(struct meta_controller *ctl, int64_t
 					    const struct meta_delete_topics_request *req,
 					    struct meta_delete_topics_response *resp,
 					    struct meta_batch **batch);
+
+/* The metadata offset broker `id` last reported in a heartbeat to this
+ * controller, or -1 (no session, or no heartbeat yet). */
+int64_t meta_controller_broker_offset(const struct meta_controller *ctl, int32_t id);
+
+/* Whether `key` is a config name the controller accepts (Kafka's topic
+ * configs, a few broker defaults, keel's own); others get INVALID_CONFIG. */
+bool meta_config_key_known(const char *key);
 
 enum keel_err meta_controller_alter_configs(struct meta_controller *ctl, int64_t now_ms,
 					    const struct meta_alter_configs_request *req,

@@ -44,5 +44,7 @@ struct meta_session *ctl_session(struct meta_controller *ctl, int32_t id);
 enum keel_err ctl_session_set(struct meta_controller *ctl, int32_t id, int64_t epoch,
 			      int64_t deadline_ms);
 void ctl_session_remove(struct meta_controller *ctl, int32_t id);
+/* Records the metadata offset a heartbeat of broker `id` reported. */
+void ctl_session_note_offset(struct meta_controller *ctl, int32_t id, int64_t offset);
 
 #endif

@@ -231,6 +231,7 @@ static enum keel_err do_heartbeat(struct meta_controller *ctl, int64_t now_ms,
 	if (err != KEEL_OK) {
 		return err;
 	}
+	ctl_session_note_offset(ctl, b->id, req->current_metadata_offset);
 	resp->is_caught_up = caught_up(ctl, req);
 	if (req->want_shutdown) {
 		err = controlled_shutdown(ctl, b, resp);
@@ -335,10 +336,75 @@ static bool integer_at_least(const char *v, int64_t min)
 
 /* NULL when the (key, value) is acceptable, else why not. A NULL value
  * (delete) is always acceptable. */
+/* The config names keel accepts: Kafka's topic configs (also settable as
+ * cluster or broker defaults, keel's way of spelling the log.* defaults),
+ * a few broker-level ones, and keel's own. Anything else is refused as
+ * Kafka refuses it (INVALID_CONFIG), so a typo never sits silently in the
+ * log. Sorted, for bsearch. */
+static const char *const known_config_keys[] = {
+	"auto.create.topics.enable",
+	"cleanup.policy",
+	"compression.type",
+	"default.replication.factor",
+	"delete.retention.ms",
+	"file.delete.delay.ms",
+	"flush.messages",
+	"flush.ms",
+	"flush.policy",
+	"follower.replication.throttled.rate",
+	"follower.replication.throttled.replicas",
+	"index.interval.bytes",
+	"leader.replication.throttled.rate",
+	"leader.replication.throttled.replicas",
+	"local.retention.bytes",
+	"local.retention.ms",
+	"max.compaction.lag.ms",
+	"max.message.bytes",
+	"message.downconversion.enable",
+	"message.format.version",
+	"message.max.bytes",
+	"message.timestamp.after.max.ms",
+	"message.timestamp.before.max.ms",
+	"message.timestamp.difference.max.ms",
+	"message.timestamp.type",
+	"min.cleanable.dirty.ratio",
+	"min.compaction.lag.ms",
+	"min.insync.replicas",
+	"num.partitions",
+	"preallocate",
+	"remote.storage.enable",
+	"replica.lag.time.max.ms",
+	"retention.bytes",
+	"retention.ms",
+	"segment.bytes",
+	"segment.index.bytes",
+	"segment.jitter.ms",
+	"segment.ms",
+	"unclean.leader.election.enable",
+};
+
+static int compare_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+bool meta_config_key_known(const char *key)
+{
+	size_t n = sizeof(known_config_keys) / sizeof(known_config_keys[0]);
+	return bsearch(&key, known_config_keys, n, sizeof(known_config_keys[0]), compare_key) !=
+	       NULL;
+}
+
 static const char *config_problem(const char *key, const char *value)
 {
 	if (!config_key_valid(key)) {
 		return "invalid config key";
+	}
+	if (strcmp(key, META_CONFIG_CLUSTER_ID) == 0) {
+		return "the cluster id is set by the controller and cannot be changed";
+	}
+	if (!meta_config_key_known(key)) {
+		return "unknown config name";
 	}
 	if (value == NULL) {
 		return NULL;
@@ -360,6 +426,18 @@ static const char *config_problem(const char *key, const char *value)
 	return NULL;
 }
 
+/* "KEY: why", in the controller's message buffer. */
+static const char *keyed_message(struct meta_controller *ctl, const char *key, const char *why)
+{
+	struct meta_fmt f;
+	struct meta_fmt *m = message(ctl, &f);
+	meta_fmt_str(m, "config '");
+	meta_fmt_str(m, key != NULL ? key : "");
+	meta_fmt_str(m, "': ");
+	meta_fmt_str(m, why);
+	return text(m);
+}
+
 static enum keel_err emit_config(struct meta_controller *ctl, uint8_t type, const char *name,
 				 const char *key, const char *value)
 {
@@ -379,6 +457,14 @@ static enum keel_err emit_config(struct meta_controller *ctl, uint8_t type, cons
 
 /* ---- create topics ---- */
 
+/* Topic ids print as 22 characters of base64url; one that starts with '-'
+ * reads as an option on a command line, so (as Kafka does) none is handed
+ * out: the first character is the top six bits of the first byte. */
+static bool topic_id_starts_with_dash(const uint8_t id[META_UUID_SIZE])
+{
+	return (id[0] >> 2) == 62;
+}
+
 static void new_topic_id(struct meta_controller *ctl, uint8_t id[META_UUID_SIZE])
 {
 	do {
@@ -386,7 +472,38 @@ static void new_topic_id(struct meta_controller *ctl, uint8_t id[META_UUID_SIZE]
 		uint64_t b = keel_rng_next(ctl->rng);
 		keel_store_be64(id, a);
 		keel_store_be64(id + 8, b);
-	} while (meta_uuid_is_zero(id) || meta_image_topic_by_id(&ctl->image, id) != NULL);
+	} while (meta_uuid_is_zero(id) || topic_id_starts_with_dash(id) ||
+		 meta_image_topic_by_id(&ctl->image, id) != NULL);
+}
+
+/* Two names that are equal once '.' is read as '_' collide: Kafka's metric
+ * names map one to the other, so Kafka refuses the second (and so do we). */
+static bool topic_names_collide(const char *a, const char *b)
+{
+	for (; *a != '\0' && *b != '\0'; a++, b++) {
+		char x = *a == '.' ? '_' : *a;
+		char y = *b == '.' ? '_' : *b;
+		if (x != y) {
+			return false;
+		}
+	}
+	return *a == *b;
+}
+
+/* The existing topic `name` collides with, or NULL. Linear in the topics:
+ * CreateTopics is rare and already linear in the request. */
+static const char *colliding_topic(const struct meta_image *img, const char *name)
+{
+	if (strchr(name, '.') == NULL && strchr(name, '_') == NULL) {
+		return NULL;
+	}
+	for (uint32_t i = 0; i < img->topic_count; i++) {
+		const char *other = img->topics[i]->name;
+		if (strcmp(other, name) != 0 && topic_names_collide(other, name)) {
+			return other;
+		}
+	}
+	return NULL;
 }
 
 /* Validates one topic of a CreateTopics request; fills result->error. */
@@ -413,12 +530,32 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		result->error_message = "topic already exists";
 		return;
 	}
+	const char *other = colliding_topic(&ctl->image, t->name);
+	for (uint32_t j = 0; other == NULL && j < index; j++) {
+		if (req->topics[j].name != NULL && topic_names_collide(req->topics[j].name, t->name)) {
+			other = req->topics[j].name;
+		}
+	}
+	if (other != NULL) {
+		struct meta_fmt *m = message(ctl, &f);
+		meta_fmt_str(m, "topic name collides with '");
+		meta_fmt_str(m, other);
+		meta_fmt_str(m, "' ('.' and '_' are the same in metric names)");
+		result->error = META_ERR_INVALID_TOPIC_EXCEPTION;
+		result->error_message = text(m);
+		return;
+	}
 	if (partitions < 1 || (uint32_t)partitions > ctl->cfg.max_partitions_per_topic) {
 		struct meta_fmt *m = message(ctl, &f);
 		meta_fmt_str(m, "number of partitions must be between 1 and ");
 		meta_fmt_u64(m, ctl->cfg.max_partitions_per_topic);
 		result->error = META_ERR_INVALID_PARTITIONS;
 		result->error_message = text(m);
+		return;
+	}
+	if (rf == 0) {
+		result->error = META_ERR_INVALID_REPLICATION_FACTOR;
+		result->error_message = "replication factor must be at least 1 (0 was given)";
 		return;
 	}
 	uint32_t active = meta_active_broker_count(&ctl->image);
@@ -445,7 +582,7 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		}
 		if (why != NULL) {
 			result->error = META_ERR_INVALID_CONFIG;
-			result->error_message = why;
+			result->error_message = keyed_message(ctl, t->configs[c].key, why);
 			return;
 		}
 	}
@@ -606,7 +743,7 @@ static void check_config_resource(struct meta_controller *ctl,
 		const char *why = config_problem(res->entries[e].key, res->entries[e].value);
 		if (why != NULL) {
 			result->error = META_ERR_INVALID_CONFIG;
-			result->error_message = why;
+			result->error_message = keyed_message(ctl, res->entries[e].key, why);
 			return;
 		}
 	}

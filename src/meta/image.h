@@ -152,6 +152,11 @@ uint32_t meta_image_config_range(const struct meta_image *img, uint8_t resource_
 
 #define META_CONFIG_UNCLEAN_ELECTION "unclean.leader.election.enable"
 
+/* The cluster's id (22 characters of base64url, like a topic id): a config
+ * of the cluster default resource (BROKER, ""), written once by the first
+ * controller and never changed; /cluster/id shows it to ZooKeeper clients. */
+#define META_CONFIG_CLUSTER_ID "keel.cluster.id"
+
 /* `unclean.leader.election.enable` for a topic: the topic's own config, else
  * the cluster default (resource BROKER, name ""), else false. */
 bool meta_image_unclean_election(const struct meta_image *img, const char *topic);

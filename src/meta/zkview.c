@@ -144,6 +144,12 @@ static void int_text(char *buf, size_t size, int64_t v)
 
 /* ---- /controller ---- */
 
+/* keel's controller is a server (the Raft leader), not a broker, and server
+ * ids share their numbers with broker ids: "brokerid" holding the server id
+ * would send Kafka tools to an unrelated broker 1. So /controller has the
+ * shape a KRaft controller writes there (version 2, kraftControllerEpoch)
+ * with "brokerid": -1 (no broker is the controller), and names the server
+ * in "keel_controller_id". */
 static void put_controller(struct view *v, const struct meta_image *img)
 {
 	if (img->controller_id < 0) {
@@ -155,11 +161,15 @@ static void put_controller(struct view *v, const struct meta_image *img)
 	json_begin(v, &j);
 	meta_json_begin_object(&j);
 	meta_json_key(&j, "version");
-	meta_json_i64(&j, 1);
+	meta_json_i64(&j, 2);
 	meta_json_key(&j, "brokerid");
-	meta_json_i64(&j, img->controller_id);
+	meta_json_i64(&j, -1);
 	meta_json_key(&j, "timestamp");
 	meta_json_str(&j, ts);
+	meta_json_key(&j, "kraftControllerEpoch");
+	meta_json_i64(&j, img->controller_epoch);
+	meta_json_key(&j, "keel_controller_id");
+	meta_json_i64(&j, img->controller_id);
 	meta_json_end_object(&j);
 	put_json(v, "/controller");
 	char epoch[24];
@@ -374,6 +384,28 @@ static void put_config(struct view *v, const struct meta_image *img, uint8_t typ
 	put_json(v, path);
 }
 
+/* ---- /cluster/id ---- */
+
+/* Kafka's {"version":"1","id":"<cluster id>"} once the first controller has
+ * named the cluster (image.h, META_CONFIG_CLUSTER_ID). */
+static void put_cluster_id(struct view *v, const struct meta_image *img)
+{
+	const char *id = meta_image_config(img, META_RESOURCE_BROKER, "", META_CONFIG_CLUSTER_ID);
+	if (id == NULL) {
+		return;
+	}
+	put_empty(v, "/cluster");
+	struct meta_json j;
+	json_begin(v, &j);
+	meta_json_begin_object(&j);
+	meta_json_key(&j, "version");
+	meta_json_str(&j, "1");
+	meta_json_key(&j, "id");
+	meta_json_str(&j, id);
+	meta_json_end_object(&j);
+	put_json(v, "/cluster/id");
+}
+
 /* ---- the two views ---- */
 
 static void parents(struct view *v)
@@ -384,6 +416,11 @@ static void parents(struct view *v)
 	put_empty(v, "/config");
 	put_empty(v, "/config/topics");
 	put_empty(v, "/config/brokers");
+	/* Kafka 2.x tools ask for reassignments, deletions and elections by
+	 * creating nodes under /admin; keel's controller does not watch them,
+	 * so /admin is a read-only system node: such a write gets NoAuth
+	 * instead of being accepted and ignored. */
+	put_empty(v, "/admin");
 }
 
 static void full(struct view *v, const struct meta_image *img)
@@ -409,6 +446,7 @@ static void full(struct view *v, const struct meta_image *img)
 			put_config(v, img, c->resource_type, c->resource_name);
 		}
 	}
+	put_cluster_id(v, img);
 }
 
 static void one_change(struct view *v, const struct meta_image *img, const struct meta_change *c)
@@ -451,6 +489,9 @@ static void one_change(struct view *v, const struct meta_image *img, const struc
 		break;
 	case META_CHANGE_CONFIG:
 		put_config(v, img, c->resource_type, c->name);
+		if (c->resource_type == META_RESOURCE_BROKER && c->name[0] == '\0') {
+			put_cluster_id(v, img);
+		}
 		break;
 	default:
 		break;

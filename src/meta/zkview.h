@@ -2,7 +2,9 @@
  * zkview.h — the metadata image as the znodes Kafka kept in ZooKeeper mode,
  * so any ZooKeeper client can read (and watch) the cluster state.
  *
- *   /controller                           {"version":1,"brokerid":N,"timestamp":"ms"}
+ *   /controller                           {"version":2,"brokerid":-1,"timestamp":"ms",
+ *                                          "kraftControllerEpoch":E,"keel_controller_id":N}
+ *                                         (N is a server, not a broker: see zkview.c)
  *   /controller_epoch                     "N"
  *   /brokers/ids/N                        registration JSON (version 5), unfenced brokers only
  *   /brokers/topics/T                     {"version":3,"partitions":{"0":[1,2],...},
@@ -13,7 +15,9 @@
  *                                          "leader_recovery_state":1 while RECOVERING)
  *   /config/topics/T                      {"version":1,"config":{"k":"v",...}}
  *   /config/brokers/<default> or /N       the same, for cluster/broker configs
- * plus the empty parents /brokers, /brokers/ids, /brokers/topics,
+ *   /cluster/id                           {"version":"1","id":"<base64url>"} (keel.cluster.id)
+ * plus the empty parents /admin (read-only: Kafka 2.x admin writes under it
+ * are refused with NoAuth), /brokers, /brokers/ids, /brokers/topics,
  * /brokers/topics/T/partitions, .../partitions/P, /config, /config/topics,
  * /config/brokers.
  *

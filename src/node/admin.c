@@ -14,6 +14,7 @@
  * KEEL_NOTLEADER. A request whose client went away is answered to no one.
  */
 #include "node/admin.h"
+#include "node/controller.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -715,6 +716,7 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 		(unsigned long long)fsm_data_bytes(n->fsm));
 	wprintf(out, "zk_open_file_descriptor_count\t%ld\nzk_max_file_descriptor_count\t%llu\n",
 		open_fds(), (unsigned long long)rl.rlim_cur);
+	node_ctl_mntr(n, out);
 	if (n->role == RAFT_LEADER) {
 		uint32_t followers = 0, synced = 0;
 		for (uint32_t i = 0; i < st.n_members; i++) {
@@ -860,6 +862,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->fsm));
 	metrics_gauge(w, "keel_watches", "Watches held by this server's connections",
 		      (double)cs.watches);
+	node_ctl_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -282,6 +282,17 @@ const struct meta_image *node_ctl_image(const struct node *n)
 	return &ctl_of(n)->image;
 }
 
+bool node_ctl_active(const struct node *n)
+{
+	return ctl_of(n)->active;
+}
+
+int64_t node_ctl_broker_offset(const struct node *n, int32_t id)
+{
+	const struct node_ctl *c = ctl_of(n);
+	return c->active ? meta_controller_broker_offset(&c->ctl, id) : -1;
+}
+
 /* ---- apply: the image and its ZooKeeper view ---- */
 
 /* Applies one op of the view to the tree. Failures (a client-made node in

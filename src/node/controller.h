@@ -108,4 +108,16 @@ int32_t node_ctl_serve_read(struct node *n, int32_t opcode, const uint8_t *body,
 void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const uint8_t *body,
 		     size_t size);
 
+/* Whether this server runs the active controller (it leads and its
+ * controller has started). */
+bool node_ctl_active(const struct node *n);
+
+/* The metadata offset broker `id` last reported to this server's active
+ * controller, or -1 (not active, no session or no heartbeat yet). */
+int64_t node_ctl_broker_offset(const struct node *n, int32_t id);
+
+/* Controller figures for /metrics and for mntr (controller_metrics.c). */
+void node_ctl_metrics(const struct node *n, struct keel_wbuf *w);
+void node_ctl_mntr(const struct node *n, struct keel_wbuf *w);
+
 #endif

@@ -57,6 +57,17 @@ void metrics_counter(struct keel_wbuf *w, const char *name, const char *help, ui
 		(unsigned long long)value);
 }
 
+void metrics_family(struct keel_wbuf *w, const char *name, const char *help, const char *type)
+{
+	wprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void metrics_labeled(struct keel_wbuf *w, const char *name, const char *label,
+		     const char *label_value, double value)
+{
+	wprintf(w, "%s{%s=\"%s\"} %.17g\n", name, label, label_value, value);
+}
+
 void metrics_gauge(struct keel_wbuf *w, const char *name, const char *help, double value)
 {
 	wprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, value);

@@ -27,6 +27,11 @@ uint64_t metrics_hist_quantile(const struct metrics_hist *h, double q);
 
 void metrics_counter(struct keel_wbuf *w, const char *name, const char *help, uint64_t value);
 void metrics_gauge(struct keel_wbuf *w, const char *name, const char *help, double value);
+/* A gauge family with one sample per label value: metrics_family() once,
+ * then metrics_labeled() per sample. */
+void metrics_family(struct keel_wbuf *w, const char *name, const char *help, const char *type);
+void metrics_labeled(struct keel_wbuf *w, const char *name, const char *label,
+		     const char *label_value, double value);
 /* A histogram in seconds (Prometheus convention) from microsecond samples. */
 void metrics_histogram(struct keel_wbuf *w, const char *name, const char *help,
 		       const struct metrics_hist *h);

@@ -20,7 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from harness import KEEL, RawZk, free_ports
+from harness import KEEL, RawZk, four_letter, free_ports
 
 OPCODE_BASE = 1000
 API_REGISTRATION, API_HEARTBEAT, API_UNREGISTER, API_CREATE_TOPICS, API_DELETE_TOPICS, \
@@ -276,7 +276,11 @@ def test_extension_opcodes_register_heartbeat_topic(cluster):
         assert reg["epoch"] == epoch and reg["rack"] == "r1"
         state = json.loads(zk.get("/brokers/topics/sensor-data/partitions/0/state")[0])
         assert state["leader"] == 1 and state["isr"] == [1]
-        assert json.loads(zk.get("/controller")[0])["brokerid"] == cluster.wait_leader().id
+        ctl = json.loads(zk.get("/controller")[0])
+        # keel's controller is a server, not a broker: Kafka tools must not be
+        # sent to broker <server id>; keel names the server in its own field.
+        assert ctl["brokerid"] == -1 and ctl["version"] == 2
+        assert ctl["keel_controller_id"] == cluster.wait_leader().id
         with pytest.raises(NoAuthError):
             zk.set("/brokers/ids/1", b"{}")
         with pytest.raises(NoAuthError):
@@ -397,7 +401,7 @@ def describe_topic(cluster, topic):
     assert rc == 0, err
     parts = {}
     for line in out.splitlines():
-        m = re.match(r"Topic: (\S+)\tPartition: (\d+)\tLeader: (-?\d+|none)\t"
+        m = re.match(r"\tTopic: (\S+)\tPartition: (\d+)\tLeader: (-?\d+|none)\t"
                      r"Replicas: ([\d,]*)\tIsr: ([\d,]*)\tLeaderEpoch: (\d+)", line)
         if not m:
             continue
@@ -667,7 +671,7 @@ def test_controller_failover_while_brokers_fail(kafka):
     zk = kazoo(c)
     try:
         zk.sync("/")
-        assert json.loads(zk.get("/controller")[0])["brokerid"] == new.id
+        assert json.loads(zk.get("/controller")[0])["keel_controller_id"] == new.id
         assert int(zk.get("/controller_epoch")[0]) > 0
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "3"]
     finally:
@@ -782,3 +786,170 @@ def test_fetch_metadata_from_a_snapshot(cluster, request):
         if rep is not None and rep.failed:
             for b in brokers.values():
                 print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
+
+
+def filtered(c, *flags, pattern=None):
+    """Partition lines of `keel topics describe [pattern] FLAGS` as
+    {(topic, partition)}; topic lines are checked to be absent with filters."""
+    args = ["topics", "describe"] + ([pattern] if pattern else []) + list(flags)
+    rc, out, err = keel(*(args + ["--servers", c.connect_string()]))
+    assert rc == 0, err
+    found = set()
+    for line in out.splitlines():
+        m = re.match(r"\tTopic: (\S+)\tPartition: (\d+)\t", line)
+        assert m or not flags, "unexpected line with filters: %r" % line
+        if m:
+            found.add((m.group(1), int(m.group(2))))
+    return found
+
+
+def scrape(server):
+    """{metric or metric{labels}: value} from a server's /metrics."""
+    import urllib.request
+    body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % server.metrics_port,
+                                  timeout=5).read().decode()
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_describe_filters_follow_a_broker_death(kafka):
+    """--under-replicated-partitions, --under-min-isr-partitions and
+    --unavailable-partitions (issue 16) against real brokers: empty while all
+    are up, exactly the affected partitions after a kill -9, empty again
+    after the restart. Topic globs select by name."""
+    c, brokers = kafka
+    create_topic(c, "orders", 3, 2)
+    rc, out, err = keel("topics", "create", "strict", "--partitions", "3",
+                        "--replication-factor", "3", "--config", "min.insync.replicas=3",
+                        "--servers", c.connect_string())
+    assert rc == 0, err
+    wait_partitions(c, "strict", lambda p: len(p) == 3 and full(p), 15, "strict full")
+    create_topic(c, "solo", 3, 1)
+    for flag in ("--under-replicated-partitions", "--under-min-isr-partitions",
+                 "--unavailable-partitions"):
+        assert filtered(c, flag) == set(), flag
+    assert {t for t, _ in filtered(c, pattern="s*")} == {"strict", "solo"}
+
+    leader = c.wait_leader()
+    m = scrape(leader)
+    assert m["keel_controller_ActiveControllerCount"] == 1
+    assert m["keel_controller_GlobalTopicCount"] == 3
+    assert m["keel_controller_GlobalPartitionCount"] == 9
+    assert m["keel_controller_FencedBrokerCount"] == 0
+    assert m["keel_controller_ActiveBrokerCount"] == 3
+    assert m["keel_controller_UnderReplicatedPartitions"] == 0
+    assert m["keel_controller_OfflinePartitionsCount"] == 0
+    for b in (1, 2, 3):
+        assert 'keel_controller_broker_metadata_lag{broker="%d"}' % b in m
+    for s in c.live():
+        if s.id != leader.id:
+            f = scrape(s)
+            assert f["keel_controller_ActiveControllerCount"] == 0
+            assert not any(k.startswith("keel_controller_broker_metadata_lag") for k in f)
+
+    victim = 2
+    orders = describe_topic(c, "orders")
+    solo = describe_topic(c, "solo")
+    brokers[victim].kill()
+    wait_partitions(c, "orders", lambda ps: all(victim not in p["isr"] for p in ps.values()),
+                    SESSION_TIMEOUT_S + 10, "broker %d out of every ISR" % victim)
+    under = {("orders", p) for p, v in orders.items() if victim in v["replicas"]}
+    under |= {("strict", p) for p in range(3)}
+    assert filtered(c, "--under-replicated-partitions") == under
+    # strict wants 3 in sync and has 2; orders' default min ISR is 1.
+    assert filtered(c, "--under-min-isr-partitions") == {("strict", p) for p in range(3)}
+    offline = {("solo", p) for p, v in solo.items() if v["replicas"] == [victim]}
+    assert offline, "broker %d leads no solo partition: %s" % (victim, solo)
+    assert filtered(c, "--unavailable-partitions") == offline
+    assert filtered(c, "--under-replicated-partitions", pattern="ord*") == \
+        {x for x in under if x[0] == "orders"}
+    m = scrape(c.wait_leader())
+    assert m["keel_controller_FencedBrokerCount"] == 1
+    assert m["keel_controller_ActiveBrokerCount"] == 2
+    assert m["keel_controller_UnderReplicatedPartitions"] == len(under)
+    assert m["keel_controller_UnderMinIsrPartitionCount"] == 3
+    assert m["keel_controller_OfflinePartitionsCount"] == len(offline)
+
+    brokers[victim].start()
+    wait_partitions(c, "orders", full, 30, "orders full again")
+    wait_partitions(c, "strict", full, 30, "strict full again")
+    assert filtered(c, "--under-replicated-partitions") == set()
+    assert filtered(c, "--unavailable-partitions") == set()
+
+
+def test_zookeeper_view_for_kafka_tools(kafka):
+    """What Kafka's ZooKeeper-mode tools read: /cluster/id, /controller (no
+    broker named as controller: keel's is a server), /brokers/ids/N present
+    while the broker is alive and gone once it is fenced; writes under /admin
+    are refused, never accepted silently."""
+    c, brokers = kafka
+    zk = kazoo(c)
+    try:
+        zk.sync("/")
+        cid = json.loads(zk.get("/cluster/id")[0])
+        assert cid["version"] == "1" and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", cid["id"])
+        ctl = json.loads(zk.get("/controller")[0])
+        assert ctl["brokerid"] == -1
+        assert ctl["keel_controller_id"] == c.wait_leader().id
+        mntr = four_letter(c.wait_leader().client_addr, "mntr")
+        assert "keel_controller_active\t1\n" in mntr and "keel_active_broker_count\t3\n" in mntr
+        assert not zk.exists("/brokers/ids/-1")
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+        for path in ("/admin/reassign_partitions", "/admin/delete_topics/orders",
+                     "/admin/preferred_replica_election"):
+            with pytest.raises(NoAuthError):
+                zk.create(path, b'{"version":1,"partitions":[]}', makepath=True)
+            assert not zk.exists(path)
+        brokers[3].kill()
+        c.wait(lambda: zk.sync("/") is not None and not zk.exists("/brokers/ids/3"),
+               timeout=SESSION_TIMEOUT_S + 10, what="/brokers/ids/3 gone after fencing")
+        brokers[3].start()
+        c.wait(lambda: zk.sync("/") is not None and zk.exists("/brokers/ids/3"),
+               timeout=20, what="/brokers/ids/3 back")
+        # The id stays the same across controllers.
+        c.wait_leader().kill()
+        c.wait_leader()
+        zk.sync("/")
+        assert json.loads(zk.get("/cluster/id")[0])["id"] == cid["id"]
+    finally:
+        zk.stop()
+
+
+def test_topic_cli_validation(kafka):
+    """Usage errors exit 2 and say what is wrong; errors name their topic or
+    config key; `--` lets a topic name start with '-'; --help exits 0."""
+    c, _ = kafka
+    hosts = c.connect_string()
+    for action in ("create", "delete", "list", "describe"):
+        rc, out, _ = keel("topics", action, "--help")
+        assert rc == 0 and out.startswith("usage: keel topics"), (action, rc)
+    rc, out, _ = keel("brokers", "--help")
+    assert rc == 0 and "keel brokers" in out
+    rc, _, err = keel("topics", "create", "t", "--partitions", "three",
+                      "--replication-factor", "1", "--servers", hosts)
+    assert rc == 2 and "'three'" in err, err
+    rc, _, err = keel("topics", "create", "t", "--partitions", "1", "--replication-factor",
+                      "0", "--servers", hosts)
+    assert rc == 2 and "'t'" in err and "at least 1" in err, err
+    rc, out, err = keel("topics", "create", "--partitions", "1", "--replication-factor", "1",
+                        "--servers", hosts, "--", "-dash")
+    assert rc == 0 and out.strip() == "Created topic -dash.", err
+    rc, out, err = keel("topics", "describe", "--servers", hosts, "--", "-dash")
+    assert rc == 0 and "Topic: -dash\t" in out, err
+    m = re.search(r"TopicId: (\S+)", out)
+    assert m and not m.group(1).startswith("-")
+    rc, _, err = keel("topics", "create", "a.b", "--partitions", "1", "--replication-factor",
+                      "1", "--servers", hosts)
+    assert rc == 0, err
+    rc, _, err = keel("topics", "create", "a_b", "--partitions", "1", "--replication-factor",
+                      "1", "--servers", hosts)
+    assert rc == 1 and "'a_b'" in err and "a.b" in err, err
+    rc, _, err = keel("topics", "create", "c", "--partitions", "1", "--replication-factor",
+                      "1", "--config", "retention.msx=5", "--servers", hosts)
+    assert rc == 1 and "retention.msx" in err and "INVALID_CONFIG" in err, err
+    rc, _, err = keel("topics", "describe", "nope*", "--servers", hosts)
+    assert rc == 1 and "nope*" in err, err

@@ -6,12 +6,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "meta/election.h"
+#include "meta/fmt.h"
 #include "meta/format.h"
+#include "meta/stats.h"
 #include "test_meta_harness.h"
 
 /* 3 brokers in racks a, b, c, registered and unfenced; then a topic. */
@@ -713,6 +716,7 @@ static void test_topic_requests(void **state)
 	assert_int_equal(h_create_topic(&c, "bad/name", 1, 1, NULL, 0),
 			 META_ERR_INVALID_TOPIC_EXCEPTION);
 	assert_int_equal(h_create_topic(&c, "..", 1, 1, NULL, 0), META_ERR_INVALID_TOPIC_EXCEPTION);
+	assert_int_equal(h_create_topic(&c, "a", 1, 0, NULL, 0), META_ERR_INVALID_REPLICATION_FACTOR);
 	static const struct meta_config_kv bad[] = {{META_CONFIG_UNCLEAN_ELECTION, "maybe"}};
 	assert_int_equal(h_create_topic(&c, "a", 1, 1, bad, 1), META_ERR_INVALID_CONFIG);
 	assert_null(meta_image_topic(&c.committed, "a"));
@@ -770,6 +774,88 @@ static void test_topic_requests(void **state)
 	assert_int_equal(acr.results[0].error, META_ERR_NONE);
 	assert_null(batch);
 	assert_int_equal(c.ignored_records, 0);
+	h_close(&c);
+}
+
+/* Names equal once '.' reads as '_' collide (within a request too); a name
+ * may start with '-'; no topic id prints with a leading '-' (1 in 64 random
+ * ids would, so 400 topics meet the rule a few times). */
+static void test_topic_names_and_ids(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	assert_int_equal(h_create_topic(&c, "metrics.cpu", 1, 1, NULL, 0), META_ERR_NONE);
+	assert_int_equal(h_create_topic(&c, "metrics_cpu", 1, 1, NULL, 0),
+			 META_ERR_INVALID_TOPIC_EXCEPTION);
+	assert_int_equal(h_create_topic(&c, "metrics_cpu.x", 1, 1, NULL, 0), META_ERR_NONE);
+	struct meta_create_topic two[2] = {{"p.q", 1, 1, NULL, 0}, {"p_q", 1, 1, NULL, 0}};
+	struct meta_create_topics_request req = {two, 2, true};
+	struct meta_create_topics_response resp;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	assert_int_equal(resp.topics[0].error, META_ERR_NONE);
+	assert_int_equal(resp.topics[1].error, META_ERR_INVALID_TOPIC_EXCEPTION);
+	assert_non_null(strstr(resp.topics[1].error_message, "p.q"));
+	assert_int_equal(h_create_topic(&c, "-dash", 1, 1, NULL, 0), META_ERR_NONE);
+	for (int i = 0; i < 400; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "t%d", i);
+		assert_int_equal(h_create_topic(&c, name, 1, 1, NULL, 0), META_ERR_NONE);
+		char id[META_UUID_TEXT_LEN + 1];
+		struct meta_fmt f;
+		meta_fmt_init(&f, id, sizeof(id));
+		meta_fmt_uuid(&f, meta_image_topic(&c.committed, name)->id);
+		assert_true(id[0] != '-');
+	}
+	h_close(&c);
+}
+
+/* The controller's health figures (stats.h) follow a broker's death and
+ * return: offline, under-replicated, under/at min ISR, imbalance, brokers by
+ * state; the last reported metadata offset per broker is kept. */
+static void test_cluster_stats(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	static const struct meta_config_kv strict[] = {{"min.insync.replicas", "2"}};
+	assert_int_equal(h_create_topic(&c, "pairs", 6, 2, strict, 1), META_ERR_NONE);
+	assert_int_equal(h_create_topic(&c, "solo", 3, 1, NULL, 0), META_ERR_NONE);
+	struct meta_cluster_stats s;
+	meta_cluster_stats(&c.committed, &s);
+	assert_int_equal(s.topics, 2);
+	assert_int_equal(s.partitions, 9);
+	assert_int_equal(s.offline_partitions, 0);
+	assert_int_equal(s.under_replicated_partitions, 0);
+	assert_int_equal(s.under_min_isr_partitions, 0);
+	assert_int_equal(s.at_min_isr_partitions, 6 + 3);
+	assert_int_equal(s.preferred_replica_imbalance, 0);
+	assert_int_equal(s.brokers_active, 3);
+	assert_int_equal(meta_min_isr(&c.committed, "pairs"), 2);
+	assert_int_equal(meta_min_isr(&c.committed, "solo"), 1);
+	assert_true(meta_controller_broker_offset(&c.ctl, 1) > 0);
+	assert_int_equal(meta_controller_broker_offset(&c.ctl, 9), -1);
+
+	uint32_t on2 = 0, solo_on2 = 0, led_by_2 = 0;
+	const struct meta_topic *t = meta_image_topic(&c.committed, "pairs");
+	for (uint32_t p = 0; p < 6; p++) {
+		on2 += meta_list_contains(t->partitions[p].replicas, 2, 2) ? 1u : 0u;
+		led_by_2 += t->partitions[p].leader == 2 ? 1u : 0u;
+	}
+	t = meta_image_topic(&c.committed, "solo");
+	for (uint32_t p = 0; p < 3; p++) {
+		solo_on2 += t->partitions[p].replicas[0] == 2 ? 1u : 0u;
+	}
+	h_kill(&c, 2);
+	h_run(&c, 9500, 500);
+	meta_cluster_stats(&c.committed, &s);
+	assert_int_equal(s.brokers_fenced, 1);
+	assert_int_equal(s.brokers_active, 2);
+	assert_int_equal(s.offline_partitions, solo_on2);
+	assert_int_equal(s.under_replicated_partitions, on2);
+	assert_int_equal(s.under_min_isr_partitions, on2);
+	assert_int_equal(s.preferred_replica_imbalance, led_by_2);
 	h_close(&c);
 }
 
@@ -901,6 +987,8 @@ int main(void)
 		cmocka_unit_test(test_failover_lost_decision_is_made_anew),
 		cmocka_unit_test(test_registration_rules),
 		cmocka_unit_test(test_topic_requests),
+		cmocka_unit_test(test_topic_names_and_ids),
+		cmocka_unit_test(test_cluster_stats),
 		cmocka_unit_test(test_rack_aware_placement),
 		cmocka_unit_test(test_batch_limit_defers_work),
 		cmocka_unit_test(test_timers_and_noops),

@@ -186,9 +186,19 @@ static void test_znode_json(void **state)
 	const struct tree *t = &ft->tree;
 
 	char expect[512];
-	snprintf(expect, sizeof(expect), "{\"version\":1,\"brokerid\":1,\"timestamp\":\"%lld\"}",
+	snprintf(expect, sizeof(expect),
+		 "{\"version\":2,\"brokerid\":-1,\"timestamp\":\"%lld\","
+		 "\"kraftControllerEpoch\":1,\"keel_controller_id\":1}",
 		 (long long)c.committed.controller_timestamp_ms);
 	assert_string_equal(node(t, "/controller"), expect);
+	/* The first controller named the cluster; /admin is there, read-only. */
+	const char *cluster_id = meta_image_config(&c.committed, META_RESOURCE_BROKER, "",
+						   META_CONFIG_CLUSTER_ID);
+	assert_non_null(cluster_id);
+	assert_int_equal(strlen(cluster_id), META_UUID_TEXT_LEN);
+	snprintf(expect, sizeof(expect), "{\"version\":\"1\",\"id\":\"%s\"}", cluster_id);
+	assert_string_equal(node(t, "/cluster/id"), expect);
+	assert_string_equal(node(t, "/admin"), "");
 	assert_string_equal(node(t, "/controller_epoch"), "1");
 
 	const struct meta_broker *b1 = meta_image_broker(&c.committed, 1);
