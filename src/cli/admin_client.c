@@ -286,7 +286,9 @@ int cli_status(int argc, char **argv)
 {
 	const char *usage = "usage: keel status [--servers HOST:PORT,...] [--json]\n"
 			    "Shows every server's role, term, leader, commit and applied index,\n"
-			    "and (from the leader) each member's replication lag.\n";
+			    "and (from the leader) each member's replication lag. --json prints\n"
+			    "one document: {\"servers\":[<each server's status or\n"
+			    "{\"server\":ADDR,\"error\":\"unreachable\"}>, ...]}.\n";
 	struct common_opts o;
 	int prc = parse_common(argc, argv, &o, usage);
 	if (prc != 0) {
@@ -296,7 +298,9 @@ int cli_status(int argc, char **argv)
 	struct keel_arena arena;
 	keel_arena_init(&arena, 1 << 16);
 	const struct json *leader_doc = NULL;
-	if (!o.json) {
+	if (o.json) {
+		printf("{\"servers\":[");
+	} else {
 		printf("%-4s %-22s %-10s %-6s %-7s %-10s %-10s %-10s\n", "ID", "CLIENT ADDRESS",
 		       "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "SNAPSHOT");
 	}
@@ -304,7 +308,8 @@ int cli_status(int argc, char **argv)
 		struct admin_reply reply;
 		if (admin_call(o.servers[i], ADMIN_OP_STATUS, NULL, 0, o.timeout_ms, &reply) != 0) {
 			if (o.json) {
-				printf("{\"server\":\"%s\",\"error\":\"unreachable\"}\n", o.servers[i]);
+				printf("%s{\"server\":\"%s\",\"error\":\"unreachable\"}",
+				       i > 0 ? "," : "", o.servers[i]);
 			} else {
 				printf("%-4s %-22s %s\n", "?", o.servers[i], "unreachable");
 			}
@@ -312,7 +317,12 @@ int cli_status(int argc, char **argv)
 			continue;
 		}
 		if (o.json) {
-			printf("%s", (const char *)reply.body);
+			/* One server's document, as an element of the array. */
+			size_t len = reply.body_size;
+			while (len > 0 && (reply.body[len - 1] == '\n' || reply.body[len - 1] == ' ')) {
+				len--;
+			}
+			printf("%s%.*s", i > 0 ? "," : "", (int)len, (const char *)reply.body);
 			free(reply.body);
 			continue;
 		}
@@ -332,6 +342,9 @@ int cli_status(int argc, char **argv)
 			leader_doc = doc;
 		}
 		free(reply.body);
+	}
+	if (o.json) {
+		printf("]}\n");
 	}
 	if (!o.json && leader_doc != NULL) {
 		printf("\nmembers (leader's view):\n%-4s %-8s %-22s %-10s %-10s %-10s %s\n", "ID",

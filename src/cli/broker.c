@@ -24,7 +24,9 @@
  *          nothing, exits 0
  *
  * Role changes come from meta_follower (follower.h) and are logged exactly
- * as it formats them: `leader of sensor-data-0 at epoch 3`,
+ * as it formats them (except while replaying the log at start: roles held
+ * on the way are not announced; once caught up, the roles held then are
+ * logged in the same form): `leader of sensor-data-0 at epoch 3`,
  * `follower of sensor-data-0 at epoch 3 (leader: Broker-2)`,
  * `no longer a replica of sensor-data-0`. The broker leads a partition
  * exactly when its image — the committed log up to its offset — says so.
@@ -72,6 +74,7 @@ struct broker_options {
 	int heartbeat_ms;
 	int fetch_ms;
 	int shutdown_timeout_ms;
+	int duplicate_id_timeout_ms;
 	const char *log_level;
 };
 
@@ -87,6 +90,10 @@ struct broker {
 	bool fenced;
 	bool caught_up;
 	bool waiting_logged;
+	bool replaying;          /* catching up with the metadata log at start: roles not logged */
+	uint64_t duplicate_since_ms; /* first DUPLICATE_BROKER_REGISTRATION of a run; 0: none */
+	uint64_t unreachable_since_ms; /* first failed call of a run of failures; 0: reachable */
+	uint64_t unreachable_logged_ms;
 	bool shutting_down;
 	bool should_shut_down;
 	bool failed;
@@ -114,10 +121,12 @@ static int usage(FILE *out)
 		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
-		"                   [--log-level LEVEL]\n\n"
+		"                   [--duplicate-id-timeout-ms MS] [--log-level LEVEL]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
-		"change of its partition roles. SIGTERM does a controlled shutdown.\n");
+		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
+		"If another live broker holds the id for --duplicate-id-timeout-ms\n"
+		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -142,6 +151,7 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 	o->heartbeat_ms = 2000;
 	o->fetch_ms = 200;
 	o->shutdown_timeout_ms = 15000;
+	o->duplicate_id_timeout_ms = 30000;
 	o->log_level = "info";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -171,6 +181,9 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--shutdown-timeout-ms") == 0 &&
 			   parse_int(v, 0, 3600000, &n)) {
 			o->shutdown_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--duplicate-id-timeout-ms") == 0 &&
+			   parse_int(v, 0, 3600000, &n)) {
+			o->duplicate_id_timeout_ms = (int)n;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -256,6 +269,36 @@ static void log_role_changes(const struct meta_role_change *changes, uint32_t co
 
 /* Sends the request in b->req; ZK_OK with the reply body, else a
  * ZooKeeper error (logged at debug level: the caller retries). */
+/* A call that cannot reach any server is said plainly at WARN: once when
+ * it starts failing, then every UNREACHABLE_LOG_MS, and once when it comes
+ * back; other failures stay at debug level (the caller retries). */
+#define UNREACHABLE_LOG_MS 10000
+
+static void note_reachability(struct broker *b, enum meta_api api, int32_t err)
+{
+	uint64_t now = meta_cli_now_ms();
+	bool unreachable = err == ZK_CONNECTION_LOSS || err == ZK_OPERATION_TIMEOUT;
+	if (!unreachable) {
+		if (b->unreachable_since_ms != 0) {
+			KEEL_INFO("reached the quorum again after %llu ms",
+				  (unsigned long long)(now - b->unreachable_since_ms));
+		}
+		b->unreachable_since_ms = 0;
+		return;
+	}
+	if (b->unreachable_since_ms == 0) {
+		b->unreachable_since_ms = now;
+		b->unreachable_logged_ms = 0;
+	}
+	if (b->unreachable_logged_ms == 0 || now - b->unreachable_logged_ms >= UNREACHABLE_LOG_MS) {
+		KEEL_WARN("cannot reach the quorum at %s for %llu ms (%s: %s%s%s); retrying",
+			  b->opt.servers, (unsigned long long)(now - b->unreachable_since_ms),
+			  meta_api_name(api), kc_err_message(err),
+			  kc_message(&b->kc)[0] != '\0' ? ", " : "", kc_message(&b->kc));
+		b->unreachable_logged_ms = now;
+	}
+}
+
 static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_reply *reply)
 {
 	int32_t err = meta_cli_call(&b->kc, api, &b->req, reply);
@@ -263,6 +306,7 @@ static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_re
 		KEEL_DEBUG("%s: %s (%s)", meta_api_name(api), kc_err_message(err),
 			   kc_message(&b->kc));
 	}
+	note_reachability(b, api, err);
 	return err;
 }
 
@@ -293,6 +337,7 @@ static void do_register(struct broker *b, uint64_t now)
 	}
 	switch (rs.error) {
 	case META_ERR_NONE:
+		b->duplicate_since_ms = 0;
 		b->epoch = rs.broker_epoch;
 		b->fenced = true;
 		b->caught_up = false;
@@ -303,6 +348,18 @@ static void do_register(struct broker *b, uint64_t now)
 	case META_ERR_NOT_CONTROLLER:
 		return;
 	case META_ERR_DUPLICATE_BROKER_REGISTRATION:
+		if (b->duplicate_since_ms == 0) {
+			b->duplicate_since_ms = now;
+		}
+		if (now - b->duplicate_since_ms >= (uint64_t)b->opt.duplicate_id_timeout_ms) {
+			/* A dead run's session would have expired by now: the id
+			 * belongs to a broker that is alive and heartbeating. */
+			KEEL_ERROR("broker id %d is taken by another live broker (still registered "
+				   "after %d ms): exiting; give this broker another --id",
+				   b->opt.id, b->opt.duplicate_id_timeout_ms);
+			b->failed = true;
+			return;
+		}
 		if (!b->waiting_logged) {
 			KEEL_INFO("broker %d is still registered by an earlier run: waiting for its "
 				  "session to expire",
@@ -372,6 +429,39 @@ static void do_heartbeat(struct broker *b, uint64_t now)
 }
 
 /* One FetchMetadata round; false when there is nothing more to fetch now. */
+/* After the replay at start: the roles this broker holds now, in the same
+ * lines as a change (the roles it held on the way are not announced). */
+static void log_current_roles(struct broker *b)
+{
+	const struct meta_image *img = &b->follower.image;
+	uint32_t leads = 0, follows = 0;
+	for (uint32_t t = 0; t < img->topic_count; t++) {
+		const struct meta_topic *topic = img->topics[t];
+		for (uint32_t p = 0; p < topic->partition_count; p++) {
+			const struct meta_partition *part = &topic->partitions[p];
+			if (!meta_list_contains(part->replicas, part->replica_count, b->opt.id)) {
+				continue;
+			}
+			struct meta_role_change c;
+			memset(&c, 0, sizeof(c));
+			c.topic = topic->name;
+			memcpy(c.topic_id, topic->id, META_UUID_SIZE);
+			c.partition_id = (int32_t)p;
+			c.old_role = META_ROLE_NONE;
+			c.new_role = part->leader == b->opt.id ? META_ROLE_LEADER : META_ROLE_FOLLOWER;
+			c.leader = part->leader;
+			c.leader_epoch = part->leader_epoch;
+			c.partition_epoch = part->partition_epoch;
+			leads += c.new_role == META_ROLE_LEADER ? 1u : 0u;
+			follows += c.new_role == META_ROLE_FOLLOWER ? 1u : 0u;
+			log_role_changes(&c, 1);
+		}
+	}
+	KEEL_INFO("caught up with the metadata log at offset %" PRId64
+		  ": leader of %u and follower of %u partitions",
+		  meta_follower_offset(&b->follower), leads, follows);
+}
+
 static bool fetch_once(struct broker *b)
 {
 	struct meta_fetch_metadata_request rq = {meta_follower_offset(&b->follower) + 1,
@@ -406,7 +496,9 @@ static bool fetch_once(struct broker *b)
 			return false;
 		}
 		KEEL_INFO("loaded the metadata image at offset %" PRId64, rs.snapshot_offset);
-		log_role_changes(changes, count);
+		if (!b->replaying) {
+			log_role_changes(changes, count);
+		}
 	}
 	for (uint32_t i = 0; i < rs.batch_count; i++) {
 		const struct meta_fetch_batch *mb = &rs.batches[i];
@@ -418,11 +510,17 @@ static bool fetch_once(struct broker *b)
 			b->failed = true;
 			return false;
 		}
-		log_role_changes(changes, count);
+		if (!b->replaying) {
+			log_role_changes(changes, count);
+		}
 	}
 	bool more = rs.batch_count > 0 && meta_follower_offset(&b->follower) < rs.high_watermark;
 	if (!more) {
 		b->fetched_to = KEEL_MAX(b->fetched_to, rs.high_watermark);
+		if (b->replaying) {
+			b->replaying = false;
+			log_current_roles(b);
+		}
 	}
 	return more;
 }
@@ -630,6 +728,7 @@ int cli_broker(int argc, char **argv)
 	}
 	b.epoch = -1;
 	b.alter_offset = -1;
+	b.replaying = true;
 	meta_follower_init(&b.follower, b.opt.id, NULL);
 	keel_arena_init(&b.arena, 64 * 1024);
 	keel_wbuf_init_dynamic(&b.req, 1024, 1u << 20);

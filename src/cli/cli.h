@@ -7,6 +7,8 @@
 #ifndef KEEL_CLI_CLI_H
 #define KEEL_CLI_CLI_H
 
+#include <stdint.h>
+
 struct cli_command {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -23,6 +25,12 @@ int cli_log(int argc, char **argv);
 int cli_broker(int argc, char **argv);
 int cli_brokers(int argc, char **argv);
 int cli_topics(int argc, char **argv);
+
+/* What a failed connect means for the operator: for ConnectionLoss and
+ * OperationTimeout, that no server answered with a working quorum (none
+ * reachable, or fewer than a majority up, so no session can be created);
+ * "" for other errors. */
+const char *cli_quorum_hint(int32_t zk_err);
 
 /* ZooKeeper-client commands (zkcli.c, zkcli_shell.c; docs/cli.md). */
 int cli_get(int argc, char **argv);

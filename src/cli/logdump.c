@@ -16,17 +16,29 @@
  * they leave alone (meta_log_dump_batch). Reads only; the WAL decision is
  * wal_check's (the same a server start would reach).
  *
- * Exit status: 0 when everything decoded, 1 when the WAL would not start
+ * ZooKeeper transactions are also applied, to a ZooKeeper state started
+ * from the snapshot's (with the default limits; a server started with other
+ * limits may have refused a txn the dump accepts, or the reverse), so that
+ * a txn that failed at apply is marked with the error its client got
+ * (`-> ZNODE_EXISTS`). Times (batch headers, txn stamps) print as ISO 8601
+ * UTC. A directory a running server holds (its keel.lock is locked) is
+ * dumped with a warning: the tail may be mid-write.
+ *
+ * Exit status: 0 when everything decoded, 1 when the directory is not a
+ * keel data directory (no hard state and no log), the WAL would not start
  * or an entry did not decode, 2 on a usage error.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "cli/cli.h"
+#include "meta/fmt.h"
 #include "meta/format.h"
 #include "meta/image.h"
 #include "meta/record.h"
@@ -36,6 +48,8 @@
 #include "wal/wal.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_proto.h"
+#include "zk/zk_snapshot.h"
+#include "zk/zk_state.h"
 #include "zk/zk_txn.h"
 
 /* The server's snapshot stream (node/fsm.h): "KSNP", version, sections of
@@ -43,12 +57,18 @@
 #define SNAP_MAGIC 0x4b534e50u
 #define SNAP_VERSION 1
 #define SNAP_TAG_END 0
+#define SNAP_TAG_ZK 2
 #define SNAP_TAG_META 3
 #define SNAP_MAX_CHUNK (64u << 20)
 #define MAX_SECTION_BYTES (1u << 30)
 
 struct dump {
 	struct meta_image image;
+	struct zk_config zk_config;
+	struct zk_state zk;
+	bool zk_ready; /* zk holds the state to apply txns to */
+	struct zk_result zk_result;
+	unsigned zk_failed; /* txns whose apply gave an error */
 	struct keel_arena arena;
 	bool metadata_only;
 	uint64_t index;
@@ -89,8 +109,8 @@ static bool snap_get(struct snap_in *in, void *buf, size_t size)
 	return in->err == KEEL_OK;
 }
 
-/* Reads (tag 3) or skips (others) one section's chunks. */
-static bool snap_section(struct snap_in *in, bool keep, struct keel_wbuf *out)
+/* Reads (into `out`, when given) or skips one section's chunks. */
+static bool snap_section(struct snap_in *in, struct keel_wbuf *out)
 {
 	uint8_t skip[4096];
 	for (;;) {
@@ -111,7 +131,7 @@ static bool snap_section(struct snap_in *in, bool keep, struct keel_wbuf *out)
 			if (!snap_get(in, skip, n)) {
 				return false;
 			}
-			if (keep) {
+			if (out != NULL) {
 				keel_wbuf_bytes(out, skip, n);
 			}
 			len -= (uint32_t)n;
@@ -119,7 +139,38 @@ static bool snap_section(struct snap_in *in, bool keep, struct keel_wbuf *out)
 	}
 }
 
-/* Loads the snapshot's metadata image into d->image (empty if it has none). */
+struct mem_in {
+	const uint8_t *data;
+	size_t size;
+	size_t at;
+};
+
+static enum keel_err mem_read(void *ctx, void *buf, size_t max, size_t *got)
+{
+	struct mem_in *m = ctx;
+	size_t n = m->size - m->at < max ? m->size - m->at : max;
+	memcpy(buf, m->data + m->at, n);
+	m->at += n;
+	*got = n;
+	return KEEL_OK;
+}
+
+/* The snapshot's ZooKeeper state into d->zk (d->zk_ready on success). */
+static enum keel_err load_snapshot_zk(struct dump *d, const char *name, const struct keel_wbuf *zk)
+{
+	struct mem_in m = {zk->data, zk->size, 0};
+	enum keel_err rc = zk_snapshot_load(&d->zk, &d->zk_config, mem_read, &m);
+	if (rc != KEEL_OK) {
+		fprintf(stderr, "keel log dump: snapshot %s: ZooKeeper state: %s\n", name,
+			keel_strerror(rc));
+		return rc;
+	}
+	d->zk_ready = true;
+	return KEEL_OK;
+}
+
+/* Loads the snapshot's metadata image into d->image (empty if it has none)
+ * and its ZooKeeper state into d->zk. */
 static enum keel_err load_snapshot_image(struct dump *d, const struct wal_config *config,
 					 const char *name)
 {
@@ -131,6 +182,8 @@ static enum keel_err load_snapshot_image(struct dump *d, const struct wal_config
 	}
 	struct keel_wbuf meta;
 	keel_wbuf_init_dynamic(&meta, 4096, MAX_SECTION_BYTES);
+	struct keel_wbuf zk;
+	keel_wbuf_init_dynamic(&zk, 4096, MAX_SECTION_BYTES);
 	uint8_t head[6];
 	bool ok = snap_get(&in, head, sizeof(head)) && keel_load_be32(head) == SNAP_MAGIC &&
 		  keel_load_be16(head + 4) == SNAP_VERSION;
@@ -145,10 +198,15 @@ static enum keel_err load_snapshot_image(struct dump *d, const struct wal_config
 			break;
 		}
 		found = found || tag == SNAP_TAG_META;
-		ok = snap_section(&in, tag == SNAP_TAG_META, &meta);
+		ok = snap_section(&in, tag == SNAP_TAG_META ? &meta
+					 : tag == SNAP_TAG_ZK ? &zk
+							      : NULL);
 	}
 	wal_snapshot_close(&in.r);
-	rc = ok && keel_wbuf_ok(&meta) ? KEEL_OK : KEEL_CORRUPT;
+	rc = ok && keel_wbuf_ok(&meta) && keel_wbuf_ok(&zk) ? KEEL_OK : KEEL_CORRUPT;
+	if (rc == KEEL_OK) {
+		rc = load_snapshot_zk(d, name, &zk);
+	}
 	if (rc == KEEL_OK && found) {
 		struct meta_errbuf eb;
 		memset(&eb, 0, sizeof(eb));
@@ -161,6 +219,7 @@ static enum keel_err load_snapshot_image(struct dump *d, const struct wal_config
 		fprintf(stderr, "keel log dump: snapshot %s is not a readable keel snapshot\n", name);
 	}
 	keel_wbuf_free(&meta);
+	keel_wbuf_free(&zk);
 	return rc;
 }
 
@@ -275,6 +334,64 @@ static void print_request_paths(int32_t opcode, const uint8_t *body, size_t size
 	}
 }
 
+static void print_time(int64_t ms)
+{
+	char text[40];
+	struct meta_fmt f;
+	meta_fmt_init(&f, text, sizeof(text));
+	meta_fmt_iso8601(&f, ms);
+	printf(" at %s", text);
+}
+
+/* Applies the txn to the dump's ZooKeeper state and marks a failure with
+ * the error its client got. Without a state (a snapshot that did not load)
+ * nothing is said. */
+static void print_apply_result(struct dump *d, const uint8_t *payload, size_t size)
+{
+	if (!d->zk_ready) {
+		return;
+	}
+	zk_result_reset(&d->zk_result);
+	enum keel_err rc = zk_apply(&d->zk, d->index, payload, size, &d->zk_result);
+	if (rc != KEEL_OK) {
+		printf(" (cannot apply: %s)", keel_strerror(rc));
+		d->zk_ready = rc != KEEL_NOMEM;
+		return;
+	}
+	if (d->zk_result.err != 0) {
+		printf(" -> %s", zk_err_name(d->zk_result.err));
+		d->zk_failed++;
+	}
+}
+
+static void print_txn(const struct zk_txn *t)
+{
+	switch (t->kind) {
+	case ZK_TXN_REQUEST:
+		printf("%s", zk_op_name(t->opcode));
+		print_request_paths(t->opcode, t->body, t->body_size);
+		printf(" (session 0x%" PRIx64 ", xid %d)", (uint64_t)t->meta.session_id,
+		       t->meta.xid);
+		break;
+	case ZK_TXN_CREATE_SESSION:
+		printf("createSession (timeout %d ms)", t->timeout_ms);
+		break;
+	case ZK_TXN_CLOSE_SESSION:
+		printf("closeSession 0x%" PRIx64 " (%s)", (uint64_t)t->meta.session_id,
+		       t->reason == ZK_CLOSE_EXPIRED ? "expired" : "by the client");
+		break;
+	case ZK_TXN_DELETE_CONTAINER:
+		print_path("deleteContainer ", t->path);
+		break;
+	case ZK_TXN_DELETE_TTL:
+		print_path("deleteTTL ", t->path);
+		break;
+	default:
+		printf("txn of kind %d", (int)t->kind);
+		break;
+	}
+}
+
 static void dump_zk(struct dump *d, const uint8_t *payload, size_t size)
 {
 	struct zk_txn txn;
@@ -285,30 +402,9 @@ static void dump_zk(struct dump *d, const uint8_t *payload, size_t size)
 		return;
 	}
 	printf("%" PRIu64 "\tterm %" PRIu64 "\tzk ", d->index, d->term);
-	switch (txn.kind) {
-	case ZK_TXN_REQUEST:
-		printf("%s", zk_op_name(txn.opcode));
-		print_request_paths(txn.opcode, txn.body, txn.body_size);
-		printf(" (session 0x%" PRIx64 ", xid %d)", (uint64_t)txn.meta.session_id,
-		       txn.meta.xid);
-		break;
-	case ZK_TXN_CREATE_SESSION:
-		printf("createSession (timeout %d ms)", txn.timeout_ms);
-		break;
-	case ZK_TXN_CLOSE_SESSION:
-		printf("closeSession 0x%" PRIx64 " (%s)", (uint64_t)txn.meta.session_id,
-		       txn.reason == ZK_CLOSE_EXPIRED ? "expired" : "by the client");
-		break;
-	case ZK_TXN_DELETE_CONTAINER:
-		print_path("deleteContainer ", txn.path);
-		break;
-	case ZK_TXN_DELETE_TTL:
-		print_path("deleteTTL ", txn.path);
-		break;
-	default:
-		printf("txn of kind %d", (int)txn.kind);
-		break;
-	}
+	print_txn(&txn);
+	print_time(txn.meta.time_ms);
+	print_apply_result(d, payload, size);
 	printf("\n");
 }
 
@@ -383,8 +479,31 @@ static void dump_entry(struct dump *d, const struct wal_entry *e)
 	}
 }
 
+/* Whether a running server holds `dir` (it keeps keel.lock locked). */
+static bool held_by_running_server(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/keel.lock", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		return false;
+	}
+	struct flock lk;
+	memset(&lk, 0, sizeof(lk));
+	lk.l_type = F_RDLCK;
+	lk.l_whence = SEEK_SET;
+	bool held = fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
+	close(fd);
+	return held;
+}
+
 static int log_dump(const char *dir, bool metadata_only)
 {
+	if (held_by_running_server(dir)) {
+		fprintf(stderr, "keel log dump: warning: %s belongs to a running server; its "
+				"newest entries may be mid-write and missing or torn in this dump\n",
+			dir);
+	}
 	struct wal_vfs vfs;
 	wal_vfs_posix_init(&vfs);
 	struct wal_config config;
@@ -395,30 +514,53 @@ static int log_dump(const char *dir, bool metadata_only)
 		fprintf(stderr, "keel log dump: %s\n", errmsg);
 		return 1;
 	}
+	if (!rec.has_hard_state && !rec.has_snapshot && rec.entry_count == 0) {
+		fprintf(stderr,
+			"keel log dump: %s is not a keel data directory (no hard state, snapshot "
+			"or log)\n",
+			dir);
+		wal_recovered_free(&rec);
+		return 1;
+	}
 	struct dump d;
 	memset(&d, 0, sizeof(d));
 	d.metadata_only = metadata_only;
 	meta_image_init(&d.image, NULL);
 	keel_arena_init(&d.arena, 64 * 1024);
+	zk_config_default(&d.zk_config);
+	zk_result_init(&d.zk_result, d.zk_config.max_reply_size);
 	int status = 0;
 	if (rec.has_snapshot) {
 		if (load_snapshot_image(&d, &config, rec.snapshot.name) != KEEL_OK) {
 			status = 1;
 		}
 		printf("snapshot at index %" PRIu64 " (term %" PRIu64 "): metadata offset %" PRId64
-		       ", %u brokers, %u topics\n",
+		       ", %u brokers, %u topics, %u znodes\n",
 		       rec.snapshot.index, rec.snapshot.term, d.image.offset, d.image.broker_count,
-		       d.image.topic_count);
+		       d.image.topic_count, d.zk_ready ? zk_state_node_count(&d.zk) : 0u);
+		printf("%zu entries after it, last index %" PRIu64 " (term %" PRIu64 ")\n",
+		       rec.entry_count, rec.last_index, rec.last_term);
+	} else {
+		d.zk_ready = zk_state_init(&d.zk, &d.zk_config) == KEEL_OK;
+		printf("no snapshot: %zu entries from index %" PRIu64 ", last index %" PRIu64
+		       " (term %" PRIu64 ")\n",
+		       rec.entry_count, rec.entry_count > 0 ? rec.entries[0].index : 0,
+		       rec.last_index, rec.last_term);
 	}
-	printf("%zu entries after it, last index %" PRIu64 " (term %" PRIu64 ")\n",
-	       rec.entry_count, rec.last_index, rec.last_term);
 	for (size_t i = 0; i < rec.entry_count; i++) {
 		dump_entry(&d, &rec.entries[i]);
+	}
+	if (!metadata_only) {
+		printf("%u ZooKeeper transactions failed at apply (marked -> ERROR)\n", d.zk_failed);
 	}
 	if (d.errors > 0) {
 		printf("%u entries did not decode\n", d.errors);
 		status = 1;
 	}
+	if (d.zk_ready) {
+		zk_state_close(&d.zk);
+	}
+	zk_result_close(&d.zk_result);
 	meta_image_close(&d.image);
 	keel_arena_close(&d.arena);
 	wal_recovered_free(&rec);

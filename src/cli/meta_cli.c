@@ -1,4 +1,5 @@
 /* meta_cli.c — the session and request helpers of meta_cli.h. */
+#include "cli/cli.h"
 #include "cli/meta_cli.h"
 
 #include <stdio.h>
@@ -23,10 +24,19 @@ int32_t meta_cli_open(struct kc_client *c, bool *initialized, const char *who,
 	*initialized = true;
 	int32_t err = kc_connect(c);
 	if (err != ZK_OK) {
-		fprintf(stderr, "%s: cannot connect to %s: %s (%s)\n", who, servers,
-			kc_err_message(err), kc_message(c));
+		fprintf(stderr, "%s: cannot connect to %s: %s (%s)%s\n", who, servers,
+			kc_err_message(err), kc_message(c), cli_quorum_hint(err));
 	}
 	return err;
+}
+
+const char *cli_quorum_hint(int32_t zk_err)
+{
+	if (zk_err == ZK_CONNECTION_LOSS || zk_err == ZK_OPERATION_TIMEOUT) {
+		return "; no server answered with a working quorum (none reachable, or fewer "
+		       "than a majority of the cluster up)";
+	}
+	return "";
 }
 
 int32_t meta_cli_call(struct kc_client *c, enum meta_api api, const struct keel_wbuf *req,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/cli.h"
 #include "cli/zkcli.h"
 
 /* ---- options ---- */
@@ -167,8 +168,8 @@ int zkcli_open(struct kc_client *c, const struct zkcli_common *co, kc_event_fn o
 	}
 	int32_t rc = kc_connect(c);
 	if (rc != ZK_OK) {
-		fprintf(stderr, "cannot connect to %s: %s (%s)\n", co->servers, kc_err_message(rc),
-			kc_message(c));
+		fprintf(stderr, "cannot connect to %s: %s (%s)%s\n", co->servers,
+			kc_err_message(rc), kc_message(c), cli_quorum_hint(rc));
 		kc_close(c);
 		return ZKCLI_ZK_ERROR;
 	}

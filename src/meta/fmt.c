@@ -146,3 +146,54 @@ void meta_errbuf_set(struct meta_errbuf *eb, const char *msg)
 	struct meta_fmt f;
 	meta_fmt_str(meta_errbuf_begin(eb, &f), msg);
 }
+
+/* Zero-padded decimal of `width` digits (v >= 0). */
+static void fmt_padded(struct meta_fmt *f, int64_t v, int width)
+{
+	char digits[24];
+	int n = 0;
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v > 0 && n < (int)sizeof(digits));
+	for (int i = n; i < width; i++) {
+		meta_fmt_char(f, '0');
+	}
+	while (n > 0) {
+		meta_fmt_char(f, digits[--n]);
+	}
+}
+
+void meta_fmt_iso8601(struct meta_fmt *f, int64_t epoch_ms)
+{
+	if (epoch_ms < 0) {
+		meta_fmt_i64(f, epoch_ms);
+		return;
+	}
+	int64_t days = epoch_ms / 86400000;
+	int64_t ms_of_day = epoch_ms % 86400000;
+	/* Civil date from days since 1970-01-01 (Howard Hinnant's algorithm). */
+	int64_t z = days + 719468;
+	int64_t era = z / 146097;
+	int64_t doe = z - era * 146097;
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	int64_t mp = (5 * doy + 2) / 153;
+	int64_t day = doy - (153 * mp + 2) / 5 + 1;
+	int64_t month = mp < 10 ? mp + 3 : mp - 9;
+	int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+	fmt_padded(f, year, 4);
+	meta_fmt_char(f, '-');
+	fmt_padded(f, month, 2);
+	meta_fmt_char(f, '-');
+	fmt_padded(f, day, 2);
+	meta_fmt_char(f, 'T');
+	fmt_padded(f, ms_of_day / 3600000, 2);
+	meta_fmt_char(f, ':');
+	fmt_padded(f, ms_of_day / 60000 % 60, 2);
+	meta_fmt_char(f, ':');
+	fmt_padded(f, ms_of_day / 1000 % 60, 2);
+	meta_fmt_char(f, '.');
+	fmt_padded(f, ms_of_day % 1000, 3);
+	meta_fmt_char(f, 'Z');
+}

@@ -66,4 +66,9 @@ struct meta_fmt *meta_errbuf_begin(struct meta_errbuf *eb, struct meta_fmt *f);
 /* Convenience: sets the message to one string. */
 void meta_errbuf_set(struct meta_errbuf *eb, const char *msg);
 
+/* Milliseconds since the Unix epoch as ISO 8601 in UTC,
+ * 2023-11-14T22:13:20.000Z (proleptic Gregorian; pure arithmetic, no
+ * time zone database). Negative values print as the plain number. */
+void meta_fmt_iso8601(struct meta_fmt *f, int64_t epoch_ms);
+
 #endif

@@ -278,7 +278,7 @@ void meta_format_batch_header(struct meta_fmt *f, int64_t offset, const struct m
 	meta_fmt_str(f, ", epoch ");
 	meta_fmt_i64(f, batch->hdr.controller_epoch);
 	meta_fmt_str(f, ", time ");
-	meta_fmt_i64(f, batch->hdr.timestamp_ms);
+	meta_fmt_iso8601(f, batch->hdr.timestamp_ms);
 	meta_fmt_str(f, ", ");
 	meta_fmt_u64(f, batch->count);
 	meta_fmt_str(f, batch->count == 1 ? " record" : " records");

@@ -39,7 +39,7 @@ def test_status_table_and_json(cluster):
     assert sorted(roles) == ["follower", "follower", "leader"]
     assert "members (leader's view):" in out.stdout
     js = keel("status", "--json", "--servers", leader.client_addr)
-    doc = json.loads(js.stdout)
+    doc = json.loads(js.stdout)["servers"][0]
     assert doc["role"] == "leader" and doc["id"] == leader.id
     assert {m["id"] for m in doc["members"]} == set(cluster.servers)
     for m in doc["members"]:
@@ -53,6 +53,14 @@ def test_status_with_a_dead_server(cluster):
         out = keel("status", "--servers", cluster.connect_string(), "--timeout-ms", "2000")
         assert "unreachable" in out.stdout
         assert out.returncode == 0  # the others answered
+        # --json: one document for all servers, the dead one marked.
+        out = keel("status", "--json", "--servers", cluster.connect_string(), "--timeout-ms",
+                   "2000")
+        docs = json.loads(out.stdout)["servers"]
+        assert len(docs) == 3
+        assert [d for d in docs if d.get("error") == "unreachable"] == \
+            [{"server": victim.client_addr, "error": "unreachable"}]
+        assert sorted(d["role"] for d in docs if "role" in d) == ["follower", "leader"]
     finally:
         victim.start()
         cluster.wait(lambda: victim.mode() == "follower", what="victim back")

@@ -231,6 +231,7 @@ def test_errors_and_exit_codes(cluster):
     r = keel(cluster, "get", "/", "--timeout-ms", "1500", servers="127.0.0.1:%d" % port)
     assert r.returncode == 1
     assert "cannot connect" in r.stderr and "ConnectionLoss" in r.stderr
+    assert "no server answered with a working quorum" in r.stderr
     assert time.time() - start < 10
 
 

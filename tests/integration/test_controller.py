@@ -953,3 +953,48 @@ def test_topic_cli_validation(kafka):
     assert rc == 1 and "retention.msx" in err and "INVALID_CONFIG" in err, err
     rc, _, err = keel("topics", "describe", "nope*", "--servers", hosts)
     assert rc == 1 and "nope*" in err, err
+
+
+def test_broker_start_messages(kafka):
+    """A restarted broker announces only the roles it holds once caught up
+    (not those it held on the way through the log); a broker whose id a live
+    broker holds says so and exits 1; a broker that cannot reach any server
+    says so plainly."""
+    c, brokers = kafka
+    create_topic(c, "moves", 3, 2)
+    # Move leaderships around so that the log holds roles broker 1 no longer has.
+    brokers[1].kill()
+    wait_partitions(c, "moves", lambda ps: all(p["leader"] != 1 for p in ps.values()),
+                    SESSION_TIMEOUT_S + 10, "broker 1 leads nothing")
+    brokers[1].start()
+    wait_partitions(c, "moves", full, 30, "moves full again")
+    c.wait(lambda: "caught up with the metadata log" in brokers[1].log().split(
+        "keel broker 1 (incarnation")[-1], timeout=15, what="broker 1 caught up")
+    last_run = role_lines(brokers[1])[-1]
+    seen = [(t, p) for _, t, p, _ in last_run]
+    assert len(seen) == len(set(seen)), "a partition announced twice while replaying: %s" % (
+        last_run,)
+    mine = {p for p, v in describe_topic(c, "moves").items() if 1 in v["replicas"]}
+    assert {p for t, p in seen if t == "moves"} >= mine
+
+    # Another process with broker 2's id, while broker 2 lives.
+    dup_dir = os.path.join(c.root, "dup2")
+    out = subprocess.run([KEEL, "broker", "--id", "2", "--servers", c.connect_string(),
+                          "--data-dir", dup_dir, "--port", str(free_ports(1)[0]),
+                          "--duplicate-id-timeout-ms", "3000"] + BROKER_ARGS,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert "broker id 2 is taken by another live broker" in out.stderr
+    assert brokers_state(c)[2][1] == "active"
+
+    # No server answers.
+    dead = "127.0.0.1:%d" % free_ports(1)[0]
+    proc = subprocess.Popen([KEEL, "broker", "--id", "9", "--servers", dead, "--data-dir",
+                             os.path.join(c.root, "lonely")] + BROKER_ARGS,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(8)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        text = proc.communicate(timeout=20)[0]
+    assert "cannot reach the quorum at %s" % dead in text, text

@@ -175,7 +175,7 @@ static void test_log_dump_batch(void **state)
 	assert_int_equal(meta_log_dump_batch(&img, 10, &b, collect, &l), KEEL_OK);
 	assert_int_equal(l.count, 5);
 	assert_string_equal(l.text[0],
-			    "Batch at offset 10: controller 1, epoch 2, time 1700000000000, 4 records");
+			    "Batch at offset 10: controller 1, epoch 2, time 2023-11-14T22:13:20.000Z, 4 records");
 	assert_true(strncmp(l.text[1], "Topic: sensor-data, TopicId: ", 29) == 0);
 	/* The partition resolves the topic created earlier in the same batch. */
 	assert_true(strncmp(l.text[2],
@@ -192,9 +192,33 @@ static void test_log_dump_batch(void **state)
 	meta_image_close(&img);
 }
 
+static void test_iso8601(void **state)
+{
+	(void)state;
+	static const struct {
+		long long ms;
+		const char *text;
+	} cases[] = {
+		{0ll, "1970-01-01T00:00:00.000Z"},
+		{951782400000ll, "2000-02-29T00:00:00.000Z"},
+		{1709164800123ll, "2024-02-29T00:00:00.123Z"},
+		{1700000000000ll, "2023-11-14T22:13:20.000Z"},
+		{4102444799999ll, "2099-12-31T23:59:59.999Z"},
+		{86399999ll, "1970-01-01T23:59:59.999Z"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[40];
+		struct meta_fmt f;
+		meta_fmt_init(&f, buf, sizeof(buf));
+		meta_fmt_iso8601(&f, (int64_t)cases[i].ms);
+		assert_string_equal(buf, cases[i].text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_iso8601),
 		cmocka_unit_test(test_partition_record_exact_form),
 		cmocka_unit_test(test_partition_change_shows_full_state),
 		cmocka_unit_test(test_other_records_readable),
