@@ -25,6 +25,7 @@ int cli_log(int argc, char **argv);
 int cli_broker(int argc, char **argv);
 int cli_brokers(int argc, char **argv);
 int cli_topics(int argc, char **argv);
+int cli_configs(int argc, char **argv);
 
 /* What a failed connect means for the operator: for ConnectionLoss and
  * OperationTimeout, that no server answered with a working quorum (none

@@ -42,6 +42,7 @@ const struct cli_command cli_commands[] = {
 	{"broker", cli_broker, "run a broker: register, heartbeat, follow the metadata log"},
 	{"brokers", cli_brokers, "list the registered brokers and their state"},
 	{"topics", cli_topics, "create, delete, list or describe topics"},
+	{"configs", cli_configs, "describe or alter topic, broker and cluster configs"},
 	{NULL, NULL, NULL},
 };
 

@@ -66,3 +66,33 @@ uint64_t meta_cli_now_ms(void)
 {
 	return keel_clock_mono_ms();
 }
+
+int meta_cli_controller_call(struct kc_client *c, const char *who, enum meta_api api,
+			     const struct keel_wbuf *req, int32_t timeout_ms,
+			     meta_cli_decode_fn decode, struct keel_arena *arena, void *out,
+			     int16_t *error)
+{
+	uint64_t deadline = meta_cli_now_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		struct kc_raw_reply reply;
+		int32_t err = meta_cli_call(c, api, req, &reply);
+		if (err == ZK_OK) {
+			keel_arena_reset(arena);
+			if (!decode(reply.body, reply.body_size, arena, out, error)) {
+				fprintf(stderr, "%s: the server's reply does not decode\n", who);
+				return 1;
+			}
+			if (*error != META_ERR_NOT_CONTROLLER) {
+				return 0;
+			}
+		} else if (err != ZK_CONNECTION_LOSS && err != ZK_OPERATION_TIMEOUT) {
+			fprintf(stderr, "%s: %s: %s\n", who, meta_api_name(api), kc_err_message(err));
+			return 1;
+		}
+		if (meta_cli_now_ms() >= deadline) {
+			fprintf(stderr, "%s: no controller answered within %d ms\n", who, timeout_ms);
+			return 1;
+		}
+		meta_cli_sleep(c, 200);
+	}
+}

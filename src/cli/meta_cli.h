@@ -37,6 +37,20 @@ int32_t meta_cli_open(struct kc_client *c, bool *initialized, const char *who,
 int32_t meta_cli_call(struct kc_client *c, enum meta_api api, const struct keel_wbuf *req,
 		      struct kc_raw_reply *reply);
 
+/* Decodes a controller response into `out` and reports its error (the
+ * first item's, for list APIs); false when the body does not decode. */
+typedef bool (*meta_cli_decode_fn)(const uint8_t *body, size_t size, struct keel_arena *arena,
+				   void *out, int16_t *error);
+
+/* Sends a controller request until a controller answers it (retrying on
+ * NOT_CONTROLLER, connection loss and timeouts) or `timeout_ms` passes.
+ * Returns 0 with the decoded response in `out` and its error in *error,
+ * 1 on failure (message on stderr prefixed with `who`). */
+int meta_cli_controller_call(struct kc_client *c, const char *who, enum meta_api api,
+			     const struct keel_wbuf *req, int32_t timeout_ms,
+			     meta_cli_decode_fn decode, struct keel_arena *arena, void *out,
+			     int16_t *error);
+
 /* Waits `ms` while keeping the session alive (kc_poll). */
 void meta_cli_sleep(struct kc_client *c, int ms);
 

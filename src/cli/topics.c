@@ -11,6 +11,7 @@
  *	                   [--unavailable-partitions] [--under-min-isr-partitions]
  *	                   --servers HOSTS
  *	keel brokers --servers HOSTS
+ *	keel brokers unregister ID --servers HOSTS
  *
  * `--` ends the options, so a topic whose name starts with '-' is given as
  * `keel topics create -- -name ...`. PATTERN is a topic name or a shell
@@ -82,7 +83,8 @@ static int usage(FILE *out)
 		"       keel topics describe [PATTERN] [--under-replicated-partitions]\n"
 		"                   [--unavailable-partitions] [--under-min-isr-partitions]\n"
 		"                   --servers HOSTS\n"
-		"       keel brokers --servers HOSTS\n\n"
+		"       keel brokers --servers HOSTS\n"
+		"       keel brokers unregister ID --servers HOSTS\n\n"
 		"HOSTS is a ZooKeeper connect string (host:port,...). --timeout-ms MS bounds\n"
 		"the retries while the cluster elects a controller (default 15000).\n"
 		"PATTERN is a topic name or a glob (sensor-*). `--` ends the options, so\n"
@@ -288,8 +290,86 @@ static bool parse_number(const char *option, const char *text, long min, long ma
 	return true;
 }
 
+static bool decode_unregister(const uint8_t *body, size_t size, struct keel_arena *arena, void *out,
+			      int16_t *error)
+{
+	struct meta_unregister_broker_response *rs = out;
+	if (meta_decode_unregister_broker_response(body, size, arena, rs, NULL) != KEEL_OK) {
+		return false;
+	}
+	*error = rs->error;
+	return true;
+}
+
+/* keel brokers unregister ID --servers HOSTS: removes a dead broker's
+ * registration (kafka-cluster.sh unregister). A live broker registers again
+ * at its next heartbeat, so this is for brokers that are gone for good. */
+static int brokers_unregister(int argc, char **argv)
+{
+	const char *who = "keel brokers unregister";
+	const char *servers = NULL;
+	long id = -1;
+	int32_t timeout_ms = 15000;
+	for (int i = 2; i < argc; i++) {
+		long v = 0;
+		if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc) {
+			servers = argv[++i];
+		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
+			if (!parse_number("--timeout-ms", argv[++i], 1, INT32_MAX, &v)) {
+				return usage(stderr);
+			}
+			timeout_ms = (int32_t)v;
+		} else if (id < 0 && argv[i][0] != '-') {
+			if (!parse_number("the broker id", argv[i], 0, INT32_MAX, &id)) {
+				return usage(stderr);
+			}
+		} else {
+			fprintf(stderr, "%s: unexpected argument '%s'\n", who, argv[i]);
+			return usage(stderr);
+		}
+	}
+	if (servers == NULL || id < 0) {
+		fprintf(stderr, "%s: a broker id and --servers are required\n", who);
+		return usage(stderr);
+	}
+	bool initialized = false;
+	struct kc_client *c = open_session(who, servers, timeout_ms, &initialized);
+	if (c == NULL) {
+		return 1;
+	}
+	struct meta_unregister_broker_request rq = {(int32_t)id};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 64, 1024);
+	meta_encode_unregister_broker_request(&w, &rq);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 1024);
+	struct meta_unregister_broker_response rs;
+	int16_t error = 0;
+	int status = meta_cli_controller_call(c, who, META_API_UNREGISTER_BROKER, &w, timeout_ms,
+					      decode_unregister, &arena, &rs, &error);
+	if (status == 0 && error != META_ERR_NONE) {
+		fprintf(stderr, "%s: broker %ld: %s%s%s\n", who, id, meta_error_name(error),
+			rs.error_message ? ": " : "", rs.error_message ? rs.error_message : "");
+		status = 1;
+	} else if (status == 0) {
+		printf("Unregistered broker %ld.\n", id);
+	}
+	keel_arena_close(&arena);
+	keel_wbuf_free(&w);
+	kc_close(c);
+	return status;
+}
+
 int cli_brokers(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[1], "unregister") == 0) {
+		for (int i = 2; i < argc; i++) {
+			if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+				return usage(stdout);
+			}
+		}
+		return brokers_unregister(argc, argv);
+	}
 	const char *servers = NULL;
 	int32_t timeout_ms = 15000;
 	for (int i = 1; i < argc; i++) {
@@ -336,11 +416,6 @@ int cli_brokers(int argc, char **argv)
 
 /* ---- controller requests ---- */
 
-/* Sends a controller request until it is answered by a controller (or the
- * time is up). Returns 0 with the decoded response, 1 on failure. */
-typedef bool (*decode_fn)(const uint8_t *body, size_t size, struct keel_arena *arena, void *out,
-			  int16_t *error);
-
 static bool decode_create(const uint8_t *body, size_t size, struct keel_arena *arena, void *out,
 			  int16_t *error)
 {
@@ -363,35 +438,6 @@ static bool decode_delete(const uint8_t *body, size_t size, struct keel_arena *a
 	return true;
 }
 
-static int controller_call(struct kc_client *c, const char *who, enum meta_api api,
-			   const struct keel_wbuf *req, int32_t timeout_ms, decode_fn decode,
-			   struct keel_arena *arena, void *out, int16_t *error)
-{
-	uint64_t deadline = meta_cli_now_ms() + (uint64_t)timeout_ms;
-	for (;;) {
-		struct kc_raw_reply reply;
-		int32_t err = meta_cli_call(c, api, req, &reply);
-		if (err == ZK_OK) {
-			keel_arena_reset(arena);
-			if (!decode(reply.body, reply.body_size, arena, out, error)) {
-				fprintf(stderr, "%s: the server's reply does not decode\n", who);
-				return 1;
-			}
-			if (*error != META_ERR_NOT_CONTROLLER) {
-				return 0;
-			}
-		} else if (err != ZK_CONNECTION_LOSS && err != ZK_OPERATION_TIMEOUT) {
-			fprintf(stderr, "%s: %s: %s\n", who, meta_api_name(api), kc_err_message(err));
-			return 1;
-		}
-		if (meta_cli_now_ms() >= deadline) {
-			fprintf(stderr, "%s: no controller answered within %d ms\n", who, timeout_ms);
-			return 1;
-		}
-		meta_cli_sleep(c, 200);
-	}
-}
-
 static int topics_create(struct kc_client *c, const struct topics_args *a)
 {
 	const char *who = "keel topics create";
@@ -405,7 +451,7 @@ static int topics_create(struct kc_client *c, const struct topics_args *a)
 	keel_arena_init(&arena, 4096);
 	struct meta_create_topics_response rs;
 	int16_t error = 0;
-	int status = controller_call(c, who, META_API_CREATE_TOPICS, &w, a->timeout_ms,
+	int status = meta_cli_controller_call(c, who, META_API_CREATE_TOPICS, &w, a->timeout_ms,
 				     decode_create, &arena, &rs, &error);
 	if (status == 0 && error != META_ERR_NONE) {
 		const char *msg = rs.topics[0].error_message;
@@ -432,7 +478,7 @@ static int topics_delete(struct kc_client *c, const struct topics_args *a)
 	keel_arena_init(&arena, 4096);
 	struct meta_delete_topics_response rs;
 	int16_t error = 0;
-	int status = controller_call(c, who, META_API_DELETE_TOPICS, &w, a->timeout_ms,
+	int status = meta_cli_controller_call(c, who, META_API_DELETE_TOPICS, &w, a->timeout_ms,
 				     decode_delete, &arena, &rs, &error);
 	if (status == 0 && error != META_ERR_NONE) {
 		fprintf(stderr, "%s: topic '%s': %s\n", who, a->name, meta_error_name(error));

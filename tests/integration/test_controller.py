@@ -998,3 +998,65 @@ def test_broker_start_messages(kafka):
         proc.send_signal(signal.SIGTERM)
         text = proc.communicate(timeout=20)[0]
     assert "cannot reach the quorum at %s" % dead in text, text
+
+
+def test_configs_and_unregister(kafka):
+    """keel configs describe|alter for a topic, a broker and the cluster
+    default (unknown names refused, naming the key); keel brokers unregister
+    removes a dead broker from `keel brokers` and /brokers/ids."""
+    c, brokers = kafka
+    hosts = c.connect_string()
+    create_topic(c, "cfg", 1, 1)
+
+    def describe_cfg(*what):
+        rc, out, err = keel("configs", "describe", *what, "--servers", hosts)
+        assert rc == 0, err
+        lines = out.splitlines()
+        assert lines[0].startswith("Dynamic configs for ")
+        return dict(l.strip().split("=", 1) for l in lines[1:])
+
+    assert describe_cfg("--topic", "cfg") == {}
+    rc, out, err = keel("configs", "alter", "--topic", "cfg", "--add-config",
+                        "retention.ms=60000,min.insync.replicas=1", "--servers", hosts)
+    assert rc == 0 and "Completed updating config for topic cfg." in out, err
+    assert describe_cfg("--topic", "cfg") == {"retention.ms": "60000",
+                                              "min.insync.replicas": "1"}
+    rc, _, err = keel("configs", "alter", "--topic", "cfg", "--delete-config",
+                      "min.insync.replicas", "--servers", hosts)
+    assert rc == 0, err
+    assert describe_cfg("--topic", "cfg") == {"retention.ms": "60000"}
+    rc, _, err = keel("configs", "alter", "--cluster", "--add-config",
+                      "unclean.leader.election.enable=false", "--servers", hosts)
+    assert rc == 0, err
+    assert describe_cfg("--cluster") == {"unclean.leader.election.enable": "false"}
+    rc, _, err = keel("configs", "alter", "--broker", "2", "--add-config",
+                      "message.max.bytes=2000000", "--servers", hosts)
+    assert rc == 0, err
+    assert describe_cfg("--broker", "2") == {"message.max.bytes": "2000000"}
+    rc, _, err = keel("configs", "alter", "--topic", "cfg", "--add-config", "retention.mss=1",
+                      "--servers", hosts)
+    assert rc == 1 and "retention.mss" in err and "INVALID_CONFIG" in err, err
+    rc, _, err = keel("configs", "alter", "--topic", "nope", "--add-config", "retention.ms=1",
+                      "--servers", hosts)
+    assert rc == 1 and "topic nope" in err, err
+    rc, _, err = keel("configs", "describe", "--topic", "nope", "--servers", hosts)
+    assert rc == 1 and "'nope'" in err, err
+    rc, _, err = keel("configs", "describe", "--broker", "x", "--servers", hosts)
+    assert rc == 2, err
+    rc, out, _ = keel("configs", "alter", "--help")
+    assert rc == 0 and out.startswith("usage: keel configs")
+
+    brokers[3].kill()
+    c.wait(lambda: brokers_state(c).get(3, (0, ""))[1] == "fenced", timeout=SESSION_TIMEOUT_S + 10,
+           what="broker 3 fenced")
+    rc, out, err = keel("brokers", "unregister", "3", "--servers", hosts)
+    assert rc == 0 and out.strip() == "Unregistered broker 3.", err
+    assert 3 not in brokers_state(c)
+    zk = kazoo(c)
+    try:
+        zk.sync("/")
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2"]
+    finally:
+        zk.stop()
+    rc, _, err = keel("brokers", "unregister", "3", "--servers", hosts)
+    assert rc == 1 and "broker 3" in err and "BROKER_ID_NOT_REGISTERED" in err, err
