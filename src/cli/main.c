@@ -43,6 +43,8 @@ const struct cli_command cli_commands[] = {
 	{"brokers", cli_brokers, "list the registered brokers and their state"},
 	{"topics", cli_topics, "create, delete, list or describe topics"},
 	{"configs", cli_configs, "describe or alter topic, broker and cluster configs"},
+	{"leader-election", cli_leader_election,
+	 "elect partition leaders now (preferred, or unclean for named partitions)"},
 	{NULL, NULL, NULL},
 };
 

@@ -5,6 +5,8 @@
  *
  *	keel topics create NAME --partitions P --replication-factor R
  *	                   [--config KEY=VALUE]... --servers HOSTS
+ *	keel topics alter NAME --partitions N [--replica-assignment B:B,B:B...]
+ *	                  --servers HOSTS
  *	keel topics delete NAME --servers HOSTS
  *	keel topics list --servers HOSTS
  *	keel topics describe [PATTERN] [--under-replicated-partitions]
@@ -66,6 +68,7 @@ struct topics_args {
 	bool under_replicated;
 	bool unavailable;
 	bool under_min_isr;
+	char *replica_assignment; /* alter: "1:2,2:3" (one row per new partition) */
 };
 
 static bool any_filter(const struct topics_args *a)
@@ -78,6 +81,8 @@ static int usage(FILE *out)
 	fprintf(out,
 		"usage: keel topics create NAME --partitions P --replication-factor R\n"
 		"                   [--config KEY=VALUE]... --servers HOSTS\n"
+		"       keel topics alter NAME --partitions N [--replica-assignment B:B,B:B...]\n"
+		"                   --servers HOSTS\n"
 		"       keel topics delete NAME --servers HOSTS\n"
 		"       keel topics list --servers HOSTS\n"
 		"       keel topics describe [PATTERN] [--under-replicated-partitions]\n"
@@ -466,6 +471,87 @@ static int topics_create(struct kc_client *c, const struct topics_args *a)
 	return status;
 }
 
+static bool decode_create_partitions(const uint8_t *body, size_t size, struct keel_arena *arena,
+				     void *out, int16_t *error)
+{
+	struct meta_create_partitions_response *rs = out;
+	if (meta_decode_create_partitions_response(body, size, arena, rs, NULL) != KEEL_OK) {
+		return false;
+	}
+	*error = rs->result_count > 0 ? rs->results[0].error : META_ERR_INVALID_REQUEST;
+	return true;
+}
+
+#define MAX_ASSIGNED_PARTITIONS 1024
+
+/* "1:2,2:3" -> rows of broker ids in `ids` (rows x width); false with a
+ * message when it is not rows of equal width of numbers. */
+static bool parse_assignment(const char *topic, char *text, int32_t *ids, const int32_t **rows,
+			     uint32_t *sizes, uint32_t *row_count)
+{
+	uint32_t n = 0, at = 0;
+	for (char *save = NULL, *row = strtok_r(text, ",", &save); row != NULL;
+	     row = strtok_r(NULL, ",", &save)) {
+		if (n == MAX_ASSIGNED_PARTITIONS) {
+			fprintf(stderr, "keel topics alter: topic '%s': at most %d new partitions "
+					"at once\n",
+				topic, MAX_ASSIGNED_PARTITIONS);
+			return false;
+		}
+		rows[n] = &ids[at];
+		sizes[n] = 0;
+		for (char *s2 = NULL, *id = strtok_r(row, ":", &s2); id != NULL;
+		     id = strtok_r(NULL, ":", &s2)) {
+			long v = 0;
+			if (sizes[n] == META_MAX_REPLICAS ||
+			    !parse_number("--replica-assignment", id, 0, INT32_MAX, &v)) {
+				return false;
+			}
+			ids[at++] = (int32_t)v;
+			sizes[n]++;
+		}
+		n++;
+	}
+	*row_count = n;
+	return n > 0;
+}
+
+/* kafka-topics.sh --alter --partitions N [--replica-assignment ...]. */
+static int topics_alter(struct kc_client *c, const struct topics_args *a)
+{
+	const char *who = "keel topics alter";
+	static int32_t ids[MAX_ASSIGNED_PARTITIONS * META_MAX_REPLICAS];
+	static const int32_t *rows[MAX_ASSIGNED_PARTITIONS];
+	static uint32_t sizes[MAX_ASSIGNED_PARTITIONS];
+	uint32_t row_count = 0;
+	if (a->replica_assignment != NULL &&
+	    !parse_assignment(a->name, a->replica_assignment, ids, rows, sizes, &row_count)) {
+		return 2;
+	}
+	struct meta_create_partitions_topic t = {a->name, a->partitions, rows, sizes, row_count};
+	struct meta_create_partitions_request rq = {&t, 1, false};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
+	meta_encode_create_partitions_request(&w, &rq);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 4096);
+	struct meta_create_partitions_response rs;
+	int16_t error = 0;
+	int status = meta_cli_controller_call(c, who, META_API_CREATE_PARTITIONS, &w, a->timeout_ms,
+					      decode_create_partitions, &arena, &rs, &error);
+	if (status == 0 && error != META_ERR_NONE) {
+		const char *msg = rs.results[0].error_message;
+		fprintf(stderr, "%s: topic '%s': %s%s%s\n", who, a->name, meta_error_name(error),
+			msg ? ": " : "", msg ? msg : "");
+		status = 1;
+	} else if (status == 0) {
+		printf("Topic %s now has %d partitions.\n", a->name, a->partitions);
+	}
+	keel_arena_close(&arena);
+	keel_wbuf_free(&w);
+	return status;
+}
+
 static int topics_delete(struct kc_client *c, const struct topics_args *a)
 {
 	const char *who = "keel topics delete";
@@ -547,6 +633,8 @@ static bool parse_valued(struct topics_args *a, const char *arg, char *value, bo
 			return false;
 		}
 		a->timeout_ms = (int32_t)v;
+	} else if (strcmp(arg, "--replica-assignment") == 0) {
+		a->replica_assignment = value;
 	} else {
 		*known = false;
 	}
@@ -594,7 +682,8 @@ static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
 		fprintf(stderr, "keel topics: --servers is required\n");
 		return false;
 	}
-	bool needs_name = strcmp(a->action, "create") == 0 || strcmp(a->action, "delete") == 0;
+	bool needs_name = strcmp(a->action, "create") == 0 || strcmp(a->action, "delete") == 0 ||
+			  strcmp(a->action, "alter") == 0;
 	if (needs_name && a->name == NULL) {
 		fprintf(stderr, "keel topics %s: the topic name is required\n", a->action);
 		return false;
@@ -603,6 +692,16 @@ static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
 		fprintf(stderr,
 			"keel topics create: topic '%s': --replication-factor must be at least 1\n",
 			a->name);
+		return false;
+	}
+	if (strcmp(a->action, "alter") == 0 && a->partitions < 1) {
+		fprintf(stderr, "keel topics alter: topic '%s': --partitions N (the new count) is "
+				"required\n",
+			a->name);
+		return false;
+	}
+	if (a->replica_assignment != NULL && strcmp(a->action, "alter") != 0) {
+		fprintf(stderr, "keel topics %s: --replica-assignment goes with alter\n", a->action);
 		return false;
 	}
 	if (any_filter(a) && strcmp(a->action, "describe") != 0) {
@@ -633,6 +732,7 @@ int cli_topics(int argc, char **argv)
 	}
 	const char *action = argv[1];
 	bool known = strcmp(action, "create") == 0 || strcmp(action, "delete") == 0 ||
+		     strcmp(action, "alter") == 0 ||
 		     strcmp(action, "list") == 0 || strcmp(action, "describe") == 0;
 	if (!known) {
 		fprintf(stderr, "keel topics: unknown action '%s'\n", action);
@@ -653,6 +753,8 @@ int cli_topics(int argc, char **argv)
 	int status;
 	if (strcmp(action, "create") == 0) {
 		status = topics_create(c, &a);
+	} else if (strcmp(action, "alter") == 0) {
+		status = topics_alter(c, &a);
 	} else if (strcmp(action, "delete") == 0) {
 		status = topics_delete(c, &a);
 	} else {

@@ -161,6 +161,21 @@ enum keel_err meta_controller_delete_topics(struct meta_controller *ctl, int64_t
 					    struct meta_delete_topics_response *resp,
 					    struct meta_batch **batch);
 
+/* CreatePartitions: grows topics to `count` partitions, new partitions
+ * placed to continue each topic's stripe (or as assigned). */
+enum keel_err meta_controller_create_partitions(struct meta_controller *ctl, int64_t now_ms,
+						const struct meta_create_partitions_request *req,
+						struct meta_create_partitions_response *resp,
+						struct meta_batch **batch);
+
+/* ElectLeaders: preferred (replicas[0] takes over when eligible and in the
+ * ISR) or unclean (an offline partition takes its first eligible replica,
+ * RECOVERING). Per-partition results as Kafka gives them. */
+enum keel_err meta_controller_elect_leaders(struct meta_controller *ctl, int64_t now_ms,
+					    const struct meta_elect_leaders_request *req,
+					    struct meta_elect_leaders_response *resp,
+					    struct meta_batch **batch);
+
 /* The metadata offset broker `id` last reported in a heartbeat to this
  * controller, or -1 (no session, or no heartbeat yet). */
 int64_t meta_controller_broker_offset(const struct meta_controller *ctl, int32_t id);

@@ -44,6 +44,10 @@ struct meta_session *ctl_session(struct meta_controller *ctl, int32_t id);
 enum keel_err ctl_session_set(struct meta_controller *ctl, int32_t id, int64_t epoch,
 			      int64_t deadline_ms);
 void ctl_session_remove(struct meta_controller *ctl, int32_t id);
+/* Where a topic's replica stripe starts (meta_place_replicas' `start`):
+ * a hash of its name, so new partitions continue the topic's layout. */
+uint64_t ctl_stripe_start(const char *topic);
+
 /* Records the metadata offset a heartbeat of broker `id` reported. */
 void ctl_session_note_offset(struct meta_controller *ctl, int32_t id, int64_t offset);
 

@@ -592,6 +592,17 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 	}
 }
 
+uint64_t ctl_stripe_start(const char *topic)
+{
+	/* A portable hash of the name (FNV-1a), so the same name places the
+	 * same way on every machine. */
+	uint64_t start = 0xcbf29ce484222325ull;
+	for (const char *c = topic; *c != '\0'; c++) {
+		start = (start ^ (uint8_t)*c) * 0x100000001b3ull;
+	}
+	return start;
+}
+
 static enum keel_err create_topic(struct meta_controller *ctl, const struct meta_create_topic *t,
 				  int32_t partitions, int32_t rf,
 				  struct meta_create_topic_result *result)
@@ -600,15 +611,9 @@ static enum keel_err create_topic(struct meta_controller *ctl, const struct meta
 	if (replicas == NULL) {
 		return KEEL_NOMEM;
 	}
-	/* Where the stripe starts: a portable hash of the name (FNV-1a), so the
-	 * same name places the same way on every machine. */
-	uint64_t start = 0xcbf29ce484222325ull;
-	for (const char *c = t->name; *c != '\0'; c++) {
-		start = (start ^ (uint8_t)*c) * 0x100000001b3ull;
-	}
 	bool nomem;
-	bool placed = meta_place_replicas(&ctl->image, (uint32_t)partitions, (uint32_t)rf, start,
-					  replicas, &nomem);
+	bool placed = meta_place_replicas(&ctl->image, (uint32_t)partitions, (uint32_t)rf,
+					  ctl_stripe_start(t->name), replicas, &nomem);
 	if (nomem) {
 		return KEEL_NOMEM;
 	}

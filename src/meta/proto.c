@@ -23,6 +23,7 @@ const char *meta_api_name(enum meta_api api)
 		"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
 		"CreateTopics",       "DeleteTopics",    "AlterConfigs",
 		"AlterPartition",     "DescribeCluster", "FetchMetadata",
+		"CreatePartitions",   "ElectLeaders",
 	};
 	return (unsigned)api < META_API_COUNT ? names[api] : "Unknown";
 }
@@ -53,6 +54,10 @@ const char *meta_error_name(int16_t code)
 		{META_ERR_UNKNOWN_TOPIC_ID, "UNKNOWN_TOPIC_ID"},
 		{META_ERR_DUPLICATE_BROKER_REGISTRATION, "DUPLICATE_BROKER_REGISTRATION"},
 		{META_ERR_BROKER_ID_NOT_REGISTERED, "BROKER_ID_NOT_REGISTERED"},
+		{META_ERR_INVALID_REPLICA_ASSIGNMENT, "INVALID_REPLICA_ASSIGNMENT"},
+		{META_ERR_PREFERRED_LEADER_NOT_AVAILABLE, "PREFERRED_LEADER_NOT_AVAILABLE"},
+		{META_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE, "ELIGIBLE_LEADERS_NOT_AVAILABLE"},
+		{META_ERR_ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"},
 		{META_ERR_INELIGIBLE_REPLICA, "INELIGIBLE_REPLICA"},
 	};
 	for (size_t i = 0; i < KEEL_ARRAY_SIZE(table); i++) {
@@ -895,4 +900,149 @@ enum keel_err meta_decode_fetch_metadata_response(const void *data, size_t size,
 	out->batches = b;
 	out->batch_count = meta_dec_ok(d) ? n : 0;
 	DEC_END("FetchMetadata response");
+}
+
+/* ---- CreatePartitions ---- */
+
+enum keel_err meta_encode_create_partitions_request(struct keel_wbuf *w,
+						    const struct meta_create_partitions_request *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	keel_wbuf_i32(w, (int32_t)m->topic_count);
+	for (uint32_t i = 0; i < m->topic_count; i++) {
+		const struct meta_create_partitions_topic *t = &m->topics[i];
+		meta_enc_str(w, t->name);
+		keel_wbuf_i32(w, t->count);
+		keel_wbuf_i32(w, (int32_t)t->assignment_count);
+		for (uint32_t a = 0; a < t->assignment_count; a++) {
+			meta_enc_i32_array(w, t->assignments[a], t->assignment_sizes[a]);
+		}
+	}
+	keel_wbuf_bool(w, m->validate_only);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_create_partitions_request(const void *data, size_t size,
+						    struct keel_arena *arena,
+						    struct meta_create_partitions_request *out,
+						    struct meta_errbuf *eb)
+{
+	DEC_BEGIN("CreatePartitions");
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 12, "topics");
+	struct meta_create_partitions_topic *t = meta_dec_alloc(d, n, sizeof(*t));
+	for (uint32_t i = 0; t != NULL && i < n; i++) {
+		t[i].name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		t[i].count = meta_dec_i32(d);
+		uint32_t rows = meta_dec_count(d, META_PROTO_MAX_ITEMS, 4, "assignments");
+		const int32_t **a = meta_dec_alloc(d, rows, sizeof(*a));
+		uint32_t *sizes = meta_dec_alloc(d, rows, sizeof(*sizes));
+		for (uint32_t r = 0; a != NULL && sizes != NULL && r < rows; r++) {
+			a[r] = meta_dec_i32_array(d, META_MAX_REPLICAS, &sizes[r], "replicas");
+		}
+		t[i].assignments = a;
+		t[i].assignment_sizes = sizes;
+		t[i].assignment_count = meta_dec_ok(d) ? rows : 0;
+	}
+	out->topics = t;
+	out->topic_count = n;
+	out->validate_only = meta_dec_bool(d, "validate_only");
+	DEC_END("CreatePartitions");
+}
+
+enum keel_err meta_encode_create_partitions_response(struct keel_wbuf *w,
+						     const struct meta_create_partitions_response *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	keel_wbuf_i32(w, (int32_t)m->result_count);
+	for (uint32_t i = 0; i < m->result_count; i++) {
+		meta_enc_str(w, m->results[i].name);
+		enc_error(w, m->results[i].error, m->results[i].error_message);
+	}
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_create_partitions_response(const void *data, size_t size,
+						     struct keel_arena *arena,
+						     struct meta_create_partitions_response *out,
+						     struct meta_errbuf *eb)
+{
+	DEC_BEGIN("CreatePartitions response");
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 10, "results");
+	struct meta_create_partitions_result *r = meta_dec_alloc(d, n, sizeof(*r));
+	for (uint32_t i = 0; r != NULL && i < n; i++) {
+		r[i].name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		dec_error(d, &r[i].error, &r[i].error_message);
+	}
+	out->results = r;
+	out->result_count = n;
+	DEC_END("CreatePartitions response");
+}
+
+/* ---- ElectLeaders ---- */
+
+enum keel_err meta_encode_elect_leaders_request(struct keel_wbuf *w,
+						const struct meta_elect_leaders_request *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	keel_wbuf_u8(w, (uint8_t)m->election_type);
+	keel_wbuf_bool(w, m->all);
+	keel_wbuf_i32(w, (int32_t)m->topic_count);
+	for (uint32_t i = 0; i < m->topic_count; i++) {
+		meta_enc_str(w, m->topics[i].name);
+		meta_enc_i32_array(w, m->topics[i].partitions, m->topics[i].partition_count);
+	}
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_elect_leaders_request(const void *data, size_t size,
+						struct keel_arena *arena,
+						struct meta_elect_leaders_request *out,
+						struct meta_errbuf *eb)
+{
+	DEC_BEGIN("ElectLeaders");
+	out->election_type = meta_dec_i8(d);
+	out->all = meta_dec_bool(d, "all");
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 8, "topics");
+	struct meta_elect_topic *t = meta_dec_alloc(d, n, sizeof(*t));
+	for (uint32_t i = 0; t != NULL && i < n; i++) {
+		t[i].name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		t[i].partitions = meta_dec_i32_array(d, META_PROTO_MAX_ITEMS,
+						     &t[i].partition_count, "partitions");
+	}
+	out->topics = t;
+	out->topic_count = n;
+	DEC_END("ElectLeaders");
+}
+
+enum keel_err meta_encode_elect_leaders_response(struct keel_wbuf *w,
+						 const struct meta_elect_leaders_response *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	enc_error(w, m->error, m->error_message);
+	keel_wbuf_i32(w, (int32_t)m->result_count);
+	for (uint32_t i = 0; i < m->result_count; i++) {
+		meta_enc_str(w, m->results[i].topic);
+		keel_wbuf_i32(w, m->results[i].partition_id);
+		enc_error(w, m->results[i].error, m->results[i].error_message);
+	}
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_elect_leaders_response(const void *data, size_t size,
+						 struct keel_arena *arena,
+						 struct meta_elect_leaders_response *out,
+						 struct meta_errbuf *eb)
+{
+	DEC_BEGIN("ElectLeaders response");
+	dec_error(d, &out->error, &out->error_message);
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 14, "results");
+	struct meta_elect_partition_result *r = meta_dec_alloc(d, n, sizeof(*r));
+	for (uint32_t i = 0; r != NULL && i < n; i++) {
+		r[i].topic = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		r[i].partition_id = meta_dec_i32(d);
+		dec_error(d, &r[i].error, &r[i].error_message);
+	}
+	out->results = r;
+	out->result_count = n;
+	DEC_END("ElectLeaders response");
 }

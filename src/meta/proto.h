@@ -47,8 +47,10 @@ enum meta_api {
 	META_API_ALTER_PARTITION = 6,
 	META_API_DESCRIBE_CLUSTER = 7,
 	META_API_FETCH_METADATA = 8,
+	META_API_CREATE_PARTITIONS = 9,
+	META_API_ELECT_LEADERS = 10,
 };
-#define META_API_COUNT 9
+#define META_API_COUNT 11
 
 /* Whether only the active controller may answer this API. */
 bool meta_api_needs_controller(enum meta_api api);
@@ -76,6 +78,10 @@ enum meta_error {
 	META_ERR_UNKNOWN_TOPIC_ID = 100,
 	META_ERR_DUPLICATE_BROKER_REGISTRATION = 101,
 	META_ERR_BROKER_ID_NOT_REGISTERED = 102,
+	META_ERR_INVALID_REPLICA_ASSIGNMENT = 39,
+	META_ERR_PREFERRED_LEADER_NOT_AVAILABLE = 80,
+	META_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83,
+	META_ERR_ELECTION_NOT_NEEDED = 84,
 	META_ERR_INELIGIBLE_REPLICA = 107,
 };
 
@@ -183,6 +189,70 @@ struct meta_delete_topic_result {
 
 struct meta_delete_topics_response {
 	const struct meta_delete_topic_result *results;
+	uint32_t result_count;
+};
+
+/* ---- CreatePartitions (Kafka's: grow a topic to `count` partitions) ---- */
+
+struct meta_create_partitions_topic {
+	const char *name;
+	int32_t count; /* the new total */
+	/* Replicas of each new partition (count - current rows of replication
+	 * factor broker ids), or none (0): the controller places them. */
+	const int32_t *const *assignments;
+	const uint32_t *assignment_sizes;
+	uint32_t assignment_count;
+};
+
+struct meta_create_partitions_request {
+	const struct meta_create_partitions_topic *topics;
+	uint32_t topic_count;
+	bool validate_only;
+};
+
+struct meta_create_partitions_result {
+	const char *name;
+	int16_t error;
+	const char *error_message;
+};
+
+struct meta_create_partitions_response {
+	const struct meta_create_partitions_result *results;
+	uint32_t result_count;
+};
+
+/* ---- ElectLeaders (Kafka's: preferred, or unclean for named partitions) ---- */
+
+enum meta_election_type {
+	META_ELECTION_PREFERRED = 0,
+	META_ELECTION_UNCLEAN = 1,
+};
+
+struct meta_elect_topic {
+	const char *name;
+	const int32_t *partitions;
+	uint32_t partition_count;
+};
+
+struct meta_elect_leaders_request {
+	int8_t election_type;             /* enum meta_election_type */
+	bool all;                         /* every partition (preferred only) */
+	const struct meta_elect_topic *topics; /* when !all */
+	uint32_t topic_count;
+};
+
+struct meta_elect_partition_result {
+	const char *topic;
+	int32_t partition_id;
+	int16_t error; /* NONE, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+			* ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION */
+	const char *error_message;
+};
+
+struct meta_elect_leaders_response {
+	int16_t error; /* request-wide (INVALID_REQUEST, NOT_CONTROLLER) */
+	const char *error_message;
+	const struct meta_elect_partition_result *results;
 	uint32_t result_count;
 };
 
@@ -383,6 +453,10 @@ META_PROTO_DECLARE(describe_cluster_request);
 META_PROTO_DECLARE(describe_cluster_response);
 META_PROTO_DECLARE(fetch_metadata_request);
 META_PROTO_DECLARE(fetch_metadata_response);
+META_PROTO_DECLARE(create_partitions_request);
+META_PROTO_DECLARE(create_partitions_response);
+META_PROTO_DECLARE(elect_leaders_request);
+META_PROTO_DECLARE(elect_leaders_response);
 
 #undef META_PROTO_DECLARE
 

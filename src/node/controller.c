@@ -481,6 +481,20 @@ static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8
 		}
 		struct meta_delete_topics_response rs = {r, rq.name_count};
 		rc = r != NULL ? meta_encode_delete_topics_response(out, &rs) : KEEL_NOMEM;
+	} else if (api == META_API_CREATE_PARTITIONS) {
+		struct meta_create_partitions_request rq;
+		rc = meta_decode_create_partitions_request(body, size, a, &rq, NULL);
+		if (rc != KEEL_OK) {
+			return decode_failure(rc);
+		}
+		struct meta_create_partitions_result *r =
+			keel_arena_alloc(a, (rq.topic_count + 1u) * sizeof(*r));
+		for (uint32_t i = 0; r != NULL && i < rq.topic_count; i++) {
+			r[i] = (struct meta_create_partitions_result){.name = rq.topics[i].name,
+								     .error = error};
+		}
+		struct meta_create_partitions_response rs = {r, rq.topic_count};
+		rc = r != NULL ? meta_encode_create_partitions_response(out, &rs) : KEEL_NOMEM;
 	} else {
 		KEEL_ASSERT(api == META_API_ALTER_CONFIGS);
 		struct meta_alter_configs_request rq;
@@ -531,6 +545,12 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 		rc = meta_encode_alter_partition_response(out, &rs);
 		break;
 	}
+	case META_API_ELECT_LEADERS: {
+		struct meta_elect_leaders_response rs = {error, NULL, NULL, 0};
+		rc = meta_encode_elect_leaders_response(out, &rs);
+		break;
+	}
+	case META_API_CREATE_PARTITIONS:
 	case META_API_CREATE_TOPICS:
 	case META_API_DELETE_TOPICS:
 	case META_API_ALTER_CONFIGS:
@@ -886,6 +906,10 @@ static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, s
 		RUN_API(alter_configs, meta_controller_alter_configs)
 	case META_API_ALTER_PARTITION:
 		RUN_API(alter_partition, meta_controller_alter_partition)
+	case META_API_CREATE_PARTITIONS:
+		RUN_API(create_partitions, meta_controller_create_partitions)
+	case META_API_ELECT_LEADERS:
+		RUN_API(elect_leaders, meta_controller_elect_leaders)
 	default:
 		return KEEL_PROTO;
 	}
@@ -991,6 +1015,10 @@ static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *bod
 		CHECK_API(alter_configs)
 	case META_API_ALTER_PARTITION:
 		CHECK_API(alter_partition)
+	case META_API_CREATE_PARTITIONS:
+		CHECK_API(create_partitions)
+	case META_API_ELECT_LEADERS:
+		CHECK_API(elect_leaders)
 	default:
 		return ZK_UNIMPLEMENTED;
 	}

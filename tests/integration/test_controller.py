@@ -1060,3 +1060,101 @@ def test_configs_and_unregister(kafka):
         zk.stop()
     rc, _, err = keel("brokers", "unregister", "3", "--servers", hosts)
     assert rc == 1 and "broker 3" in err and "BROKER_ID_NOT_REGISTERED" in err, err
+
+
+@pytest.fixture
+def kafka_manual(cluster_factory, request):
+    """Like `kafka`, with no automatic preferred-leader rebalance, so that
+    on-demand elections are what moves leaders."""
+    args = [a if a != "2000" else "0" for a in SERVER_ARGS]
+    c = cluster_factory(3, server_args=args)
+    brokers = {i: Broker(c, i, rack="r%d" % i) for i in (1, 2, 3)}
+    c.start()
+    c.wait_leader()
+    for b in brokers.values():
+        b.start()
+    wait_active(c, (1, 2, 3))
+    yield c, brokers
+    for b in brokers.values():
+        b.kill()
+
+
+def test_add_partitions_and_leader_elections(kafka_manual):
+    """keel topics alter --partitions grows a topic (placement continues the
+    stripe; explicit assignments checked; brokers take the new roles; the
+    ZooKeeper view lists them). keel leader-election: preferred moves
+    leadership back to the first replica once it is in sync; unclean
+    elects an offline partition's live replica."""
+    c, brokers = kafka_manual
+    hosts = c.connect_string()
+    create_topic(c, "grow", 2, 2)
+    rc, out, err = keel("topics", "alter", "grow", "--partitions", "4", "--servers", hosts)
+    assert rc == 0 and out.strip() == "Topic grow now has 4 partitions.", err
+    parts = wait_partitions(c, "grow", lambda p: len(p) == 4 and full(p), 15, "4 partitions")
+    assert all(len(p["replicas"]) == 2 for p in parts.values())
+    rc, _, err = keel("topics", "alter", "grow", "--partitions", "3", "--servers", hosts)
+    assert rc == 1 and "'grow'" in err and "INVALID_PARTITIONS" in err, err
+    rc, _, err = keel("topics", "alter", "grow", "--partitions", "5", "--replica-assignment",
+                      "1:1", "--servers", hosts)
+    assert rc == 1 and "INVALID_REPLICA_ASSIGNMENT" in err, err
+    rc, _, err = keel("topics", "alter", "grow", "--partitions", "5", "--replica-assignment",
+                      "3:2", "--servers", hosts)
+    assert rc == 0, err
+    parts = wait_partitions(c, "grow", lambda p: len(p) == 5, 15, "5 partitions")
+    assert parts[4]["replicas"] == [3, 2] and parts[4]["leader"] == 3
+    c.wait(lambda: re.search(r"leader of grow-4 at epoch 0", brokers[3].log()), timeout=10,
+           what="broker 3 leads grow-4")
+    zk = kazoo(c)
+    try:
+        zk.sync("/")
+        assert sorted(json.loads(zk.get("/brokers/topics/grow")[0])["partitions"]) == \
+            ["0", "1", "2", "3", "4"]
+    finally:
+        zk.stop()
+
+    # Preferred election: the first replica of grow-4 (3) dies and returns.
+    brokers[3].kill()
+    wait_partitions(c, "grow", lambda p: p[4]["leader"] == 2, SESSION_TIMEOUT_S + 10,
+                    "broker 2 leads grow-4")
+    rc, out, _ = keel("leader-election", "--election-type", "preferred", "--topic", "grow",
+                      "--partition", "4", "--servers", hosts)
+    assert rc == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in out, out
+    brokers[3].start()
+    wait_partitions(c, "grow", lambda p: 3 in p[4]["isr"], 30, "broker 3 back in sync")
+    assert describe_topic(c, "grow")[4]["leader"] == 2  # nothing moved it back on its own
+    rc, out, err = keel("leader-election", "--election-type", "preferred",
+                        "--all-topic-partitions", "--servers", hosts)
+    assert rc == 0, out + err
+    assert "Successfully completed leader election (PREFERRED) for partition grow-4" in out
+    assert describe_topic(c, "grow")[4]["leader"] == 3
+
+    # Unclean: a single-replica partition whose broker is gone, and a
+    # two-replica one where only the replica out of the ISR comes back.
+    rc, _, err = keel("topics", "create", "dirty", "--partitions", "1",
+                      "--replication-factor", "2", "--servers", hosts)
+    assert rc == 0, err
+    d = wait_partitions(c, "dirty", full, 15, "dirty full")[0]
+    first, second = d["replicas"]
+    brokers[second].kill()
+    wait_partitions(c, "dirty", lambda p: p[0]["isr"] == [first], SESSION_TIMEOUT_S + 10,
+                    "ISR shrinks to the first replica")
+    brokers[first].kill()
+    wait_partitions(c, "dirty", lambda p: p[0]["leader"] == -1, SESSION_TIMEOUT_S + 10,
+                    "dirty offline")
+    brokers[second].start()
+    wait_active(c, (second,))
+    assert describe_topic(c, "dirty")[0]["leader"] == -1
+    rc, out, _ = keel("leader-election", "--election-type", "unclean", "--all-topic-partitions",
+                      "--servers", hosts)
+    assert rc == 1
+    rc, out, err = keel("leader-election", "--election-type", "unclean", "--topic", "dirty",
+                        "--partition", "0", "--servers", hosts)
+    assert rc == 0 and "Successfully completed leader election (UNCLEAN)" in out, out + err
+    d = wait_partitions(c, "dirty", lambda p: p[0]["leader"] == second, 10, "unclean leader")[0]
+    assert d["isr"] == [second]
+    rc, out, _ = keel("leader-election", "--election-type", "unclean", "--topic", "dirty",
+                      "--partition", "0", "--servers", hosts)
+    assert rc == 0 and "Valid replica already elected for partition dirty-0" in out, out
+    rc, out, _ = keel("leader-election", "--election-type", "preferred", "--topic", "nope",
+                      "--servers", hosts)
+    assert rc == 1

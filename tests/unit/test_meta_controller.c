@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "meta/controller_internal.h"
 #include "meta/election.h"
 #include "meta/fmt.h"
 #include "meta/format.h"
@@ -859,6 +860,163 @@ static void test_cluster_stats(void **state)
 	h_close(&c);
 }
 
+static int16_t h_add_partitions(struct h_cluster *c, const char *name, int32_t count,
+				const int32_t *const *rows, const uint32_t *sizes, uint32_t row_count)
+{
+	struct meta_create_partitions_topic t = {name, count, rows, sizes, row_count};
+	struct meta_create_partitions_request req = {&t, 1, false};
+	struct meta_create_partitions_response resp;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_create_partitions(&c->ctl, c->now, &req, &resp, &batch),
+			 KEEL_OK);
+	assert_int_equal(resp.result_count, 1);
+	int16_t err = resp.results[0].error;
+	h_propose(c, batch, -1, 0, -1);
+	return err;
+}
+
+/* CreatePartitions: only growth; new partitions continue the stripe a topic
+ * created with the new count would have; explicit assignments are checked. */
+static void test_create_partitions(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	assert_int_equal(h_create_topic(&c, "grow", 2, 2, NULL, 0), META_ERR_NONE);
+	assert_int_equal(h_create_topic(&c, "ref", 5, 2, NULL, 0), META_ERR_NONE);
+	assert_int_equal(h_add_partitions(&c, "grow", 2, NULL, NULL, 0), META_ERR_INVALID_PARTITIONS);
+	assert_int_equal(h_add_partitions(&c, "grow", 1, NULL, NULL, 0), META_ERR_INVALID_PARTITIONS);
+	assert_int_equal(h_add_partitions(&c, "nope", 3, NULL, NULL, 0),
+			 META_ERR_UNKNOWN_TOPIC_OR_PARTITION);
+	assert_int_equal(h_add_partitions(&c, "grow", 5, NULL, NULL, 0), META_ERR_NONE);
+	const struct meta_topic *g = meta_image_topic(&c.committed, "grow");
+	assert_int_equal(g->partition_count, 5);
+	/* The same layout as placing 5 partitions from the start. */
+	int32_t expect[10];
+	bool nomem = false;
+	assert_true(meta_place_replicas(&c.committed, 5, 2, ctl_stripe_start("grow"), expect,
+					&nomem));
+	for (uint32_t p = 0; p < 5; p++) {
+		assert_int_equal(g->partitions[p].replica_count, 2);
+		assert_int_equal(g->partitions[p].replicas[0], expect[p * 2]);
+		assert_int_equal(g->partitions[p].replicas[1], expect[p * 2 + 1]);
+		assert_int_equal(g->partitions[p].leader, expect[p * 2]);
+	}
+	/* Explicit rows: wrong count, wrong width, duplicate, unknown broker. */
+	static const int32_t ok_row[] = {3, 1};
+	static const int32_t dup_row[] = {2, 2};
+	static const int32_t bad_row[] = {1, 9};
+	static const int32_t short_row[] = {1};
+	const int32_t *ok_rows[] = {ok_row};
+	const int32_t *dup_rows[] = {dup_row};
+	const int32_t *bad_rows[] = {bad_row};
+	const int32_t *short_rows[] = {short_row};
+	const uint32_t two[] = {2}, one[] = {1};
+	assert_int_equal(h_add_partitions(&c, "grow", 7, ok_rows, two, 1),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_int_equal(h_add_partitions(&c, "grow", 6, dup_rows, two, 1),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_int_equal(h_add_partitions(&c, "grow", 6, bad_rows, two, 1),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_int_equal(h_add_partitions(&c, "grow", 6, short_rows, one, 1),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_int_equal(meta_image_topic(&c.committed, "grow")->partition_count, 5);
+	assert_int_equal(h_add_partitions(&c, "grow", 6, ok_rows, two, 1), META_ERR_NONE);
+	g = meta_image_topic(&c.committed, "grow");
+	assert_int_equal(g->partitions[5].leader, 3);
+	assert_int_equal(g->partitions[5].isr_count, 2);
+	assert_int_equal(c.ignored_records, 0);
+	h_close(&c);
+}
+
+static struct meta_elect_leaders_response h_elect(struct h_cluster *c, int8_t type,
+						  const char *topic, const int32_t *parts,
+						  uint32_t count)
+{
+	struct meta_elect_topic t = {topic, parts, count};
+	struct meta_elect_leaders_request req = {type, topic == NULL, &t, topic != NULL ? 1u : 0u};
+	struct meta_elect_leaders_response resp;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_elect_leaders(&c->ctl, c->now, &req, &resp, &batch),
+			 KEEL_OK);
+	h_propose(c, batch, -1, 0, -1);
+	return resp;
+}
+
+/* ElectLeaders: preferred when replicas[0] is back and in the ISR;
+ * ELECTION_NOT_NEEDED / PREFERRED_LEADER_NOT_AVAILABLE otherwise; unclean
+ * only for an offline partition, RECOVERING, with its first live replica. */
+static void test_elect_leaders(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	struct meta_controller_config cfg;
+	meta_controller_config_default(&cfg);
+	cfg.rebalance_interval_ms = 0; /* no automatic preferred elections */
+	start3(&c, &cfg);
+	assert_int_equal(h_create_topic(&c, "e", 1, 2, NULL, 0), META_ERR_NONE);
+	const struct meta_partition *p = h_partition(&c, "e", 0);
+	int32_t first = p->replicas[0], second = p->replicas[1];
+	static const int32_t p0[] = {0};
+	static const int32_t p9[] = {9};
+	struct meta_elect_leaders_response r = h_elect(&c, META_ELECTION_PREFERRED, "e", p0, 1);
+	assert_int_equal(r.results[0].error, META_ERR_ELECTION_NOT_NEEDED);
+	r = h_elect(&c, META_ELECTION_PREFERRED, "e", p9, 1);
+	assert_int_equal(r.results[0].error, META_ERR_UNKNOWN_TOPIC_OR_PARTITION);
+
+	/* The preferred leader dies: leadership moves; it cannot be elected. */
+	h_kill(&c, first);
+	h_run(&c, 9500, 500);
+	p = h_partition(&c, "e", 0);
+	assert_int_equal(p->leader, second);
+	r = h_elect(&c, META_ELECTION_PREFERRED, NULL, NULL, 0);
+	assert_int_equal(r.result_count, 1);
+	assert_int_equal(r.results[0].error, META_ERR_PREFERRED_LEADER_NOT_AVAILABLE);
+	/* Back and caught up (in the ISR again): the preferred election works. */
+	h_restart(&c, first);
+	h_run(&c, 3000, 500);
+	p = h_partition(&c, "e", 0);
+	if (!meta_list_contains(p->isr, p->isr_count, first)) {
+		h_run(&c, 3000, 500);
+		p = h_partition(&c, "e", 0);
+	}
+	assert_true(meta_list_contains(p->isr, p->isr_count, first));
+	int32_t epoch = p->leader_epoch;
+	assert_int_equal(p->leader, second); /* no automatic rebalance in this test */
+	r = h_elect(&c, META_ELECTION_PREFERRED, "e", p0, 1);
+	assert_int_equal(r.results[0].error, META_ERR_NONE);
+	p = h_partition(&c, "e", 0);
+	assert_int_equal(p->leader, first);
+	assert_int_equal(p->leader_epoch, epoch + 1);
+
+	/* Unclean: refused while there is a leader; both replicas die, the
+	 * last ISR member stays dead, the other comes back: unclean elects it. */
+	r = h_elect(&c, META_ELECTION_UNCLEAN, "e", p0, 1);
+	assert_int_equal(r.results[0].error, META_ERR_ELECTION_NOT_NEEDED);
+	h_kill(&c, second);
+	h_run(&c, 9500, 500);
+	h_kill(&c, first);
+	h_run(&c, 9500, 500);
+	p = h_partition(&c, "e", 0);
+	assert_int_equal(p->leader, META_NO_LEADER);
+	r = h_elect(&c, META_ELECTION_UNCLEAN, "e", p0, 1);
+	assert_int_equal(r.results[0].error, META_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE);
+	h_restart(&c, second);
+	h_run(&c, 3000, 500);
+	p = h_partition(&c, "e", 0);
+	assert_int_equal(p->leader, META_NO_LEADER); /* clean election cannot use it */
+	r = h_elect(&c, META_ELECTION_UNCLEAN, "e", p0, 1);
+	assert_int_equal(r.results[0].error, META_ERR_NONE);
+	p = h_partition(&c, "e", 0);
+	assert_int_equal(p->leader, second);
+	assert_int_equal(p->isr_count, 1);
+	/* All-partitions unclean is refused as a whole. */
+	r = h_elect(&c, META_ELECTION_UNCLEAN, NULL, NULL, 0);
+	assert_int_equal(r.error, META_ERR_INVALID_REQUEST);
+	assert_int_equal(c.ignored_records, 0);
+	h_close(&c);
+}
+
 static void test_rack_aware_placement(void **state)
 {
 	(void)state;
@@ -989,6 +1147,8 @@ int main(void)
 		cmocka_unit_test(test_topic_requests),
 		cmocka_unit_test(test_topic_names_and_ids),
 		cmocka_unit_test(test_cluster_stats),
+		cmocka_unit_test(test_create_partitions),
+		cmocka_unit_test(test_elect_leaders),
 		cmocka_unit_test(test_rack_aware_placement),
 		cmocka_unit_test(test_batch_limit_defers_work),
 		cmocka_unit_test(test_timers_and_noops),

@@ -250,6 +250,53 @@ static void test_describe_from_image(void **state)
 	keel_arena_reset(&arena);
 }
 
+static void test_admin_messages(void **state)
+{
+	(void)state;
+	static const int32_t row0[] = {1, 2};
+	static const int32_t row1[] = {2, 3};
+	const int32_t *rows[] = {row0, row1};
+	const uint32_t sizes[] = {2, 2};
+	struct meta_create_partitions_topic cpt[2] = {{"sensor-data", 8, rows, sizes, 2},
+						      {"logs", 3, NULL, NULL, 0}};
+	struct meta_create_partitions_request cp = {cpt, 2, true};
+	struct meta_create_partitions_request cp_out;
+	ROUNDTRIP(create_partitions_request, &cp, &cp_out);
+	assert_int_equal(cp_out.topic_count, 2);
+	assert_int_equal(cp_out.topics[0].count, 8);
+	assert_int_equal(cp_out.topics[0].assignment_count, 2);
+	assert_int_equal(cp_out.topics[0].assignment_sizes[1], 2);
+	assert_int_equal(cp_out.topics[0].assignments[1][1], 3);
+	assert_int_equal(cp_out.topics[1].assignment_count, 0);
+	assert_true(cp_out.validate_only);
+	struct meta_create_partitions_result cpr[1] = {{"logs", META_ERR_INVALID_PARTITIONS, "x"}};
+	struct meta_create_partitions_response cprs = {cpr, 1};
+	struct meta_create_partitions_response cprs_out;
+	ROUNDTRIP(create_partitions_response, &cprs, &cprs_out);
+	assert_int_equal(cprs_out.results[0].error, META_ERR_INVALID_PARTITIONS);
+	assert_string_equal(cprs_out.results[0].error_message, "x");
+
+	static const int32_t parts[] = {0, 5};
+	struct meta_elect_topic et[1] = {{"sensor-data", parts, 2}};
+	struct meta_elect_leaders_request el = {META_ELECTION_UNCLEAN, false, et, 1};
+	struct meta_elect_leaders_request el_out;
+	ROUNDTRIP(elect_leaders_request, &el, &el_out);
+	assert_int_equal(el_out.election_type, META_ELECTION_UNCLEAN);
+	assert_false(el_out.all);
+	assert_int_equal(el_out.topics[0].partitions[1], 5);
+	struct meta_elect_partition_result er[2] = {
+		{"sensor-data", 0, META_ERR_NONE, NULL},
+		{"sensor-data", 5, META_ERR_ELECTION_NOT_NEEDED, "has a leader"}};
+	struct meta_elect_leaders_response elr = {META_ERR_NONE, NULL, er, 2};
+	struct meta_elect_leaders_response elr_out;
+	ROUNDTRIP(elect_leaders_response, &elr, &elr_out);
+	assert_int_equal(elr_out.result_count, 2);
+	assert_int_equal(elr_out.results[1].partition_id, 5);
+	assert_int_equal(elr_out.results[1].error, META_ERR_ELECTION_NOT_NEEDED);
+	assert_string_equal(meta_api_name(META_API_ELECT_LEADERS), "ElectLeaders");
+	assert_string_equal(meta_error_name(META_ERR_ELECTION_NOT_NEEDED), "ELECTION_NOT_NEEDED");
+}
+
 static void test_hostile_counts(void **state)
 {
 	(void)state;
@@ -281,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_alter_partition_messages),
 		cmocka_unit_test(test_fetch_metadata_messages),
 		cmocka_unit_test(test_describe_from_image),
+		cmocka_unit_test(test_admin_messages),
 		cmocka_unit_test(test_hostile_counts),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
