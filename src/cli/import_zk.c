@@ -255,6 +255,21 @@ static void print_dropped(void *ctx, const uint8_t *path, size_t size, int64_t o
 	       (uint64_t)owner);
 }
 
+/* keel's controller owns the paths Kafka used in ZooKeeper mode (see
+ * src/meta/zkview.h): it rewrites or deletes them when it first leads. */
+static void warn_kafka_paths(const struct zk_import *imp)
+{
+	static const char *const owned[] = {"/controller", "/controller_epoch", "/brokers",
+					    "/config"};
+	for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
+		if (zk_state_lookup(&imp->st, zk_bytes_str(owned[i])) != ZK_NODE_NONE) {
+			printf("warning: %s is imported, but keel's cluster controller owns it "
+			       "(Kafka's view of keel's own metadata) and will rewrite it\n",
+			       owned[i]);
+		}
+	}
+}
+
 static enum keel_err collect(void *ctx, const void *data, size_t size)
 {
 	struct keel_wbuf *w = ctx;
@@ -476,6 +491,7 @@ int cli_import_zookeeper(int argc, char **argv)
 		printf("imported %u znodes up to zxid 0x%" PRIx64 "; dropped %" PRIu64
 		       " ephemeral nodes\n",
 		       zk_state_node_count(&imp.st), (uint64_t)imp.last_zxid, s->ephemerals_dropped);
+		warn_kafka_paths(&imp);
 		status = write_data_dir(o.data_dir, &imp, o.id, o.members, o.member_count);
 	}
 	zk_import_close(&imp);
