@@ -49,6 +49,7 @@ struct zk_file {
 struct zk_files {
 	struct zk_file *items;
 	size_t count;
+	size_t capacity;
 };
 
 /* A whole file, mapped read-only. */
@@ -107,11 +108,6 @@ static int list_files(const char *dir, const char *prefix, struct zk_files *out)
 		fprintf(stderr, "keel import-zookeeper: cannot read %s: %s\n", dir, strerror(errno));
 		return 2;
 	}
-	out->items = calloc(MAX_ZK_FILES, sizeof(*out->items));
-	if (out->items == NULL) {
-		closedir(d);
-		return 2;
-	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		int64_t zxid;
@@ -125,16 +121,32 @@ static int list_files(const char *dir, const char *prefix, struct zk_files *out)
 		}
 		if (out->count == MAX_ZK_FILES) {
 			fprintf(stderr, "keel import-zookeeper: too many files in %s\n", dir);
-			closedir(d);
-			return 2;
+			goto fail;
+		}
+		if (out->count == out->capacity) {
+			size_t cap = out->capacity == 0 ? 16 : out->capacity * 2;
+			struct zk_file *items = realloc(out->items, cap * sizeof(*items));
+			if (items == NULL) {
+				fprintf(stderr, "keel import-zookeeper: out of memory\n");
+				goto fail;
+			}
+			out->items = items;
+			out->capacity = cap;
 		}
 		struct zk_file *f = &out->items[out->count++];
 		f->zxid = zxid;
 		snprintf(f->path, sizeof(f->path), "%s/%s", dir, e->d_name);
 	}
 	closedir(d);
-	qsort(out->items, out->count, sizeof(*out->items), file_cmp);
+	if (out->count > 0) {
+		qsort(out->items, out->count, sizeof(*out->items), file_cmp);
+	}
 	return 0;
+fail:
+	closedir(d);
+	free(out->items);
+	memset(out, 0, sizeof(*out));
+	return 2;
 }
 
 static int map_file(const char *path, struct mapped *m)
@@ -463,6 +475,16 @@ int cli_import_zookeeper(int argc, char **argv)
 		}
 	} else {
 		return status;
+	}
+	if (snaps.count == 0 && logs.count == 0) {
+		fprintf(stderr,
+			"keel import-zookeeper: no snapshot.* or log.* files in %s%s%s "
+			"(is it ZooKeeper's dataDir?)\n",
+			snap_dir, strcmp(snap_dir, log_dir) != 0 ? " or " : "",
+			strcmp(snap_dir, log_dir) != 0 ? log_dir : "");
+		free(snaps.items);
+		free(logs.items);
+		return 1;
 	}
 	struct zk_config cfg;
 	zk_config_default(&cfg);
