@@ -511,8 +511,9 @@ int cli_import_zookeeper(int argc, char **argv)
 		       " already in the snapshot, %" PRIu64 " failed in ZooKeeper too\n",
 		       s->txns_read, s->txns_applied, s->txns_ignored, s->txn_errors);
 		printf("imported %u znodes up to zxid 0x%" PRIx64 "; dropped %" PRIu64
-		       " ephemeral nodes\n",
-		       zk_state_node_count(&imp.st), (uint64_t)imp.last_zxid, s->ephemerals_dropped);
+		       " ephemeral nodes; state hash %016" PRIx64 "\n",
+		       zk_state_node_count(&imp.st), (uint64_t)imp.last_zxid, s->ephemerals_dropped,
+		       zk_state_hash(&imp.st));
 		warn_kafka_paths(&imp);
 		status = write_data_dir(o.data_dir, &imp, o.id, o.members, o.member_count);
 	}
