@@ -439,6 +439,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+static void print_summary(const struct zk_import *imp)
+{
+	const struct zk_import_stats *s = &imp->stats;
+	printf("txns: %" PRIu64 " read, %" PRIu64 " applied, %" PRIu64
+	       " already in the snapshot, %" PRIu64 " failed in ZooKeeper too\n",
+	       s->txns_read, s->txns_applied, s->txns_ignored, s->txn_errors);
+	printf("imported %u znodes up to zxid 0x%" PRIx64 "; dropped %" PRIu64
+	       " ephemeral nodes; state hash %016" PRIx64 "\n",
+	       zk_state_node_count(&imp->st), (uint64_t)imp->last_zxid, s->ephemerals_dropped,
+	       zk_state_hash(&imp->st));
+}
+
 /* ZKDATADIR or ZKDATADIR/version-2, whichever holds the files. */
 static void zk_dir(const char *from, char *out, size_t size)
 {
@@ -506,14 +518,7 @@ int cli_import_zookeeper(int argc, char **argv)
 		}
 	}
 	if (status == 0) {
-		const struct zk_import_stats *s = &imp.stats;
-		printf("txns: %" PRIu64 " read, %" PRIu64 " applied, %" PRIu64
-		       " already in the snapshot, %" PRIu64 " failed in ZooKeeper too\n",
-		       s->txns_read, s->txns_applied, s->txns_ignored, s->txn_errors);
-		printf("imported %u znodes up to zxid 0x%" PRIx64 "; dropped %" PRIu64
-		       " ephemeral nodes; state hash %016" PRIx64 "\n",
-		       zk_state_node_count(&imp.st), (uint64_t)imp.last_zxid, s->ephemerals_dropped,
-		       zk_state_hash(&imp.st));
+		print_summary(&imp);
 		warn_kafka_paths(&imp);
 		status = write_data_dir(o.data_dir, &imp, o.id, o.members, o.member_count);
 	}

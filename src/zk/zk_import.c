@@ -710,6 +710,32 @@ static enum keel_err op_multi(struct txn_ctx *tx, struct keel_rbuf *r)
 	return KEEL_OK;
 }
 
+/* CreateTxn (create, create2), CreateTTLTxn, CreateContainerTxn. */
+static enum keel_err apply_create(struct txn_ctx *tx, int32_t type, struct keel_rbuf *r)
+{
+	struct zk_bytes path = zk_read_bytes(r);
+	struct zk_bytes data = zk_read_bytes(r);
+	struct zk_acl_vec acl = zk_read_acl_vec(r);
+	int64_t owner = 0;
+	if (type == ZK_OP_CREATE || type == ZK_OP_CREATE2) {
+		owner = keel_rbuf_bool(r) ? tx->session : 0;
+	}
+	int32_t parent_cversion = keel_rbuf_i32(r);
+	if (type == ZK_OP_CREATE_TTL) {
+		int64_t ttl = keel_rbuf_i64(r);
+		if (keel_rbuf_ok(r) && (ttl <= 0 || ttl > ZK_TTL_MAX_MS)) {
+			return refuse(tx->err, tx->offset, "TTL out of range", ttl);
+		}
+		owner = zk_owner_for_ttl(ttl);
+	} else if (type == ZK_OP_CREATE_CONTAINER) {
+		owner = ZK_OWNER_CONTAINER;
+	}
+	if (!keel_rbuf_ok(r)) {
+		return refuse(tx->err, tx->offset, "malformed create txn", tx->zxid);
+	}
+	return op_create(tx, type, path, data, acl, owner, parent_cversion);
+}
+
 /* The sub-txn types a multi may hold (DataTree.processTxn). */
 static bool multi_allows(int32_t type)
 {
@@ -738,29 +764,8 @@ static enum keel_err apply_op(struct txn_ctx *tx, int32_t type, struct keel_rbuf
 	case ZK_OP_CREATE:
 	case ZK_OP_CREATE2:
 	case ZK_OP_CREATE_TTL:
-	case ZK_OP_CREATE_CONTAINER: {
-		struct zk_bytes path = zk_read_bytes(r);
-		struct zk_bytes data = zk_read_bytes(r);
-		struct zk_acl_vec acl = zk_read_acl_vec(r);
-		int64_t owner = 0;
-		if (type == ZK_OP_CREATE || type == ZK_OP_CREATE2) {
-			owner = keel_rbuf_bool(r) ? tx->session : 0;
-		}
-		int32_t parent_cversion = keel_rbuf_i32(r);
-		if (type == ZK_OP_CREATE_TTL) {
-			int64_t ttl = keel_rbuf_i64(r);
-			if (keel_rbuf_ok(r) && (ttl <= 0 || ttl > ZK_TTL_MAX_MS)) {
-				return refuse(tx->err, tx->offset, "TTL out of range", ttl);
-			}
-			owner = zk_owner_for_ttl(ttl);
-		} else if (type == ZK_OP_CREATE_CONTAINER) {
-			owner = ZK_OWNER_CONTAINER;
-		}
-		if (!keel_rbuf_ok(r)) {
-			return refuse(tx->err, tx->offset, "malformed create txn", tx->zxid);
-		}
-		return op_create(tx, type, path, data, acl, owner, parent_cversion);
-	}
+	case ZK_OP_CREATE_CONTAINER:
+		return apply_create(tx, type, r);
 	case ZK_OP_DELETE:
 	case ZK_OP_DELETE_CONTAINER: {
 		struct zk_bytes path = zk_read_bytes(r);
