@@ -33,6 +33,7 @@ int cli_leader_election(int argc, char **argv);
  * reachable, or fewer than a majority up, so no session can be created);
  * "" for other errors. */
 const char *cli_quorum_hint(int32_t zk_err);
+int cli_import_zookeeper(int argc, char **argv);
 
 /* ZooKeeper-client commands (zkcli.c, zkcli_shell.c; docs/cli.md). */
 int cli_get(int argc, char **argv);

@@ -8,6 +8,7 @@
  *	keel log dump ...      decode a stopped server's log (logdump.c)
  *	keel broker ...        run a broker (broker.c)
  *	keel brokers / topics  cluster metadata from the command line (topics.c)
+ *	keel import-zookeeper  build a data dir from ZooKeeper's files (import_zk.c)
  *
  * Unknown subcommands print the list and exit 2.
  */
@@ -45,6 +46,8 @@ const struct cli_command cli_commands[] = {
 	{"configs", cli_configs, "describe or alter topic, broker and cluster configs"},
 	{"leader-election", cli_leader_election,
 	 "elect partition leaders now (preferred, or unclean for named partitions)"},
+	{"import-zookeeper", cli_import_zookeeper,
+	 "build a data dir from a stopped Apache ZooKeeper's snapshot and logs"},
 	{NULL, NULL, NULL},
 };
 

@@ -254,19 +254,20 @@ static enum keel_err zk_section_write(void *ctx, const void *data, size_t size)
 	return sw->err;
 }
 
-enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
+/* The stream's head, the address book and the ZooKeeper state. */
+static void write_book_and_zk(struct section_writer *sw, const struct node_addr_book *book,
+			      const struct zk_state *zk)
 {
-	struct section_writer sw = {write, ctx, KEEL_OK};
 	uint8_t head[6];
 	keel_store_be32(head, SNAP_MAGIC);
 	keel_store_be16(head + 4, SNAP_VERSION);
-	put(&sw, head, sizeof(head));
+	put(sw, head, sizeof(head));
 
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 1024, 1u << 20);
-	keel_wbuf_u32(&w, (uint32_t)n->book.count);
-	for (size_t i = 0; i < n->book.count; i++) {
-		const struct node_addr *a = &n->book.addrs[i];
+	keel_wbuf_u32(&w, (uint32_t)book->count);
+	for (size_t i = 0; i < book->count; i++) {
+		const struct node_addr *a = &book->addrs[i];
 		keel_wbuf_u64(&w, a->id);
 		size_t pl = strlen(a->peer_addr), cl = strlen(a->client_addr);
 		keel_wbuf_u16(&w, (uint16_t)pl);
@@ -276,20 +277,39 @@ enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
 	}
 	if (!keel_wbuf_ok(&w)) {
 		keel_wbuf_free(&w);
-		return KEEL_NOMEM;
+		if (sw->err == KEEL_OK) {
+			sw->err = KEEL_NOMEM;
+		}
+		return;
 	}
-	put_u8(&sw, SNAP_TAG_BOOK);
-	put_chunk(&sw, w.data, w.size);
-	put_chunk(&sw, NULL, 0);
+	put_u8(sw, SNAP_TAG_BOOK);
+	put_chunk(sw, w.data, w.size);
+	put_chunk(sw, NULL, 0);
 	keel_wbuf_free(&w);
 
-	put_u8(&sw, SNAP_TAG_ZK);
+	put_u8(sw, SNAP_TAG_ZK);
 	uint64_t written = 0;
-	enum keel_err rc = zk_snapshot_write(&n->fsm->zk, zk_section_write, &sw, &written);
-	if (rc != KEEL_OK && sw.err == KEEL_OK) {
-		sw.err = rc;
+	enum keel_err rc = zk_snapshot_write(zk, zk_section_write, sw, &written);
+	if (rc != KEEL_OK && sw->err == KEEL_OK) {
+		sw->err = rc;
 	}
-	put_chunk(&sw, NULL, 0);
+	put_chunk(sw, NULL, 0);
+}
+
+enum keel_err fsm_snapshot_write_parts(const struct node_addr_book *book,
+				       const struct zk_state *zk, fsm_write_fn write, void *ctx)
+{
+	struct section_writer sw = {write, ctx, KEEL_OK};
+	write_book_and_zk(&sw, book, zk);
+	put_u8(&sw, SNAP_TAG_END);
+	return sw.err;
+}
+
+enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
+{
+	struct section_writer sw = {write, ctx, KEEL_OK};
+	write_book_and_zk(&sw, &n->book, &n->fsm->zk);
+	enum keel_err rc;
 
 	/* The metadata image (node/controller.h). */
 	put_u8(&sw, SNAP_TAG_META);

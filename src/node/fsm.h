@@ -39,6 +39,12 @@ typedef enum keel_err (*fsm_write_fn)(void *ctx, const void *data, size_t size);
 typedef enum keel_err (*fsm_read_fn)(void *ctx, void *buf, size_t size, size_t *got);
 enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx);
 
+/* The same stream for a state no server holds yet (keel import-zookeeper):
+ * the address book and the ZooKeeper state, and no metadata section (an
+ * empty metadata image). */
+enum keel_err fsm_snapshot_write_parts(const struct node_addr_book *book,
+				       const struct zk_state *zk, fsm_write_fn write, void *ctx);
+
 /* Replaces the whole state with the snapshot in `path` (a WAL snapshot
  * file) taken at `index`. On error the old state is kept. */
 enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index, char *err,

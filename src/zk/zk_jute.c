@@ -51,7 +51,8 @@ int32_t zk_read_count(struct keel_rbuf *r, size_t min_element_size)
 	return count;
 }
 
-void zk_read_stat(struct keel_rbuf *r, struct zk_stat *s)
+/* The fields Stat and StatPersisted share, up to ephemeralOwner. */
+static void read_stat_head(struct keel_rbuf *r, struct zk_stat *s)
 {
 	s->czxid = keel_rbuf_i64(r);
 	s->mzxid = keel_rbuf_i64(r);
@@ -61,8 +62,21 @@ void zk_read_stat(struct keel_rbuf *r, struct zk_stat *s)
 	s->cversion = keel_rbuf_i32(r);
 	s->aversion = keel_rbuf_i32(r);
 	s->ephemeral_owner = keel_rbuf_i64(r);
+}
+
+void zk_read_stat(struct keel_rbuf *r, struct zk_stat *s)
+{
+	read_stat_head(r, s);
 	s->data_length = keel_rbuf_i32(r);
 	s->num_children = keel_rbuf_i32(r);
+	s->pzxid = keel_rbuf_i64(r);
+}
+
+void zk_read_stat_persisted(struct keel_rbuf *r, struct zk_stat *s)
+{
+	read_stat_head(r, s);
+	s->data_length = 0;
+	s->num_children = 0;
 	s->pzxid = keel_rbuf_i64(r);
 }
 

@@ -106,6 +106,9 @@ _Static_assert(ZK_STAT_SIZE == 6 * 8 + 5 * 4, "jute Stat is 68 bytes");
 
 void zk_read_stat(struct keel_rbuf *r, struct zk_stat *stat);
 void zk_write_stat(struct keel_wbuf *w, const struct zk_stat *stat);
+/* StatPersisted (snapshots): the Stat without dataLength and numChildren,
+ * which are left 0. */
+void zk_read_stat_persisted(struct keel_rbuf *r, struct zk_stat *stat);
 bool zk_stat_eq(const struct zk_stat *a, const struct zk_stat *b);
 
 /* ---- ACL and Id ---- */

@@ -495,17 +495,11 @@ enum keel_err zk_mut_set_data(struct zk_state *st, struct zk_result *res, uint32
 		return err;
 	}
 	struct zk_node *old = zk_tree_node(t, id);
-	struct zk_node *n = zk_tree_alloc(t, old->bytes, old->name_size, data.data,
-					  zk_bytes_len(data), zk_bytes_is_null(data));
+	struct zk_node *n = zk_tree_copy_with_data(t, old, data.data, zk_bytes_len(data),
+						   zk_bytes_is_null(data));
 	if (n == NULL) {
 		return KEEL_NOMEM;
 	}
-	/* Everything but the sizes, flags and bytes carries over. */
-	uint32_t data_size = n->data_size;
-	uint32_t flags = n->flags;
-	memcpy(n, old, sizeof(*n));
-	n->data_size = data_size;
-	n->flags = flags;
 	n->version = new_version;
 	n->mzxid = zxid;
 	n->mtime = time_ms;

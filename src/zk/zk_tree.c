@@ -200,6 +200,23 @@ void zk_tree_free(struct zk_tree *t, struct zk_node *n)
 	free(n);
 }
 
+struct zk_node *zk_tree_copy_with_data(struct zk_tree *t, const struct zk_node *old,
+				       const void *data, size_t data_size, bool data_null)
+{
+	struct zk_node *n = zk_tree_alloc(t, old->bytes, old->name_size, data, data_size,
+					  data_null);
+	if (n == NULL) {
+		return NULL;
+	}
+	/* Everything but the sizes, flags and bytes carries over. */
+	uint32_t size = n->data_size;
+	uint32_t flags = n->flags;
+	memcpy(n, old, sizeof(*n));
+	n->data_size = size;
+	n->flags = flags;
+	return n;
+}
+
 uint32_t zk_tree_child(const struct zk_tree *t, uint32_t parent, const char *name, size_t size)
 {
 	uint32_t h = name_hash(t, parent, name, size);

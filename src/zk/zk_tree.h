@@ -121,6 +121,11 @@ uint32_t zk_tree_lookup(const struct zk_tree *t, const char *path, size_t size);
 struct zk_node *zk_tree_alloc(struct zk_tree *t, const char *name, size_t name_size,
 			      const void *data, size_t data_size, bool data_null);
 
+/* A free-standing copy of `old` (links, stat, ACL, name) with new data,
+ * for zk_tree_replace(). NULL when out of memory. */
+struct zk_node *zk_tree_copy_with_data(struct zk_tree *t, const struct zk_node *old,
+				       const void *data, size_t data_size, bool data_null);
+
 /* Frees a node that was never added (or was released from its slot). */
 void zk_tree_free(struct zk_tree *t, struct zk_node *n);
 
