@@ -23,6 +23,7 @@ int cli_log(int argc, char **argv);
 int cli_broker(int argc, char **argv);
 int cli_brokers(int argc, char **argv);
 int cli_topics(int argc, char **argv);
+int cli_secret(int argc, char **argv);
 
 /* ZooKeeper-client commands (zkcli.c, zkcli_shell.c; docs/cli.md). */
 int cli_get(int argc, char **argv);

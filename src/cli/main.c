@@ -8,6 +8,7 @@
  *	keel log dump ...      decode a stopped server's log (logdump.c)
  *	keel broker ...        run a broker (broker.c)
  *	keel brokers / topics  cluster metadata from the command line (topics.c)
+ *	keel secret generate   a new cluster secret (secret.c)
  *
  * Unknown subcommands print the list and exit 2.
  */
@@ -42,6 +43,7 @@ const struct cli_command cli_commands[] = {
 	{"broker", cli_broker, "run a broker: register, heartbeat, follow the metadata log"},
 	{"brokers", cli_brokers, "list the registered brokers and their state"},
 	{"topics", cli_topics, "create, delete, list or describe topics"},
+	{"secret", cli_secret, "secret generate: print a new cluster secret"},
 	{NULL, NULL, NULL},
 };
 

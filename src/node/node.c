@@ -454,6 +454,15 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 	}
 }
 
+/* A peer may link to us when it is in the address book; a server that is
+ * not in its own book yet (started with --join, waiting to be added) takes
+ * any peer that proves the cluster secret, or it could never be added. */
+static bool peer_is_member(void *ctx, uint64_t id)
+{
+	struct node *n = ctx;
+	return node_addr_find(n, id) != NULL || node_addr_find(n, n->cfg.id) == NULL;
+}
+
 static void on_peer_link(void *ctx, uint64_t id, bool up)
 {
 	struct node *n = ctx;
@@ -683,12 +692,26 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+	struct peer_auth_keys keys;
+	memset(&keys, 0, sizeof(keys));
+	if (!cfg->insecure_peers) {
+		rc = peer_auth_load_file(cfg->cluster_secret_file, &keys, err, err_size);
+		if (rc != KEEL_OK) {
+			return rc;
+		}
+	} else {
+		KEEL_WARN("--insecure-peers: anyone who reaches %s can act as a peer, and admin "
+			  "requests need no credential",
+			  cfg->peer_listen);
+	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
 			peer_max_frame_bytes(&n->raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+	peers_set_auth(&n->peers, &keys, peer_is_member, cfg->peer_handshake_timeout_ms,
+		       cfg->max_peer_handshakes);
 	rc = recover_and_restore(n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
