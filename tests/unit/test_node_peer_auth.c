@@ -78,7 +78,19 @@ static void run(struct exchange *x, const struct peer_auth_keys *kd,
 		return;
 	}
 	assert_int_equal(info.from, 1);
+	assert_int_equal(info.to, 2);
 	assert_string_equal(info.addr, "127.0.0.1:20001");
+	/* Round trip: what the HELLO claimed encodes to the same bytes. */
+	struct frame again;
+	struct peer_handshake hs2;
+	wbuf_to(&w, &again);
+	peer_hs_dial(&hs2, info.from, info.to, info.addr, x->acceptor.nonce_dialer, &w);
+	assert_int_equal(w.size, x->hello.size);
+	assert_memory_equal(again.data, x->hello.data, w.size);
+	wbuf_to(&w, &x->challenge);
+	x->accept_rc = peer_hs_accept_hello(&x->acceptor, ka, 2, na, x->hello.data, x->hello.size,
+					    members_1_2_3, NULL, &info, &w);
+	x->challenge.size = w.size;
 	wbuf_to(&w, &x->proof);
 	x->challenge_rc = peer_hs_dialer_on_challenge(&x->dialer, kd, x->challenge.data,
 						      x->challenge.size, &w);
