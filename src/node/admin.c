@@ -890,6 +890,11 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->fsm));
 	metrics_gauge(w, "keel_watches", "Watches held by this server's connections",
 		      (double)cs.watches);
+	metrics_counter(w, "keel_peer_connections_refused_total",
+			"Peer connections refused: failed handshake, non-member, limits",
+			n->peers.refused);
+	metrics_gauge(w, "keel_peer_handshakes", "Peer connections not yet authenticated",
+		      (double)n->peers.handshakes);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from kazoo.client import KazooClient
@@ -382,6 +383,11 @@ def test_idle_peer_connections_are_capped_and_timed_out(cluster_factory):
         s.close()
     wait_log(leader, "too many unauthenticated peer connections; refused")
     wait_log(leader, "handshake not completed in time; refused")
+    metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % leader.metrics_port,
+                                     timeout=5).read().decode()
+    refused = [l for l in metrics.splitlines()
+               if l.startswith("keel_peer_connections_refused_total ")]
+    assert refused and float(refused[0].split()[1]) >= 8, refused
     assert c.wait_leader().id == leader.id
     assert_serving(c, "/after-idle-peers")
 
