@@ -415,6 +415,43 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 
 /* ---- peer messages ---- */
 
+/* No real cluster reaches a term or an index of 2^48 (one election or one
+ * entry per microsecond for eight years). A message carrying one is refused,
+ * whoever sent it: a buggy or hostile member must not push every server to
+ * a term where term + 1 overflows or no election can follow. */
+#define RAFT_VALUE_LIMIT (1ull << 48)
+
+static bool raft_msg_plausible(const struct raft_msg *m)
+{
+	if (m->term >= RAFT_VALUE_LIMIT) {
+		return false;
+	}
+	switch (m->type) {
+	case RAFT_MSG_APPEND:
+		if (m->append.prev_index >= RAFT_VALUE_LIMIT ||
+		    m->append.prev_term >= RAFT_VALUE_LIMIT ||
+		    m->append.commit >= RAFT_VALUE_LIMIT) {
+			return false;
+		}
+		for (uint32_t i = 0; i < m->append.n_entries; i++) {
+			if (m->append.entries[i].index >= RAFT_VALUE_LIMIT ||
+			    m->append.entries[i].term >= RAFT_VALUE_LIMIT) {
+				return false;
+			}
+		}
+		return true;
+	case RAFT_MSG_HEARTBEAT:
+		return m->heartbeat.commit < RAFT_VALUE_LIMIT;
+	case RAFT_MSG_VOTE:
+		return m->vote.last_index < RAFT_VALUE_LIMIT && m->vote.last_term < RAFT_VALUE_LIMIT;
+	case RAFT_MSG_SNAPSHOT:
+		return m->snapshot.meta.index < RAFT_VALUE_LIMIT &&
+		       m->snapshot.meta.term < RAFT_VALUE_LIMIT;
+	default:
+		return true;
+	}
+}
+
 static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
 			    size_t size)
 {
@@ -427,6 +464,12 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 		if (rc != KEEL_OK || msg.from != from || msg.to != n->cfg.id) {
 			KEEL_WARN("peer %llu: bad Raft message (%s), ignored",
 				  (unsigned long long)from, keel_strerror(rc));
+			return;
+		}
+		if (!raft_msg_plausible(&msg)) {
+			KEEL_WARN("peer %llu: Raft message type %u with an impossible term or index "
+				  "(term %llu), refused",
+				  (unsigned long long)from, msg.type, (unsigned long long)msg.term);
 			return;
 		}
 		rc = raft_step(n->raft, &msg);

@@ -9,6 +9,7 @@ src/node/peer_auth.h; raw Raft messages follow src/raft/msg.c.
 """
 import base64
 import hashlib
+import hmac
 import os
 import socket
 import struct
@@ -50,9 +51,15 @@ def peer_frame(payload):
     return struct.pack(">II", len(payload), crc32c(payload)) + payload
 
 
-def hello(frm, to, version=2, addr=b"10.66.66.66:9999"):
+def hello(frm, to, version=2, addr=b"10.66.66.66:9999", nonce=None):
     body = struct.pack(">BIHQQH", 1, 0x4B45454C, version, frm, to, len(addr)) + addr
-    return body + (os.urandom(32) if version >= 2 else b"")
+    return body + ((nonce or os.urandom(32)) if version >= 2 else b"")
+
+
+def peer_mac(secret, role, dialer, acceptor, nonce_dialer, nonce_acceptor):
+    """The handshake MAC of src/node/peer_auth.h (role 1 dialer, 2 acceptor)."""
+    msg = b"keel-peer-auth-v2" + bytes([role]) + struct.pack(">QQ", dialer, acceptor)
+    return hmac.new(secret, msg + nonce_dialer + nonce_acceptor, hashlib.sha256).digest()
 
 
 def raft_msg(msg_type, frm, to, term, body):
@@ -286,6 +293,33 @@ def test_vote_at_term_2_62_has_no_effect(cluster):
     leader = cluster.wait_leader(timeout=30)
     assert leader.status()["term"] < 1000
     assert_serving(cluster, "/after-restart")
+
+
+def test_impossible_terms_are_refused_even_from_a_member(cluster):
+    """With the secret (an independent implementation of the handshake: the
+    server's MAC must match ours), a member's link is accepted; a VOTE at
+    term 2^62 and an APPEND at index 2^62 on it are still refused."""
+    target = cluster.servers[3]
+    s, local = peer_connect(target)
+    nonce_d = os.urandom(32)
+    s.sendall(peer_frame(hello(1, 3, nonce=nonce_d)))
+    ch = read_frame(s)
+    typ, frm, to = struct.unpack(">BQQ", ch[:17])
+    nonce_a, mac_a = ch[17:49], ch[49:81]
+    assert (typ, frm, to, len(ch)) == (10, 3, 1, 81)
+    assert mac_a == peer_mac(cluster.secret, 2, 1, 3, nonce_d, nonce_a)
+    s.sendall(peer_frame(b"\x0b" + peer_mac(cluster.secret, 1, 1, 3, nonce_d, nonce_a)))
+    s.sendall(peer_frame(forged_vote(1, 3, 1 << 62)))
+    s.sendall(peer_frame(b"\x02" + raft_msg(1, 1, 3, 1, struct.pack(">QQQI", 1 << 62, 1,
+                                                                        1 << 62, 0))))
+    wait_log(target, "peer 1: Raft message type 5 with an impossible term or index "
+                     "(term %d), refused" % (1 << 62))
+    wait_log(target, "peer 1: Raft message type 1 with an impossible term or index")
+    s.close()
+    for srv in cluster.servers.values():
+        assert srv.status()["term"] < 1000
+    cluster.wait_leader()
+    assert_serving(cluster, "/after-impossible-terms")
 
 
 # ---- (e) unauthenticated admin frames on the client port ----
