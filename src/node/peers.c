@@ -11,6 +11,7 @@
 _Static_assert(NODE_ADDR_SIZE == PEER_AUTH_ADDR_MAX, "a HELLO address fits the peer table");
 
 #define BACKOFF_MIN_MS 50u
+#define REFUSAL_LOG_PER_SEC 20u
 #define BACKOFF_MAX_MS 2000u
 
 struct peer *peers_find(struct peers *ps, uint64_t id)
@@ -40,13 +41,32 @@ static void link_unlink(struct peers *ps, struct peer_link *l)
 	}
 }
 
-/* Closes a link that failed or broke the handshake, naming the peer. */
+/* Closes a link that failed or broke the handshake, naming the peer. At
+ * most REFUSAL_LOG_PER_SEC lines a second, so that a flood of connections
+ * cannot flood the log; the next line counts what was left out. */
 static void refuse(struct peers *ps, struct peer_link *l, uint64_t claimed, enum keel_err reason,
 		   const char *why)
 {
 	ps->refused++;
-	KEEL_WARN("peer link %s %s (claims server %llu): %s; refused",
-		  l->dialed ? "to" : "from", l->conn.peer_addr, (unsigned long long)claimed, why);
+	uint64_t now = uv_now(ps->nl->loop);
+	if (now >= ps->refusal_window_ms + 1000) {
+		ps->refusal_window_ms = now;
+		ps->refusals_logged = 0;
+	}
+	if (ps->refusals_logged < REFUSAL_LOG_PER_SEC) {
+		ps->refusals_logged++;
+		if (ps->refusals_unlogged > 0) {
+			KEEL_WARN("%llu more peer connections were refused (not logged: over %u "
+				  "lines a second)",
+				  (unsigned long long)ps->refusals_unlogged, REFUSAL_LOG_PER_SEC);
+			ps->refusals_unlogged = 0;
+		}
+		KEEL_WARN("peer link %s %s (claims server %llu): %s; refused",
+			  l->dialed ? "to" : "from", l->conn.peer_addr, (unsigned long long)claimed,
+			  why);
+	} else {
+		ps->refusals_unlogged++;
+	}
 	net_conn_close(&l->conn, reason, false);
 }
 

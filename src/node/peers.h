@@ -109,6 +109,9 @@ struct peers {
 	uint32_t max_handshakes;
 	uint32_t handshakes; /* accepted links not yet authenticated */
 	uint64_t refused;    /* links refused: bad handshake, non-member, limits */
+	uint64_t refusal_window_ms; /* log rate limit: this second's start, */
+	uint32_t refusals_logged;   /* lines in it, */
+	uint64_t refusals_unlogged; /* refusals since the last line not logged */
 };
 
 enum keel_err peers_init(struct peers *ps, struct net_loop *nl, uint64_t self_id,
