@@ -244,7 +244,13 @@ class Cluster:
         return ["--cluster-secret-file", self.secret_file]
 
     def add_server(self, sid):
+        # Ports are free when picked but not reserved: never hand out one
+        # that another server of this cluster already has.
+        used = {p for s in self.servers.values()
+                for p in (s.client_port, s.peer_port, s.metrics_port)}
         ports = free_ports(3)
+        while used & set(ports):
+            ports = free_ports(3)
         srv = Server(self, sid, *ports)
         self.servers[sid] = srv
         return srv
