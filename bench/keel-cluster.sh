@@ -20,6 +20,9 @@
 #   keel-cluster.sh wait BASEDIR [SECS]   wait until every running server
 #                                         serves and there is one leader
 #
+# Every cluster gets its own secret, BASEDIR/cluster.secret (made at start,
+# mode 0600), for the peer handshake and for operators (docs/security.md).
+#
 # A server's role comes from the `srvr` four-letter word on its client port
 # (the `Mode: leader|follower` line), exactly as for ZooKeeper.
 #
@@ -109,7 +112,8 @@ start_server() {
   # shellcheck disable=SC2086  # KEEL_ARGS is a list of words
   setsid "$KEEL" server --id "$i" --data-dir "$sdir/data" \
     --listen "127.0.0.1:$port" --peer-listen "127.0.0.1:$((port + 1))" \
-    --metrics-listen "127.0.0.1:$((port + 2))" --cluster "$(cluster_flag)" $KEEL_ARGS \
+    --metrics-listen "127.0.0.1:$((port + 2))" --cluster "$(cluster_flag)" \
+    --cluster-secret-file "$DIR/cluster.secret" $KEEL_ARGS \
     </dev/null >>"$sdir/server.log" 2>&1 &
   echo $! >"$sdir/pid"
 }
@@ -177,6 +181,9 @@ cmd_start() {
   for i in $(seq 1 "$N"); do
     port_free "$(client_port "$i")" || die "port $(client_port "$i") is in use"
   done
+  if [ ! -s "$DIR/cluster.secret" ]; then
+    (umask 077 && "$KEEL" secret generate >"$DIR/cluster.secret")
+  fi
   for i in $(seq 1 "$N"); do start_server "$i"; done
   wait_ready "$KEEL_START_TIMEOUT" || { stop_all; exit 1; }
   connect_string

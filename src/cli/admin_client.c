@@ -18,9 +18,13 @@
 #include "cli/json.h"
 #include "net/net.h"
 #include "node/admin.h"
+#include "node/peer_auth.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 #define MAX_SERVERS 16
+#define CREDENTIAL_HELP                                                                        \
+	"CREDENTIAL: --cluster-secret-file FILE (the servers' secret), or --auth\n"             \
+	"super:PASSWORD (the server's --super-digest); none for --insecure-peers servers.\n"
 
 static long now_ms(void)
 {
@@ -150,16 +154,11 @@ int cli_recv_frame(int fd, uint8_t **payload, size_t *size, size_t max_size, int
 	return 0;
 }
 
-int admin_call(const char *addr, uint8_t op, const void *body, size_t body_size, int timeout_ms,
-	       struct admin_reply *reply)
+/* One request and its reply on an open admin connection. */
+static int admin_roundtrip(int fd, const char *addr, uint8_t op, const void *body,
+			   size_t body_size, int timeout_ms, struct admin_reply *reply)
 {
 	memset(reply, 0, sizeof(*reply));
-	int fd = cli_connect(addr, KEEL_MIN(timeout_ms, 3000));
-	if (fd < 0) {
-		snprintf(reply->message, sizeof(reply->message), "cannot connect to %s: %s", addr,
-			 strerror(errno));
-		return -1;
-	}
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 64, 1 << 20);
 	keel_wbuf_u32(&w, ADMIN_MAGIC);
@@ -174,7 +173,6 @@ int admin_call(const char *addr, uint8_t op, const void *body, size_t body_size,
 	if (rc == 0) {
 		rc = cli_recv_frame(fd, &resp, &resp_size, 64u << 20, timeout_ms);
 	}
-	close(fd);
 	if (rc != 0) {
 		snprintf(reply->message, sizeof(reply->message), "%s: %s", addr, strerror(errno));
 		return -1;
@@ -206,6 +204,79 @@ int admin_call(const char *addr, uint8_t op, const void *body, size_t body_size,
 	return 0;
 }
 
+/* Proves the credential on fd: 0 when accepted; otherwise reply says why
+ * (reply->err KEEL_AUTH when refused, -1 on a connection problem). */
+static int admin_authenticate(int fd, const char *addr, const struct admin_credential *cred,
+			      int timeout_ms, struct admin_reply *reply)
+{
+	uint8_t body[3 + 256];
+	size_t size;
+	if (cred->keys != NULL) {
+		if (admin_roundtrip(fd, addr, ADMIN_OP_AUTH_NONCE, NULL, 0, timeout_ms, reply) != 0) {
+			return -1;
+		}
+		bool good = reply->err == KEEL_OK && reply->body != NULL &&
+			    reply->body_size == PEER_AUTH_NONCE_SIZE + 8;
+		uint8_t server_nonce[PEER_AUTH_NONCE_SIZE];
+		uint64_t server_id = 0;
+		if (good) {
+			memcpy(server_nonce, reply->body, PEER_AUTH_NONCE_SIZE);
+			server_id = keel_load_be64(reply->body + PEER_AUTH_NONCE_SIZE);
+		}
+		free(reply->body);
+		if (!good) {
+			return reply->err == KEEL_OK ? -1 : 1;
+		}
+		body[0] = ADMIN_AUTH_SECRET;
+		if (peer_auth_random(body + 1, PEER_AUTH_NONCE_SIZE) != KEEL_OK) {
+			snprintf(reply->message, sizeof(reply->message), "no random bytes");
+			return -1;
+		}
+		peer_auth_admin_mac(cred->keys, server_id, server_nonce, body + 1,
+				    body + 1 + PEER_AUTH_NONCE_SIZE);
+		size = 1 + PEER_AUTH_NONCE_SIZE + PEER_AUTH_MAC_SIZE;
+	} else {
+		size_t len = strlen(cred->digest_auth);
+		if (len > 256) {
+			snprintf(reply->message, sizeof(reply->message), "--auth is too long");
+			return -1;
+		}
+		body[0] = ADMIN_AUTH_DIGEST;
+		keel_store_be16(body + 1, (uint16_t)len);
+		memcpy(body + 3, cred->digest_auth, len);
+		size = 3 + len;
+	}
+	if (admin_roundtrip(fd, addr, ADMIN_OP_AUTH, body, size, timeout_ms, reply) != 0) {
+		return -1;
+	}
+	free(reply->body);
+	reply->body = NULL;
+	return reply->err == KEEL_OK ? 0 : 1;
+}
+
+int admin_call(const char *addr, const struct admin_credential *cred, uint8_t op,
+	       const void *body, size_t body_size, int timeout_ms, struct admin_reply *reply)
+{
+	memset(reply, 0, sizeof(*reply));
+	int fd = cli_connect(addr, KEEL_MIN(timeout_ms, 3000));
+	if (fd < 0) {
+		snprintf(reply->message, sizeof(reply->message), "cannot connect to %s: %s", addr,
+			 strerror(errno));
+		return -1;
+	}
+	int rc = 0;
+	if (cred != NULL && (cred->keys != NULL || cred->digest_auth != NULL)) {
+		rc = admin_authenticate(fd, addr, cred, timeout_ms, reply);
+	}
+	if (rc == 0) {
+		rc = admin_roundtrip(fd, addr, op, body, body_size, timeout_ms, reply);
+	} else if (rc > 0) {
+		rc = 0; /* refused: the reply says so */
+	}
+	close(fd);
+	return rc;
+}
+
 size_t cli_split_servers(char *list, char **out, size_t max)
 {
 	size_t n = 0;
@@ -224,6 +295,8 @@ struct common_opts {
 	bool json;
 	char *positional[4];
 	size_t n_positional;
+	struct peer_auth_keys keys;
+	struct admin_credential cred;
 };
 
 static int parse_common(int argc, char **argv, struct common_opts *o, const char *usage)
@@ -241,6 +314,15 @@ static int parse_common(int argc, char **argv, struct common_opts *o, const char
 			o->timeout_ms = atoi(argv[++i]);
 		} else if (strcmp(argv[i], "--json") == 0) {
 			o->json = true;
+		} else if (strcmp(argv[i], "--cluster-secret-file") == 0 && i + 1 < argc) {
+			char err[512];
+			if (peer_auth_load_file(argv[++i], &o->keys, err, sizeof(err)) != KEEL_OK) {
+				fprintf(stderr, "%s\n", err);
+				return 2;
+			}
+			o->cred.keys = &o->keys;
+		} else if (strcmp(argv[i], "--auth") == 0 && i + 1 < argc) {
+			o->cred.digest_auth = argv[++i];
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf("%s", usage);
 			return 1;
@@ -262,7 +344,7 @@ static int call_any(struct common_opts *o, uint8_t op, const void *body, size_t 
 {
 	struct admin_reply reply;
 	for (size_t i = 0; i < o->n_servers; i++) {
-		if (admin_call(o->servers[i], op, body, size, o->timeout_ms, &reply) != 0) {
+		if (admin_call(o->servers[i], &o->cred, op, body, size, o->timeout_ms, &reply) != 0) {
 			fprintf(stderr, "%s\n", reply.message);
 			continue;
 		}
@@ -306,7 +388,7 @@ int cli_status(int argc, char **argv)
 	}
 	for (size_t i = 0; i < o.n_servers; i++) {
 		struct admin_reply reply;
-		if (admin_call(o.servers[i], ADMIN_OP_STATUS, NULL, 0, o.timeout_ms, &reply) != 0) {
+		if (admin_call(o.servers[i], NULL, ADMIN_OP_STATUS, NULL, 0, o.timeout_ms, &reply) != 0) {
 			if (o.json) {
 				printf("%s{\"server\":\"%s\",\"error\":\"unreachable\"}",
 				       i > 0 ? "," : "", o.servers[i]);
@@ -370,12 +452,13 @@ int cli_status(int argc, char **argv)
 int cli_members(int argc, char **argv)
 {
 	const char *usage =
-		"usage: keel members add ID=HOST:PEERPORT [--servers HOSTS]\n"
-		"       keel members add-learner ID=HOST:PEERPORT [--servers HOSTS]\n"
-		"       keel members promote ID [--servers HOSTS]\n"
-		"       keel members remove ID [--servers HOSTS]\n"
+		"usage: keel members add ID=HOST:PEERPORT [--servers HOSTS] CREDENTIAL\n"
+		"       keel members add-learner ID=HOST:PEERPORT [--servers HOSTS] CREDENTIAL\n"
+		"       keel members promote ID [--servers HOSTS] CREDENTIAL\n"
+		"       keel members remove ID [--servers HOSTS] CREDENTIAL\n"
 		"`add` joins the server as a learner, waits until it caught up, then\n"
-		"promotes it to voter. Start the new server with --join first.\n";
+		"promotes it to voter. Start the new server with --join first.\n"
+		CREDENTIAL_HELP;
 	struct common_opts o;
 	int prc = parse_common(argc, argv, &o, usage);
 	if (prc != 0) {
@@ -436,7 +519,8 @@ int cli_members(int argc, char **argv)
 
 int cli_leader(int argc, char **argv)
 {
-	const char *usage = "usage: keel leader transfer ID [--servers HOSTS]\n";
+	const char *usage = "usage: keel leader transfer ID [--servers HOSTS] CREDENTIAL\n"
+		CREDENTIAL_HELP;
 	struct common_opts o;
 	int prc = parse_common(argc, argv, &o, usage);
 	if (prc != 0) {
@@ -459,8 +543,8 @@ int cli_leader(int argc, char **argv)
 
 int cli_snapshot(int argc, char **argv)
 {
-	const char *usage = "usage: keel snapshot --servers HOST:PORT\n"
-			    "Asks each listed server to write a snapshot now.\n";
+	const char *usage = "usage: keel snapshot --servers HOST:PORT CREDENTIAL\n"
+			    "Asks each listed server to write a snapshot now.\n" CREDENTIAL_HELP;
 	struct common_opts o;
 	int prc = parse_common(argc, argv, &o, usage);
 	if (prc != 0) {
@@ -469,7 +553,7 @@ int cli_snapshot(int argc, char **argv)
 	int rc = 0;
 	for (size_t i = 0; i < o.n_servers; i++) {
 		struct admin_reply reply;
-		if (admin_call(o.servers[i], ADMIN_OP_SNAPSHOT, NULL, 0, o.timeout_ms, &reply) != 0) {
+		if (admin_call(o.servers[i], &o.cred, ADMIN_OP_SNAPSHOT, NULL, 0, o.timeout_ms, &reply) != 0) {
 			fprintf(stderr, "%s\n", reply.message);
 			rc = 1;
 			continue;

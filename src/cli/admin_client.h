@@ -25,10 +25,21 @@ struct admin_reply {
 	size_t body_size;
 };
 
-/* One admin request to one server. Returns 0 when a reply arrived (see
- * reply->err), -1 on a connection problem (message in reply->message). */
-int admin_call(const char *addr, uint8_t op, const void *body, size_t body_size, int timeout_ms,
-	       struct admin_reply *reply);
+struct peer_auth_keys;
+
+/* How an operator proves itself (node/admin.h): the cluster secret, or a
+ * "super:PASSWORD" digest auth; both NULL: no credential. */
+struct admin_credential {
+	const struct peer_auth_keys *keys;
+	const char *digest_auth;
+};
+
+/* One admin request to one server, on a connection that first proves
+ * `cred` (may be NULL). Returns 0 when a reply arrived (see reply->err;
+ * KEEL_AUTH when the credential was refused), -1 on a connection problem
+ * (message in reply->message). */
+int admin_call(const char *addr, const struct admin_credential *cred, uint8_t op,
+	       const void *body, size_t body_size, int timeout_ms, struct admin_reply *reply);
 
 /* Splits "a,b,c" into at most max entries (in place). */
 size_t cli_split_servers(char *list, char **out, size_t max);

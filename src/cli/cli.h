@@ -34,6 +34,7 @@ int cli_leader_election(int argc, char **argv);
  * "" for other errors. */
 const char *cli_quorum_hint(int32_t zk_err);
 int cli_import_zookeeper(int argc, char **argv);
+int cli_secret(int argc, char **argv);
 
 /* ZooKeeper-client commands (zkcli.c, zkcli_shell.c; docs/cli.md). */
 int cli_get(int argc, char **argv);

@@ -9,6 +9,7 @@
  *	keel broker ...        run a broker (broker.c)
  *	keel brokers / topics  cluster metadata from the command line (topics.c)
  *	keel import-zookeeper  build a data dir from ZooKeeper's files (import_zk.c)
+ *	keel secret generate   a new cluster secret (secret.c)
  *
  * Unknown subcommands print the list and exit 2.
  */
@@ -48,6 +49,7 @@ const struct cli_command cli_commands[] = {
 	 "elect partition leaders now (preferred, or unclean for named partitions)"},
 	{"import-zookeeper", cli_import_zookeeper,
 	 "build a data dir from a stopped Apache ZooKeeper's snapshot and logs"},
+	{"secret", cli_secret, "secret generate: print a new cluster secret"},
 	{NULL, NULL, NULL},
 };
 

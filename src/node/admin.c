@@ -93,8 +93,8 @@ static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
 
 /* ---- replies ---- */
 
-static void encode_reply_header(struct keel_wbuf *w, uint8_t op, uint64_t req_id, enum keel_err err,
-				const char *msg)
+void admin_encode_reply_header(struct keel_wbuf *w, uint8_t op, uint64_t req_id, enum keel_err err,
+			       const char *msg)
 {
 	keel_wbuf_u32(w, ADMIN_MAGIC);
 	keel_wbuf_u8(w, ADMIN_VERSION);
@@ -118,7 +118,7 @@ static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_
 	if (w == NULL) {
 		return;
 	}
-	encode_reply_header(w, op, req_id, err, msg);
+	admin_encode_reply_header(w, op, req_id, err, msg);
 	net_conn_frame_end(&c->conn, mark);
 }
 
@@ -437,10 +437,21 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 		size_t mark;
 		struct keel_wbuf *w = net_conn_frame_begin(&c->conn, &mark);
 		if (w != NULL) {
-			encode_reply_header(w, op, req_id, KEEL_OK, "");
+			admin_encode_reply_header(w, op, req_id, KEEL_OK, "");
 			admin_status_json(n, w);
 			net_conn_frame_end(&c->conn, mark);
 		}
+		return;
+	}
+	if (op == ADMIN_OP_AUTH_NONCE || op == ADMIN_OP_AUTH) {
+		admin_auth_on_frame(n, c, op, req_id, body, body_size);
+		return;
+	}
+	if (!admin_auth_allowed(n, c)) {
+		KEEL_WARN("admin op %u from %s refused: not authenticated", op, c->conn.peer_addr);
+		reply_client(n, c->id, op, req_id, KEEL_AUTH,
+			     "not authorized: membership changes, leadership transfer and snapshots "
+			     "need an operator (--cluster-secret-file, or the super digest)");
 		return;
 	}
 	if (op == ADMIN_OP_SNAPSHOT) {
@@ -764,8 +775,27 @@ static void four_conf(struct node *n, struct keel_wbuf *out)
 		c->election_timeout_ms, c->heartbeat_ms);
 }
 
+/* The words keel answers (when the whitelist allows). */
+static bool four_letter_known(const char word[4])
+{
+	static const char known[] = "ruok srvr stat mntr conf cons isro envi wchs srst crst dirs";
+	for (size_t i = 0; i + 4 <= sizeof(known) - 1; i += 5) {
+		if (memcmp(known + i, word, 4) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out)
 {
+	if (!four_letter_known(word)) {
+		return false;
+	}
+	if (!node_config_4lw_allowed(&n->cfg, word)) {
+		wprintf(out, "%.4s is not executed because it is not in the whitelist.\n", word);
+		return true;
+	}
 	if (memcmp(word, "ruok", 4) == 0) {
 		wprintf(out, "imok");
 	} else if (memcmp(word, "srvr", 4) == 0) {
@@ -863,6 +893,11 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 	metrics_gauge(w, "keel_watches", "Watches held by this server's connections",
 		      (double)cs.watches);
 	node_ctl_metrics(n, w);
+	metrics_counter(w, "keel_peer_connections_refused_total",
+			"Peer connections refused: failed handshake, non-member, limits",
+			n->peers.refused);
+	metrics_gauge(w, "keel_peer_handshakes", "Peer connections not yet authenticated",
+		      (double)n->peers.handshakes);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -14,6 +14,21 @@
  *	ADMIN_OP_STATUS         -> JSON text: this server's view of the cluster
  *	ADMIN_OP_MEMBER_CHANGE  u8 change, u64 id, u16 len + peer address
  *	ADMIN_OP_TRANSFER       u64 id
+ *	ADMIN_OP_SNAPSHOT       (empty)
+ *	ADMIN_OP_AUTH_NONCE     (empty) -> 32 bytes server nonce | u64 server id
+ *	ADMIN_OP_AUTH           u8 method, then
+ *	    ADMIN_AUTH_SECRET:  32 bytes client nonce | 32 bytes HMAC-SHA256
+ *				(the operator proof of node/peer_auth.h over the
+ *				nonce from the last AUTH_NONCE on this connection)
+ *	    ADMIN_AUTH_DIGEST:  u16 len + "super:PASSWORD" (checked against
+ *				--super-digest, as ZooKeeper's addauth digest)
+ *
+ * Authorization: MEMBER_CHANGE, TRANSFER and SNAPSHOT need an operator —
+ * a connection that passed ADMIN_OP_AUTH — and otherwise get KEEL_AUTH and
+ * change nothing (the connection stays open). STATUS stays open: it is the
+ * same read-only document as GET /status and the `mntr` word. A server run
+ * with --insecure-peers has no secret and asks no credential. A nonce is
+ * good for one AUTH attempt; a failed one is logged with the client's address.
  *
  * Membership changes and transfers run on the leader: a follower forwards
  * them over the peer link (PEER_FRAME_ADMIN) and relays the reply. `add`
@@ -37,6 +52,13 @@ enum admin_op {
 	ADMIN_OP_MEMBER_CHANGE = 2,
 	ADMIN_OP_TRANSFER = 3,
 	ADMIN_OP_SNAPSHOT = 4, /* take a snapshot now (operators, tests) */
+	ADMIN_OP_AUTH_NONCE = 5,
+	ADMIN_OP_AUTH = 6,
+};
+
+enum admin_auth_method {
+	ADMIN_AUTH_SECRET = 1,
+	ADMIN_AUTH_DIGEST = 2,
 };
 
 enum admin_member_change {
@@ -47,6 +69,16 @@ enum admin_member_change {
 };
 
 struct node_client;
+
+/* The header of every admin reply (see above). */
+void admin_encode_reply_header(struct keel_wbuf *w, uint8_t op, uint64_t req_id, enum keel_err err,
+			       const char *msg);
+
+/* AUTH_NONCE and AUTH (admin_auth.c); replies on c. */
+void admin_auth_on_frame(struct node *n, struct node_client *c, uint8_t op, uint64_t req_id,
+			 const uint8_t *body, size_t size);
+/* True when c may run operator requests. */
+bool admin_auth_allowed(const struct node *n, const struct node_client *c);
 
 /* A frame from an admin connection (the client module routes it here). */
 void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size);

@@ -38,6 +38,11 @@ struct node_client {
 	uint64_t packets_received;
 	uint64_t packets_sent;
 	struct zk_conn *zk;
+	/* Admin connections (admin_auth.c): an authenticated operator, and
+	 * the nonce of the last AUTH_NONCE (good for one AUTH). */
+	bool operator_authenticated;
+	bool admin_nonce_valid;
+	uint8_t admin_nonce[32];
 	struct node_client *prev;
 	struct node_client *next;
 };

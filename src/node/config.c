@@ -78,7 +78,23 @@ static const struct option_def options[] = {
 	{"leader-rebalance-interval-ms", OPT_U32,
 	 offsetof(struct node_config, leader_rebalance_interval_ms), 4, "MS",
 	 "how often preferred partition leaders are restored; 0 = never (default 300000)"},
+	{"cluster-secret-file", OPT_STR, offsetof(struct node_config, cluster_secret_file),
+	 NODE_PATH_SIZE, "FILE",
+	 "the cluster secret (`keel secret generate`); peers and operators prove they hold it"},
+	{"insecure-peers", OPT_BOOL, offsetof(struct node_config, insecure_peers), 1, "",
+	 "run without a cluster secret: anyone who reaches the peer port is a peer"},
+	{"peer-handshake-timeout-ms", OPT_U32,
+	 offsetof(struct node_config, peer_handshake_timeout_ms), 4, "MS",
+	 "a peer connection not authenticated by then is closed (default 5000)"},
+	{"max-peer-handshakes", OPT_U32, offsetof(struct node_config, max_peer_handshakes), 4, "N",
+	 "unauthenticated peer connections accepted at once (default 32)"},
+	{"4lw-whitelist", OPT_STR, offsetof(struct node_config, four_letter_whitelist), 256,
+	 "WORDS", "four-letter words answered, like 4lw.commands.whitelist; * = all "
+		  "(default srvr, ruok, mntr, isro)"},
 };
+
+/* ZooKeeper's name for the whitelist, accepted in the config file. */
+#define ZK_4LW_WHITELIST_KEY "4lw.commands.whitelist"
 
 void node_config_defaults(struct node_config *cfg)
 {
@@ -99,6 +115,55 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->broker_session_timeout_ms = 9000;
 	cfg->leader_rebalance_interval_ms = 300000;
 	cfg->housekeeping_ms = 60000;
+	cfg->peer_handshake_timeout_ms = 5000;
+	cfg->max_peer_handshakes = 32;
+	snprintf(cfg->four_letter_whitelist, sizeof(cfg->four_letter_whitelist),
+		 "srvr, ruok, mntr, isro");
+}
+
+/* Calls fn on each word of a whitelist ("a, b c"); stops when it returns true. */
+static bool each_4lw(const char *list, bool (*fn)(const char *w, size_t len, const void *arg),
+		     const void *arg)
+{
+	const char *p = list;
+	while (*p != '\0') {
+		while (*p == ',' || *p == ' ' || *p == '\t') {
+			p++;
+		}
+		size_t len = strcspn(p, ", \t");
+		if (len > 0 && fn(p, len, arg)) {
+			return true;
+		}
+		p += len;
+	}
+	return false;
+}
+
+static bool word_matches(const char *w, size_t len, const void *arg)
+{
+	return (len == 1 && w[0] == '*') || (len == 4 && memcmp(w, arg, 4) == 0);
+}
+
+static bool word_invalid(const char *w, size_t len, const void *arg)
+{
+	(void)arg;
+	if (len == 1 && w[0] == '*') {
+		return false;
+	}
+	if (len != 4) {
+		return true;
+	}
+	for (size_t i = 0; i < 4; i++) {
+		if (w[i] < 'a' || w[i] > 'z') {
+			return true;
+		}
+	}
+	return false;
+}
+
+bool node_config_4lw_allowed(const struct node_config *cfg, const char word[4])
+{
+	return each_4lw(cfg->four_letter_whitelist, word_matches, word);
 }
 
 void node_config_help(FILE *out)
@@ -262,8 +327,11 @@ static enum keel_err parse_file(struct node_config *cfg, const char *path, char 
 			break;
 		}
 		*eq = '\0';
-		char *name = trim(s);
+		const char *name = trim(s);
 		char *value = trim(eq + 1);
+		if (strcmp(name, ZK_4LW_WHITELIST_KEY) == 0) {
+			name = "4lw-whitelist";
+		}
 		const struct option_def *o = find_option(name, strlen(name));
 		if (o == NULL || strcmp(o->name, "config") == 0) {
 			snprintf(err, err_size, "%s:%d: unknown option '%s'", path, lineno, name);
@@ -367,6 +435,28 @@ enum keel_err node_config_parse(struct node_config *cfg, int argc, char **argv, 
 	}
 	if (cfg->broker_session_timeout_ms == 0) {
 		snprintf(err, err_size, "--broker-session-timeout-ms must be positive");
+		return KEEL_CONFIG;
+	}
+	if (cfg->cluster_secret_file[0] == '\0' && !cfg->insecure_peers) {
+		snprintf(err, err_size,
+			 "no cluster secret: give --cluster-secret-file FILE (make one with "
+			 "`keel secret generate > FILE`), or --insecure-peers for a throwaway "
+			 "cluster that anyone on the network can join");
+		return KEEL_CONFIG;
+	}
+	if (cfg->cluster_secret_file[0] != '\0' && cfg->insecure_peers) {
+		snprintf(err, err_size, "give either --cluster-secret-file or --insecure-peers");
+		return KEEL_CONFIG;
+	}
+	if (cfg->peer_handshake_timeout_ms == 0 || cfg->max_peer_handshakes == 0) {
+		snprintf(err, err_size,
+			 "--peer-handshake-timeout-ms and --max-peer-handshakes must be positive");
+		return KEEL_CONFIG;
+	}
+	if (each_4lw(cfg->four_letter_whitelist, word_invalid, NULL)) {
+		snprintf(err, err_size,
+			 "--4lw-whitelist: '%s' is not a list of four-letter words or *",
+			 cfg->four_letter_whitelist);
 		return KEEL_CONFIG;
 	}
 	if (keel_log_parse_level(cfg->log_level) < 0) {

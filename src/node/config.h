@@ -60,7 +60,16 @@ struct node_config {
 	/* Controller. */
 	uint32_t broker_session_timeout_ms;
 	uint32_t leader_rebalance_interval_ms; /* preferred-leader pass; 0 = never */
+	/* Authentication (docs/security.md). */
+	char cluster_secret_file[NODE_PATH_SIZE];
+	bool insecure_peers;               /* no secret: anyone may join the peer port */
+	uint32_t peer_handshake_timeout_ms;
+	uint32_t max_peer_handshakes;      /* unauthenticated peer connections at once */
+	char four_letter_whitelist[256];   /* 4lw.commands.whitelist: words or "*" */
 };
+
+/* True when the four-letter word is on cfg's whitelist. */
+bool node_config_4lw_allowed(const struct node_config *cfg, const char word[4]);
 
 /* Defaults for every field (no members, no id). */
 void node_config_defaults(struct node_config *cfg);

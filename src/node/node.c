@@ -415,6 +415,43 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 
 /* ---- peer messages ---- */
 
+/* No real cluster reaches a term or an index of 2^48 (one election or one
+ * entry per microsecond for eight years). A message carrying one is refused,
+ * whoever sent it: a buggy or hostile member must not push every server to
+ * a term where term + 1 overflows or no election can follow. */
+#define RAFT_VALUE_LIMIT (1ull << 48)
+
+static bool raft_msg_plausible(const struct raft_msg *m)
+{
+	if (m->term >= RAFT_VALUE_LIMIT) {
+		return false;
+	}
+	switch (m->type) {
+	case RAFT_MSG_APPEND:
+		if (m->append.prev_index >= RAFT_VALUE_LIMIT ||
+		    m->append.prev_term >= RAFT_VALUE_LIMIT ||
+		    m->append.commit >= RAFT_VALUE_LIMIT) {
+			return false;
+		}
+		for (uint32_t i = 0; i < m->append.n_entries; i++) {
+			if (m->append.entries[i].index >= RAFT_VALUE_LIMIT ||
+			    m->append.entries[i].term >= RAFT_VALUE_LIMIT) {
+				return false;
+			}
+		}
+		return true;
+	case RAFT_MSG_HEARTBEAT:
+		return m->heartbeat.commit < RAFT_VALUE_LIMIT;
+	case RAFT_MSG_VOTE:
+		return m->vote.last_index < RAFT_VALUE_LIMIT && m->vote.last_term < RAFT_VALUE_LIMIT;
+	case RAFT_MSG_SNAPSHOT:
+		return m->snapshot.meta.index < RAFT_VALUE_LIMIT &&
+		       m->snapshot.meta.term < RAFT_VALUE_LIMIT;
+	default:
+		return true;
+	}
+}
+
 static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
 			    size_t size)
 {
@@ -427,6 +464,12 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 		if (rc != KEEL_OK || msg.from != from || msg.to != n->cfg.id) {
 			KEEL_WARN("peer %llu: bad Raft message (%s), ignored",
 				  (unsigned long long)from, keel_strerror(rc));
+			return;
+		}
+		if (!raft_msg_plausible(&msg)) {
+			KEEL_WARN("peer %llu: Raft message type %u with an impossible term or index "
+				  "(term %llu), refused",
+				  (unsigned long long)from, msg.type, (unsigned long long)msg.term);
 			return;
 		}
 		rc = raft_step(n->raft, &msg);
@@ -452,6 +495,15 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 	default:
 		KEEL_WARN("peer %llu: unknown frame type %u", (unsigned long long)from, type);
 	}
+}
+
+/* A peer may link to us when it is in the address book; a server that is
+ * not in its own book yet (started with --join, waiting to be added) takes
+ * any peer that proves the cluster secret, or it could never be added. */
+static bool peer_is_member(void *ctx, uint64_t id)
+{
+	struct node *n = ctx;
+	return node_addr_find(n, id) != NULL || node_addr_find(n, n->cfg.id) == NULL;
 }
 
 static void on_peer_link(void *ctx, uint64_t id, bool up)
@@ -683,12 +735,26 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+	struct peer_auth_keys keys;
+	memset(&keys, 0, sizeof(keys));
+	if (!cfg->insecure_peers) {
+		rc = peer_auth_load_file(cfg->cluster_secret_file, &keys, err, err_size);
+		if (rc != KEEL_OK) {
+			return rc;
+		}
+	} else {
+		KEEL_WARN("--insecure-peers: anyone who reaches %s can act as a peer, and admin "
+			  "requests need no credential",
+			  cfg->peer_listen);
+	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
 			peer_max_frame_bytes(&n->raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+	peers_set_auth(&n->peers, &keys, peer_is_member, cfg->peer_handshake_timeout_ms,
+		       cfg->max_peer_handshakes);
 	rc = recover_and_restore(n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;

@@ -1,4 +1,5 @@
-/* peers.c — peer links, HELLO handshake, duplicate resolution, re-dial. */
+/* peers.c — peer links, the authenticated handshake, duplicate resolution,
+ * re-dial (see peers.h). */
 #include "node/peers.h"
 
 #include <stdlib.h>
@@ -7,7 +8,10 @@
 #include "base/assert.h"
 #include "os/log.h"
 
+_Static_assert(NODE_ADDR_SIZE == PEER_AUTH_ADDR_MAX, "a HELLO address fits the peer table");
+
 #define BACKOFF_MIN_MS 50u
+#define REFUSAL_LOG_PER_SEC 20u
 #define BACKOFF_MAX_MS 2000u
 
 struct peer *peers_find(struct peers *ps, uint64_t id)
@@ -37,21 +41,48 @@ static void link_unlink(struct peers *ps, struct peer_link *l)
 	}
 }
 
+/* Closes a link that failed or broke the handshake, naming the peer. At
+ * most REFUSAL_LOG_PER_SEC lines a second, so that a flood of connections
+ * cannot flood the log; the next line counts what was left out. */
+static void refuse(struct peers *ps, struct peer_link *l, uint64_t claimed, enum keel_err reason,
+		   const char *why)
+{
+	ps->refused++;
+	uint64_t now = uv_now(ps->nl->loop);
+	if (now >= ps->refusal_window_ms + 1000) {
+		ps->refusal_window_ms = now;
+		ps->refusals_logged = 0;
+	}
+	if (ps->refusals_logged < REFUSAL_LOG_PER_SEC) {
+		ps->refusals_logged++;
+		if (ps->refusals_unlogged > 0) {
+			KEEL_WARN("%llu more peer connections were refused (not logged: over %u "
+				  "lines a second)",
+				  (unsigned long long)ps->refusals_unlogged, REFUSAL_LOG_PER_SEC);
+			ps->refusals_unlogged = 0;
+		}
+		KEEL_WARN("peer link %s %s (claims server %llu): %s; refused",
+			  l->dialed ? "to" : "from", l->conn.peer_addr, (unsigned long long)claimed,
+			  why);
+	} else {
+		ps->refusals_unlogged++;
+	}
+	net_conn_close(&l->conn, reason, false);
+}
+
 static void send_hello(struct peers *ps, struct peer_link *l, uint64_t to_id)
 {
+	uint8_t nonce[PEER_AUTH_NONCE_SIZE];
+	if (peer_auth_random(nonce, sizeof(nonce)) != KEEL_OK) {
+		refuse(ps, l, to_id, KEEL_IO, "no random bytes for a nonce");
+		return;
+	}
 	size_t mark;
 	struct keel_wbuf *w = net_conn_frame_begin(&l->conn, &mark);
 	if (w == NULL) {
 		return;
 	}
-	keel_wbuf_u8(w, PEER_FRAME_HELLO);
-	keel_wbuf_u32(w, PEER_HELLO_MAGIC);
-	keel_wbuf_u16(w, PEER_PROTOCOL_VERSION);
-	keel_wbuf_u64(w, ps->self_id);
-	keel_wbuf_u64(w, to_id);
-	size_t alen = strlen(ps->self_addr);
-	keel_wbuf_u16(w, (uint16_t)alen);
-	keel_wbuf_bytes(w, ps->self_addr, alen);
+	peer_hs_dial(&l->hs, ps->self_id, to_id, ps->self_addr, nonce, w);
 	net_conn_frame_end(&l->conn, mark);
 }
 
@@ -59,6 +90,11 @@ static void send_hello(struct peers *ps, struct peer_link *l, uint64_t to_id)
 static void link_established(struct peers *ps, struct peer *p, struct peer_link *l)
 {
 	l->established = true;
+	l->conn.cfg.max_frame_bytes = ps->conn_cfg.max_frame_bytes;
+	if (!l->dialed) {
+		KEEL_ASSERT(ps->handshakes > 0);
+		ps->handshakes--;
+	}
 	if (p->link != NULL && p->link != l) {
 		/* Keep the link dialed by the lower id; both ends decide the same. */
 		struct peer_link *old = p->link;
@@ -78,56 +114,119 @@ static void link_established(struct peers *ps, struct peer *p, struct peer_link 
 	}
 }
 
-static bool handle_hello(struct peers *ps, struct peer_link *l, const uint8_t *body, size_t size)
+static bool link_is_member(void *ctx, uint64_t id)
 {
-	struct keel_rbuf r;
-	keel_rbuf_init(&r, body, size);
-	uint32_t magic = keel_rbuf_u32(&r);
-	uint16_t version = keel_rbuf_u16(&r);
-	uint64_t from = keel_rbuf_u64(&r);
-	uint64_t to = keel_rbuf_u64(&r);
-	uint16_t alen = keel_rbuf_u16(&r);
-	const uint8_t *addr = keel_rbuf_bytes(&r, alen);
-	if (!keel_rbuf_ok(&r) || magic != PEER_HELLO_MAGIC || version != PEER_PROTOCOL_VERSION ||
-	    from == 0 || from == ps->self_id || alen >= NODE_ADDR_SIZE) {
-		KEEL_WARN("peer link from %s: bad HELLO, closing", l->conn.peer_addr);
-		net_conn_close(&l->conn, KEEL_PROTO, false);
+	struct peers *ps = ctx;
+	return ps->is_member == NULL || ps->is_member(ps->ctx, id);
+}
+
+/* Acceptor: HELLO in, CHALLENGE out. */
+static bool on_hello(struct peers *ps, struct peer_link *l, const uint8_t *frame, size_t size)
+{
+	uint8_t nonce[PEER_AUTH_NONCE_SIZE];
+	if (peer_auth_random(nonce, sizeof(nonce)) != KEEL_OK) {
+		refuse(ps, l, 0, KEEL_IO, "no random bytes for a nonce");
 		return false;
 	}
-	if (to != ps->self_id) {
-		KEEL_WARN("peer link from %s: addressed to server %llu, I am %llu; closing",
-			  l->conn.peer_addr, (unsigned long long)to,
-			  (unsigned long long)ps->self_id);
-		net_conn_close(&l->conn, KEEL_PROTO, false);
+	uint8_t out[PEER_HANDSHAKE_MAX_FRAME];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, out, sizeof(out));
+	struct peer_hello_info info;
+	enum keel_err rc = peer_hs_accept_hello(&l->hs, &ps->keys, ps->self_id, nonce, frame, size,
+						link_is_member, ps, &info, &w);
+	if (rc == KEEL_AUTH) {
+		refuse(ps, l, info.from, rc, "not a member of this cluster");
 		return false;
 	}
-	if (l->dialed && from != l->remote_id) {
-		KEEL_WARN("peer link to %s: answered by server %llu, expected %llu",
-			  l->conn.peer_addr, (unsigned long long)from,
-			  (unsigned long long)l->remote_id);
-		net_conn_close(&l->conn, KEEL_PROTO, false);
+	if (rc != KEEL_OK) {
+		char why[96];
+		if (info.to != 0 && info.to != ps->self_id) {
+			snprintf(why, sizeof(why), "HELLO addressed to server %llu, this is %llu",
+				 (unsigned long long)info.to, (unsigned long long)ps->self_id);
+		} else {
+			snprintf(why, sizeof(why), "malformed HELLO or protocol version (want %u)",
+				 PEER_PROTOCOL_VERSION);
+		}
+		refuse(ps, l, info.from, rc, why);
 		return false;
 	}
-	struct peer *p = peers_find(ps, from);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	net_conn_send(&l->conn, out, w.size);
+	l->remote_id = info.from;
+	if (peers_find(ps, info.from) == NULL) {
+		/* A server we do not know yet (we are joining): learn its
+		 * address, but only once it has proven itself. */
+		memcpy(l->learned_addr, info.addr, sizeof(l->learned_addr));
+	}
+	return true;
+}
+
+/* Acceptor: PROOF in; the link is then authenticated. */
+static bool on_proof(struct peers *ps, struct peer_link *l, const uint8_t *frame, size_t size)
+{
+	enum keel_err rc = peer_hs_acceptor_on_proof(&l->hs, &ps->keys, frame, size);
+	if (rc != KEEL_OK) {
+		refuse(ps, l, l->remote_id, rc,
+		       rc == KEEL_AUTH ? "wrong proof (not the cluster secret)" : "malformed PROOF");
+		return false;
+	}
+	struct peer *p = peers_find(ps, l->remote_id);
 	if (p == NULL) {
-		/* A server we do not know yet (e.g. being added): learn its address. */
-		char a[NODE_ADDR_SIZE];
-		memcpy(a, addr, alen);
-		a[alen] = '\0';
-		if (peers_set(ps, from, a) != KEEL_OK) {
-			net_conn_close(&l->conn, KEEL_LIMIT, false);
+		if (peers_set(ps, l->remote_id, l->learned_addr) != KEEL_OK) {
+			refuse(ps, l, l->remote_id, KEEL_LIMIT, "peer table full");
 			return false;
 		}
-		p = peers_find(ps, from);
+		p = peers_find(ps, l->remote_id);
 	}
-	l->remote_id = from;
-	if (!l->dialed) {
-		send_hello(ps, l, from); /* answer, so the dialer knows who we are */
-	} else if (p->dialing == l) {
+	link_established(ps, p, l);
+	return true;
+}
+
+/* Dialer: CHALLENGE in, PROOF out; the link is then authenticated. */
+static bool on_challenge(struct peers *ps, struct peer_link *l, const uint8_t *frame, size_t size)
+{
+	uint8_t out[PEER_HANDSHAKE_MAX_FRAME];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, out, sizeof(out));
+	enum keel_err rc = peer_hs_dialer_on_challenge(&l->hs, &ps->keys, frame, size, &w);
+	if (rc != KEEL_OK) {
+		refuse(ps, l, l->remote_id, rc,
+		       rc == KEEL_AUTH ? "wrong challenge answer (not the cluster secret)"
+				       : "malformed CHALLENGE or not the server dialed");
+		return false;
+	}
+	net_conn_send(&l->conn, out, w.size);
+	struct peer *p = peers_find(ps, l->remote_id);
+	if (p == NULL) {
+		net_conn_close(&l->conn, KEEL_OK, false); /* forgotten meanwhile */
+		return false;
+	}
+	if (p->dialing == l) {
 		p->dialing = NULL;
 	}
 	link_established(ps, p, l);
 	return true;
+}
+
+static bool on_handshake_frame(struct peers *ps, struct peer_link *l, const uint8_t *frame,
+			       size_t size)
+{
+	uint8_t type = frame[0];
+	if (l->dialed) {
+		if (type == PEER_AUTH_CHALLENGE) {
+			return on_challenge(ps, l, frame, size);
+		}
+	} else if (!l->hs.hello_seen) {
+		if (type == PEER_AUTH_HELLO) {
+			return on_hello(ps, l, frame, size);
+		}
+	} else if (type == PEER_AUTH_PROOF) {
+		return on_proof(ps, l, frame, size);
+	}
+	char why[64];
+	snprintf(why, sizeof(why), "frame type %u before the handshake completed", type);
+	refuse(ps, l, l->remote_id, KEEL_PROTO, why);
+	return false;
 }
 
 static bool on_frame(struct net_conn *conn, const uint8_t *payload, size_t size)
@@ -135,20 +234,13 @@ static bool on_frame(struct net_conn *conn, const uint8_t *payload, size_t size)
 	struct peer_link *l = conn->user;
 	struct peers *ps = l->owner;
 	if (size < 1) {
-		net_conn_close(conn, KEEL_PROTO, false);
+		refuse(ps, l, l->remote_id, KEEL_PROTO, "empty frame");
 		return false;
 	}
-	uint8_t type = payload[0];
 	if (!l->established) {
-		if (type != PEER_FRAME_HELLO) {
-			net_conn_close(conn, KEEL_PROTO, false);
-			return false;
-		}
-		return handle_hello(ps, l, payload + 1, size - 1);
+		return on_handshake_frame(ps, l, payload, size) && !conn->closing;
 	}
-	if (type == PEER_FRAME_HELLO) {
-		return true; /* the answer to our HELLO on a link we accepted: ignore */
-	}
+	uint8_t type = payload[0];
 	struct peer *p = peers_find(ps, l->remote_id);
 	if (p == NULL || p->link != l) {
 		return true; /* a link on its way out */
@@ -162,6 +254,10 @@ static void on_close(struct net_conn *conn, enum keel_err reason)
 	struct peer_link *l = conn->user;
 	struct peers *ps = l->owner;
 	link_unlink(ps, l);
+	if (!l->dialed && !l->established) {
+		KEEL_ASSERT(ps->handshakes > 0);
+		ps->handshakes--;
+	}
 	struct peer *p = l->remote_id != 0 ? peers_find(ps, l->remote_id) : NULL;
 	if (p == NULL) {
 		/* Look it up by the dialing slot too. */
@@ -209,6 +305,7 @@ static void dial(struct peers *ps, struct peer *p)
 	l->owner = ps;
 	l->dialed = true;
 	l->remote_id = p->id;
+	l->handshake_deadline_ms = uv_now(ps->nl->loop) + ps->handshake_timeout_ms;
 	l->next = ps->links;
 	ps->links = l;
 	p->dialing = l;
@@ -218,6 +315,18 @@ static void dial(struct peers *ps, struct peer *p)
 		p->dialing = NULL;
 		link_unlink(ps, l);
 		free(l);
+		return;
+	}
+	l->conn.cfg.max_frame_bytes = PEER_HANDSHAKE_MAX_FRAME;
+}
+
+/* Closes links whose handshake is overdue. */
+static void expire_handshakes(struct peers *ps, uint64_t now_ms)
+{
+	for (struct peer_link *l = ps->links; l != NULL; l = l->next) {
+		if (!l->established && !l->conn.closing && now_ms >= l->handshake_deadline_ms) {
+			refuse(ps, l, l->remote_id, KEEL_TIMEOUT, "handshake not completed in time");
+		}
 	}
 }
 
@@ -227,6 +336,7 @@ void peers_tick(struct peers *ps, uint64_t now_ms)
 	if (ps->closing) {
 		return;
 	}
+	expire_handshakes(ps, now_ms);
 	for (size_t i = 0; i < ps->count; i++) {
 		struct peer *p = &ps->table[i];
 		if (p->link != NULL || p->dialing != NULL || !p->addr_valid ||
@@ -251,11 +361,18 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	l->owner = ps;
+	l->handshake_deadline_ms = uv_now(ps->nl->loop) + ps->handshake_timeout_ms;
 	l->next = ps->links;
 	ps->links = l;
 	if (net_conn_accept(&l->conn, ps->nl, server, &ps->conn_cfg, &link_ops, l) != KEEL_OK) {
 		link_unlink(ps, l);
 		free(l);
+		return;
+	}
+	l->conn.cfg.max_frame_bytes = PEER_HANDSHAKE_MAX_FRAME;
+	ps->handshakes++;
+	if (ps->handshakes > ps->max_handshakes) {
+		refuse(ps, l, 0, KEEL_LIMIT, "too many unauthenticated peer connections");
 	}
 }
 
@@ -273,12 +390,27 @@ enum keel_err peers_init(struct peers *ps, struct net_loop *nl, uint64_t self_id
 	ps->conn_cfg.max_frame_bytes = max_frame_bytes;
 	ps->conn_cfg.max_output_bytes = 256u << 20;
 	ps->conn_cfg.checksummed = true;
+	ps->handshake_timeout_ms = PEER_HANDSHAKE_TIMEOUT_MS;
+	ps->max_handshakes = PEER_MAX_HANDSHAKES;
 	enum keel_err rc = net_listen(&ps->listener, nl->loop, listen_addr, on_connection, ps, err,
 				      err_size);
 	if (rc == KEEL_OK) {
 		ps->listening = true;
 	}
 	return rc;
+}
+
+void peers_set_auth(struct peers *ps, const struct peer_auth_keys *keys,
+		    peer_auth_member_fn is_member, uint32_t handshake_timeout_ms,
+		    uint32_t max_handshakes)
+{
+	KEEL_ASSERT(ps->links == NULL);
+	KEEL_ASSERT(handshake_timeout_ms > 0);
+	KEEL_ASSERT(max_handshakes > 0);
+	ps->keys = *keys;
+	ps->is_member = is_member;
+	ps->handshake_timeout_ms = handshake_timeout_ms;
+	ps->max_handshakes = max_handshakes;
 }
 
 enum keel_err peers_set(struct peers *ps, uint64_t id, const char *addr)

@@ -2,16 +2,26 @@
  * peers.h — the links between servers: one persistent connection per pair.
  *
  * Every server listens on its peer port and dials each peer it knows. A new
- * link starts with a HELLO frame {magic, version, from id, to id, from's peer
- * address}; the acceptor checks it is the intended target. When two links to
- * the same peer end up established (both dialed at once), both ends keep the
- * one dialed by the lower id and close the other, so they agree without a
- * further round trip. A broken link is re-dialed with exponential back-off
- * (50 ms doubling to 2 s). Frames are checksummed (CRC-32C) by net/.
+ * link starts with the authenticated handshake of node/peer_auth.h (HELLO,
+ * CHALLENGE, PROOF: a mutual HMAC-SHA256 challenge-response over the cluster
+ * secret, bound to both server ids and fresh nonces). The acceptor refuses a
+ * HELLO from a server that is not a member (is_member) before it answers,
+ * and nothing but the handshake is read from a link until it is complete;
+ * every refusal is logged with the remote address and the id it claimed.
+ * Until then a link may carry only small frames, must finish within
+ * handshake_timeout_ms, and at most max_handshakes accepted links may be
+ * unauthenticated at once (more are closed on arrival).
  *
- * Payload of every frame after HELLO: one byte of type (enum peer_frame_type)
- * then the body. Sends to a peer without a link are dropped (Raft retries on
- * its own; forwarded client requests are failed by the caller, which knows).
+ * When two links to the same peer end up established (both dialed at once),
+ * both ends keep the one dialed by the lower id and close the other, so they
+ * agree without a further round trip. A broken link is re-dialed with
+ * exponential back-off (50 ms doubling to 2 s). Frames are checksummed
+ * (CRC-32C) by net/.
+ *
+ * Payload of every frame after the handshake: one byte of type (enum
+ * peer_frame_type) then the body. Sends to a peer without a link are dropped
+ * (Raft retries on its own; forwarded client requests are failed by the
+ * caller, which knows).
  */
 #ifndef KEEL_NODE_PEERS_H
 #define KEEL_NODE_PEERS_H
@@ -25,13 +35,16 @@
 #include "base/buf.h"
 #include "net/net.h"
 #include "node/config.h"
+#include "node/peer_auth.h"
 
 #define PEERS_MAX 32
-#define PEER_HELLO_MAGIC 0x4b45454cu /* "KEEL" */
-#define PEER_PROTOCOL_VERSION 1
+#define PEER_PROTOCOL_VERSION PEER_AUTH_VERSION /* 2: authenticated handshake */
+#define PEER_HANDSHAKE_MAX_FRAME 512u /* frame limit until a link is authenticated */
+#define PEER_HANDSHAKE_TIMEOUT_MS 5000u
+#define PEER_MAX_HANDSHAKES 32u
 
 enum peer_frame_type {
-	PEER_FRAME_HELLO = 1,
+	PEER_FRAME_HELLO = 1, /* 1, 10, 11: the handshake (peer_auth.h) */
 	PEER_FRAME_RAFT = 2,    /* a Raft message */
 	PEER_FRAME_FORWARD = 3, /* follower -> leader: propose this for a client */
 	PEER_FRAME_FORWARD_REJECT = 4, /* leader -> follower: could not propose */
@@ -47,9 +60,12 @@ struct peers;
 struct peer_link {
 	struct net_conn conn;
 	struct peers *owner;
-	uint64_t remote_id; /* 0 until HELLO */
+	uint64_t remote_id; /* dialed: the target; accepted: 0 until HELLO */
 	bool dialed;        /* we dialed it (else accepted) */
-	bool established;   /* HELLO exchanged */
+	bool established;   /* handshake complete: frames are acted on */
+	struct peer_handshake hs;
+	uint64_t handshake_deadline_ms;
+	char learned_addr[NODE_ADDR_SIZE]; /* an unknown acceptee's address */
 	struct peer_link *next; /* all links */
 };
 
@@ -85,11 +101,28 @@ struct peers {
 	void *ctx;
 	uint64_t now_ms;
 	bool closing;
+	/* Authentication (peers_set_auth); by default the empty key, and
+	 * every id a member. */
+	struct peer_auth_keys keys;
+	peer_auth_member_fn is_member;
+	uint32_t handshake_timeout_ms;
+	uint32_t max_handshakes;
+	uint32_t handshakes; /* accepted links not yet authenticated */
+	uint64_t refused;    /* links refused: bad handshake, non-member, limits */
+	uint64_t refusal_window_ms; /* log rate limit: this second's start, */
+	uint32_t refusals_logged;   /* lines in it, */
+	uint64_t refusals_unlogged; /* refusals since the last line not logged */
 };
 
 enum keel_err peers_init(struct peers *ps, struct net_loop *nl, uint64_t self_id,
 			 const char *listen_addr, size_t max_frame_bytes, peers_message_fn on_message,
 			 peers_link_fn on_link, void *ctx, char *err, size_t err_size);
+
+/* Sets the secret and the membership test (ctx is peers_init's). Call
+ * right after peers_init, before any link exists. */
+void peers_set_auth(struct peers *ps, const struct peer_auth_keys *keys,
+		    peer_auth_member_fn is_member, uint32_t handshake_timeout_ms,
+		    uint32_t max_handshakes);
 
 /* Adds or updates a peer's address (re-dials if it changed). */
 enum keel_err peers_set(struct peers *ps, uint64_t id, const char *addr);

@@ -79,6 +79,8 @@ class ProxiedCluster(Cluster):
     def keel_cli(self, *args, timeout=60):
         """Runs `keel ARGS --servers ...`; returns (exit code, output)."""
         cmd = [harness.KEEL] + list(args) + ["--servers", self.connect_string()]
+        if args and args[0] in ("members", "leader", "snapshot"):
+            cmd += self.cli_auth()
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             return p.returncode, (p.stdout + p.stderr).strip()

@@ -5,7 +5,14 @@ picked free at start, and helpers to kill -9, pause (SIGSTOP), restart,
 query roles through the four-letter words and the admin protocol, and wait
 for conditions with deadlines. Every server's stderr goes to a log file that
 is printed when a test fails (see conftest.py).
+
+Every Cluster makes its own cluster secret (`keel secret generate`) and
+starts its servers with it; admin_call(..., secret=) proves it to a server
+as an operator would (docs/security.md). Servers answer every four-letter
+word (--4lw-whitelist '*') unless a test sets its own list.
 """
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -60,18 +67,62 @@ def _recv_exact(s, n):
     return buf
 
 
-def admin_call(addr, op, body=b"", timeout=10.0):
-    """One admin request; returns (err, message, body)."""
-    host, port = addr.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        payload = struct.pack(">IBBQ", ADMIN_MAGIC, 1, op, 1) + body
-        s.sendall(struct.pack(">I", len(payload)) + payload)
-        (n,) = struct.unpack(">I", _recv_exact(s, 4))
-        resp = _recv_exact(s, n)
+ADMIN_OP_AUTH_NONCE = 5
+ADMIN_OP_AUTH = 6
+KEEL_AUTH = 22  # enum keel_err
+
+
+def make_secret(path):
+    """Writes a fresh cluster secret to `path` (mode 0600); returns its bytes."""
+    out = subprocess.run([KEEL, "secret", "generate"], capture_output=True, text=True,
+                         check=True).stdout
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(out)
+    return bytes.fromhex(out.strip())
+
+
+def _admin_roundtrip(s, op, body):
+    payload = struct.pack(">IBBQ", ADMIN_MAGIC, 1, op, 1) + body
+    s.sendall(struct.pack(">I", len(payload)) + payload)
+    (n,) = struct.unpack(">I", _recv_exact(s, 4))
+    resp = _recv_exact(s, n)
     magic, _ver, _op, _rid, err, mlen = struct.unpack(">IBBQIH", resp[:20])
     assert magic == ADMIN_MAGIC
     msg = resp[20:20 + mlen].decode()
     return err, msg, resp[20 + mlen:]
+
+
+def admin_operator_mac(secret, server_id, server_nonce, client_nonce):
+    """The operator proof of src/node/peer_auth.h."""
+    msg = b"keel-admin-auth-v2" + struct.pack(">Q", server_id) + server_nonce + client_nonce
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def admin_authenticate(s, secret=None, digest_auth=None):
+    """Proves the secret (bytes) or a "super:PASSWORD" on an open admin
+    connection; returns the AUTH reply (err, message, body)."""
+    if secret is not None:
+        err, msg, body = _admin_roundtrip(s, ADMIN_OP_AUTH_NONCE, b"")
+        assert err == 0, msg
+        server_nonce, (server_id,) = body[:32], struct.unpack(">Q", body[32:40])
+        client_nonce = os.urandom(32)
+        mac = admin_operator_mac(secret, server_id, server_nonce, client_nonce)
+        return _admin_roundtrip(s, ADMIN_OP_AUTH, b"\x01" + client_nonce + mac)
+    data = digest_auth.encode()
+    return _admin_roundtrip(s, ADMIN_OP_AUTH, b"\x02" + struct.pack(">H", len(data)) + data)
+
+
+def admin_call(addr, op, body=b"", timeout=10.0, secret=None, digest_auth=None):
+    """One admin request, as an operator when `secret` (bytes) or
+    `digest_auth` is given; returns (err, message, body)."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        if secret is not None or digest_auth is not None:
+            err, msg, rest = admin_authenticate(s, secret, digest_auth)
+            if err != 0:
+                return err, msg, rest
+        return _admin_roundtrip(s, op, body)
 
 
 class Server:
@@ -100,7 +151,8 @@ class Server:
         args = [KEEL, "server", "--id", str(self.id), "--data-dir", self.data_dir,
                 "--listen", self.client_addr, "--peer-listen", self.peer_addr,
                 "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
-                "--cluster", cluster_arg or self.cluster.cluster_arg()]
+                "--cluster", cluster_arg or self.cluster.cluster_arg(),
+                "--cluster-secret-file", self.cluster.secret_file, "--4lw-whitelist", "*"]
         if join:
             args.append("--join")
         args += self.cluster.server_args + self.extra_args
@@ -177,11 +229,28 @@ class Cluster:
         self.server_args = server_args or ["--election-timeout-ms", "1000",
                                            "--heartbeat-ms", "100"]
         self.servers = {}
+        os.makedirs(self.root, exist_ok=True)
+        self.secret_file = os.path.join(self.root, "cluster.secret")
+        self.secret = make_secret(self.secret_file)
         for sid in range(1, size + 1):
             self.add_server(sid)
 
+    def admin(self, addr, op, body=b"", timeout=10.0):
+        """admin_call as this cluster's operator."""
+        return admin_call(addr, op, body, timeout=timeout, secret=self.secret)
+
+    def cli_auth(self):
+        """The keel CLI's credential flags for this cluster."""
+        return ["--cluster-secret-file", self.secret_file]
+
     def add_server(self, sid):
+        # Ports are free when picked but not reserved: never hand out one
+        # that another server of this cluster already has.
+        used = {p for s in self.servers.values()
+                for p in (s.client_port, s.peer_port, s.metrics_port)}
         ports = free_ports(3)
+        while used & set(ports):
+            ports = free_ports(3)
         srv = Server(self, sid, *ports)
         self.servers[sid] = srv
         return srv

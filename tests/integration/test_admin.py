@@ -70,18 +70,21 @@ def test_leader_transfer_through_a_follower(cluster):
     leader = cluster.wait_leader()
     target = next(s for s in cluster.servers.values() if s.id != leader.id)
     via = next(s for s in cluster.servers.values() if s.id not in (leader.id, target.id))
-    out = keel("leader", "transfer", str(target.id), "--servers", via.client_addr)
+    out = keel("leader", "transfer", str(target.id), "--servers", via.client_addr,
+               *cluster.cli_auth())
     assert out.returncode == 0, out.stdout + out.stderr
     cluster.wait(lambda: target.mode() == "leader", timeout=10, what="target leads")
     assert cluster.wait_leader().id == target.id
     # Transfer to a non-member fails clearly.
-    out = keel("leader", "transfer", "77", "--servers", cluster.connect_string())
+    out = keel("leader", "transfer", "77", "--servers", cluster.connect_string(),
+               *cluster.cli_auth())
     assert out.returncode != 0
     assert "error" in out.stderr.lower()
 
 
 def test_members_errors(cluster):
-    out = keel("members", "remove", "99", "--servers", cluster.connect_string())
+    out = keel("members", "remove", "99", "--servers", cluster.connect_string(),
+               *cluster.cli_auth())
     assert out.returncode == 1
     assert "no such member" in out.stderr
     out = keel("members", "add", "0=127.0.0.1:1")
@@ -164,7 +167,8 @@ def test_config_file_and_help(tmp_path):
     cfg = tmp_path / "keel.conf"
     cfg.write_text("# a test\nid = 1\ndata-dir = %s\nlisten = 127.0.0.1:%d\n"
                    "peer-listen = 127.0.0.1:%d\ncluster = 1=127.0.0.1:%d\n"
-                   "election-timeout-ms = 500\nheartbeat-ms = 50\n" %
+                   "election-timeout-ms = 500\nheartbeat-ms = 50\n"
+                   "insecure-peers = true\n" %
                    (tmp_path / "data", cport, pport, pport))
     proc = subprocess.Popen([KEEL, "server", "--config", str(cfg)], stderr=subprocess.PIPE)
     try:

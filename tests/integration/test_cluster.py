@@ -170,7 +170,7 @@ def test_membership_grow_shrink_replace_remove_leader(cluster_factory):
     for sid in (4, 5):
         s = c.add_server(sid)
         s.start(join=True)
-        err, msg, _ = admin_call(leader.client_addr, 2,
+        err, msg, _ = c.admin(leader.client_addr, 2,
                                  bytes([1]) + sid.to_bytes(8, "big") +
                                  len(s.peer_addr).to_bytes(2, "big") + s.peer_addr.encode(),
                                  timeout=60)
@@ -186,7 +186,7 @@ def test_membership_grow_shrink_replace_remove_leader(cluster_factory):
     # Shrink 5 -> 3 by removing two followers.
     for sid in [s for s in (4, 5)]:
         leader = c.wait_leader()
-        err, msg, _ = admin_call(leader.client_addr, 2,
+        err, msg, _ = c.admin(leader.client_addr, 2,
                                  bytes([4]) + sid.to_bytes(8, "big") + b"\x00\x00",
                                  timeout=30)
         assert err == 0, msg
@@ -197,12 +197,12 @@ def test_membership_grow_shrink_replace_remove_leader(cluster_factory):
     # Replace a member whose data dir was wiped: remove it, wipe, rejoin.
     victim = next(s for s in c.servers.values() if s.id != leader.id and s.id <= 3)
     victim.kill()
-    err, msg, _ = admin_call(leader.client_addr, 2,
+    err, msg, _ = c.admin(leader.client_addr, 2,
                              bytes([4]) + victim.id.to_bytes(8, "big") + b"\x00\x00", timeout=30)
     assert err == 0, msg
     victim.wipe()
     victim.start(join=True)
-    err, msg, _ = admin_call(leader.client_addr, 2,
+    err, msg, _ = c.admin(leader.client_addr, 2,
                              bytes([1]) + victim.id.to_bytes(8, "big") +
                              len(victim.peer_addr).to_bytes(2, "big") + victim.peer_addr.encode(),
                              timeout=60)
@@ -216,7 +216,7 @@ def test_membership_grow_shrink_replace_remove_leader(cluster_factory):
     # Remove the leader itself: it steps down, the rest elect a leader and
     # keep committing.
     leader = c.wait_leader()
-    err, msg, _ = admin_call(leader.client_addr, 2,
+    err, msg, _ = c.admin(leader.client_addr, 2,
                              bytes([4]) + leader.id.to_bytes(8, "big") + b"\x00\x00", timeout=30)
     assert err == 0, msg
     rest = [s.id for s in c.live() if s.id != leader.id and s.id <= 3]

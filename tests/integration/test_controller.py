@@ -741,7 +741,7 @@ def test_fetch_metadata_from_a_snapshot(cluster, request):
         wait_active(c, (1, 2))
         create_topic(c, "metrics", 2, 2)
         s1 = c.servers[1]
-        rc, out, err = keel("snapshot", "--servers", s1.client_addr)
+        rc, out, err = keel("snapshot", "--servers", s1.client_addr, *c.cli_auth())
         assert rc == 0, err
         c.wait(lambda: s1.status()["snapshot_index"] > 0, timeout=10, what="snapshot written")
         s1.kill()

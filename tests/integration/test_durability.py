@@ -197,12 +197,12 @@ def test_flipped_byte_mid_log_refuses_to_start_then_rejoins(cluster_factory):
     close(zk)
     # The documented repair: remove it, wipe its data, rejoin it.
     leader = c.wait_leader()
-    err, msg, _ = admin_call(leader.client_addr, 2,
+    err, msg, _ = c.admin(leader.client_addr, 2,
                              bytes([4]) + victim.id.to_bytes(8, "big") + b"\x00\x00", timeout=30)
     assert err == 0, msg
     victim.wipe()
     victim.start(join=True)
-    err, msg, _ = admin_call(leader.client_addr, 2,
+    err, msg, _ = c.admin(leader.client_addr, 2,
                              bytes([1]) + victim.id.to_bytes(8, "big") +
                              len(victim.peer_addr).to_bytes(2, "big") + victim.peer_addr.encode(),
                              timeout=60)

@@ -41,7 +41,7 @@ def test_log_dump_marks_failures_and_prints_iso_times(cluster_factory, tmp_path)
     # A second server on the same directory is refused.
     r = keel("server", "--id", str(leader.id), "--data-dir", leader.data_dir, "--listen",
              "127.0.0.1:1", "--peer-listen", "127.0.0.1:2", "--cluster", c.cluster_arg(),
-             *c.server_args, timeout=20)
+             "--insecure-peers", *c.server_args, timeout=20)
     assert r.returncode == 1 and "in use by another keel server" in r.stderr, r.stderr
 
     c.stop()

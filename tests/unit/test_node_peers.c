@@ -1,6 +1,7 @@
 /* Unit tests: peer links among three servers in one loop — everyone connects
  * to everyone exactly once (duplicate dials resolved the same way on both
- * ends), messages flow both ways, a dropped server is re-dialed. */
+ * ends), messages flow both ways, a dropped server is re-dialed; a server
+ * with another secret, or an id that is not a member, never links. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,9 @@ struct srv {
 	int downs;
 	char addr[64];
 };
+
+#define SECRET "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+#define OTHER_SECRET "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
 
 static uv_loop_t loop;
 static struct net_loop nl;
@@ -68,6 +72,21 @@ static void spin(int ms)
 	}
 }
 
+static bool members_1_to_n(void *ctx, uint64_t id)
+{
+	(void)ctx;
+	return id >= 1 && id <= N;
+}
+
+static void set_secret(struct peers *ps, const char *secret)
+{
+	struct peer_auth_keys keys;
+	char err[128];
+	assert_int_equal(peer_auth_parse_secret(secret, strlen(secret), &keys, err, sizeof(err)),
+			 KEEL_OK);
+	peers_set_auth(ps, &keys, members_1_to_n, 1000, 8);
+}
+
 static void start(int i)
 {
 	char err[128];
@@ -76,6 +95,7 @@ static void start(int i)
 	assert_int_equal(peers_init(&srvs[i].ps, &nl, (uint64_t)i, srvs[i].addr, 1 << 20,
 				    on_message, on_link, &srvs[i], err, sizeof(err)),
 			 KEEL_OK);
+	set_secret(&srvs[i].ps, SECRET);
 	for (int j = 1; j <= N; j++) {
 		char a[64];
 		snprintf(a, sizeof(a), "127.0.0.1:%d", base_port + j);
@@ -144,6 +164,39 @@ static void test_full_mesh(void **state)
 	send_to(3, 1);
 	spin(100);
 	assert_int_equal(srvs[1].received[3], 11);
+
+	/* An impostor with another secret, claiming to be server 2 (which
+	 * server 1 dials anyway), and a non-member id 9: neither links. */
+	struct srv impostor, stranger;
+	char err[128];
+	memset(&impostor, 0, sizeof(impostor));
+	memset(&stranger, 0, sizeof(stranger));
+	char a1[64];
+	snprintf(a1, sizeof(a1), "127.0.0.1:%d", base_port + 1);
+	assert_int_equal(peers_init(&impostor.ps, &nl, 2, "127.0.0.1:0", 1 << 20, on_message,
+				    on_link, &impostor, err, sizeof(err)),
+			 KEEL_OK);
+	set_secret(&impostor.ps, OTHER_SECRET);
+	assert_int_equal(peers_set(&impostor.ps, 1, a1), KEEL_OK);
+	assert_int_equal(peers_init(&stranger.ps, &nl, 9, "127.0.0.1:0", 1 << 20, on_message,
+				    on_link, &stranger, err, sizeof(err)),
+			 KEEL_OK);
+	set_secret(&stranger.ps, SECRET);
+	assert_int_equal(peers_set(&stranger.ps, 1, a1), KEEL_OK);
+	uint64_t refused_before = srvs[1].ps.refused;
+	uint64_t until = now_ms() + 500;
+	while (now_ms() < until) {
+		peers_tick(&impostor.ps, now_ms());
+		peers_tick(&stranger.ps, now_ms());
+		spin(10);
+	}
+	assert_int_equal(impostor.ups, 0);
+	assert_int_equal(stranger.ups, 0);
+	assert_true(srvs[1].ps.refused >= refused_before + 2);
+	assert_true(peers_connected(&srvs[1].ps, 2)); /* the real server 2 still */
+	peers_close(&impostor.ps);
+	peers_close(&stranger.ps);
+	spin(50);
 
 	for (int i = 1; i <= N; i++) {
 		peers_close(&srvs[i].ps);
