@@ -24,7 +24,8 @@ from harness import KEEL, RawZk, four_letter, free_ports
 
 OPCODE_BASE = 1000
 API_REGISTRATION, API_HEARTBEAT, API_UNREGISTER, API_CREATE_TOPICS, API_DELETE_TOPICS, \
-    API_ALTER_CONFIGS, API_ALTER_PARTITION, API_DESCRIBE, API_FETCH = range(9)
+    API_ALTER_CONFIGS, API_ALTER_PARTITION, API_DESCRIBE, API_FETCH, API_CREATE_PARTITIONS, \
+    API_ELECT_LEADERS = range(11)
 NOT_CONTROLLER = 41
 
 SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
@@ -312,9 +313,12 @@ def test_bad_extension_requests(cluster):
         assert err == 0 and create_topics_response(body)[0]["error"] == 38
         err, _, body = zk.call(3, b"\0\0\0\x01/\0")  # exists("/") still works
         assert err == 0
+        # A known opcode with an empty body: MarshallingError.
+        err, _, _ = zk.call(OPCODE_BASE + API_CREATE_PARTITIONS, b"")
+        assert err == -5
         # An opcode past the known ones: Unimplemented, and the connection
         # closes (as ZooKeeper does for an unknown opcode).
-        err, _, _ = zk.call(OPCODE_BASE + 9, b"")
+        err, _, _ = zk.call(OPCODE_BASE + API_ELECT_LEADERS + 1, b"")
         assert err == -6
         with pytest.raises((ConnectionError, OSError)):
             zk.call(3, b"\0\0\0\x01/\0")
