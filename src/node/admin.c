@@ -58,11 +58,11 @@ struct admin_req {
 	bool retry; /* the current step got KEEL_BUSY: try again on tick */
 	uint64_t deadline_ms;
 	struct node_waiter waiter;
-	struct admin_req *next;
+	struct keel_list link; /* in node_admin.reqs */
 };
 
 struct node_admin {
-	struct admin_req *reqs;
+	struct keel_list reqs; /* of admin_req */
 	uint64_t next_id;
 };
 
@@ -72,6 +72,7 @@ static struct node_admin *admin_of(struct node *n)
 		n->admin = calloc(1, sizeof(*n->admin));
 		KEEL_ASSERT(n->admin != NULL);
 		n->admin->next_id = 1;
+		keel_list_init(&n->admin->reqs);
 	}
 	return n->admin;
 }
@@ -121,17 +122,6 @@ static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_
 	net_conn_frame_end(&c->conn, mark);
 }
 
-static void req_unlink(struct node *n, struct admin_req *req)
-{
-	struct admin_req **pp = &admin_of(n)->reqs;
-	while (*pp != NULL && *pp != req) {
-		pp = &(*pp)->next;
-	}
-	if (*pp == req) {
-		*pp = req->next;
-	}
-}
-
 /* Answers whoever waits for `req` and frees it. */
 static void req_finish(struct node *n, struct admin_req *req, enum keel_err err, const char *fmt,
 		       ...) __attribute__((format(printf, 4, 5)));
@@ -163,7 +153,8 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	if (err == KEEL_OK) {
 		KEEL_INFO("admin: %s", msg);
 	}
-	req_unlink(n, req);
+	keel_list_remove(&req->link);
+	keel_list_remove(&req->waiter.link);
 	free(req);
 }
 
@@ -224,6 +215,7 @@ static void on_committed(struct node *n, struct node_waiter *w, enum keel_err er
 
 static void wait_for(struct node *n, struct admin_req *req, uint64_t index, uint64_t term)
 {
+	KEEL_ASSERT(!keel_list_linked(&req->waiter.link));
 	memset(&req->waiter, 0, sizeof(req->waiter));
 	req->waiter.index = index;
 	req->waiter.term = term;
@@ -293,6 +285,7 @@ static void step(struct node *n, struct admin_req *req)
 			/* Already a learner (a retried add): go on. */
 			req->state = ADMIN_LEARNER;
 			struct node_waiter w = {.ctx = req};
+			keel_list_init(&w.link);
 			on_committed(n, &w, KEEL_OK);
 			return;
 		}
@@ -351,8 +344,9 @@ static struct admin_req *req_new(struct node *n, uint8_t op)
 	req->id = a->next_id++;
 	req->op = op;
 	req->deadline_ms = node_now_ms(n) + ADMIN_DEADLINE_MS;
-	req->next = a->reqs;
-	a->reqs = req;
+	keel_list_init(&req->waiter.link);
+	keel_list_init(&req->link);
+	keel_list_push_front(&a->reqs, &req->link);
 	return req;
 }
 
@@ -470,7 +464,9 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 
 void admin_on_client_closed(struct node *n, struct node_client *c)
 {
-	for (struct admin_req *req = admin_of(n)->reqs; req != NULL; req = req->next) {
+	struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		if (req->client_id == c->id) {
 			req->client_id = 0; /* finish the work, answer nobody */
 		}
@@ -512,7 +508,9 @@ void admin_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint
 	if (!keel_rbuf_ok(&r)) {
 		return;
 	}
-	for (struct admin_req *req = admin_of(n)->reqs; req != NULL; req = req->next) {
+	struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		if (req->id == id && req->state == ADMIN_FORWARDED) {
 			char text[512];
 			size_t l = KEEL_MIN((size_t)len, sizeof(text) - 1);
@@ -533,9 +531,9 @@ void admin_on_reads(struct node *n, const struct raft_read_result *reads, size_t
 
 void admin_on_leader_change(struct node *n)
 {
-	struct admin_req *req = admin_of(n)->reqs;
-	while (req != NULL) {
-		struct admin_req *next = req->next;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		bool transferred = req->op == ADMIN_OP_TRANSFER && n->leader == req->target;
 		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
 			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
@@ -551,17 +549,16 @@ void admin_on_leader_change(struct node *n)
 			   req->waiter.index == 0) {
 			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
 		}
-		req = next;
 	}
 }
 
 void admin_tick(struct node *n, uint64_t now_ms)
 {
-	struct admin_req *req = admin_of(n)->reqs;
-	while (req != NULL) {
-		struct admin_req *next = req->next;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		if (now_ms >= req->deadline_ms) {
-			if (req->waiter.index != 0 && n->waiters_head != NULL) {
+			if (keel_list_linked(&req->waiter.link)) {
 				/* Still waiting for a commit: let it decide. */
 				req->deadline_ms = now_ms + 1000;
 			} else {
@@ -570,7 +567,6 @@ void admin_tick(struct node *n, uint64_t now_ms)
 		} else if (req->retry) {
 			step(n, req);
 		}
-		req = next;
 	}
 }
 
@@ -579,11 +575,11 @@ void admin_close(struct node *n)
 	if (n->admin == NULL) {
 		return;
 	}
-	struct admin_req *req = n->admin->reqs;
-	while (req != NULL) {
-		struct admin_req *next = req->next;
+	struct keel_list *it;
+	while ((it = keel_list_pop_front(&n->admin->reqs)) != NULL) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
+		keel_list_remove(&req->waiter.link);
 		free(req);
-		req = next;
 	}
 	free(n->admin);
 	n->admin = NULL;

@@ -84,34 +84,33 @@ static void defer_unreachable(struct node *n, uint64_t peer)
 
 void node_wait_commit(struct node *n, struct node_waiter *w)
 {
-	w->next = NULL;
-	KEEL_ASSERT(n->waiters_tail == NULL || n->waiters_tail->index < w->index);
-	if (n->waiters_tail == NULL) {
-		n->waiters_head = w;
-	} else {
-		n->waiters_tail->next = w;
-	}
-	n->waiters_tail = w;
+	struct keel_list *last = keel_list_last(&n->waiters);
+	KEEL_ASSERT(last == NULL ||
+		    KEEL_LIST_ITEM(last, struct node_waiter, link)->index < w->index);
+	keel_list_init(&w->link);
+	keel_list_push_back(&n->waiters, &w->link);
+}
+
+/* Moves a decided waiter to the done list: its callback runs after
+ * raft_advance (it may call into Raft). */
+static void waiter_decided(struct node *n, struct node_waiter *w, enum keel_err result)
+{
+	keel_list_remove(&w->link);
+	w->result = result;
+	keel_list_push_back(&n->done, &w->link);
 }
 
 /* A committed entry at (index, term): waiters up to it are decided. */
 static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
 {
-	while (n->waiters_head != NULL && n->waiters_head->index <= index) {
-		struct node_waiter *w = n->waiters_head;
-		n->waiters_head = w->next;
-		if (n->waiters_head == NULL) {
-			n->waiters_tail = NULL;
+	struct keel_list *it;
+	while ((it = keel_list_first(&n->waiters)) != NULL) {
+		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
+		if (w->index > index) {
+			break;
 		}
-		w->result = (w->index == index && w->term == term) ? KEEL_OK : KEEL_CANCELED;
-		w->next = NULL;
-		/* Completed after advance (the callback may call into Raft). */
-		if (n->done_tail == NULL) {
-			n->done_head = w;
-		} else {
-			n->done_tail->next = w;
-		}
-		n->done_tail = w;
+		waiter_decided(n, w, (w->index == index && w->term == term) ? KEEL_OK
+									      : KEEL_CANCELED);
 	}
 }
 
@@ -122,26 +121,12 @@ static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
  * before it applies it. */
 static void waiters_fail_uncommitted(struct node *n, uint64_t commit, enum keel_err err)
 {
-	struct node_waiter **link = &n->waiters_head;
-	struct node_waiter *last_kept = NULL;
-	while (*link != NULL && (*link)->index <= commit) {
-		last_kept = *link;
-		link = &(*link)->next;
-	}
-	struct node_waiter *fail = *link;
-	*link = NULL;
-	n->waiters_tail = last_kept;
-	while (fail != NULL) {
-		struct node_waiter *w = fail;
-		fail = w->next;
-		w->result = err;
-		w->next = NULL;
-		if (n->done_tail == NULL) {
-			n->done_head = w;
-		} else {
-			n->done_tail->next = w;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &n->waiters) {
+		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
+		if (w->index > commit) {
+			waiter_decided(n, w, err);
 		}
-		n->done_tail = w;
 	}
 }
 
@@ -334,13 +319,9 @@ static void node_after_advance(struct node *n)
 		raft_report_unreachable(n->raft, n->deferred_unreachable[i]);
 	}
 	n->deferred_unreachable_count = 0;
-	while (n->done_head != NULL) {
-		struct node_waiter *w = n->done_head;
-		n->done_head = w->next;
-		if (n->done_head == NULL) {
-			n->done_tail = NULL;
-		}
-		w->next = NULL;
+	struct keel_list *it;
+	while ((it = keel_list_pop_front(&n->done)) != NULL) {
+		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
 		w->done(n, w, w->result);
 	}
 	node_ctl_after_apply(n);
@@ -632,6 +613,8 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			size_t err_size)
 {
 	memset(n, 0, sizeof(*n));
+	keel_list_init(&n->waiters);
+	keel_list_init(&n->done);
 	n->cfg = *cfg;
 	n->loop = loop;
 	char prefix[32];
