@@ -198,7 +198,8 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 		}
 		node_clients_on_leader_change(n, old_leader, rd->leader);
 		node_ctl_on_leader_change(n);
-		admin_on_leader_change(n);
+		admin_on_leader_change(n); /* before the tracker: transfers succeed */
+		tracker_on_leader_change(&n->tracker, rd->leader, node_now_ms(n));
 	}
 }
 
@@ -232,7 +233,7 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 		const struct raft_entry *e = &rd->committed[i];
 		KEEL_ASSERT(e->index == n->applied_index + 1);
 		if (e->term > n->applied_term && n->applied_term != 0) {
-			zk_clients_on_new_term_applied(n, e->term);
+			tracker_on_term_applied(&n->tracker, e->term);
 		}
 		if (e->type == RAFT_ENTRY_CONFIG) {
 			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
@@ -396,6 +397,58 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 
 /* ---- peer messages ---- */
 
+/* A request another server sends us to decide as the leader. Its origin
+ * must be the link's authenticated peer: a server speaks only for its own
+ * clients. */
+static void on_tracked_request(struct node *n, uint64_t from, const uint8_t *body, size_t size)
+{
+	uint8_t kind;
+	uint64_t origin, request_id;
+	const uint8_t *rest;
+	size_t rest_size;
+	if (tracker_request_decode(body, size, &kind, &origin, &request_id, &rest, &rest_size) !=
+		    KEEL_OK ||
+	    origin != from) {
+		KEEL_WARN("peer %llu: malformed request frame, ignored", (unsigned long long)from);
+		return;
+	}
+	switch ((enum tracker_kind)kind) {
+	case TRACK_ZK_WRITE:
+		zk_clients_on_forward(n, from, request_id, rest, rest_size);
+		return;
+	case TRACK_ADMIN:
+		admin_on_forward(n, from, request_id, rest, rest_size);
+		return;
+	case TRACK_META:
+		node_ctl_on_forward(n, from, request_id, rest, rest_size);
+		return;
+	}
+	KEEL_UNREACHABLE(); /* the decoder accepts only known kinds */
+}
+
+struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
+				     uint64_t *to, size_t *mark)
+{
+	*to = n->leader;
+	if (n->leader == 0 || n->leader == n->cfg.id) {
+		return NULL;
+	}
+	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_REQUEST, mark);
+	if (w != NULL) {
+		tracker_request_encode(w, kind, n->cfg.id, request_id);
+	}
+	return w;
+}
+
+struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *hdr, size_t *mark)
+{
+	struct keel_wbuf *w = peers_send_begin(&n->peers, hdr->origin, PEER_FRAME_REPLY, mark);
+	if (w != NULL) {
+		tracker_reply_encode(w, hdr);
+	}
+	return w;
+}
+
 static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
 			    size_t size)
 {
@@ -417,19 +470,25 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 		node_schedule_drive(n);
 		return;
 	}
-	case PEER_FRAME_FORWARD:
-	case PEER_FRAME_FORWARD_REJECT:
 	case PEER_FRAME_SESSION_TOUCH:
 		node_clients_on_peer_frame(n, from, type, body, size);
 		return;
-	case PEER_FRAME_ADMIN:
-	case PEER_FRAME_ADMIN_REPLY:
-		admin_on_peer_frame(n, from, type, body, size);
+	case PEER_FRAME_REQUEST:
+		on_tracked_request(n, from, body, size);
 		return;
-	case PEER_FRAME_META_FORWARD:
-	case PEER_FRAME_META_REPLY:
-		node_ctl_on_peer_frame(n, from, type, body, size);
+	case PEER_FRAME_REPLY: {
+		struct tracker_reply hdr;
+		const uint8_t *rest;
+		size_t rest_size;
+		if (tracker_reply_decode(body, size, &hdr, &rest, &rest_size) != KEEL_OK) {
+			KEEL_WARN("peer %llu: malformed reply frame, ignored",
+				  (unsigned long long)from);
+			return;
+		}
+		/* No match: already ended (timed out, failed on a change). */
+		(void)tracker_on_reply(&n->tracker, n->cfg.id, &hdr, rest, rest_size);
 		return;
+	}
 	default:
 		KEEL_WARN("peer %llu: unknown frame type %u", (unsigned long long)from, type);
 	}
@@ -438,6 +497,10 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 static void on_peer_link(void *ctx, uint64_t id, bool up)
 {
 	struct node *n = ctx;
+	if (!up) {
+		/* Replies from `id` sent before the link went are lost. */
+		tracker_on_link_down(&n->tracker, id, node_now_ms(n));
+	}
 	if (!up && n->raft != NULL && !n->in_ready) {
 		raft_report_unreachable(n->raft, id);
 		node_drive(n);
@@ -455,6 +518,7 @@ static void on_tick(uv_timer_t *t)
 	node_clients_tick(n, now);
 	node_ctl_tick(n, now);
 	admin_tick(n, now);
+	tracker_tick(&n->tracker, n->leader, n->term, now);
 	snapshot_tick(n);
 	node_drive(n);
 }
@@ -609,6 +673,37 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 	return rc;
 }
 
+/* The request tracker: its deadline policy and its three kinds. Request
+ * ids start at random: they travel in log entries (origin, request id) and
+ * find their waiting request when the entry is applied -- also entries this
+ * server proposed before it restarted, replayed from its log or committed
+ * late by the leader. Starting at 1 in every process matched those old
+ * entries to new requests (a reconnecting client got another session's
+ * ConnectResponse). A random 63-bit start makes the ranges of two process
+ * lives overlap with negligible probability. */
+static enum keel_err tracker_setup(struct node *n)
+{
+	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
+	uint64_t start = 0;
+	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
+		start = (uint64_t)keel_clock_wall_ms() << 20;
+	}
+	enum keel_err rc = tracker_init(&n->tracker, &policy, (start >> 1) | 1u);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	struct tracker_kind_ops ops = zk_write_track_ops;
+	ops.ctx = n;
+	tracker_set_kind(&n->tracker, TRACK_ZK_WRITE, &ops);
+	ops = admin_track_ops;
+	ops.ctx = n;
+	tracker_set_kind(&n->tracker, TRACK_ADMIN, &ops);
+	ops = node_ctl_track_ops;
+	ops.ctx = n;
+	tracker_set_kind(&n->tracker, TRACK_META, &ops);
+	return KEEL_OK;
+}
+
 enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
 			size_t err_size)
 {
@@ -641,6 +736,11 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	keel_os_random(&seed, sizeof(seed));
 	keel_rng_seed(&n->raft_opts.rng, seed);
 	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
+	rc = tracker_setup(n);
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "out of memory");
+		return rc;
+	}
 	n->raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
 	n->raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
 	n->raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
@@ -754,6 +854,7 @@ void node_close(struct node *n)
 		n->raft = NULL;
 	}
 	node_ctl_destroy(n);
+	tracker_close(&n->tracker);
 	if (n->fsm != NULL) {
 		fsm_destroy(n->fsm);
 		n->fsm = NULL;

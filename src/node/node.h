@@ -31,6 +31,7 @@
 #include "node/metrics.h"
 #include "node/peers.h"
 #include "node/storage.h"
+#include "node/tracker.h"
 #include "raft/raft.h"
 
 struct node_client;
@@ -148,6 +149,9 @@ struct node {
 	/* Admin waiters (leader) in index order. */
 	struct keel_list waiters; /* of node_waiter */
 
+	/* Requests decided by the leader, of every kind (tracker.h). */
+	struct tracker tracker;
+
 	/* Client side. */
 	struct node_clients *clients;
 	struct zk_server *zk_server;
@@ -188,6 +192,15 @@ enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint
 /* Adds a waiter for (index, term); `w` stays owned by the caller until done.
  * A caller that frees `w` earlier unlinks it first (keel_list_remove). */
 void node_wait_commit(struct node *n, struct node_waiter *w);
+
+/* Starts a PEER_FRAME_REQUEST for tracked request `request_id` to the
+ * leader: returns the writer (append the body, then peers_send_end(&n->peers,
+ * *to, *mark)) or NULL when no leader is known or there is no link to it. */
+struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
+				     uint64_t *to, size_t *mark);
+/* Starts a PEER_FRAME_REPLY to hdr->origin (the same pairing, to the
+ * origin); NULL when there is no link (the origin's deadline answers). */
+struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *hdr, size_t *mark);
 
 /* Monotonic milliseconds of the loop. */
 uint64_t node_now_ms(const struct node *n);

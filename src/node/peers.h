@@ -28,18 +28,16 @@
 
 #define PEERS_MAX 32
 #define PEER_HELLO_MAGIC 0x4b45454cu /* "KEEL" */
-#define PEER_PROTOCOL_VERSION 1
+/* Version 2: the three forward protocols of version 1 (frame types 3, 4,
+ * 6, 7, 8, 9) became one request/reply pair (node/tracker.h). */
+#define PEER_PROTOCOL_VERSION 2
 
 enum peer_frame_type {
 	PEER_FRAME_HELLO = 1,
-	PEER_FRAME_RAFT = 2,    /* a Raft message */
-	PEER_FRAME_FORWARD = 3, /* follower -> leader: propose this for a client */
-	PEER_FRAME_FORWARD_REJECT = 4, /* leader -> follower: could not propose */
+	PEER_FRAME_RAFT = 2,           /* a Raft message */
 	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
-	PEER_FRAME_ADMIN = 6,          /* an admin request forwarded to the leader */
-	PEER_FRAME_ADMIN_REPLY = 7,
-	PEER_FRAME_META_FORWARD = 8, /* a controller request forwarded to the leader */
-	PEER_FRAME_META_REPLY = 9,   /* leader -> follower: its reply */
+	PEER_FRAME_REQUEST = 10, /* to the leader: a tracked request (tracker.h) */
+	PEER_FRAME_REPLY = 11,   /* from the leader: its answer to one */
 };
 
 struct peers;

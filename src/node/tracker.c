@@ -188,13 +188,22 @@ static void set_in_doubt(struct tracker *t, struct tracker_req *req, uint64_t no
 
 void tracker_on_leader_change(struct tracker *t, uint64_t leader, uint64_t now_ms)
 {
-	struct keel_list *it;
-	KEEL_LIST_FOR_EACH (it, &t->reqs) {
+	struct keel_list doomed;
+	keel_list_init(&doomed);
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &t->reqs) {
 		struct tracker_req *req = KEEL_LIST_ITEM(it, struct tracker_req, link);
-		if (req->state == TRACK_SENT && req->leader != leader) {
+		if ((req->state != TRACK_SENT && req->state != TRACK_IN_DOUBT) ||
+		    req->leader == leader) {
+			continue;
+		}
+		if (t->kinds[req->kind].fail_on_leader_change) {
+			doom(t, req, &doomed);
+		} else {
 			set_in_doubt(t, req, now_ms);
 		}
 	}
+	fail_list(t, &doomed, KEEL_NOTLEADER);
 }
 
 void tracker_on_link_down(struct tracker *t, uint64_t peer, uint64_t now_ms)

@@ -29,6 +29,7 @@
  *             |  \--timeout_ms elapsed (if set)--> failed TIMEOUT
  *             |   \--leader changed, or the link to it went down:
  *             |        outcome by reply: link down --> failed NOLEADER
+ *             |        safe to retry: leader changed --> failed NOTLEADER
  *             |        otherwise --> IN_DOUBT (deadline: the policy)
  *             |                        |--deadline--> failed NOLEADER
  *             |                        |--a newer term applied (by apply)
@@ -112,6 +113,9 @@ struct tracker_kind_ops {
 		      const uint8_t *body, size_t size);
 	bool (*resend)(void *ctx, struct tracker_req *req);
 	void *ctx;
+	/* Safe to retry: on a leader change fail NOTLEADER at once (the
+	 * client asks the new leader sooner than the doubt would clear). */
+	bool fail_on_leader_change;
 };
 
 struct tracker_policy {
@@ -166,7 +170,8 @@ bool tracker_on_reply(struct tracker *t, uint64_t self_id, const struct tracker_
 		      const uint8_t *body, size_t size);
 
 /* The leader is now `leader` (0: unknown): what was sent to another one
- * is IN_DOUBT until now + leader_wait_ms. */
+ * is IN_DOUBT until now + leader_wait_ms, or fails NOTLEADER for kinds that
+ * are safe to retry. */
 void tracker_on_leader_change(struct tracker *t, uint64_t leader, uint64_t now_ms);
 /* The link to `peer` went down: what was sent there and is decided by a
  * reply fails NOLEADER (the reply is lost); the rest is IN_DOUBT. */

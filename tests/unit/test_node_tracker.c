@@ -70,9 +70,9 @@ static int setup(void **state)
 	assert_int_equal(policy.leader_wait_ms, WAIT_MS);
 	assert_int_equal(tracker_init(&w.t, &policy, 100), KEEL_OK);
 	/* ZooKeeper writes: decided by apply (no reply callback), may wait. */
-	struct tracker_kind_ops zk = {on_fail, NULL, on_resend, &w};
-	struct tracker_kind_ops admin = {on_fail, on_reply, NULL, &w};
-	struct tracker_kind_ops meta = {on_fail, on_reply, NULL, &w};
+	struct tracker_kind_ops zk = {on_fail, NULL, on_resend, &w, false};
+	struct tracker_kind_ops admin = {on_fail, on_reply, NULL, &w, false};
+	struct tracker_kind_ops meta = {on_fail, on_reply, NULL, &w, true};
 	tracker_set_kind(&w.t, TRACK_ZK_WRITE, &zk);
 	tracker_set_kind(&w.t, TRACK_ADMIN, &admin);
 	tracker_set_kind(&w.t, TRACK_META, &meta);
@@ -193,6 +193,25 @@ static void test_leader_change_puts_in_doubt_and_reply_still_counts(void **state
 	assert_int_equal(w->by_kind[TRACK_ADMIN].fails, 0);
 }
 
+static void test_leader_change_fails_retry_safe_kinds_at_once(void **state)
+{
+	struct world *w = *state;
+	struct tracker_req admin, meta, meta_same;
+	add(w, &admin, TRACK_ADMIN, 300000, LEADER, 3, 0);
+	add(w, &meta, TRACK_META, WAIT_MS, LEADER, 3, 0);
+	add(w, &meta_same, TRACK_META, WAIT_MS, OTHER, 3, 0);
+	tracker_on_leader_change(&w->t, OTHER, 10);
+	assert_int_equal(w->by_kind[TRACK_META].fails, 1);
+	assert_int_equal(w->by_kind[TRACK_META].last_err, KEEL_NOTLEADER);
+	assert_false(tracker_tracked(&meta));
+	assert_int_equal(meta_same.state, TRACK_SENT); /* sent to the new leader */
+	assert_int_equal(admin.state, TRACK_IN_DOUBT);
+	assert_int_equal(w->by_kind[TRACK_ADMIN].fails, 0);
+	tracker_finish(&w->t, &admin);
+	tracker_finish(&w->t, &meta_same);
+	assert_int_equal(tracker_count(&w->t), 0);
+}
+
 static void test_in_doubt_deadline_fails_noleader(void **state)
 {
 	struct world *w = *state;
@@ -308,7 +327,7 @@ static void fail_and_finish_other(void *ctx, struct tracker_req *req, enum keel_
 static void test_callbacks_may_end_others_during_a_sweep(void **state)
 {
 	struct world *w = *state;
-	struct tracker_kind_ops meta = {fail_and_finish_other, on_reply, NULL, w};
+	struct tracker_kind_ops meta = {fail_and_finish_other, on_reply, NULL, w, false};
 	tracker_set_kind(&w->t, TRACK_META, &meta);
 	struct tracker_req a, b, c;
 	add(w, &a, TRACK_META, 0, LEADER, 3, 0);
@@ -385,6 +404,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_leader_change_puts_in_doubt_and_reply_still_counts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leader_change_fails_retry_safe_kinds_at_once,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_in_doubt_deadline_fails_noleader, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_link_down_fails_reply_kinds_only, setup,
