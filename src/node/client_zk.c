@@ -1219,7 +1219,7 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 		} else {
 			memcpy(copy, body, size);
 			int64_t now = keel_clock_wall_ms();
-			keel_store_be64(copy + 18, (uint64_t)now);
+			keel_store_be64(copy + NODE_ENTRY_TIME_OFFSET, (uint64_t)now);
 			size_t off = NODE_ENTRY_HEADER_SIZE;
 			rc = zk_txn_set_time(copy + off, size - off, now);
 			if (rc == KEEL_OK) {

@@ -21,6 +21,8 @@
 
 #define SNAP_MAGIC 0x4b534e50u /* "KSNP" */
 #define SNAP_VERSION 1
+#define SNAP_HEAD_SIZE 6
+_Static_assert(SNAP_HEAD_SIZE == 4 + 2, "stream head: u32 magic, u16 version");
 #define SNAP_TAG_END 0
 #define SNAP_TAG_BOOK 1
 #define SNAP_TAG_ZK 2
@@ -257,7 +259,7 @@ static enum keel_err zk_section_write(void *ctx, const void *data, size_t size)
 enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
 {
 	struct section_writer sw = {write, ctx, KEEL_OK};
-	uint8_t head[6];
+	uint8_t head[SNAP_HEAD_SIZE];
 	keel_store_be32(head, SNAP_MAGIC);
 	keel_store_be16(head + 4, SNAP_VERSION);
 	put(&sw, head, sizeof(head));
@@ -451,7 +453,7 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 				size_t err_size)
 {
 	struct section_reader sr = {read, ctx, KEEL_OK};
-	uint8_t head[6];
+	uint8_t head[SNAP_HEAD_SIZE];
 	if (!get(&sr, head, sizeof(head)) || keel_load_be32(head) != SNAP_MAGIC ||
 	    keel_load_be16(head + 4) != SNAP_VERSION) {
 		snprintf(err, err_size, "not a keel state snapshot (bad magic or version)");
@@ -527,9 +529,4 @@ uint64_t fsm_data_bytes(const struct node_fsm *fsm)
 	struct zk_memory mem;
 	zk_state_memory(&fsm->zk, &mem);
 	return mem.total_bytes;
-}
-
-uint64_t fsm_hash(const struct node_fsm *fsm)
-{
-	return zk_state_hash(&fsm->zk);
 }

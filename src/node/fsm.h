@@ -2,10 +2,15 @@
  * fsm.h — the replicated state machine of a server: everything committed
  * entries change, and its snapshot.
  *
- * It owns the ZooKeeper state (src/zk), the metadata image (src/meta) and
- * the address book, and dispatches each committed NORMAL entry by its
- * envelope kind (entry.h). Deterministic: the same entries in the same order
- * give the same state on every server (fsm_hash() compares them in tests).
+ * Ownership: struct node_fsm (n->fsm, fsm_create/fsm_destroy) owns the
+ * ZooKeeper state (src/zk) and its configuration. It does NOT own the two
+ * other parts of the replicated state, which it only applies to and
+ * snapshots: the metadata image belongs to the controller glue (n->ctl,
+ * node/controller.h: node_ctl_apply, node_ctl_save_image/load_image), and
+ * the address book is n->book in struct node (node.h). fsm_apply dispatches
+ * each committed NORMAL entry by its envelope kind (entry.h) to the owner.
+ * Deterministic: the same entries in the same order give the same state on
+ * every server (zk_state_hash() is equal; the ZooKeeper snapshot carries it).
  */
 #ifndef KEEL_NODE_FSM_H
 #define KEEL_NODE_FSM_H
@@ -40,18 +45,21 @@ typedef enum keel_err (*fsm_read_fn)(void *ctx, void *buf, size_t size, size_t *
 enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx);
 
 /* Replaces the whole state with the snapshot in `path` (a WAL snapshot
- * file) taken at `index`. On error the old state is kept. */
+ * file) taken at `index`. Sections replace their part as they are read and
+ * the file's checksum is checked at the end, so on error the state may be
+ * partly replaced: the caller must not serve from it (start-up fails; an
+ * installed snapshot that does not load stops the server). */
 enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index, char *err,
 				size_t err_size);
 
-/* Reads a snapshot stream into a fresh state, replacing the current one. */
+/* Reads a snapshot stream, replacing each part of the state as its section
+ * is read (the same caveat on error as fsm_snapshot_load). */
 enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, char *err,
 				size_t err_size);
 
 /* Counts for 4lw/metrics. */
 uint64_t fsm_znode_count(const struct node_fsm *fsm);
 uint64_t fsm_session_count(const struct node_fsm *fsm);
-uint64_t fsm_hash(const struct node_fsm *fsm);
 
 /* The replicated ZooKeeper state and its configuration. */
 struct zk_state *fsm_zk(struct node_fsm *fsm);

@@ -193,6 +193,9 @@ size_t tracker_count(const struct tracker *t);
  * The receiver checks the origin against the link's authenticated peer. */
 #define TRACKER_REQUEST_HEADER_SIZE 17u
 #define TRACKER_REPLY_HEADER_SIZE 29u
+_Static_assert(TRACKER_REQUEST_HEADER_SIZE == 1 + 8 + 8, "request: kind, origin, request id");
+_Static_assert(TRACKER_REPLY_HEADER_SIZE == 1 + 8 + 8 + 4 + 8,
+	       "reply: kind, origin, request id, err, wait index");
 
 void tracker_request_encode(struct keel_wbuf *w, enum tracker_kind kind, uint64_t origin,
 			    uint64_t request_id);
