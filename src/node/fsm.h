@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "node/entry.h"
 #include "node/node.h"
 #include "zk/zk_state.h"
 
@@ -28,12 +29,31 @@ struct node_fsm;
 enum keel_err fsm_create(struct node *n, struct node_fsm **out);
 void fsm_destroy(struct node_fsm *fsm);
 
-/* Applies one committed entry (any type) at its index. */
-void fsm_apply(struct node *n, const struct raft_entry *entry);
+/* What applying one entry produced, for the caller to route (to the
+ * waiting client, the peer links ...). The fsm itself reaches into no
+ * client state. */
+enum fsm_applied_kind {
+	FSM_APPLIED_NOTHING = 0, /* not a NORMAL entry, or malformed (skipped) */
+	FSM_APPLIED_ZK,          /* a ZooKeeper txn: result in `zk` */
+	FSM_APPLIED_ZK_FAILED,   /* a ZooKeeper txn that does not decode */
+	FSM_APPLIED_META,        /* controller records (applied by n->ctl) */
+	FSM_APPLIED_BOOK,        /* the address book changed */
+};
+
+struct fsm_applied {
+	enum fsm_applied_kind kind;
+	struct node_entry entry;    /* the envelope (origin, request id); kind != NOTHING */
+	const struct zk_result *zk; /* FSM_APPLIED_ZK; valid until the next fsm_apply */
+};
+
+/* Applies one committed entry (any type) at its index and says what came
+ * of it in *out. */
+void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applied *out);
 
 /* Applies the payload of a NODE_ENTRY_CLUSTER entry to the address book.
- * With `final` false it only learns addresses (start-up pre-scan). */
-void fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final);
+ * With `final` false it only learns addresses (start-up pre-scan). Returns
+ * whether the book changed in a way the peer links must follow (final). */
+bool fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final);
 
 /* The snapshot stream (the payload of a WAL snapshot file):
  *	u32 magic "KSNP" | u16 version

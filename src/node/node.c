@@ -205,6 +205,26 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 
 /* ---- the ready loop ---- */
 
+/* Hands what an applied entry produced to whoever waits for it: the
+ * ZooKeeper clients (watches, the waiting request) and the peer links. */
+static void route_applied(struct node *n, const struct fsm_applied *applied)
+{
+	switch (applied->kind) {
+	case FSM_APPLIED_ZK:
+		zk_clients_on_applied(n, &applied->entry, applied->zk);
+		return;
+	case FSM_APPLIED_ZK_FAILED:
+		zk_clients_on_apply_failed(n, &applied->entry);
+		return;
+	case FSM_APPLIED_BOOK:
+		node_book_changed(n);
+		return;
+	case FSM_APPLIED_META:
+	case FSM_APPLIED_NOTHING:
+		return;
+	}
+}
+
 static void handle_ready(struct node *n, struct raft_ready *rd)
 {
 	if (rd->persist_id != 0) {
@@ -239,7 +259,9 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
 			KEEL_ASSERT(crc == KEEL_OK);
 		}
-		fsm_apply(n, e);
+		struct fsm_applied applied;
+		fsm_apply(n, e, &applied);
+		route_applied(n, &applied);
 		n->bytes_since_snapshot += e->size;
 		n->applied_index = e->index;
 		n->applied_term = e->term;
