@@ -32,10 +32,12 @@
  *             |        safe to retry: leader changed --> failed NOTLEADER
  *             |        otherwise --> IN_DOUBT (deadline: the policy)
  *             |                        |--deadline--> failed NOLEADER
- *             |                        |--a newer term applied (by apply)
- *             |                        |      --> failed NOTLEADER
  *             v                        v
  *          outcome (reply, apply, refusal) --> FINISHED
+ *
+ * And from SENT or IN_DOUBT, for a kind decided by apply: an entry of a
+ * newer term than the one it was sent in is applied --> failed NOTLEADER
+ * (tracker_on_term_applied).
  *
  * Every path ends the request exactly once: tracker_finish (the caller has
  * its outcome), the kind's reply callback (the leader's reply arrived), or
