@@ -4,22 +4,37 @@
 #  1. sources: no forbidden #include, no call of a clock/random function;
 #  2. objects (when a build dir is given): nm shows no undefined reference to
 #     I/O, clock, thread or libuv symbols, and no writable global data.
+# Pure files inside an I/O layer (the pieces of the server core that are
+# already split out) get the same two checks, file by file.
 # Usage: check-pure.sh SOURCE_DIR [BUILD_DIR]
 set -euo pipefail
 src=${1:?source dir}
 build=${2:-}
 layers=(base raft zk meta)
+pure_files=(node/tracker)
 status=0
+
+check_sources() { # label files...
+  local label=$1; shift
+  if hits=$(grep -nE '#[[:space:]]*include[[:space:]]*<(uv\.h|stdio\.h|unistd\.h|pthread\.h|sys/[a-z_]+\.h|fcntl\.h|time\.h|threads\.h|dirent\.h|signal\.h)>' "$@" 2>/dev/null); then
+    echo "check-pure: forbidden include in $label:"; echo "$hits"; status=1
+  fi
+  if hits=$(grep -nE '\b(time|rand|random|srand|gettimeofday|clock_gettime|clock|getrandom|getpid|malloc_trim)[[:space:]]*\(' "$@" 2>/dev/null | grep -vE '^\S+:[0-9]+:\s*(\*|/\*|//)'); then
+    echo "check-pure: clock or randomness in $label:"; echo "$hits"; status=1
+  fi
+  # A pure file includes only pure headers of its own project.
+  if hits=$(grep -nE '#[[:space:]]*include[[:space:]]*"(os|net|wal|node|cli|client)/' "$@" 2>/dev/null | grep -vE '"(node/tracker)\.h"'); then
+    echo "check-pure: I/O-layer header in $label:"; echo "$hits"; status=1
+  fi
+}
 
 for l in "${layers[@]}"; do
   d="$src/src/$l"
   [ -d "$d" ] || continue
-  if hits=$(grep -nE '#[[:space:]]*include[[:space:]]*<(uv\.h|stdio\.h|unistd\.h|pthread\.h|sys/[a-z_]+\.h|fcntl\.h|time\.h|threads\.h|dirent\.h|signal\.h)>' "$d"/*.[ch] 2>/dev/null); then
-    echo "check-pure: forbidden include in src/$l:"; echo "$hits"; status=1
-  fi
-  if hits=$(grep -nE '\b(time|rand|random|srand|gettimeofday|clock_gettime|clock|getrandom|getpid|malloc_trim)[[:space:]]*\(' "$d"/*.[ch] 2>/dev/null | grep -vE '^\S+:[0-9]+:\s*(\*|/\*|//)'); then
-    echo "check-pure: clock or randomness in src/$l:"; echo "$hits"; status=1
-  fi
+  check_sources "src/$l" "$d"/*.[ch]
+done
+for f in "${pure_files[@]}"; do
+  check_sources "src/$f" "$src/src/$f".[ch]
 done
 
 if [ -n "$build" ]; then
@@ -37,6 +52,13 @@ if [ -n "$build" ]; then
           | grep -vE '^(__(asan|ubsan|sancov|llvm|gcov|profc|profd|odr_asan)|___asan|__unnamed_[0-9]+|\.L)' | sort -u || true)
     if [ -n "$bad" ]; then
       echo "check-pure: libkeel_$l.a has writable globals: $(echo $bad)"; status=1
+    fi
+  done
+  for f in "${pure_files[@]}"; do
+    obj=$(find "$build" -path "*/keel_${f%%/*}.dir/*" -name "${f##*/}.c.o" -print -quit)
+    [ -n "$obj" ] || continue
+    if bad=$(nm -u "$obj" 2>/dev/null | awk '{print $2}' | sed 's/@.*//' | grep -E "$forbidden" | sort -u); then
+      echo "check-pure: src/$f.c references: $(echo $bad)"; status=1
     fi
   done
 fi

@@ -7,11 +7,11 @@
  * transfer in progress can finish), and the temp file of a snapshot being
  * received. Pending state: a FIFO of submitted batches, each a copy of one
  * ready's persistent part, applied to the durable state by sync_one in
- * the ready's order: chunks, install, entries, hard state.
+ * the order raft.h prescribes: chunks, install, hard state, entries.
  *
  * A crash drops the pending batches — or, a third of the time, keeps a
- * random prefix of their writes in order (each chunk, install, each entry,
- * hard state per batch): nothing, a torn batch, or whole batches whose fsync never
+ * random prefix of their writes in order (each chunk, install, hard state,
+ * each entry per batch): nothing, a torn batch, or whole batches whose fsync never
  * returned. That is what a FIFO writer dying mid-stream can leave. The temp
  * snapshot file is dropped (a restarted node starts any transfer over).
  */
@@ -267,10 +267,10 @@ static enum keel_err md_sync_one(struct sim_disk *base, uint64_t *persist_id)
 	if (b->has_install) {
 		apply_install(d, &b->install);
 	}
-	apply_entries(d, b, b->n_entries);
 	if (b->has_hs) {
 		d->hs = b->hs;
 	}
+	apply_entries(d, b, b->n_entries);
 	*persist_id = b->id;
 	queue_pop(d);
 	return KEEL_OK;
@@ -282,7 +282,7 @@ static size_t batch_ops(const struct md_batch *b)
 }
 
 /* Applies the first `cut` writes of a batch in order (each chunk, install,
- * each entry, hard state); returns how many it applied. */
+ * hard state, each entry); returns how many it applied. */
 static size_t apply_prefix(struct memdisk *d, struct md_batch *b, size_t cut)
 {
 	size_t done = 0;
@@ -294,14 +294,14 @@ static size_t apply_prefix(struct memdisk *d, struct md_batch *b, size_t cut)
 		apply_install(d, &b->install);
 		done++;
 	}
+	if (b->has_hs && done < cut) {
+		d->hs = b->hs;
+		done++;
+	}
 	if (done < cut) {
 		size_t n = KEEL_MIN(b->n_entries, cut - done);
 		apply_entries(d, b, n);
 		done += n;
-	}
-	if (b->has_hs && done < cut) {
-		d->hs = b->hs;
-		done++;
 	}
 	return done;
 }

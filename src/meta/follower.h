@@ -81,7 +81,10 @@ enum keel_err meta_follower_apply(struct meta_follower *f, int64_t offset, const
 				  uint32_t *count, struct meta_errbuf *eb);
 
 /* Replaces the image with a snapshot (image.h format) and reports every
- * role that differs from before. On error the previous image is kept. */
+ * role that differs from before. A snapshot that does not load leaves the
+ * previous image in place; a failure while listing the role changes
+ * (KEEL_NOMEM) comes after the swap: the new image stays and the changes
+ * reported are incomplete. */
 enum keel_err meta_follower_load_snapshot(struct meta_follower *f, const void *data, size_t size,
 					  const struct meta_role_change **changes, uint32_t *count,
 					  struct meta_errbuf *eb);

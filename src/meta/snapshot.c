@@ -37,6 +37,7 @@
 
 #define SNAP_MAGIC "KMI1"
 #define SNAP_HEADER_SIZE (4 + 2 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4)
+_Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 #define SNAP_MAX_ENTITY (64 * 1024)
 #define SNAP_FLUSH_AT (32 * 1024)
 

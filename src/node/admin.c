@@ -9,9 +9,11 @@
  *   (add-learner stops after LEARNER; promote/remove start at CHANGE;
  *    transfer waits in TRANSFER until the target leads)
  *
- * On a follower a request is FORWARDED to the leader and the reply relayed.
- * Every request has a deadline; the leader losing leadership answers
- * KEEL_NOTLEADER. A request whose client went away is answered to no one.
+ * On a follower a request is FORWARDED to the leader and the reply relayed:
+ * a tracked request (tracker.h, kind TRACK_ADMIN), whose deadline, leader
+ * change and link loss the tracker handles. On the leader every request has
+ * a deadline; the leader losing leadership answers KEEL_NOTLEADER. A
+ * request whose client went away is answered to no one.
  */
 #include "node/admin.h"
 #include "node/controller.h"
@@ -47,10 +49,10 @@ enum admin_state {
 };
 
 struct admin_req {
-	uint64_t id;        /* ours */
+	struct tracker_req track; /* FORWARDED: the leader decides */
 	uint64_t client_id; /* local connection waiting, 0: none */
 	uint64_t from_peer; /* peer waiting (forwarded to us), 0: none */
-	uint64_t peer_req_id;
+	uint64_t peer_req_id; /* the client's request id, or the origin's tracked id */
 	uint8_t op;
 	uint8_t change;
 	uint64_t target;
@@ -59,12 +61,11 @@ struct admin_req {
 	bool retry; /* the current step got KEEL_BUSY: try again on tick */
 	uint64_t deadline_ms;
 	struct node_waiter waiter;
-	struct admin_req *next;
+	struct keel_list link; /* in node_admin.reqs */
 };
 
 struct node_admin {
-	struct admin_req *reqs;
-	uint64_t next_id;
+	struct keel_list reqs; /* of admin_req */
 };
 
 static struct node_admin *admin_of(struct node *n)
@@ -72,7 +73,7 @@ static struct node_admin *admin_of(struct node *n)
 	if (n->admin == NULL) {
 		n->admin = calloc(1, sizeof(*n->admin));
 		KEEL_ASSERT(n->admin != NULL);
-		n->admin->next_id = 1;
+		keel_list_init(&n->admin->reqs);
 	}
 	return n->admin;
 }
@@ -122,17 +123,6 @@ static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_
 	net_conn_frame_end(&c->conn, mark);
 }
 
-static void req_unlink(struct node *n, struct admin_req *req)
-{
-	struct admin_req **pp = &admin_of(n)->reqs;
-	while (*pp != NULL && *pp != req) {
-		pp = &(*pp)->next;
-	}
-	if (*pp == req) {
-		*pp = req->next;
-	}
-}
-
 /* Answers whoever waits for `req` and frees it. */
 static void req_finish(struct node *n, struct admin_req *req, enum keel_err err, const char *fmt,
 		       ...) __attribute__((format(printf, 4, 5)));
@@ -149,12 +139,10 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 		reply_client(n, req->client_id, req->op, req->peer_req_id, err, msg);
 	}
 	if (req->from_peer != 0) {
+		struct tracker_reply hdr = {TRACK_ADMIN, req->from_peer, req->peer_req_id, err, 0};
 		size_t mark;
-		struct keel_wbuf *w =
-			peers_send_begin(&n->peers, req->from_peer, PEER_FRAME_ADMIN_REPLY, &mark);
+		struct keel_wbuf *w = node_reply_begin(n, &hdr, &mark);
 		if (w != NULL) {
-			keel_wbuf_u64(w, req->peer_req_id);
-			keel_wbuf_u32(w, (uint32_t)err);
 			size_t len = strlen(msg);
 			keel_wbuf_u16(w, (uint16_t)len);
 			keel_wbuf_bytes(w, msg, len);
@@ -164,7 +152,9 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	if (err == KEEL_OK) {
 		KEEL_INFO("admin: %s", msg);
 	}
-	req_unlink(n, req);
+	keel_list_remove(&req->link);
+	keel_list_remove(&req->waiter.link);
+	tracker_finish(&n->tracker, &req->track);
 	free(req);
 }
 
@@ -225,6 +215,7 @@ static void on_committed(struct node *n, struct node_waiter *w, enum keel_err er
 
 static void wait_for(struct node *n, struct admin_req *req, uint64_t index, uint64_t term)
 {
+	KEEL_ASSERT(!keel_list_linked(&req->waiter.link));
 	memset(&req->waiter, 0, sizeof(req->waiter));
 	req->waiter.index = index;
 	req->waiter.term = term;
@@ -294,6 +285,7 @@ static void step(struct node *n, struct admin_req *req)
 			/* Already a learner (a retried add): go on. */
 			req->state = ADMIN_LEARNER;
 			struct node_waiter w = {.ctx = req};
+			keel_list_init(&w.link);
 			on_committed(n, &w, KEEL_OK);
 			return;
 		}
@@ -349,11 +341,12 @@ static struct admin_req *req_new(struct node *n, uint8_t op)
 		return NULL;
 	}
 	struct node_admin *a = admin_of(n);
-	req->id = a->next_id++;
 	req->op = op;
 	req->deadline_ms = node_now_ms(n) + ADMIN_DEADLINE_MS;
-	req->next = a->reqs;
-	a->reqs = req;
+	keel_list_init(&req->waiter.link);
+	keel_list_init(&req->link);
+	keel_list_init(&req->track.link);
+	keel_list_push_front(&a->reqs, &req->link);
 	return req;
 }
 
@@ -405,19 +398,65 @@ static bool parse_body(struct admin_req *req, const uint8_t *body, size_t size)
 static void forward_to_leader(struct node *n, struct admin_req *req, const uint8_t *body,
 			      size_t size)
 {
+	req->track.request_id = tracker_next_id(&n->tracker);
+	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_ADMIN, &mark);
+	struct keel_wbuf *w = node_request_begin(n, TRACK_ADMIN, req->track.request_id, &to, &mark);
 	if (w == NULL) {
 		req_finish(n, req, KEEL_NOLEADER, "no link to the leader (%llu)",
 			   (unsigned long long)n->leader);
 		return;
 	}
-	keel_wbuf_u64(w, req->id);
 	keel_wbuf_u8(w, req->op);
 	keel_wbuf_bytes(w, body, size);
-	peers_send_end(&n->peers, n->leader, mark);
+	peers_send_end(&n->peers, to, mark);
 	req->state = ADMIN_FORWARDED;
+	uint64_t now = node_now_ms(n);
+	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
+	if (tracker_add(&n->tracker, &req->track, TRACK_ADMIN, timeout, to, n->term, now) !=
+	    KEEL_OK) {
+		req_finish(n, req, KEEL_NOMEM, "out of memory");
+	}
 }
+
+/* The leader's answer to a request we forwarded: u16 length + message. */
+static void track_reply(void *ctx, struct tracker_req *treq, const struct tracker_reply *hdr,
+			const uint8_t *body, size_t size)
+{
+	struct node *n = ctx;
+	struct admin_req *req = KEEL_CONTAINER_OF(treq, struct admin_req, track);
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, body, size);
+	uint16_t len = keel_rbuf_u16(&r);
+	const uint8_t *msg = keel_rbuf_bytes(&r, len);
+	if (!keel_rbuf_ok(&r)) {
+		req_finish(n, req, KEEL_PROTO, "the leader's reply was malformed");
+		return;
+	}
+	char text[512];
+	size_t l = KEEL_MIN((size_t)len, sizeof(text) - 1);
+	memcpy(text, msg, l);
+	text[l] = '\0';
+	req_finish(n, req, hdr->err, "%s", text);
+}
+
+static void track_fail(void *ctx, struct tracker_req *treq, enum keel_err err)
+{
+	struct node *n = ctx;
+	struct admin_req *req = KEEL_CONTAINER_OF(treq, struct admin_req, track);
+	if (err == KEEL_TIMEOUT) {
+		req_finish(n, req, err, "timed out");
+	} else {
+		req_finish(n, req, err, "no answer from the leader (link lost or leader changed); "
+					"retry");
+	}
+}
+
+const struct tracker_kind_ops admin_track_ops = {
+	.fail = track_fail,
+	.reply = track_reply,
+	.resend = NULL, /* not held: fails at once without a leader */
+};
 
 void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
 {
@@ -482,57 +521,38 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 
 void admin_on_client_closed(struct node *n, struct node_client *c)
 {
-	for (struct admin_req *req = admin_of(n)->reqs; req != NULL; req = req->next) {
+	struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		if (req->client_id == c->id) {
 			req->client_id = 0; /* finish the work, answer nobody */
 		}
 	}
 }
 
-void admin_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-			 size_t size)
+void admin_on_forward(struct node *n, uint64_t from, uint64_t request_id, const uint8_t *body,
+		      size_t size)
 {
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
-	uint64_t id = keel_rbuf_u64(&r);
-	if (type == PEER_FRAME_ADMIN) {
-		uint8_t op = keel_rbuf_u8(&r);
-		if (!keel_rbuf_ok(&r)) {
-			return;
-		}
-		size_t rest = keel_rbuf_remaining(&r);
-		const uint8_t *b = keel_rbuf_bytes(&r, rest);
-		struct admin_req *req = req_new(n, op);
-		if (req == NULL) {
-			return;
-		}
-		req->from_peer = from;
-		req->peer_req_id = id;
-		if (!parse_body(req, b, rest)) {
-			req_finish(n, req, KEEL_INVAL, "malformed admin request");
-		} else if (n->role != RAFT_LEADER) {
-			req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader; retry");
-		} else {
-			step(n, req);
-		}
-		return;
-	}
-	/* ADMIN_REPLY for a request we forwarded. */
-	uint32_t err = keel_rbuf_u32(&r);
-	uint16_t len = keel_rbuf_u16(&r);
-	const uint8_t *msg = keel_rbuf_bytes(&r, len);
+	uint8_t op = keel_rbuf_u8(&r);
 	if (!keel_rbuf_ok(&r)) {
 		return;
 	}
-	for (struct admin_req *req = admin_of(n)->reqs; req != NULL; req = req->next) {
-		if (req->id == id && req->state == ADMIN_FORWARDED) {
-			char text[512];
-			size_t l = KEEL_MIN((size_t)len, sizeof(text) - 1);
-			memcpy(text, msg, l);
-			text[l] = '\0';
-			req_finish(n, req, (enum keel_err)err, "%s", text);
-			return;
-		}
+	size_t rest = keel_rbuf_remaining(&r);
+	const uint8_t *b = keel_rbuf_bytes(&r, rest);
+	struct admin_req *req = req_new(n, op);
+	if (req == NULL) {
+		return; /* the origin's deadline answers */
+	}
+	req->from_peer = from;
+	req->peer_req_id = request_id;
+	if (!parse_body(req, b, rest)) {
+		req_finish(n, req, KEEL_INVAL, "malformed admin request");
+	} else if (n->role != RAFT_LEADER) {
+		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader; retry");
+	} else {
+		step(n, req);
 	}
 }
 
@@ -545,35 +565,33 @@ void admin_on_reads(struct node *n, const struct raft_read_result *reads, size_t
 
 void admin_on_leader_change(struct node *n)
 {
-	struct admin_req *req = admin_of(n)->reqs;
-	while (req != NULL) {
-		struct admin_req *next = req->next;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		bool transferred = req->op == ADMIN_OP_TRANSFER && n->leader == req->target;
 		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
 			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
 				   (unsigned long long)req->target);
 		} else if (req->state == ADMIN_FORWARDED) {
 			/* The old leader may still answer (its reply crosses the
-			 * change); if it does not, give up soon. */
-			uint64_t soon = node_now_ms(n) + 5000u;
-			if (req->deadline_ms > soon) {
-				req->deadline_ms = soon;
-			}
+			 * change): the tracker keeps it in doubt for a while. */
 		} else if (req->state != ADMIN_TRANSFER && n->role != RAFT_LEADER &&
 			   req->waiter.index == 0) {
 			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
 		}
-		req = next;
 	}
 }
 
 void admin_tick(struct node *n, uint64_t now_ms)
 {
-	struct admin_req *req = admin_of(n)->reqs;
-	while (req != NULL) {
-		struct admin_req *next = req->next;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
+		if (req->state == ADMIN_FORWARDED) {
+			continue; /* the tracker times it */
+		}
 		if (now_ms >= req->deadline_ms) {
-			if (req->waiter.index != 0 && n->waiters_head != NULL) {
+			if (keel_list_linked(&req->waiter.link)) {
 				/* Still waiting for a commit: let it decide. */
 				req->deadline_ms = now_ms + 1000;
 			} else {
@@ -582,7 +600,6 @@ void admin_tick(struct node *n, uint64_t now_ms)
 		} else if (req->retry) {
 			step(n, req);
 		}
-		req = next;
 	}
 }
 
@@ -591,11 +608,12 @@ void admin_close(struct node *n)
 	if (n->admin == NULL) {
 		return;
 	}
-	struct admin_req *req = n->admin->reqs;
-	while (req != NULL) {
-		struct admin_req *next = req->next;
+	struct keel_list *it;
+	while ((it = keel_list_pop_front(&n->admin->reqs)) != NULL) {
+		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
+		keel_list_remove(&req->waiter.link);
+		tracker_finish(&n->tracker, &req->track);
 		free(req);
-		req = next;
 	}
 	free(n->admin);
 	n->admin = NULL;

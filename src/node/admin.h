@@ -31,7 +31,8 @@
  * good for one AUTH attempt; a failed one is logged with the client's address.
  *
  * Membership changes and transfers run on the leader: a follower forwards
- * them over the peer link (PEER_FRAME_ADMIN) and relays the reply. `add`
+ * them over the peer link (a tracked request, tracker.h) and relays the
+ * reply. `add`
  * adds the server as a learner, waits until it has caught up with the
  * commit index, then promotes it, so a new voter never stalls the quorum.
  */
@@ -89,8 +90,13 @@ void admin_on_client_closed(struct node *n, struct node_client *c);
  * Returns false for a word keel does not know. */
 bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out);
 
-void admin_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-			 size_t size);
+/* An admin request forwarded by server `from` (a tracked request,
+ * TRACK_ADMIN; body: u8 op, then the op's body). Answered in a
+ * PEER_FRAME_REPLY whose body is u16 length + message. */
+void admin_on_forward(struct node *n, uint64_t from, uint64_t request_id, const uint8_t *body,
+		      size_t size);
+/* The tracker's callbacks for TRACK_ADMIN (ctx: the node). */
+extern const struct tracker_kind_ops admin_track_ops;
 void admin_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
 void admin_on_leader_change(struct node *n);
 void admin_tick(struct node *n, uint64_t now_ms);

@@ -22,10 +22,19 @@
  * it reaches the head. Watch events are written to the connection as apply
  * fires them, so they precede any later reply.
  *
- * When the leader changes, writes whose fate is unknown cannot be answered
- * truthfully: their connections are closed (the client sees ConnectionLoss
- * and decides, as with ZooKeeper). Writes made while no leader is known wait
- * for one, up to twice the election timeout.
+ * Writes (and session creations) are tracked requests (tracker.h, kind
+ * TRACK_ZK_WRITE): forwarded to the leader in PEER_FRAME_REQUEST, decided
+ * when this server applies their entry, or refused by the leader. When the
+ * leader changes, writes whose fate is unknown cannot be answered
+ * truthfully: past the tracker's deadline their connections are closed (the
+ * client sees ConnectionLoss and decides, as with ZooKeeper). Writes made
+ * while no leader is known wait for one, within the same deadline.
+ *
+ * A pending request's membership: the connection's FIFO (fifo_link, until
+ * its reply is sent), the request map (in_map: writes, handshakes, syncs,
+ * controller requests, until decided), the barrier list (barrier_link:
+ * syncs and handshakes waiting for a read index; enum barrier_state) and the
+ * tracker (track: writes, while the leader decides them).
  *
  * Session liveness: every request or ping touches the session. The leader
  * keeps the expiry tracker; followers report the sessions they heard from
@@ -70,26 +79,38 @@ enum pending_kind {
 	PK_EXT = 6,      /* keel controller request: completed by zk_clients_ext_complete */
 };
 
+/* A sync's or a handshake's ReadIndex barrier:
+ *
+ *   NONE --start_barrier--> ASKED --read index confirmed--> CONFIRMED
+ *            |                 |                              |
+ *            | refused         | failed (leadership moved)    | applied >= index
+ *            v                 v                              v
+ *          RETRY <-------------+                           served
+ *            |--asked again on tick--> ASKED
+ *            '--barrier_deadline_ms--> connection closed (NOLEADER)
+ */
+enum barrier_state {
+	BARRIER_NONE = 0,
+	BARRIER_RETRY,
+	BARRIER_ASKED,
+	BARRIER_CONFIRMED,
+};
+
 struct zk_pending {
-	struct zk_pending *next; /* FIFO of the connection */
-	struct zk_pending *fprev, *fnext; /* zs->flight: every pending in the map */
-	struct zk_pending *bprev, *bnext; /* zs->barriers: waiting for a read index */
-	bool in_barriers;
+	struct keel_list fifo_link;    /* in zc->fifo */
+	struct keel_list barrier_link; /* in zs->barriers */
+	struct tracker_req track;      /* writes: the leader decides (tracker.h) */
 	struct zk_conn *zc;      /* NULL once the connection is gone */
 	uint8_t kind;
-	bool in_map;             /* in zs->by_request (writes, connects, syncs) */
-	bool in_fifo;
-	bool done;               /* reply ready (kept in reply/reply_size) */
-	bool proposed;           /* writes: handed to Raft or the leader */
-	bool barrier_ok;         /* sync/connect: read index confirmed */
+	bool in_map;             /* in zs->by_request (writes, connects, syncs, ext) */
+	enum barrier_state barrier;
 	int32_t xid;
 	int32_t opcode;
 	uint64_t request_id;
-	uint64_t term;           /* writes: the term this server was in when proposing */
 	uint64_t read_index;
 	uint64_t start_ns;
-	uint64_t deadline_ms;
-	uint8_t *frame; /* reads/syncs: the request; unproposed writes: the entry */
+	uint64_t barrier_deadline_ms; /* RETRY: give up then */
+	uint8_t *frame; /* reads/syncs: the request; unsent writes: the entry */
 	size_t frame_size;
 	uint8_t *reply; /* a whole reply payload made before its turn */
 	size_t reply_size;
@@ -108,8 +129,7 @@ struct zk_conn {
 	struct zk_connect_request connect; /* kept during the handshake */
 	uint8_t connect_passwd[ZK_PASSWD_SIZE];
 	bool barrier_done;
-	struct zk_pending *head;
-	struct zk_pending *tail;
+	struct keel_list fifo; /* of zk_pending, in request order */
 	uint32_t pending_count;
 	bool paused_for_backlog;
 	uint64_t last_heard_ms;
@@ -126,14 +146,13 @@ struct zk_conn {
 };
 
 struct zk_server {
-	struct zk_pending *flight;   /* pendings in by_request (any order) */
-	struct zk_pending *barriers; /* syncs and handshakes behind a barrier */
+	struct tracker *tracker;     /* the node's (request ids, writes in flight) */
+	struct keel_list barriers;   /* of zk_pending: syncs and handshakes behind a barrier */
 	struct zk_watches watches;
 	struct zk_expiry expiry;
 	bool expiry_active;
 	struct keel_hmap by_request; /* request id -> pending */
 	struct keel_hmap by_session; /* session id -> conn on this server */
-	uint64_t next_request_id;
 	struct keel_wbuf scratch;
 	uint64_t last_report_ms;
 	uint64_t last_housekeeping_ms;
@@ -167,53 +186,33 @@ static struct zk_pending *pending_lookup(struct zk_server *zs, uint64_t request_
 	return keel_hmap_find(&zs->by_request, keel_hash_u64(request_id), pending_eq, &request_id);
 }
 
-static void barrier_unlink(struct zk_server *zs, struct zk_pending *p)
+static bool in_fifo(const struct zk_pending *p)
 {
-	if (!p->in_barriers) {
-		return;
-	}
-	if (p->bprev != NULL) {
-		p->bprev->bnext = p->bnext;
-	} else {
-		zs->barriers = p->bnext;
-	}
-	if (p->bnext != NULL) {
-		p->bnext->bprev = p->bprev;
-	}
-	p->bprev = p->bnext = NULL;
-	p->in_barriers = false;
+	return keel_list_linked(&p->fifo_link);
+}
+
+static void barrier_unlink(struct zk_pending *p)
+{
+	keel_list_remove(&p->barrier_link);
 }
 
 static void barrier_link(struct zk_server *zs, struct zk_pending *p)
 {
-	if (p->in_barriers) {
-		return;
+	if (!keel_list_linked(&p->barrier_link)) {
+		keel_list_push_front(&zs->barriers, &p->barrier_link);
 	}
-	p->bprev = NULL;
-	p->bnext = zs->barriers;
-	if (zs->barriers != NULL) {
-		zs->barriers->bprev = p;
-	}
-	zs->barriers = p;
-	p->in_barriers = true;
 }
 
+/* Takes `p` out of the request map, the barrier list and the tracker: it
+ * is decided (or given up). */
 static void pending_map_remove(struct zk_server *zs, struct zk_pending *p)
 {
 	if (p->in_map) {
 		keel_hmap_remove_item(&zs->by_request, keel_hash_u64(p->request_id), p);
 		p->in_map = false;
-		if (p->fprev != NULL) {
-			p->fprev->fnext = p->fnext;
-		} else {
-			zs->flight = p->fnext;
-		}
-		if (p->fnext != NULL) {
-			p->fnext->fprev = p->fprev;
-		}
-		p->fprev = p->fnext = NULL;
 	}
-	barrier_unlink(zs, p);
+	tracker_finish(zs->tracker, &p->track);
+	barrier_unlink(p);
 	if (p->zc != NULL && p->zc->connect_pending == p) {
 		p->zc->connect_pending = NULL;
 	}
@@ -221,7 +220,7 @@ static void pending_map_remove(struct zk_server *zs, struct zk_pending *p)
 
 static void pending_free(struct zk_server *zs, struct zk_pending *p)
 {
-	KEEL_ASSERT(!p->in_fifo);
+	KEEL_ASSERT(!in_fifo(p));
 	pending_map_remove(zs, p);
 	if (zs->outstanding > 0) {
 		zs->outstanding--;
@@ -238,6 +237,9 @@ static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, 
 	if (p == NULL) {
 		return NULL;
 	}
+	keel_list_init(&p->fifo_link);
+	keel_list_init(&p->barrier_link);
+	keel_list_init(&p->track.link);
 	p->zc = zc;
 	p->kind = kind;
 	p->xid = xid;
@@ -247,18 +249,16 @@ static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, 
 	return p;
 }
 
+/* Gives `p` a fresh request id (the tracker's counter: one per server) and
+ * puts it in the request map. */
 static enum keel_err pending_map_add(struct zk_server *zs, struct zk_pending *p)
 {
-	p->request_id = zs->next_request_id++;
+	KEEL_ASSERT(!p->in_map);
+	p->request_id = tracker_next_id(zs->tracker);
+	p->track.request_id = p->request_id;
 	enum keel_err rc = keel_hmap_insert(&zs->by_request, keel_hash_u64(p->request_id), p);
 	if (rc == KEEL_OK) {
 		p->in_map = true;
-		p->fprev = NULL;
-		p->fnext = zs->flight;
-		if (zs->flight != NULL) {
-			zs->flight->fprev = p;
-		}
-		zs->flight = p;
 	}
 	return rc;
 }
@@ -326,14 +326,7 @@ static void send_raw_payload(struct zk_conn *zc, const uint8_t *payload, size_t 
 
 static void fifo_push(struct zk_conn *zc, struct zk_pending *p)
 {
-	p->next = NULL;
-	p->in_fifo = true;
-	if (zc->tail == NULL) {
-		zc->head = p;
-	} else {
-		zc->tail->next = p;
-	}
-	zc->tail = p;
+	keel_list_push_back(&zc->fifo, &p->fifo_link);
 	zc->pending_count++;
 	if (zc->pending_count >= zc->client->node->cfg.max_pending_per_connection &&
 	    !zc->paused_for_backlog) {
@@ -344,16 +337,17 @@ static void fifo_push(struct zk_conn *zc, struct zk_pending *p)
 
 static struct zk_pending *fifo_pop(struct zk_conn *zc)
 {
-	struct zk_pending *p = zc->head;
-	KEEL_ASSERT(p != NULL);
-	zc->head = p->next;
-	if (zc->head == NULL) {
-		zc->tail = NULL;
-	}
-	p->next = NULL;
-	p->in_fifo = false;
+	struct keel_list *first = keel_list_pop_front(&zc->fifo);
+	KEEL_ASSERT(first != NULL);
 	zc->pending_count--;
-	return p;
+	return KEEL_LIST_ITEM(first, struct zk_pending, fifo_link);
+}
+
+/* The oldest open request of the connection, or NULL. */
+static struct zk_pending *fifo_head(const struct zk_conn *zc)
+{
+	struct keel_list *first = keel_list_first(&zc->fifo);
+	return first != NULL ? KEEL_LIST_ITEM(first, struct zk_pending, fifo_link) : NULL;
 }
 
 static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p);
@@ -367,8 +361,7 @@ static void complete(struct node *n, struct zk_pending *p, int32_t err, int64_t 
 	if (zc == NULL || zc->state == ZC_CLOSING) {
 		return;
 	}
-	p->done = true;
-	if (zc->head == p) {
+	if (fifo_head(zc) == p) {
 		send_reply(zc, p->xid, zxid, err, body, body_size);
 		record_latency(n, zc, p);
 		fifo_pop(zc);
@@ -394,9 +387,9 @@ static void complete(struct node *n, struct zk_pending *p, int32_t err, int64_t 
  * whose turn has come. Stops at a write or sync still in flight. */
 static void fifo_advance(struct node *n, struct zk_conn *zc)
 {
-	while (zc->head != NULL && zc->state == ZC_ACTIVE) {
-		struct zk_pending *p = zc->head;
-		if (p->done && p->reply != NULL) {
+	struct zk_pending *p;
+	while ((p = fifo_head(zc)) != NULL && zc->state == ZC_ACTIVE) {
+		if (p->reply != NULL) {
 			send_raw_payload(zc, p->reply, p->reply_size);
 			record_latency(n, zc, p);
 			fifo_pop(zc);
@@ -404,8 +397,8 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 			continue;
 		}
 		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
-		    (p->kind == PK_SYNC && p->barrier_ok &&
-					   n->applied_index >= p->read_index)) {
+		    (p->kind == PK_SYNC && p->barrier == BARRIER_CONFIRMED &&
+		     n->applied_index >= p->read_index)) {
 			fifo_pop(zc);
 			serve_read(n, zc, p);
 			pending_free(server_of(n), p);
@@ -496,31 +489,30 @@ static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int
 /* ---- proposing ---- */
 
 /* Hands an encoded entry to Raft (leader) or to the leader (follower).
- * Returns false when it cannot be sent now (no leader, link down). */
-static bool submit_entry(struct node *n, struct zk_pending *p, const uint8_t *entry, size_t size)
+ * Returns where it went (this server's id when proposed here), or 0 when it
+ * cannot be sent now (no leader, link down, proposal refused). */
+static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t *entry,
+			     size_t size)
 {
 	if (n->role == RAFT_LEADER) {
 		uint64_t index, term;
 		enum keel_err rc = node_propose(n, entry, (uint32_t)size, &index, &term);
 		if (rc != KEEL_OK) {
 			KEEL_DEBUG("propose failed: %s", keel_strerror(rc));
-			return false;
+			return 0;
 		}
 		node_schedule_drive(n);
-		return true;
+		return n->cfg.id;
 	}
-	if (n->leader == 0) {
-		return false;
-	}
+	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_FORWARD, &mark);
+	struct keel_wbuf *w = node_request_begin(n, TRACK_ZK_WRITE, p->request_id, &to, &mark);
 	if (w == NULL) {
-		return false;
+		return 0;
 	}
 	keel_wbuf_bytes(w, entry, size);
-	peers_send_end(&n->peers, n->leader, mark);
-	(void)p;
-	return true;
+	peers_send_end(&n->peers, to, mark);
+	return to;
 }
 
 /* Builds the envelope + txn for `p` in the scratch writer. */
@@ -530,47 +522,102 @@ static void encode_entry_header(struct node *n, struct zk_pending *p, struct kee
 	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, keel_clock_wall_ms());
 }
 
-/* Proposes now or keeps the entry until a leader is known. */
+/* Proposes now or keeps the entry until a leader is known; either way the
+ * tracker follows it from here. */
 static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wbuf *entry)
 {
-	if (submit_entry(n, p, entry->data, entry->size)) {
-		p->proposed = true;
-		p->term = n->term;
-		return;
-	}
-	if (n->role == RAFT_LEADER || (n->leader != 0 && peers_connected(&n->peers, n->leader))) {
+	struct zk_server *zs = server_of(n);
+	uint64_t sent_to = submit_entry(n, p, entry->data, entry->size);
+	if (sent_to == 0 && (n->role == RAFT_LEADER ||
+			     (n->leader != 0 && peers_connected(&n->peers, n->leader)))) {
 		/* A leader that refused (busy, transferring): give up on it. */
 		if (p->zc != NULL) {
 			conn_close(p->zc, KEEL_BUSY, true);
 		}
 		return;
 	}
-	p->frame = malloc(entry->size);
-	if (p->frame == NULL) {
-		if (p->zc != NULL) {
-			conn_close(p->zc, KEEL_NOMEM, false);
+	if (sent_to == 0) {
+		p->frame = malloc(entry->size);
+		if (p->frame == NULL) {
+			if (p->zc != NULL) {
+				conn_close(p->zc, KEEL_NOMEM, false);
+			}
+			return;
+		}
+		memcpy(p->frame, entry->data, entry->size);
+		p->frame_size = entry->size;
+	}
+	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->term,
+			node_now_ms(n)) != KEEL_OK &&
+	    p->zc != NULL) {
+		conn_close(p->zc, KEEL_NOMEM, false);
+	}
+}
+
+/* The tracker's resend: a held entry, now that a leader is known. */
+static bool track_resend(void *ctx, struct tracker_req *req)
+{
+	struct node *n = ctx;
+	struct zk_pending *p = KEEL_CONTAINER_OF(req, struct zk_pending, track);
+	KEEL_ASSERT(p->frame != NULL);
+	if (submit_entry(n, p, p->frame, p->frame_size) == 0) {
+		return false;
+	}
+	free(p->frame);
+	p->frame = NULL;
+	p->frame_size = 0;
+	return true;
+}
+
+/* The tracker gave up on a write (no leader in time, its term ended
+ * without it, the leader refused it): its client cannot be told the truth,
+ * so the connection closes (ConnectionLoss; the client decides). */
+static void track_fail(void *ctx, struct tracker_req *req, enum keel_err err)
+{
+	struct node *n = ctx;
+	struct zk_server *zs = server_of(n);
+	struct zk_pending *p = KEEL_CONTAINER_OF(req, struct zk_pending, track);
+	pending_map_remove(zs, p);
+	if (p->zc != NULL) {
+		KEEL_DEBUG("client %s: write not decided (%s)", p->zc->client->conn.peer_addr,
+			   keel_strerror(err));
+		conn_close(p->zc, err, true);
+	}
+	if (!in_fifo(p)) {
+		pending_free(zs, p);
+	}
+}
+
+const struct tracker_kind_ops zk_write_track_ops = {
+	.fail = track_fail,
+	.reply = NULL, /* decided by apply; the leader replies only to refuse */
+	.resend = track_resend,
+};
+
+/* ---- handshake ---- */
+
+/* Asks for a ReadIndex barrier; refused now, it is asked again on tick
+ * within the tracker's deadline policy. */
+static void ask_barrier(struct node *n, struct zk_pending *p)
+{
+	if (raft_read_index(n->raft, p->request_id) != KEEL_OK) {
+		if (p->barrier != BARRIER_RETRY) {
+			p->barrier = BARRIER_RETRY;
+			p->barrier_deadline_ms =
+				node_now_ms(n) + server_of(n)->tracker->policy.leader_wait_ms;
 		}
 		return;
 	}
-	memcpy(p->frame, entry->data, entry->size);
-	p->frame_size = entry->size;
-	p->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 1000u;
+	p->barrier = BARRIER_ASKED;
+	p->barrier_deadline_ms = 0;
+	node_schedule_drive(n);
 }
-
-/* ---- handshake ---- */
 
 static void start_barrier(struct node *n, struct zk_pending *p)
 {
 	barrier_link(server_of(n), p);
-	enum keel_err rc = raft_read_index(n->raft, p->request_id);
-	if (rc != KEEL_OK) {
-		p->barrier_ok = false;
-		p->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 1000u;
-		p->proposed = false; /* retried on tick / leader change */
-		return;
-	}
-	p->proposed = true;
-	node_schedule_drive(n);
+	p->barrier = BARRIER_NONE;
+	ask_barrier(n, p);
 }
 
 static void send_connect_response(struct zk_conn *zc, const struct zk_connect_response *rsp)
@@ -653,6 +700,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 	}
 	c->zk = zc;
 	zc->client = c;
+	keel_list_init(&zc->fifo);
 	zc->state = ZC_HANDSHAKE;
 	zk_auth_info_init(&zc->auth);
 	/* Every connection carries its ip identity (ACL scheme "ip"). */
@@ -771,7 +819,7 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 		conn_close(zc, KEEL_NOMEM, false);
 		return;
 	}
-	if ((kind == PK_READ || kind == PK_EXT_READ) && zc->head == NULL) {
+	if ((kind == PK_READ || kind == PK_EXT_READ) && keel_list_empty(&zc->fifo)) {
 		/* Nothing before it: serve straight from the frame. */
 		p->frame = (uint8_t *)frame;
 		p->frame_size = size;
@@ -795,7 +843,7 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	 * answers as soon as its turn comes, without the ReadIndex barrier, so
 	 * a follower that lags or is cut off serves sync + read stale. */
 	if (kind == PK_SYNC) {
-		p->barrier_ok = true;
+		p->barrier = BARRIER_CONFIRMED;
 		p->read_index = 0;
 		fifo_advance(n, zc);
 		return;
@@ -829,7 +877,6 @@ static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_reque
 		conn_close(zc, KEEL_NOMEM, false);
 		return;
 	}
-	p->proposed = true; /* nothing for retry_held to resend */
 	fifo_push(zc, p);
 	/* May complete (and free) p before it returns. */
 	node_ctl_submit(n, p->request_id, req->opcode, req->body, req->body_size);
@@ -848,7 +895,7 @@ void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 	}
 	pending_map_remove(zs, p);
 	if (p->zc == NULL) {
-		if (!p->in_fifo) {
+		if (!in_fifo(p)) {
 			pending_free(zs, p);
 		}
 		return;
@@ -937,7 +984,7 @@ void zk_conn_on_close(struct node *n, struct node_client *c)
 	if (zc == NULL) {
 		return;
 	}
-	while (zc->head != NULL) {
+	while (!keel_list_empty(&zc->fifo)) {
 		struct zk_pending *p = fifo_pop(zc);
 		p->zc = NULL;
 		if (!p->in_map) {
@@ -1012,7 +1059,7 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 		return;
 	}
 	if (zc == NULL) {
-		if (!p->in_fifo) {
+		if (!in_fifo(p)) {
 			pending_free(zs, p);
 		}
 		return;
@@ -1042,7 +1089,7 @@ void zk_clients_on_apply_failed(struct node *n, const struct node_entry *ne)
 	if (p->zc != NULL) {
 		conn_close(p->zc, KEEL_CORRUPT, false);
 	}
-	if (!p->in_fifo) {
+	if (!in_fifo(p)) {
 		pending_free(zs, p);
 	}
 }
@@ -1055,11 +1102,11 @@ void zk_clients_after_apply(struct node *n)
 	if (zs == NULL) {
 		return;
 	}
-	struct zk_pending *p = zs->barriers;
-	while (p != NULL) {
-		struct zk_pending *next = p->bnext;
-		if (!p->barrier_ok || n->applied_index < p->read_index) {
-			p = next;
+	struct keel_list *it = keel_list_first(&zs->barriers);
+	while (it != NULL) {
+		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, barrier_link);
+		if (p->barrier != BARRIER_CONFIRMED || n->applied_index < p->read_index) {
+			it = it->next != &zs->barriers ? it->next : NULL;
 			continue;
 		}
 		pending_map_remove(zs, p);
@@ -1071,14 +1118,14 @@ void zk_clients_after_apply(struct node *n)
 				pending_free(zs, p);
 			}
 		} else if (zc == NULL) {
-			if (!p->in_fifo) {
+			if (!in_fifo(p)) {
 				pending_free(zs, p);
 			}
 		} else {
 			fifo_advance(n, zc);
 		}
 		/* The list may have changed under us (decide_connect): restart. */
-		p = zs->barriers;
+		it = keel_list_first(&zs->barriers);
 	}
 }
 
@@ -1091,16 +1138,14 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 			continue;
 		}
 		if (reads[i].err == KEEL_OK) {
-			p->barrier_ok = true;
+			p->barrier = BARRIER_CONFIRMED;
 			p->read_index = reads[i].index;
-		} else {
+			p->barrier_deadline_ms = 0;
+		} else if (p->barrier != BARRIER_RETRY) {
 			/* Not confirmed (leadership moved, lost messages): ask again
 			 * on the next tick, within the deadline. */
-			p->proposed = false;
-			if (p->deadline_ms == 0) {
-				p->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms +
-						 1000u;
-			}
+			p->barrier = BARRIER_RETRY;
+			p->barrier_deadline_ms = node_now_ms(n) + zs->tracker->policy.leader_wait_ms;
 		}
 	}
 	/* Served after the ready (they may already be applied). */
@@ -1136,34 +1181,6 @@ static void propose_session_close(struct node *n, int64_t session_id)
 	(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
 }
 
-void zk_clients_on_new_term_applied(struct node *n, uint64_t term)
-{
-	/* An entry of `term` is about to be applied: the leader of `term` has
-	 * committed its first entry, so every entry of an older term that it
-	 * did not hold is gone for good (leader completeness). A write we
-	 * proposed in an older term and have not applied yet is one of them:
-	 * its client learns at once (ConnectionLoss) instead of waiting. */
-	struct zk_server *zs = server_of(n);
-	if (zs == NULL) {
-		return;
-	}
-	struct zk_pending *p = zs->flight;
-	while (p != NULL) {
-		struct zk_pending *next = p->fnext;
-		if ((p->kind == PK_WRITE || p->kind == PK_CONNECT) && p->proposed &&
-		    p->term != 0 && p->term < term) {
-			pending_map_remove(zs, p);
-			if (p->zc != NULL) {
-				conn_close(p->zc, KEEL_NOTLEADER, true);
-			}
-			if (!p->in_fifo) {
-				pending_free(zs, p);
-			}
-		}
-		p = next;
-	}
-}
-
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
 {
 	struct zk_server *zs = server_of(n);
@@ -1177,85 +1194,56 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 		zk_expiry_close(&zs->expiry);
 		zk_expiry_init(&zs->expiry, 0);
 	}
-	/* Entries already handed to a leader may still commit (the new leader
-	 * may hold them) or be lost. Those that commit are answered as usual
-	 * (they carry our origin and request id); those that do not are given
-	 * until a deadline, then their connections are closed so the clients
-	 * see ConnectionLoss, as with ZooKeeper. */
-	uint64_t deadline = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 2000u;
-	for (struct zk_pending *p = zs->flight; p != NULL; p = p->fnext) {
-		if ((p->kind == PK_WRITE || p->kind == PK_CONNECT) && p->proposed &&
-		    p->deadline_ms == 0) {
-			p->deadline_ms = deadline;
+	/* Writes already handed to a leader may still commit (the new leader
+	 * may hold them) or be lost: the tracker gives them until its deadline
+	 * (node.c tells it of the change). */
+}
+
+/* A follower's client write, forwarded to us as the leader: stamp our
+ * time, propose; refuse it in a reply when we cannot. */
+void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
+			   const uint8_t *body, size_t size)
+{
+	struct node_entry ne;
+	if (node_entry_decode(body, size, &ne) != KEEL_OK || ne.kind != NODE_ENTRY_ZK ||
+	    ne.origin != from || ne.request_id != request_id) {
+		KEEL_WARN("peer %llu: forwarded write does not match its frame, ignored",
+			  (unsigned long long)from);
+		return;
+	}
+	enum keel_err rc = KEEL_NOTLEADER;
+	if (n->role == RAFT_LEADER) {
+		uint8_t *copy = malloc(size);
+		if (copy == NULL) {
+			rc = KEEL_NOMEM;
+		} else {
+			memcpy(copy, body, size);
+			int64_t now = keel_clock_wall_ms();
+			keel_store_be64(copy + NODE_ENTRY_TIME_OFFSET, (uint64_t)now);
+			size_t off = NODE_ENTRY_HEADER_SIZE;
+			rc = zk_txn_set_time(copy + off, size - off, now);
+			if (rc == KEEL_OK) {
+				uint64_t index, term;
+				rc = node_propose(n, copy, (uint32_t)size, &index, &term);
+			}
+			free(copy);
 		}
 	}
+	if (rc != KEEL_OK) {
+		struct tracker_reply hdr = {TRACK_ZK_WRITE, from, request_id, rc, 0};
+		size_t mark;
+		if (node_reply_begin(n, &hdr, &mark) != NULL) {
+			peers_send_end(&n->peers, from, mark);
+		}
+	}
+	node_schedule_drive(n);
 }
 
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size)
 {
+	(void)from;
 	struct zk_server *zs = server_of(n);
-	if (type == PEER_FRAME_FORWARD) {
-		/* A follower's client write: stamp our time, propose. */
-		struct node_entry ne;
-		if (node_entry_decode(body, size, &ne) != KEEL_OK || ne.kind != NODE_ENTRY_ZK ||
-		    ne.origin != from) {
-			return;
-		}
-		enum keel_err rc = KEEL_NOTLEADER;
-		if (n->role == RAFT_LEADER) {
-			uint8_t *copy = malloc(size);
-			if (copy == NULL) {
-				rc = KEEL_NOMEM;
-			} else {
-				memcpy(copy, body, size);
-				int64_t now = keel_clock_wall_ms();
-				keel_store_be64(copy + 18, (uint64_t)now);
-				size_t off = NODE_ENTRY_HEADER_SIZE;
-				rc = zk_txn_set_time(copy + off, size - off, now);
-				if (rc == KEEL_OK) {
-					uint64_t index, term;
-					rc = node_propose(n, copy, (uint32_t)size, &index, &term);
-				}
-				free(copy);
-			}
-		}
-		if (rc != KEEL_OK) {
-			size_t mark;
-			struct keel_wbuf *w =
-				peers_send_begin(&n->peers, from, PEER_FRAME_FORWARD_REJECT, &mark);
-			if (w != NULL) {
-				keel_wbuf_u64(w, ne.request_id);
-				keel_wbuf_u32(w, (uint32_t)rc);
-				peers_send_end(&n->peers, from, mark);
-			}
-		}
-		node_schedule_drive(n);
-		return;
-	}
-	if (type == PEER_FRAME_FORWARD_REJECT) {
-		struct keel_rbuf r;
-		keel_rbuf_init(&r, body, size);
-		uint64_t request_id = keel_rbuf_u64(&r);
-		uint32_t err = keel_rbuf_u32(&r);
-		if (!keel_rbuf_ok(&r)) {
-			return;
-		}
-		struct zk_pending *p = pending_lookup(zs, request_id);
-		if (p == NULL) {
-			return;
-		}
-		KEEL_DEBUG("leader %llu refused a forwarded write: %s", (unsigned long long)from,
-			   keel_strerror((enum keel_err)err));
-		pending_map_remove(zs, p);
-		if (p->zc != NULL) {
-			conn_close(p->zc, (enum keel_err)err, true);
-		}
-		if (!p->in_fifo) {
-			pending_free(zs, p);
-		}
-		return;
-	}
 	if (type == PEER_FRAME_SESSION_TOUCH && zs->expiry_active) {
 		struct keel_rbuf r;
 		keel_rbuf_init(&r, body, size);
@@ -1309,52 +1297,37 @@ static void report_sessions(struct node *n, uint64_t now)
 	}
 }
 
-static void retry_held(struct node *n, uint64_t now)
+/* Asks again for barriers that were refused, and gives up on those past
+ * their deadline. (Held writes are the tracker's: node.c ticks it.) */
+static void retry_barriers(struct node *n, uint64_t now)
 {
 	struct zk_server *zs = server_of(n);
-	struct zk_pending *p = zs->flight;
-	while (p != NULL) {
-		struct zk_pending *next = p->fnext;
-		if (!p->proposed) {
-			if (p->frame != NULL && p->kind != PK_SYNC) {
-				/* An entry waiting for a leader. */
-				if (submit_entry(n, p, p->frame, p->frame_size)) {
-					p->proposed = true;
-					p->term = n->term;
-					p->deadline_ms = 0;
-					free(p->frame);
-					p->frame = NULL;
-					p->frame_size = 0;
-					p = next;
-					continue;
-				}
-			} else if ((p->kind == PK_SYNC || p->kind == PK_CONNECT) && !p->barrier_ok &&
-				   raft_read_index(n->raft, p->request_id) == KEEL_OK) {
-				p->proposed = true;
-				p->deadline_ms = 0;
-				p = next;
-				continue;
-			}
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &zs->barriers) {
+		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, barrier_link);
+		if (p->barrier != BARRIER_RETRY) {
+			continue;
 		}
-		if (p->deadline_ms != 0 && now >= p->deadline_ms) {
-			pending_map_remove(zs, p);
-			if (p->zc != NULL) {
-				KEEL_DEBUG("client %s: request not served in time after a leader change",
-					   p->zc->client->conn.peer_addr);
-				conn_close(p->zc, KEEL_NOLEADER, true);
-			}
-			if (!p->in_fifo) {
-				pending_free(zs, p);
-			}
+		ask_barrier(n, p);
+		if (p->barrier != BARRIER_RETRY || now < p->barrier_deadline_ms) {
+			continue;
 		}
-		p = next;
+		pending_map_remove(zs, p);
+		if (p->zc != NULL) {
+			KEEL_DEBUG("client %s: request not served in time after a leader change",
+				   p->zc->client->conn.peer_addr);
+			conn_close(p->zc, KEEL_NOLEADER, true);
+		}
+		if (!in_fifo(p)) {
+			pending_free(zs, p);
+		}
 	}
 }
 
 void zk_clients_tick(struct node *n, uint64_t now_ms)
 {
 	struct zk_server *zs = server_of(n);
-	retry_held(n, now_ms);
+	retry_barriers(n, now_ms);
 	report_sessions(n, now_ms);
 	if (zs->expiry_active && n->role == RAFT_LEADER) {
 		int64_t ids[MAX_EXPIRE_PER_TICK];
@@ -1404,18 +1377,8 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		return KEEL_NOMEM;
 	}
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
-	/* Request ids travel in log entries (origin, request_id) and find their
-	 * waiting request when the entry is applied -- also entries this server
-	 * proposed before it restarted, replayed from its log or committed late
-	 * by the leader. Starting at 1 in every process matched those old
-	 * entries to new requests (a reconnecting client got another session's
-	 * ConnectResponse). A random 63-bit start makes the ranges of two
-	 * process lives overlap with negligible probability. */
-	uint64_t start = 0;
-	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
-		start = (uint64_t)keel_clock_wall_ms() << 20;
-	}
-	zs->next_request_id = (start >> 1) | 1u;
+	zs->tracker = &n->tracker;
+	keel_list_init(&zs->barriers);
 	return KEEL_OK;
 }
 
@@ -1425,15 +1388,15 @@ void zk_clients_close(struct node *n)
 	if (zs == NULL) {
 		return;
 	}
-	struct zk_pending *p = zs->flight;
-	while (p != NULL) {
-		struct zk_pending *next = p->fnext;
-		if (!p->in_fifo) {
-			free(p->frame);
-			free(p->reply);
-			free(p);
-		}
-		p = next;
+	/* Every connection is closed: what is left is only in the map. */
+	size_t cursor = 0;
+	struct zk_pending *p;
+	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
+		KEEL_ASSERT(!in_fifo(p));
+		tracker_finish(zs->tracker, &p->track);
+		free(p->frame);
+		free(p->reply);
+		free(p);
 	}
 	keel_hmap_close(&zs->by_request);
 	keel_hmap_close(&zs->by_session);

@@ -30,11 +30,16 @@ void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *o
 void zk_clients_stats(struct node *n, struct node_client_stats *out);
 void zk_clients_reset_stats(struct node *n);
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
-/* The first entry of a newer term is about to be applied. */
-void zk_clients_on_new_term_applied(struct node *n, uint64_t term);
 void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
+/* PEER_FRAME_SESSION_TOUCH from a follower. */
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size);
+/* A write forwarded by server `from` (a tracked request, TRACK_ZK_WRITE):
+ * proposed when this server leads, else refused in a PEER_FRAME_REPLY. */
+void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
+			   const uint8_t *body, size_t size);
+/* The tracker's callbacks for TRACK_ZK_WRITE (ctx: the node). */
+extern const struct tracker_kind_ops zk_write_track_ops;
 void zk_clients_tick(struct node *n, uint64_t now_ms);
 void zk_clients_after_apply(struct node *n);
 

@@ -12,8 +12,10 @@
  *
  * Waiters. Every controller request that is not answered at once is a
  * `struct ctl_waiter` in one of two lists:
- *   forwarded  (follower) sent to the leader, waiting for its reply; failed
- *              with NOT_CONTROLLER on a leader change or after a deadline;
+ *   forwarded  (follower) sent to the leader, waiting for its reply: a
+ *              tracked request (tracker.h, kind TRACK_META), failed with
+ *              NOT_CONTROLLER on a leader change, a lost link or after the
+ *              tracker's deadline;
  *   held       waiting for the applied index to reach wait_index, then
  *              delivered — to a client of this server (peer 0) or to the
  *              server that forwarded it. Held replies made by this server's
@@ -60,24 +62,19 @@ struct ctl_ring_entry {
 };
 
 struct ctl_waiter {
-	struct ctl_waiter *next;
-	bool forwarded;   /* in the forwarded list, else held */
+	struct keel_list link;    /* in the forwarded or the held list */
+	struct tracker_req track; /* forwarded: the leader decides */
 	bool from_leader; /* held: a reply from the leader (not ours to fail) */
 	uint8_t api;
 	uint64_t peer;        /* held: 0 = a client here, else the server to answer */
 	uint64_t request_id;  /* the id on the server the client is connected to */
 	uint64_t wait_index;  /* held: deliver once applied >= this */
-	uint64_t deadline_ms; /* forwarded, from_leader: give up then */
+	uint64_t deadline_ms; /* held from_leader: give up then */
 	int32_t zk_err;
 	uint8_t *request; /* body, for a NOT_CONTROLLER answer */
 	size_t request_size;
 	uint8_t *reply;
 	size_t reply_size;
-};
-
-struct ctl_list {
-	struct ctl_waiter *head;
-	struct ctl_waiter *tail;
 };
 
 struct node_ctl {
@@ -98,8 +95,8 @@ struct node_ctl {
 	struct keel_wbuf reply_buf;
 	struct keel_wbuf entry_buf;
 	size_t max_reply_bytes;
-	struct ctl_list held;
-	struct ctl_list forwarded;
+	struct keel_list held;      /* of ctl_waiter */
+	struct keel_list forwarded; /* of ctl_waiter */
 	uint32_t waiter_count;
 
 	/* The active controller (leader only). */
@@ -232,6 +229,8 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	c->max_reply_bytes = n->cfg.max_packet_bytes;
 	keel_wbuf_init_dynamic(&c->reply_buf, 4096, c->max_reply_bytes);
 	keel_wbuf_init_dynamic(&c->entry_buf, 4096, n->raft_opts.max_entry_bytes);
+	keel_list_init(&c->held);
+	keel_list_init(&c->forwarded);
 	controller_config(n, &c->cfg);
 	uint64_t seed = 0;
 	keel_os_random(&seed, sizeof(seed));
@@ -240,16 +239,16 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	return KEEL_OK;
 }
 
-static void list_free(struct ctl_list *l)
+static void list_free(struct node *n, struct keel_list *l)
 {
-	while (l->head != NULL) {
-		struct ctl_waiter *w = l->head;
-		l->head = w->next;
+	struct keel_list *it;
+	while ((it = keel_list_pop_front(l)) != NULL) {
+		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
+		tracker_finish(&n->tracker, &w->track);
 		free(w->request);
 		free(w->reply);
 		free(w);
 	}
-	l->tail = NULL;
 }
 
 void node_ctl_destroy(struct node *n)
@@ -261,8 +260,8 @@ void node_ctl_destroy(struct node *n)
 	if (c->active) {
 		meta_controller_close(&c->ctl);
 	}
-	list_free(&c->held);
-	list_free(&c->forwarded);
+	list_free(n, &c->held);
+	list_free(n, &c->forwarded);
 	ring_clear(c, 0);
 	free(c->ring);
 	meta_image_close(&c->image);
@@ -566,14 +565,13 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 static void send_peer_reply(struct node *n, uint64_t peer, uint64_t request_id,
 			    uint64_t wait_index, int32_t zk_err, const uint8_t *body, size_t size)
 {
+	struct tracker_reply hdr = {TRACK_META, peer, request_id, KEEL_OK, wait_index};
 	size_t mark;
-	struct keel_wbuf *w = peers_send_begin(&n->peers, peer, PEER_FRAME_META_REPLY, &mark);
+	struct keel_wbuf *w = node_reply_begin(n, &hdr, &mark);
 	if (w == NULL) {
 		return; /* the server forwarding it times the request out */
 	}
-	keel_wbuf_u64(w, request_id);
-	keel_wbuf_u64(w, wait_index);
-	keel_wbuf_u32(w, (uint32_t)zk_err);
+	keel_wbuf_i32(w, zk_err);
 	keel_wbuf_bytes(w, body, size);
 	peers_send_end(&n->peers, peer, mark);
 }
@@ -597,31 +595,6 @@ static void deliver_not_controller(struct node *n, uint64_t peer, uint64_t reque
 	keel_wbuf_reset(out);
 	int32_t zk_err = encode_error_reply(c, api, body, size, META_ERR_NOT_CONTROLLER, out);
 	deliver(n, peer, request_id, 0, zk_err, out->data, zk_err == 0 ? out->size : 0);
-}
-
-static void list_push(struct ctl_list *l, struct ctl_waiter *w)
-{
-	w->next = NULL;
-	if (l->tail == NULL) {
-		l->head = w;
-	} else {
-		l->tail->next = w;
-	}
-	l->tail = w;
-}
-
-/* Unlinks `w` (whose predecessor is `prev`, NULL for the head). */
-static void list_unlink(struct ctl_list *l, struct ctl_waiter *prev, struct ctl_waiter *w)
-{
-	if (prev == NULL) {
-		l->head = w->next;
-	} else {
-		prev->next = w->next;
-	}
-	if (l->tail == w) {
-		l->tail = prev;
-	}
-	w->next = NULL;
 }
 
 static void waiter_free(struct node_ctl *c, struct ctl_waiter *w)
@@ -654,6 +627,8 @@ static struct ctl_waiter *waiter_new(struct node_ctl *c, uint8_t api, const uint
 	if (w == NULL) {
 		return NULL;
 	}
+	keel_list_init(&w->link);
+	keel_list_init(&w->track.link);
 	w->api = api;
 	w->request = dup_bytes(request, request_size);
 	w->request_size = request_size;
@@ -675,19 +650,15 @@ static struct ctl_waiter *waiter_new(struct node_ctl *c, uint8_t api, const uint
 static void release_held(struct node *n)
 {
 	struct node_ctl *c = ctl_of(n);
-	struct ctl_waiter *prev = NULL;
-	struct ctl_waiter *w = c->held.head;
-	while (w != NULL) {
-		struct ctl_waiter *next = w->next;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
+		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
 		if (w->wait_index <= n->applied_index) {
-			list_unlink(&c->held, prev, w);
+			keel_list_remove(&w->link);
 			deliver(n, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
 				w->reply_size);
 			waiter_free(c, w);
-		} else {
-			prev = w;
 		}
-		w = next;
 	}
 }
 
@@ -698,40 +669,15 @@ static void fail_held(struct node *n, bool only_overdue)
 {
 	struct node_ctl *c = ctl_of(n);
 	uint64_t now = node_now_ms(n);
-	struct ctl_waiter *prev = NULL;
-	struct ctl_waiter *w = c->held.head;
-	while (w != NULL) {
-		struct ctl_waiter *next = w->next;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
+		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
 		if (only_overdue ? w->from_leader && now >= w->deadline_ms : !w->from_leader) {
-			list_unlink(&c->held, prev, w);
+			keel_list_remove(&w->link);
 			deliver_not_controller(n, w->peer, w->request_id, w->api, w->request,
 					       w->request_size);
 			waiter_free(c, w);
-		} else {
-			prev = w;
 		}
-		w = next;
-	}
-}
-
-/* Answers NOT_CONTROLLER for forwarded requests (all, or the overdue). */
-static void fail_forwarded(struct node *n, bool only_overdue)
-{
-	struct node_ctl *c = ctl_of(n);
-	uint64_t now = node_now_ms(n);
-	struct ctl_waiter *prev = NULL;
-	struct ctl_waiter *w = c->forwarded.head;
-	while (w != NULL) {
-		struct ctl_waiter *next = w->next;
-		if (!only_overdue || now >= w->deadline_ms) {
-			list_unlink(&c->forwarded, prev, w);
-			deliver_not_controller(n, 0, w->request_id, w->api, w->request,
-					       w->request_size);
-			waiter_free(c, w);
-		} else {
-			prev = w;
-		}
-		w = next;
 	}
 }
 
@@ -837,7 +783,6 @@ void node_ctl_after_apply(struct node *n)
 void node_ctl_tick(struct node *n, uint64_t now)
 {
 	struct node_ctl *c = ctl_of(n);
-	fail_forwarded(n, true);
 	fail_held(n, true);
 	maybe_start(n);
 	if (c->active && (int64_t)now >= c->next_tick_ms) {
@@ -855,9 +800,8 @@ void node_ctl_on_leader_change(struct node *n)
 		controller_stop(n, false, "leadership lost");
 		c->rebuild_index = 0;
 	}
-	/* Requests forwarded to the old leader have an unknown fate; every
-	 * controller request is safe to retry. */
-	fail_forwarded(n, false);
+	/* Requests forwarded to the old leader: the tracker fails them (every
+	 * controller request is safe to retry). */
 }
 
 /* ---- controller requests ---- */
@@ -962,7 +906,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 	w->peer = peer;
 	w->request_id = request_id;
 	w->wait_index = c->last_proposed_index;
-	list_push(&c->held, w);
+	keel_list_push_back(&c->held, &w->link);
 }
 
 static bool api_of(int32_t opcode, uint8_t *api)
@@ -1047,12 +991,13 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	}
 	struct ctl_waiter *w = NULL;
 	size_t mark = 0;
+	uint64_t to = 0;
 	struct keel_wbuf *fw = NULL;
 	if (n->leader != 0) {
 		w = waiter_new(c, api, body, size, NULL, 0);
 	}
 	if (w != NULL) {
-		fw = peers_send_begin(&n->peers, n->leader, PEER_FRAME_META_FORWARD, &mark);
+		fw = node_request_begin(n, TRACK_META, request_id, &to, &mark);
 	}
 	if (fw == NULL) {
 		if (w != NULL) {
@@ -1061,80 +1006,90 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 		deliver_not_controller(n, 0, request_id, api, body, size);
 		return;
 	}
-	keel_wbuf_u64(fw, request_id);
 	keel_wbuf_u8(fw, api);
 	keel_wbuf_bytes(fw, body, size);
-	peers_send_end(&n->peers, n->leader, mark);
-	w->forwarded = true;
+	peers_send_end(&n->peers, to, mark);
 	w->request_id = request_id;
-	w->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 2000u;
-	list_push(&c->forwarded, w);
-}
-
-/* The leader's reply to a request this server forwarded. */
-static void on_forward_reply(struct node *n, const uint8_t *body, size_t size)
-{
-	struct node_ctl *c = ctl_of(n);
-	struct keel_rbuf r;
-	keel_rbuf_init(&r, body, size);
-	uint64_t request_id = keel_rbuf_u64(&r);
-	uint64_t wait_index = keel_rbuf_u64(&r);
-	int32_t zk_err = (int32_t)keel_rbuf_u32(&r);
-	if (!keel_rbuf_ok(&r)) {
+	w->track.request_id = request_id; /* the client's pending: a tracker id */
+	if (tracker_add(&n->tracker, &w->track, TRACK_META, n->tracker.policy.leader_wait_ms, to,
+			n->term, node_now_ms(n)) != KEEL_OK) {
+		deliver_not_controller(n, 0, request_id, api, body, size);
+		waiter_free(c, w);
 		return;
 	}
-	const uint8_t *reply = body + 20;
-	size_t reply_size = size - 20;
-	struct ctl_waiter *prev = NULL;
-	struct ctl_waiter *w = c->forwarded.head;
-	while (w != NULL && w->request_id != request_id) {
-		prev = w;
-		w = w->next;
+	keel_list_push_back(&c->forwarded, &w->link);
+}
+
+/* The leader's reply to a request this server forwarded: i32 ZooKeeper
+ * error, then the response body. */
+static void track_reply(void *ctx, struct tracker_req *req, const struct tracker_reply *hdr,
+			const uint8_t *body, size_t size)
+{
+	struct node *n = ctx;
+	struct node_ctl *c = ctl_of(n);
+	struct ctl_waiter *w = KEEL_CONTAINER_OF(req, struct ctl_waiter, track);
+	keel_list_remove(&w->link);
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, body, size);
+	int32_t zk_err = keel_rbuf_i32(&r);
+	if (hdr->err != KEEL_OK || !keel_rbuf_ok(&r)) {
+		deliver_not_controller(n, 0, w->request_id, w->api, w->request, w->request_size);
+		waiter_free(c, w);
+		return;
 	}
-	if (w == NULL) {
-		return; /* already timed out */
-	}
-	list_unlink(&c->forwarded, prev, w);
-	if (wait_index <= n->applied_index) {
-		deliver(n, 0, request_id, wait_index, zk_err, reply, reply_size);
+	const uint8_t *reply = body + 4;
+	size_t reply_size = size - 4;
+	if (hdr->wait_index <= n->applied_index) {
+		deliver(n, 0, w->request_id, hdr->wait_index, zk_err, reply, reply_size);
 		waiter_free(c, w);
 		return;
 	}
 	/* Read-your-writes: complete once this server has applied it too. */
 	w->reply = dup_bytes(reply, reply_size);
 	if (w->reply == NULL) {
-		deliver_not_controller(n, 0, request_id, w->api, w->request, w->request_size);
+		deliver_not_controller(n, 0, w->request_id, w->api, w->request, w->request_size);
 		waiter_free(c, w);
 		return;
 	}
 	w->reply_size = reply_size;
-	w->forwarded = false;
 	w->from_leader = true;
-	w->deadline_ms = node_now_ms(n) + 2u * n->cfg.election_timeout_ms + 2000u;
+	w->deadline_ms = node_now_ms(n) + n->tracker.policy.leader_wait_ms;
 	w->zk_err = zk_err;
-	w->wait_index = wait_index;
-	list_push(&c->held, w);
+	w->wait_index = hdr->wait_index;
+	keel_list_push_back(&c->held, &w->link);
 }
 
-void node_ctl_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-			    size_t size)
+/* No reply from the leader (leader change, lost link, deadline): every
+ * controller request is safe to retry, so the client hears NOT_CONTROLLER
+ * and asks again. */
+static void track_fail(void *ctx, struct tracker_req *req, enum keel_err err)
 {
-	if (type == PEER_FRAME_META_REPLY) {
-		on_forward_reply(n, body, size);
-		return;
-	}
-	if (type != PEER_FRAME_META_FORWARD || size < 9) {
-		return;
-	}
+	(void)err;
+	struct node *n = ctx;
+	struct ctl_waiter *w = KEEL_CONTAINER_OF(req, struct ctl_waiter, track);
+	keel_list_remove(&w->link);
+	deliver_not_controller(n, 0, w->request_id, w->api, w->request, w->request_size);
+	waiter_free(ctl_of(n), w);
+}
+
+const struct tracker_kind_ops node_ctl_track_ops = {
+	.fail = track_fail,
+	.reply = track_reply,
+	.resend = NULL, /* not held: answered NOT_CONTROLLER at once without a leader */
+	.fail_on_leader_change = true,
+};
+
+void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, const uint8_t *body,
+			 size_t size)
+{
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
-	uint64_t request_id = keel_rbuf_u64(&r);
 	uint8_t api = keel_rbuf_u8(&r);
 	if (!keel_rbuf_ok(&r) || api >= META_API_COUNT ||
 	    !meta_api_needs_controller((enum meta_api)api)) {
 		return;
 	}
-	handle_on_leader(n, from, request_id, api, body + 9, size - 9);
+	handle_on_leader(n, from, request_id, api, body + 1, size - 1);
 	node_drive(n);
 }
 

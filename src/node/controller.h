@@ -17,7 +17,7 @@
  *     FetchMetadata are answered from this server's applied state; the
  *     controller APIs are handled here when this server is the active
  *     controller, else forwarded to the Raft leader over the peer link
- *     (PEER_FRAME_META_FORWARD / PEER_FRAME_META_REPLY).
+ *     (a tracked request, node/tracker.h).
  *
  * On the Raft LEADER only, the active controller (struct meta_controller):
  *
@@ -86,8 +86,14 @@ const struct meta_image *node_ctl_image(const struct node *n);
 void node_ctl_after_apply(struct node *n);
 void node_ctl_tick(struct node *n, uint64_t now_ms);
 void node_ctl_on_leader_change(struct node *n);
-void node_ctl_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-			    size_t size);
+/* A controller request forwarded by server `from` (a tracked request,
+ * TRACK_META; body: u8 api, then the request body). Answered in a
+ * PEER_FRAME_REPLY whose body is i32 ZooKeeper error + response body, with
+ * the log index the response depends on as its wait index. */
+void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, const uint8_t *body,
+			 size_t size);
+/* The tracker's callbacks for TRACK_META (ctx: the node). */
+extern const struct tracker_kind_ops node_ctl_track_ops;
 
 /* ---- extension requests (called from client_zk.c) ---- */
 

@@ -26,6 +26,10 @@
 
 #define NODE_ENTRY_VERSION 1
 #define NODE_ENTRY_HEADER_SIZE 26
+#define NODE_ENTRY_TIME_OFFSET 18 /* where time_ms sits (the leader re-stamps it) */
+_Static_assert(NODE_ENTRY_HEADER_SIZE == 1 + 1 + 8 + 8 + 8,
+	       "envelope: kind, version, origin, request id, time");
+_Static_assert(NODE_ENTRY_TIME_OFFSET == 1 + 1 + 8 + 8, "time_ms follows the request id");
 
 enum node_entry_kind {
 	NODE_ENTRY_ZK = 1,      /* a ZooKeeper txn (src/zk) */

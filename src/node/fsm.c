@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "base/assert.h"
-#include "node/client_zk.h"
 #include "node/controller.h"
 #include "node/entry.h"
 #include "os/log.h"
@@ -21,6 +20,8 @@
 
 #define SNAP_MAGIC 0x4b534e50u /* "KSNP" */
 #define SNAP_VERSION 1
+#define SNAP_HEAD_SIZE 6
+_Static_assert(SNAP_HEAD_SIZE == 4 + 2, "stream head: u32 magic, u16 version");
 #define SNAP_TAG_END 0
 #define SNAP_TAG_BOOK 1
 #define SNAP_TAG_ZK 2
@@ -78,7 +79,12 @@ const struct zk_config *fsm_zk_config(const struct node_fsm *fsm)
 	return &fsm->zk_config;
 }
 
-static void apply_zk(struct node *n, const struct raft_entry *entry, const struct node_entry *ne)
+/* Applies a ZooKeeper txn; the result is in fsm->zk_result. Returns
+ * FSM_APPLIED_ZK, or FSM_APPLIED_ZK_FAILED for a txn that does not decode
+ * (skipped on every server), or FSM_APPLIED_NOTHING when this server runs
+ * out of memory (it stops: it can no longer follow the log). */
+static enum fsm_applied_kind apply_zk(struct node *n, const struct raft_entry *entry,
+				      const struct node_entry *ne)
 {
 	struct node_fsm *fsm = n->fsm;
 	zk_result_reset(&fsm->zk_result);
@@ -88,16 +94,15 @@ static void apply_zk(struct node *n, const struct raft_entry *entry, const struc
 		KEEL_ERROR("out of memory applying entry %llu: this server cannot follow the log",
 			   (unsigned long long)entry->index);
 		n->failed = true;
-		return;
+		return FSM_APPLIED_NOTHING;
 	}
 	if (rc != KEEL_OK) {
 		fsm->malformed_entries++;
 		KEEL_ERROR("entry %llu: undecodable ZooKeeper txn (%s); skipped on every server",
 			   (unsigned long long)entry->index, keel_strerror(rc));
-		zk_clients_on_apply_failed(n, ne);
-		return;
+		return FSM_APPLIED_ZK_FAILED;
 	}
-	zk_clients_on_applied(n, ne, &fsm->zk_result);
+	return FSM_APPLIED_ZK;
 }
 
 static struct node_addr *book_upsert(struct node *n, uint64_t id)
@@ -140,23 +145,23 @@ static bool read_string(struct keel_rbuf *r, char *out, size_t out_size)
 	return true;
 }
 
-void fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final)
+bool fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final)
 {
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, payload, size);
 	uint8_t op = keel_rbuf_u8(&r);
 	uint64_t id = keel_rbuf_u64(&r);
 	if (!keel_rbuf_ok(&r) || id == 0) {
-		return;
+		return false;
 	}
 	if (op == NODE_CLUSTER_SET_ADDR) {
 		char peer[NODE_ADDR_SIZE], client[NODE_ADDR_SIZE];
 		if (!read_string(&r, peer, sizeof(peer)) || !read_string(&r, client, sizeof(client))) {
-			return;
+			return false;
 		}
 		struct node_addr *a = book_upsert(n, id);
 		if (a == NULL) {
-			return;
+			return false;
 		}
 		snprintf(a->peer_addr, sizeof(a->peer_addr), "%s", peer);
 		if (client[0] != '\0') {
@@ -167,18 +172,17 @@ void fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t si
 		}
 	} else if (op == NODE_CLUSTER_DEL_ADDR && final) {
 		if (id == n->cfg.id) {
-			return; /* never forget ourselves */
+			return false; /* never forget ourselves */
 		}
 		book_delete(n, id);
 		KEEL_INFO("address book: server %llu removed", (unsigned long long)id);
 	}
-	if (final) {
-		node_book_changed(n);
-	}
+	return final;
 }
 
-void fsm_apply(struct node *n, const struct raft_entry *entry)
+void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applied *out)
 {
+	memset(out, 0, sizeof(*out));
 	if (entry->type != RAFT_ENTRY_NORMAL) {
 		if (entry->type == RAFT_ENTRY_CONFIG) {
 			struct raft_config config;
@@ -197,15 +201,20 @@ void fsm_apply(struct node *n, const struct raft_entry *entry)
 			   (unsigned long long)entry->index);
 		return;
 	}
+	out->entry = ne;
 	switch (ne.kind) {
 	case NODE_ENTRY_CLUSTER:
-		fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, true);
+		if (fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, true)) {
+			out->kind = FSM_APPLIED_BOOK;
+		}
 		return;
 	case NODE_ENTRY_ZK:
-		apply_zk(n, entry, &ne);
+		out->kind = apply_zk(n, entry, &ne);
+		out->zk = out->kind == FSM_APPLIED_ZK ? &n->fsm->zk_result : NULL;
 		return;
 	case NODE_ENTRY_META:
-		node_ctl_apply(n, entry, &ne); /* the cluster controller's records */
+		node_ctl_apply(n, entry, &ne); /* the image is the controller glue's */
+		out->kind = FSM_APPLIED_META;
 		return;
 	default:
 		n->fsm->malformed_entries++;
@@ -258,7 +267,7 @@ static enum keel_err zk_section_write(void *ctx, const void *data, size_t size)
 static void write_book_and_zk(struct section_writer *sw, const struct node_addr_book *book,
 			      const struct zk_state *zk)
 {
-	uint8_t head[6];
+	uint8_t head[SNAP_HEAD_SIZE];
 	keel_store_be32(head, SNAP_MAGIC);
 	keel_store_be16(head + 4, SNAP_VERSION);
 	put(sw, head, sizeof(head));
@@ -471,7 +480,7 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 				size_t err_size)
 {
 	struct section_reader sr = {read, ctx, KEEL_OK};
-	uint8_t head[6];
+	uint8_t head[SNAP_HEAD_SIZE];
 	if (!get(&sr, head, sizeof(head)) || keel_load_be32(head) != SNAP_MAGIC ||
 	    keel_load_be16(head + 4) != SNAP_VERSION) {
 		snprintf(err, err_size, "not a keel state snapshot (bad magic or version)");
@@ -547,9 +556,4 @@ uint64_t fsm_data_bytes(const struct node_fsm *fsm)
 	struct zk_memory mem;
 	zk_state_memory(&fsm->zk, &mem);
 	return mem.total_bytes;
-}
-
-uint64_t fsm_hash(const struct node_fsm *fsm)
-{
-	return zk_state_hash(&fsm->zk);
 }

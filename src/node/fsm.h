@@ -2,10 +2,15 @@
  * fsm.h — the replicated state machine of a server: everything committed
  * entries change, and its snapshot.
  *
- * It owns the ZooKeeper state (src/zk), the metadata image (src/meta) and
- * the address book, and dispatches each committed NORMAL entry by its
- * envelope kind (entry.h). Deterministic: the same entries in the same order
- * give the same state on every server (fsm_hash() compares them in tests).
+ * Ownership: struct node_fsm (n->fsm, fsm_create/fsm_destroy) owns the
+ * ZooKeeper state (src/zk) and its configuration. It does NOT own the two
+ * other parts of the replicated state, which it only applies to and
+ * snapshots: the metadata image belongs to the controller glue (n->ctl,
+ * node/controller.h: node_ctl_apply, node_ctl_save_image/load_image), and
+ * the address book is n->book in struct node (node.h). fsm_apply dispatches
+ * each committed NORMAL entry by its envelope kind (entry.h) to the owner.
+ * Deterministic: the same entries in the same order give the same state on
+ * every server (zk_state_hash() is equal; the ZooKeeper snapshot carries it).
  */
 #ifndef KEEL_NODE_FSM_H
 #define KEEL_NODE_FSM_H
@@ -15,6 +20,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "node/entry.h"
 #include "node/node.h"
 #include "zk/zk_state.h"
 
@@ -23,12 +29,31 @@ struct node_fsm;
 enum keel_err fsm_create(struct node *n, struct node_fsm **out);
 void fsm_destroy(struct node_fsm *fsm);
 
-/* Applies one committed entry (any type) at its index. */
-void fsm_apply(struct node *n, const struct raft_entry *entry);
+/* What applying one entry produced, for the caller to route (to the
+ * waiting client, the peer links ...). The fsm itself reaches into no
+ * client state. */
+enum fsm_applied_kind {
+	FSM_APPLIED_NOTHING = 0, /* not a NORMAL entry, or malformed (skipped) */
+	FSM_APPLIED_ZK,          /* a ZooKeeper txn: result in `zk` */
+	FSM_APPLIED_ZK_FAILED,   /* a ZooKeeper txn that does not decode */
+	FSM_APPLIED_META,        /* controller records (applied by n->ctl) */
+	FSM_APPLIED_BOOK,        /* the address book changed */
+};
+
+struct fsm_applied {
+	enum fsm_applied_kind kind;
+	struct node_entry entry;    /* the envelope (origin, request id); kind != NOTHING */
+	const struct zk_result *zk; /* FSM_APPLIED_ZK; valid until the next fsm_apply */
+};
+
+/* Applies one committed entry (any type) at its index and says what came
+ * of it in *out. */
+void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applied *out);
 
 /* Applies the payload of a NODE_ENTRY_CLUSTER entry to the address book.
- * With `final` false it only learns addresses (start-up pre-scan). */
-void fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final);
+ * With `final` false it only learns addresses (start-up pre-scan). Returns
+ * whether the book changed in a way the peer links must follow (final). */
+bool fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final);
 
 /* The snapshot stream (the payload of a WAL snapshot file):
  *	u32 magic "KSNP" | u16 version
@@ -46,18 +71,21 @@ enum keel_err fsm_snapshot_write_parts(const struct node_addr_book *book,
 				       const struct zk_state *zk, fsm_write_fn write, void *ctx);
 
 /* Replaces the whole state with the snapshot in `path` (a WAL snapshot
- * file) taken at `index`. On error the old state is kept. */
+ * file) taken at `index`. Sections replace their part as they are read and
+ * the file's checksum is checked at the end, so on error the state may be
+ * partly replaced: the caller must not serve from it (start-up fails; an
+ * installed snapshot that does not load stops the server). */
 enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index, char *err,
 				size_t err_size);
 
-/* Reads a snapshot stream into a fresh state, replacing the current one. */
+/* Reads a snapshot stream, replacing each part of the state as its section
+ * is read (the same caveat on error as fsm_snapshot_load). */
 enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, char *err,
 				size_t err_size);
 
 /* Counts for 4lw/metrics. */
 uint64_t fsm_znode_count(const struct node_fsm *fsm);
 uint64_t fsm_session_count(const struct node_fsm *fsm);
-uint64_t fsm_hash(const struct node_fsm *fsm);
 
 /* The replicated ZooKeeper state and its configuration. */
 struct zk_state *fsm_zk(struct node_fsm *fsm);

@@ -84,34 +84,33 @@ static void defer_unreachable(struct node *n, uint64_t peer)
 
 void node_wait_commit(struct node *n, struct node_waiter *w)
 {
-	w->next = NULL;
-	KEEL_ASSERT(n->waiters_tail == NULL || n->waiters_tail->index < w->index);
-	if (n->waiters_tail == NULL) {
-		n->waiters_head = w;
-	} else {
-		n->waiters_tail->next = w;
-	}
-	n->waiters_tail = w;
+	struct keel_list *last = keel_list_last(&n->waiters);
+	KEEL_ASSERT(last == NULL ||
+		    KEEL_LIST_ITEM(last, struct node_waiter, link)->index < w->index);
+	keel_list_init(&w->link);
+	keel_list_push_back(&n->waiters, &w->link);
+}
+
+/* Moves a decided waiter to the done list: its callback runs after
+ * raft_advance (it may call into Raft). */
+static void waiter_decided(struct node *n, struct node_waiter *w, enum keel_err result)
+{
+	keel_list_remove(&w->link);
+	w->result = result;
+	keel_list_push_back(&n->done, &w->link);
 }
 
 /* A committed entry at (index, term): waiters up to it are decided. */
 static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
 {
-	while (n->waiters_head != NULL && n->waiters_head->index <= index) {
-		struct node_waiter *w = n->waiters_head;
-		n->waiters_head = w->next;
-		if (n->waiters_head == NULL) {
-			n->waiters_tail = NULL;
+	struct keel_list *it;
+	while ((it = keel_list_first(&n->waiters)) != NULL) {
+		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
+		if (w->index > index) {
+			break;
 		}
-		w->result = (w->index == index && w->term == term) ? KEEL_OK : KEEL_CANCELED;
-		w->next = NULL;
-		/* Completed after advance (the callback may call into Raft). */
-		if (n->done_tail == NULL) {
-			n->done_head = w;
-		} else {
-			n->done_tail->next = w;
-		}
-		n->done_tail = w;
+		waiter_decided(n, w, (w->index == index && w->term == term) ? KEEL_OK
+									      : KEEL_CANCELED);
 	}
 }
 
@@ -122,26 +121,12 @@ static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
  * before it applies it. */
 static void waiters_fail_uncommitted(struct node *n, uint64_t commit, enum keel_err err)
 {
-	struct node_waiter **link = &n->waiters_head;
-	struct node_waiter *last_kept = NULL;
-	while (*link != NULL && (*link)->index <= commit) {
-		last_kept = *link;
-		link = &(*link)->next;
-	}
-	struct node_waiter *fail = *link;
-	*link = NULL;
-	n->waiters_tail = last_kept;
-	while (fail != NULL) {
-		struct node_waiter *w = fail;
-		fail = w->next;
-		w->result = err;
-		w->next = NULL;
-		if (n->done_tail == NULL) {
-			n->done_head = w;
-		} else {
-			n->done_tail->next = w;
+	struct keel_list *it, *next;
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &n->waiters) {
+		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
+		if (w->index > commit) {
+			waiter_decided(n, w, err);
 		}
-		n->done_tail = w;
 	}
 }
 
@@ -213,11 +198,32 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 		}
 		node_clients_on_leader_change(n, old_leader, rd->leader);
 		node_ctl_on_leader_change(n);
-		admin_on_leader_change(n);
+		admin_on_leader_change(n); /* before the tracker: transfers succeed */
+		tracker_on_leader_change(&n->tracker, rd->leader, node_now_ms(n));
 	}
 }
 
 /* ---- the ready loop ---- */
+
+/* Hands what an applied entry produced to whoever waits for it: the
+ * ZooKeeper clients (watches, the waiting request) and the peer links. */
+static void route_applied(struct node *n, const struct fsm_applied *applied)
+{
+	switch (applied->kind) {
+	case FSM_APPLIED_ZK:
+		zk_clients_on_applied(n, &applied->entry, applied->zk);
+		return;
+	case FSM_APPLIED_ZK_FAILED:
+		zk_clients_on_apply_failed(n, &applied->entry);
+		return;
+	case FSM_APPLIED_BOOK:
+		node_book_changed(n);
+		return;
+	case FSM_APPLIED_META:
+	case FSM_APPLIED_NOTHING:
+		return;
+	}
+}
 
 static void handle_ready(struct node *n, struct raft_ready *rd)
 {
@@ -247,13 +253,15 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 		const struct raft_entry *e = &rd->committed[i];
 		KEEL_ASSERT(e->index == n->applied_index + 1);
 		if (e->term > n->applied_term && n->applied_term != 0) {
-			zk_clients_on_new_term_applied(n, e->term);
+			tracker_on_term_applied(&n->tracker, e->term);
 		}
 		if (e->type == RAFT_ENTRY_CONFIG) {
 			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
 			KEEL_ASSERT(crc == KEEL_OK);
 		}
-		fsm_apply(n, e);
+		struct fsm_applied applied;
+		fsm_apply(n, e, &applied);
+		route_applied(n, &applied);
 		n->bytes_since_snapshot += e->size;
 		n->applied_index = e->index;
 		n->applied_term = e->term;
@@ -334,13 +342,9 @@ static void node_after_advance(struct node *n)
 		raft_report_unreachable(n->raft, n->deferred_unreachable[i]);
 	}
 	n->deferred_unreachable_count = 0;
-	while (n->done_head != NULL) {
-		struct node_waiter *w = n->done_head;
-		n->done_head = w->next;
-		if (n->done_head == NULL) {
-			n->done_tail = NULL;
-		}
-		w->next = NULL;
+	struct keel_list *it;
+	while ((it = keel_list_pop_front(&n->done)) != NULL) {
+		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
 		w->done(n, w, w->result);
 	}
 	node_ctl_after_apply(n);
@@ -452,6 +456,58 @@ static bool raft_msg_plausible(const struct raft_msg *m)
 	}
 }
 
+/* A request another server sends us to decide as the leader. Its origin
+ * must be the link's authenticated peer: a server speaks only for its own
+ * clients. */
+static void on_tracked_request(struct node *n, uint64_t from, const uint8_t *body, size_t size)
+{
+	uint8_t kind;
+	uint64_t origin, request_id;
+	const uint8_t *rest;
+	size_t rest_size;
+	if (tracker_request_decode(body, size, &kind, &origin, &request_id, &rest, &rest_size) !=
+		    KEEL_OK ||
+	    origin != from) {
+		KEEL_WARN("peer %llu: malformed request frame, ignored", (unsigned long long)from);
+		return;
+	}
+	switch ((enum tracker_kind)kind) {
+	case TRACK_ZK_WRITE:
+		zk_clients_on_forward(n, from, request_id, rest, rest_size);
+		return;
+	case TRACK_ADMIN:
+		admin_on_forward(n, from, request_id, rest, rest_size);
+		return;
+	case TRACK_META:
+		node_ctl_on_forward(n, from, request_id, rest, rest_size);
+		return;
+	}
+	KEEL_UNREACHABLE(); /* the decoder accepts only known kinds */
+}
+
+struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
+				     uint64_t *to, size_t *mark)
+{
+	*to = n->leader;
+	if (n->leader == 0 || n->leader == n->cfg.id) {
+		return NULL;
+	}
+	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_REQUEST, mark);
+	if (w != NULL) {
+		tracker_request_encode(w, kind, n->cfg.id, request_id);
+	}
+	return w;
+}
+
+struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *hdr, size_t *mark)
+{
+	struct keel_wbuf *w = peers_send_begin(&n->peers, hdr->origin, PEER_FRAME_REPLY, mark);
+	if (w != NULL) {
+		tracker_reply_encode(w, hdr);
+	}
+	return w;
+}
+
 static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
 			    size_t size)
 {
@@ -479,19 +535,25 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 		node_schedule_drive(n);
 		return;
 	}
-	case PEER_FRAME_FORWARD:
-	case PEER_FRAME_FORWARD_REJECT:
 	case PEER_FRAME_SESSION_TOUCH:
 		node_clients_on_peer_frame(n, from, type, body, size);
 		return;
-	case PEER_FRAME_ADMIN:
-	case PEER_FRAME_ADMIN_REPLY:
-		admin_on_peer_frame(n, from, type, body, size);
+	case PEER_FRAME_REQUEST:
+		on_tracked_request(n, from, body, size);
 		return;
-	case PEER_FRAME_META_FORWARD:
-	case PEER_FRAME_META_REPLY:
-		node_ctl_on_peer_frame(n, from, type, body, size);
+	case PEER_FRAME_REPLY: {
+		struct tracker_reply hdr;
+		const uint8_t *rest;
+		size_t rest_size;
+		if (tracker_reply_decode(body, size, &hdr, &rest, &rest_size) != KEEL_OK) {
+			KEEL_WARN("peer %llu: malformed reply frame, ignored",
+				  (unsigned long long)from);
+			return;
+		}
+		/* No match: already ended (timed out, failed on a change). */
+		(void)tracker_on_reply(&n->tracker, n->cfg.id, &hdr, rest, rest_size);
 		return;
+	}
 	default:
 		KEEL_WARN("peer %llu: unknown frame type %u", (unsigned long long)from, type);
 	}
@@ -509,6 +571,10 @@ static bool peer_is_member(void *ctx, uint64_t id)
 static void on_peer_link(void *ctx, uint64_t id, bool up)
 {
 	struct node *n = ctx;
+	if (!up) {
+		/* Replies from `id` sent before the link went are lost. */
+		tracker_on_link_down(&n->tracker, id, node_now_ms(n));
+	}
 	if (!up && n->raft != NULL && !n->in_ready) {
 		raft_report_unreachable(n->raft, id);
 		node_drive(n);
@@ -526,6 +592,7 @@ static void on_tick(uv_timer_t *t)
 	node_clients_tick(n, now);
 	node_ctl_tick(n, now);
 	admin_tick(n, now);
+	tracker_tick(&n->tracker, n->leader, n->term, now);
 	snapshot_tick(n);
 	node_drive(n);
 }
@@ -680,10 +747,43 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 	return rc;
 }
 
+/* The request tracker: its deadline policy and its three kinds. Request
+ * ids start at random: they travel in log entries (origin, request id) and
+ * find their waiting request when the entry is applied -- also entries this
+ * server proposed before it restarted, replayed from its log or committed
+ * late by the leader. Starting at 1 in every process matched those old
+ * entries to new requests (a reconnecting client got another session's
+ * ConnectResponse). A random 63-bit start makes the ranges of two process
+ * lives overlap with negligible probability. */
+static enum keel_err tracker_setup(struct node *n)
+{
+	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
+	uint64_t start = 0;
+	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
+		start = (uint64_t)keel_clock_wall_ms() << 20;
+	}
+	enum keel_err rc = tracker_init(&n->tracker, &policy, (start >> 1) | 1u);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	struct tracker_kind_ops ops = zk_write_track_ops;
+	ops.ctx = n;
+	tracker_set_kind(&n->tracker, TRACK_ZK_WRITE, &ops);
+	ops = admin_track_ops;
+	ops.ctx = n;
+	tracker_set_kind(&n->tracker, TRACK_ADMIN, &ops);
+	ops = node_ctl_track_ops;
+	ops.ctx = n;
+	tracker_set_kind(&n->tracker, TRACK_META, &ops);
+	return KEEL_OK;
+}
+
 enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
 			size_t err_size)
 {
 	memset(n, 0, sizeof(*n));
+	keel_list_init(&n->waiters);
+	keel_list_init(&n->done);
 	n->cfg = *cfg;
 	n->loop = loop;
 	char prefix[32];
@@ -710,6 +810,11 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	keel_os_random(&seed, sizeof(seed));
 	keel_rng_seed(&n->raft_opts.rng, seed);
 	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
+	rc = tracker_setup(n);
+	if (rc != KEEL_OK) {
+		snprintf(err, err_size, "out of memory");
+		return rc;
+	}
 	n->raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
 	n->raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
 	n->raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
@@ -837,6 +942,7 @@ void node_close(struct node *n)
 		n->raft = NULL;
 	}
 	node_ctl_destroy(n);
+	tracker_close(&n->tracker);
 	if (n->fsm != NULL) {
 		fsm_destroy(n->fsm);
 		n->fsm = NULL;

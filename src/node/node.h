@@ -24,12 +24,14 @@
 
 #include "base/err.h"
 #include "base/hash.h"
+#include "base/list.h"
 #include "net/http.h"
 #include "net/net.h"
 #include "node/config.h"
 #include "node/metrics.h"
 #include "node/peers.h"
 #include "node/storage.h"
+#include "node/tracker.h"
 #include "raft/raft.h"
 
 struct node_client;
@@ -50,7 +52,9 @@ struct node_addr_book {
 };
 
 /* Something waiting for its Raft entry to commit (admin operations on the
- * leader). Matched by (index, term) in commit order. */
+ * leader). Matched by (index, term) in commit order. `link` puts it in
+ * n->waiters (index order), then in n->done until its callback runs; it is
+ * in no list before node_wait_commit and after the callback. */
 struct node;
 
 struct node_waiter {
@@ -58,9 +62,8 @@ struct node_waiter {
 	uint64_t term;
 	void (*done)(struct node *n, struct node_waiter *w, enum keel_err err);
 	void *ctx;
-	uint64_t ctx_id;
 	enum keel_err result;
-	struct node_waiter *next;
+	struct keel_list link;
 };
 
 struct node_stats {
@@ -120,8 +123,7 @@ struct node {
 	size_t deferred_snap_fail_count;
 	uint64_t deferred_unreachable[PEERS_MAX];
 	size_t deferred_unreachable_count;
-	struct node_waiter *done_head;
-	struct node_waiter *done_tail;
+	struct keel_list done; /* of node_waiter, decided, callbacks due */
 
 	/* Snapshots received from the leader, being made durable, in persist
 	 * order (the core may hand out another before the first is durable). */
@@ -145,8 +147,10 @@ struct node {
 	struct node_fsm *fsm;
 
 	/* Admin waiters (leader) in index order. */
-	struct node_waiter *waiters_head;
-	struct node_waiter *waiters_tail;
+	struct keel_list waiters; /* of node_waiter */
+
+	/* Requests decided by the leader, of every kind (tracker.h). */
+	struct tracker tracker;
 
 	/* Client side. */
 	struct node_clients *clients;
@@ -185,8 +189,18 @@ void node_schedule_drive(struct node *n);
 enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
 			   uint64_t *term);
 
-/* Adds a waiter for (index, term); `w` stays owned by the caller until done. */
+/* Adds a waiter for (index, term); `w` stays owned by the caller until done.
+ * A caller that frees `w` earlier unlinks it first (keel_list_remove). */
 void node_wait_commit(struct node *n, struct node_waiter *w);
+
+/* Starts a PEER_FRAME_REQUEST for tracked request `request_id` to the
+ * leader: returns the writer (append the body, then peers_send_end(&n->peers,
+ * *to, *mark)) or NULL when no leader is known or there is no link to it. */
+struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
+				     uint64_t *to, size_t *mark);
+/* Starts a PEER_FRAME_REPLY to hdr->origin (the same pairing, to the
+ * origin); NULL when there is no link (the origin's deadline answers). */
+struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *hdr, size_t *mark);
 
 /* Monotonic milliseconds of the loop. */
 uint64_t node_now_ms(const struct node *n);

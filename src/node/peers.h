@@ -38,21 +38,20 @@
 #include "node/peer_auth.h"
 
 #define PEERS_MAX 32
-#define PEER_PROTOCOL_VERSION PEER_AUTH_VERSION /* 2: authenticated handshake */
+#define PEER_PROTOCOL_VERSION PEER_AUTH_VERSION /* 2: authenticated handshake, and the
+							 * three forward protocols of version 1
+							 * (frame types 3, 4, 6, 7, 8, 9) became
+							 * one request/reply pair (tracker.h) */
 #define PEER_HANDSHAKE_MAX_FRAME 512u /* frame limit until a link is authenticated */
 #define PEER_HANDSHAKE_TIMEOUT_MS 5000u
 #define PEER_MAX_HANDSHAKES 32u
 
 enum peer_frame_type {
 	PEER_FRAME_HELLO = 1, /* 1, 10, 11: the handshake (peer_auth.h) */
-	PEER_FRAME_RAFT = 2,    /* a Raft message */
-	PEER_FRAME_FORWARD = 3, /* follower -> leader: propose this for a client */
-	PEER_FRAME_FORWARD_REJECT = 4, /* leader -> follower: could not propose */
+	PEER_FRAME_RAFT = 2,  /* a Raft message */
 	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
-	PEER_FRAME_ADMIN = 6,          /* an admin request forwarded to the leader */
-	PEER_FRAME_ADMIN_REPLY = 7,
-	PEER_FRAME_META_FORWARD = 8, /* a controller request forwarded to the leader */
-	PEER_FRAME_META_REPLY = 9,   /* leader -> follower: its reply */
+	PEER_FRAME_REQUEST = 12, /* to the leader: a tracked request (tracker.h) */
+	PEER_FRAME_REPLY = 13,   /* from the leader: its answer to one */
 };
 
 struct peers;

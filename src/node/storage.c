@@ -18,17 +18,16 @@
  *   4. entries: truncate a conflicting suffix, append;
  * and the batch group's fdatasync comes last. After any failure the WAL is
  * sticky-failed: this batch and all later ones report the error.
+ *
+ * Every file access goes through the vfs (wal/vfs.h), the snapshot files'
+ * too: there is no raw open/pwrite here.
  */
 #include "node/storage.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/assert.h"
 #include "os/clock.h"
@@ -86,7 +85,7 @@ struct node_storage {
 	bool async_ready;
 
 	/* Sending snapshots (loop thread only). */
-	int send_fd;
+	struct wal_vfs_file *send_file; /* NULL: none open */
 	uint64_t send_index, send_term;
 
 	struct wal_recovered recovered;
@@ -118,32 +117,27 @@ static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy
 	char name[WAL_NAME_MAX], path[2048];
 	wal_snapshot_name(name, c->index, c->term, true);
 	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-	int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (c->offset == 0 ? O_TRUNC : 0);
-	int fd = open(path, flags, 0644);
-	if (fd < 0) {
-		KEEL_ERROR("snapshot chunk: cannot open %s: %s", path, strerror(errno));
-		return KEEL_IO;
+	struct wal_vfs_file *f;
+	enum keel_err rc = wal_vfs_open(&s->vfs, path, WAL_VFS_CREATE, &f);
+	if (rc != KEEL_OK) {
+		KEEL_ERROR("snapshot chunk: cannot open %s: %s", path, wal_vfs_last_error());
+		return rc;
 	}
-	size_t done = 0;
-	while (done < c->size) {
-		ssize_t w = pwrite(fd, c->data + done, c->size - done, (off_t)(c->offset + done));
-		if (w < 0) {
-			if (errno == EINTR) {
-				continue;
-			}
-			KEEL_ERROR("snapshot chunk: write %s: %s", path, strerror(errno));
-			close(fd);
-			return errno == ENOSPC ? KEEL_NOSPACE : KEEL_IO;
-		}
-		done += (size_t)w;
+	if (c->offset == 0) {
+		rc = wal_vfs_truncate(f, 0); /* a transfer starting over */
 	}
-	if (fdatasync(fd) != 0) {
-		KEEL_ERROR("snapshot chunk: fdatasync %s: %s", path, strerror(errno));
-		close(fd);
-		return KEEL_IO;
+	if (rc == KEEL_OK) {
+		rc = wal_vfs_pwrite(f, c->data, c->size, c->offset);
 	}
-	close(fd);
-	return KEEL_OK;
+	if (rc == KEEL_OK) {
+		rc = wal_vfs_datasync(f);
+	}
+	if (rc != KEEL_OK) {
+		KEEL_ERROR("snapshot chunk: %s: %s", path, wal_vfs_last_error());
+		rc = rc == KEEL_NOSPACE ? KEEL_NOSPACE : KEEL_IO;
+	}
+	wal_vfs_close(f);
+	return rc;
 }
 
 static enum keel_err do_install(struct node_storage *s, const struct raft_snapshot_install *in)
@@ -153,8 +147,8 @@ static enum keel_err do_install(struct node_storage *s, const struct raft_snapsh
 	wal_snapshot_name(final_name, in->meta.index, in->meta.term, false);
 	snprintf(from, sizeof(from), "%s/%s", s->dir, tmp);
 	snprintf(to, sizeof(to), "%s/%s", s->dir, final_name);
-	if (rename(from, to) != 0) {
-		KEEL_ERROR("install snapshot: rename %s: %s", from, strerror(errno));
+	if (wal_vfs_rename(&s->vfs, from, to) != KEEL_OK) {
+		KEEL_ERROR("install snapshot: rename %s: %s", from, wal_vfs_last_error());
 		return KEEL_IO;
 	}
 	if (wal_vfs_sync_dir(&s->vfs, s->dir) != KEEL_OK) {
@@ -169,7 +163,7 @@ static enum keel_err do_install(struct node_storage *s, const struct raft_snapsh
 	keel_arena_close(&arena);
 	if (rc != KEEL_OK) {
 		KEEL_ERROR("install snapshot: received file is damaged: %s", msg);
-		unlink(to);
+		(void)wal_vfs_unlink(&s->vfs, to);
 		return KEEL_CORRUPT;
 	}
 	/* The core decides discard_log from its in-memory log, which may hold
@@ -509,35 +503,24 @@ enum keel_err node_storage_snapshot_read(struct node_storage *s, uint64_t index,
 					 uint64_t offset, void *buf, size_t size, size_t *got)
 {
 	*got = 0;
-	if (s->send_fd < 0 || s->send_index != index || s->send_term != term) {
-		if (s->send_fd >= 0) {
-			close(s->send_fd);
-			s->send_fd = -1;
+	if (s->send_file == NULL || s->send_index != index || s->send_term != term) {
+		if (s->send_file != NULL) {
+			wal_vfs_close(s->send_file);
+			s->send_file = NULL;
 		}
 		char name[WAL_NAME_MAX], path[2048];
 		wal_snapshot_name(name, index, term, false);
 		snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-		s->send_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (s->send_fd < 0) {
+		if (wal_vfs_open(&s->vfs, path, WAL_VFS_READ_ONLY, &s->send_file) != KEEL_OK) {
+			s->send_file = NULL;
 			return KEEL_NOENT;
 		}
 		s->send_index = index;
 		s->send_term = term;
 	}
 	size_t done = 0;
-	while (done < size) {
-		ssize_t r = pread(s->send_fd, (uint8_t *)buf + done, size - done,
-				  (off_t)(offset + done));
-		if (r < 0) {
-			if (errno == EINTR) {
-				continue;
-			}
-			return KEEL_IO;
-		}
-		if (r == 0) {
-			break;
-		}
-		done += (size_t)r;
+	if (wal_vfs_pread(s->send_file, buf, size, offset, &done) != KEEL_OK) {
+		return KEEL_IO;
 	}
 	*got = done;
 	return KEEL_OK;
@@ -552,7 +535,7 @@ enum keel_err node_storage_open(struct node_storage **out, const struct node_sto
 		return KEEL_NOMEM;
 	}
 	s->opts = *opts;
-	s->send_fd = -1;
+	s->send_file = NULL;
 	snprintf(s->dir, sizeof(s->dir), "%s", opts->data_dir);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cond, NULL);
@@ -602,9 +585,13 @@ enum keel_err node_storage_open(struct node_storage **out, const struct node_sto
 		}
 		snprintf(rec->snapshot_path, sizeof(rec->snapshot_path), "%s/%s", s->dir, m->name);
 		snprintf(s->newest_snapshot, sizeof(s->newest_snapshot), "%s", m->name);
-		struct stat st;
-		if (stat(rec->snapshot_path, &st) == 0) {
-			rec->snapshot.size_bytes = (uint64_t)st.st_size;
+		struct wal_vfs_file *f;
+		if (wal_vfs_open(&s->vfs, rec->snapshot_path, WAL_VFS_READ_ONLY, &f) == KEEL_OK) {
+			uint64_t size = 0;
+			if (wal_vfs_size(f, &size) == KEEL_OK) {
+				rec->snapshot.size_bytes = size;
+			}
+			wal_vfs_close(f);
 		}
 	}
 	if (s->recovered.entry_count > 0) {
@@ -707,9 +694,9 @@ void node_storage_close(struct node_storage *s)
 		b = next;
 	}
 	s->done_head = s->done_tail = NULL;
-	if (s->send_fd >= 0) {
-		close(s->send_fd);
-		s->send_fd = -1;
+	if (s->send_file != NULL) {
+		wal_vfs_close(s->send_file);
+		s->send_file = NULL;
 	}
 	if (s->has_recovered) {
 		wal_recovered_free(&s->recovered);

@@ -33,8 +33,10 @@
  * ---- Persistence rules (enforced by the core, not just documented) ----
  *
  * A ready with persist_id != 0 carries a batch to make durable: snapshot
- * chunks, then a snapshot install, then entries, then the hard state (that
- * order). Batches are made durable in persist_id order (a FIFO storage
+ * chunks, then a snapshot install, then the hard state, then entries (that
+ * order: the hard state goes first so that a crash part-way through a batch
+ * never leaves entries of a term newer than the stored term, which recovery
+ * would refuse as corrupt). Batches are made durable in persist_id order (a FIFO storage
  * thread does this naturally) and several may be outstanding at once, up to
  * options.max_persist_batches; past that, ready() holds new persistent work
  * back until raft_persisted() catches up (backpressure, never unbounded).
@@ -481,9 +483,10 @@ struct raft_ready {
 	 *    once durable, load it into the state machine BEFORE calling
 	 *    raft_persisted() (the core then counts install->meta.index as
 	 *    applied; report it with raft_applied() too);
-	 * 3. entries[]: delete stored entries with index >= entries[0].index,
-	 *    then append these;
-	 * 4. hard state, if hard_state_changed. */
+	 * 3. hard state, if hard_state_changed (atomically: write-temp, fsync,
+	 *    rename), before the entries of its term;
+	 * 4. entries[]: delete stored entries with index >= entries[0].index,
+	 *    then append these. */
 	uint64_t persist_id;
 	const struct raft_snapshot_chunk *chunks;
 	size_t n_chunks;

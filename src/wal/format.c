@@ -13,6 +13,18 @@
 _Static_assert(sizeof(WAL_SEGMENT_MAGIC) - 1 == 8, "segment magic is 8 bytes");
 _Static_assert(sizeof(WAL_HARD_STATE_MAGIC) - 1 == 8, "hard state magic is 8 bytes");
 _Static_assert(sizeof(WAL_SNAPSHOT_MAGIC) - 1 == 8, "snapshot magic is 8 bytes");
+/* The fixed sizes are the sums of the fields laid out in format.h. */
+_Static_assert(WAL_SEGMENT_HEADER_SIZE == 8 + 4 + 4 + 8 + 8 + 8 + 8 + 12 + 4,
+	       "segment header: magic, version, header size, generation, first index, "
+	       "segment size, prev term, reserved, crc");
+_Static_assert(WAL_RECORD_HEADER_SIZE == 4 + 4 + 8 + 8 + 8 + 4 + 1 + 3,
+	       "record header: size, crc, generation, term, index, batch offset, type, pad");
+_Static_assert(WAL_HARD_STATE_FIXED_SIZE == 8 + 4 + 4, "hard state: magic, version, body size");
+_Static_assert(WAL_HARD_STATE_BODY_V1 == 8 + 8 + 8 + 4,
+	       "hard state body v1: term, voted_for, commit index, extra size");
+_Static_assert(WAL_SNAPSHOT_FIXED_SIZE == 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4,
+	       "snapshot header: magic, version, membership size, index, term, payload size, "
+	       "payload crc, header crc");
 _Static_assert(WAL_SEGMENT_HEADER_SIZE % WAL_RECORD_ALIGN == 0, "records start aligned");
 _Static_assert(WAL_RECORD_HEADER_SIZE % WAL_RECORD_ALIGN == 0, "payloads start aligned");
 

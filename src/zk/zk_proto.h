@@ -97,6 +97,8 @@ struct zk_reply_header {
 
 #define ZK_REQUEST_HEADER_SIZE 8
 #define ZK_REPLY_HEADER_SIZE 16
+_Static_assert(ZK_REQUEST_HEADER_SIZE == 4 + 4, "RequestHeader: int xid, int type");
+_Static_assert(ZK_REPLY_HEADER_SIZE == 4 + 8 + 4, "ReplyHeader: int xid, long zxid, int err");
 
 void zk_reply_header_encode(struct keel_wbuf *w, int32_t xid, int64_t zxid, int32_t err);
 enum keel_err zk_reply_header_decode(struct zk_reply_header *h, struct keel_rbuf *r);

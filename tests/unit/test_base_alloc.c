@@ -1,4 +1,4 @@
-/* Unit tests: object pool (reuse, limits, alignment) and arena. */
+/* Unit tests: the arena (alignment, big allocations, reset) and the error table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,43 +8,6 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-
-static void test_pool_reuse_and_alignment(void **state)
-{
-	(void)state;
-	struct keel_pool pool;
-	keel_pool_init(&pool, 24, 4, 0);
-	void *objs[10];
-	for (int i = 0; i < 10; i++) {
-		objs[i] = keel_pool_alloc(&pool);
-		assert_non_null(objs[i]);
-		assert_int_equal((uintptr_t)objs[i] % 16, 0);
-		memset(objs[i], 0xee, 24);
-	}
-	assert_int_equal(pool.live, 10);
-	assert_int_equal(pool.allocated, 12);
-	keel_pool_free(&pool, objs[4]);
-	assert_ptr_equal(keel_pool_alloc(&pool), objs[4]);
-	assert_true(keel_pool_memory(&pool) >= 12 * 32);
-	keel_pool_close(&pool);
-}
-
-static void test_pool_limit(void **state)
-{
-	(void)state;
-	struct keel_pool pool;
-	keel_pool_init(&pool, 8, 3, 5);
-	void *objs[5];
-	for (int i = 0; i < 5; i++) {
-		objs[i] = keel_pool_alloc(&pool);
-		assert_non_null(objs[i]);
-	}
-	assert_null(keel_pool_alloc(&pool));
-	keel_pool_free(&pool, objs[0]);
-	assert_non_null(keel_pool_alloc(&pool));
-	assert_null(keel_pool_alloc(&pool));
-	keel_pool_close(&pool);
-}
 
 static void test_arena(void **state)
 {
@@ -84,8 +47,6 @@ static void test_errors_have_messages(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pool_reuse_and_alignment),
-		cmocka_unit_test(test_pool_limit),
 		cmocka_unit_test(test_arena),
 		cmocka_unit_test(test_errors_have_messages),
 	};
