@@ -3,8 +3,10 @@
  *
  * Read side: libuv reads into the connection's reassembly buffer; complete
  * frames are handed to on_frame in order; the unparsed remainder moves to the
- * front. The buffer grows to the largest frame seen (bounded by
- * max_frame_bytes) and shrinks back when idle.
+ * front. The buffer grows by doubling as bytes arrive, never to the length a
+ * header merely announces (a client sending 1 MiB - 1 holds what it sent,
+ * not the 1 MiB it promised), is bounded by max_frame_bytes and by the
+ * shared read budget, and shrinks back when idle.
  *
  * Write side: frames are appended to out[active]; a uv_check handle runs once
  * per loop iteration and starts one uv_write per dirty connection with all
@@ -16,6 +18,7 @@
 
 #include "base/assert.h"
 #include "base/crc32c.h"
+#include "net/limits.h"
 #include "net/net.h"
 
 #define READ_CHUNK 16384u
@@ -132,14 +135,32 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 		if (cap > limit) {
 			cap = limit;
 		}
-		uint8_t *p = realloc(conn->rbuf, cap);
-		if (p != NULL) {
-			conn->rbuf = p;
-			conn->rcap = cap;
+		struct net_read_budget *budget = conn->cfg.read_budget;
+		if (budget != NULL && !net_read_budget_take(budget, cap - conn->rcap)) {
+			/* No room: with a full buffer, libuv reports UV_ENOBUFS. */
+			conn->over_budget = true;
+		} else {
+			uint8_t *p = realloc(conn->rbuf, cap);
+			if (p != NULL) {
+				conn->rbuf = p;
+				conn->rcap = cap;
+			} else if (budget != NULL) {
+				net_read_budget_give(budget, cap - conn->rcap);
+			}
 		}
 	}
 	buf->base = (char *)conn->rbuf + conn->rlen;
 	buf->len = conn->rcap - conn->rlen;
+}
+
+static void release_rbuf(struct net_conn *conn)
+{
+	if (conn->cfg.read_budget != NULL) {
+		net_read_budget_give(conn->cfg.read_budget, conn->rcap);
+	}
+	free(conn->rbuf);
+	conn->rbuf = NULL;
+	conn->rcap = 0;
 }
 
 /* Parses and delivers the complete frames in the buffer. */
@@ -164,21 +185,7 @@ static void conn_dispatch(struct net_conn *conn)
 			break;
 		}
 		if (conn->rlen - pos < hdr + len) {
-			/* Make room for the whole frame if the buffer is too small. */
-			if (conn->rcap < hdr + len) {
-				size_t need = hdr + len;
-				memmove(conn->rbuf, conn->rbuf + pos, conn->rlen - pos);
-				conn->rlen -= pos;
-				pos = 0;
-				uint8_t *nb = realloc(conn->rbuf, need);
-				if (nb == NULL) {
-					net_conn_close(conn, KEEL_NOMEM, false);
-					break;
-				}
-				conn->rbuf = nb;
-				conn->rcap = need;
-			}
-			break;
+			break; /* on_alloc grows the buffer as the rest arrives */
 		}
 		const uint8_t *payload = p + hdr;
 		if (conn->cfg.checksummed && keel_crc32c(0, payload, len) != keel_load_be32(p + 4)) {
@@ -199,12 +206,22 @@ static void conn_dispatch(struct net_conn *conn)
 	if (pos > 0) {
 		memmove(conn->rbuf, conn->rbuf + pos, conn->rlen - pos);
 		conn->rlen -= pos;
+		conn->partial_since_ms = 0; /* a frame completed: the clock restarts */
+	}
+	if (conn->rlen > 0 && conn->partial_since_ms == 0) {
+		conn->partial_since_ms = KEEL_MAX(uv_now(conn->nl->loop), 1u);
+	} else if (conn->rlen == 0) {
+		conn->partial_since_ms = 0;
 	}
 	if (conn->rlen == 0 && conn->rcap > IDLE_BUFFER_KEEP) {
-		free(conn->rbuf);
-		conn->rbuf = NULL;
-		conn->rcap = 0;
+		release_rbuf(conn);
 	}
+}
+
+bool net_conn_frame_overdue(const struct net_conn *conn, uint64_t now_ms, uint64_t timeout_ms)
+{
+	return conn->partial_since_ms != 0 && !conn->paused && !conn->closing &&
+	       now_ms >= conn->partial_since_ms + timeout_ms;
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -212,12 +229,18 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	(void)buf;
 	struct net_conn *conn = stream->data;
 	if (nread < 0) {
-		net_conn_close(conn, nread == UV_EOF ? KEEL_OK : KEEL_IO, false);
+		enum keel_err why = nread == UV_EOF ? KEEL_OK : KEEL_IO;
+		if (nread == UV_ENOBUFS && conn->over_budget) {
+			why = KEEL_LIMIT;
+			conn->cfg.read_budget->refusals++;
+		}
+		net_conn_close(conn, why, false);
 		return;
 	}
 	if (conn->closing) {
 		return;
 	}
+	conn->over_budget = false;
 	conn->rlen += (size_t)nread;
 	conn->nl->bytes_in += (uint64_t)nread;
 	conn_dispatch(conn);
@@ -446,9 +469,8 @@ static void on_closed(uv_handle_t *handle)
 {
 	struct net_conn *conn = handle->data;
 	unlink_dirty(conn);
-	free(conn->rbuf);
-	conn->rbuf = NULL;
-	conn->rlen = conn->rcap = 0;
+	release_rbuf(conn);
+	conn->rlen = 0;
 	keel_wbuf_free(&conn->out[0]);
 	keel_wbuf_free(&conn->out[1]);
 	conn->ops->on_close(conn, conn->close_reason);

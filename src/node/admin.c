@@ -860,6 +860,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->fsm));
 	metrics_gauge(w, "keel_watches", "Watches held by this server's connections",
 		      (double)cs.watches);
+	node_limits_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "net/limits.h"
 #include "net/net.h"
 #include "node/node.h"
 
@@ -38,6 +39,8 @@ struct node_client {
 	uint64_t packets_received;
 	uint64_t packets_sent;
 	struct zk_conn *zk;
+	struct net_ip ip;   /* source address, counted in limits.per_ip ... */
+	bool admitted;      /* ... when admitted (node_limits_admit) */
 	struct node_client *prev;
 	struct node_client *next;
 };

@@ -1403,6 +1403,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		snprintf(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
+	zk_watches_set_max_bytes(&zs->watches, n->cfg.max_watch_bytes_per_connection);
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
 	/* Request ids travel in log entries (origin, request_id) and find their
 	 * waiting request when the entry is applied -- also entries this server

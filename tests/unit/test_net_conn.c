@@ -1,6 +1,8 @@
 /* Unit tests: framed connections over loopback — round trips, batching of
  * many frames, checksummed frames, corrupt and oversized frames closing only
- * the offending connection, the bad-prefix hook (four-letter words). */
+ * the offending connection, the bad-prefix hook (four-letter words), and
+ * the abuse bounds: a partial frame holds what arrived, not what its header
+ * announced; its deadline; the shared budget of partial-frame bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "net/limits.h"
 #include "net/net.h"
 
 struct side {
@@ -241,6 +244,71 @@ static void test_pause_resume(void **state)
 	teardown_pair();
 }
 
+/* Runs the loop until the server has buffered `bytes` (or it closed). */
+static void run_until_buffered(size_t bytes)
+{
+	for (int i = 0; i < 20000 && fx->srv.conn.rlen < bytes && !fx->srv.closed; i++) {
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	}
+}
+
+static void test_partial_frame_holds_what_arrived(void **state)
+{
+	(void)state;
+	setup_pair(false, 1 << 20);
+	connect_client();
+	run_until(&fx->cli.conn.connected);
+	size_t announced = (1u << 20) - 1;
+	uint8_t *frame = calloc(1, 4 + announced);
+	assert_non_null(frame);
+	keel_store_be32(frame, (uint32_t)announced);
+	net_conn_send_raw(&fx->cli.conn, frame, 4 + 100);
+	run_until_buffered(104);
+	assert_int_equal(fx->srv.conn.rlen, 104);
+	/* Held: one read chunk, not the 1 MiB the header announced. */
+	assert_true(fx->srv.conn.rcap <= 16384);
+	uint64_t since = fx->srv.conn.partial_since_ms;
+	assert_true(since != 0);
+	assert_false(net_conn_frame_overdue(&fx->srv.conn, since + 999, 1000));
+	assert_true(net_conn_frame_overdue(&fx->srv.conn, since + 1000, 1000));
+	/* Half of it: the buffer has grown with the bytes, no further. */
+	net_conn_send_raw(&fx->cli.conn, frame + 104, announced / 2);
+	run_until_buffered(104 + announced / 2);
+	assert_true(fx->srv.conn.rcap <= 2 * fx->srv.conn.rlen);
+	/* The rest: delivered, and no frame is pending any more. */
+	net_conn_send_raw(&fx->cli.conn, frame + 104 + announced / 2, announced - 100 - announced / 2);
+	run_for_frames(&fx->srv, 1);
+	assert_int_equal(fx->srv.frames, 1);
+	assert_int_equal(fx->srv.bytes, announced);
+	assert_int_equal(fx->srv.conn.partial_since_ms, 0);
+	assert_false(net_conn_frame_overdue(&fx->srv.conn, since + 1000000, 1000));
+	free(frame);
+	teardown_pair();
+}
+
+static void test_read_budget_closes_the_hog(void **state)
+{
+	(void)state;
+	struct net_read_budget budget = {64u << 10, 0, 0};
+	setup_pair(false, 1 << 20);
+	fx->cfg.read_budget = &budget;
+	connect_client();
+	run_until(&fx->cli.conn.connected);
+	size_t sent = 200u << 10;
+	uint8_t *bytes = calloc(1, 4 + sent);
+	assert_non_null(bytes);
+	keel_store_be32(bytes, 512u << 10); /* announces 512 KiB, under the frame limit */
+	net_conn_send_raw(&fx->cli.conn, bytes, 4 + sent);
+	run_until(&fx->srv.closed);
+	assert_true(fx->srv.closed);
+	assert_int_equal(fx->srv.reason, KEEL_LIMIT);
+	assert_int_equal(budget.refusals, 1);
+	assert_true(budget.used_bytes <= (64u << 10));
+	free(bytes);
+	teardown_pair();
+	assert_int_equal(budget.used_bytes, 0); /* every buffer given back */
+}
+
 static void test_parse_addr(void **state)
 {
 	(void)state;
@@ -267,6 +335,8 @@ int main(void)
 		cmocka_unit_test(test_corrupt_checksum_closes),
 		cmocka_unit_test(test_bad_prefix_hook),
 		cmocka_unit_test(test_pause_resume),
+		cmocka_unit_test(test_partial_frame_holds_what_arrived),
+		cmocka_unit_test(test_read_budget_closes_the_hog),
 		cmocka_unit_test(test_parse_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
