@@ -109,7 +109,8 @@ start_server() {
   # shellcheck disable=SC2086  # KEEL_ARGS is a list of words
   setsid "$KEEL" server --id "$i" --data-dir "$sdir/data" \
     --listen "127.0.0.1:$port" --peer-listen "127.0.0.1:$((port + 1))" \
-    --metrics-listen "127.0.0.1:$((port + 2))" --cluster "$(cluster_flag)" $KEEL_ARGS \
+    --metrics-listen "127.0.0.1:$((port + 2))" --cluster "$(cluster_flag)" \
+    --maxClientCnxns 0 $KEEL_ARGS \
     </dev/null >>"$sdir/server.log" 2>&1 &
   echo $! >"$sdir/pid"
 }
