@@ -8,6 +8,18 @@
  * not the 1 MiB it promised), is bounded by max_frame_bytes and by the
  * shared read budget, and shrinks back when idle.
  *
+ * Fairness: a dispatch hands on at most max_frames_per_turn frames and
+ * stops early once its replies reach max_output_per_turn bytes. A
+ * connection with frames left is "deferred": reading stops, it joins
+ * nl->deferred, and the check handle dispatches its next turn in the next
+ * loop iteration, after every other connection's input of this one — so a
+ * client pipelining expensive requests delays the others by about one
+ * request, not by its whole pipeline.
+ *
+ *   reading --turn used up--> deferred (not reading) --check: next turn-->
+ *      ^                                                     |
+ *      +------------- buffer holds no complete frame --------+
+ *
  * Write side: frames are appended to out[active]; a uv_check handle runs once
  * per loop iteration and starts one uv_write per dirty connection with all
  * that was appended, then switches `active` so new frames never touch memory
@@ -26,6 +38,8 @@
 
 static void conn_try_flush(struct net_conn *conn);
 static void conn_finish_close(struct net_conn *conn);
+static void conn_dispatch(struct net_conn *conn);
+static enum keel_err start_reading(struct net_conn *conn);
 
 static size_t header_size(const struct net_conn *conn)
 {
@@ -68,9 +82,61 @@ static void unlink_dirty(struct net_conn *conn)
 	conn->next_dirty = NULL;
 }
 
-static void on_flush_check(uv_check_t *check)
+static void unlink_deferred(struct net_conn *conn)
 {
-	struct net_loop *nl = check->data;
+	if (!conn->deferred) {
+		return;
+	}
+	struct net_conn **pp = &conn->nl->deferred;
+	while (*pp != NULL && *pp != conn) {
+		pp = &(*pp)->next_deferred;
+	}
+	if (*pp == conn) {
+		*pp = conn->next_deferred;
+	}
+	conn->deferred = false;
+	conn->next_deferred = NULL;
+}
+
+/* Its turn is used up: stop reading until the buffered frames are served. */
+static void defer(struct net_conn *conn)
+{
+	KEEL_ASSERT(!conn->deferred);
+	conn->nl->deferrals++;
+	if (conn->reading) {
+		uv_read_stop((uv_stream_t *)&conn->tcp);
+		conn->reading = false;
+	}
+	if (conn->nl->dirty == NULL && conn->nl->deferred == NULL) {
+		uv_idle_start(&conn->nl->flush_idle, on_idle); /* the next poll must not block */
+	}
+	conn->deferred = true;
+	conn->next_deferred = conn->nl->deferred;
+	conn->nl->deferred = conn;
+}
+
+/* The next turn of every deferred connection (those deferred again go
+ * to the list for the iteration after). */
+static void run_deferred(struct net_loop *nl)
+{
+	struct net_conn *conn = nl->deferred;
+	nl->deferred = NULL;
+	while (conn != NULL) {
+		struct net_conn *next = conn->next_deferred;
+		conn->next_deferred = NULL;
+		conn->deferred = false;
+		if (!conn->closing && !conn->paused && !conn->in_dispatch) {
+			conn_dispatch(conn);
+			if (!conn->closing && start_reading(conn) != KEEL_OK) {
+				net_conn_close(conn, KEEL_IO, false);
+			}
+		}
+		conn = next;
+	}
+}
+
+static void flush_dirty(struct net_loop *nl)
+{
 	while (nl->dirty != NULL) {
 		struct net_conn *conn = nl->dirty;
 		nl->dirty = conn->next_dirty;
@@ -78,7 +144,21 @@ static void on_flush_check(uv_check_t *check)
 		conn->next_dirty = NULL;
 		conn_try_flush(conn);
 	}
-	uv_idle_stop(&nl->flush_idle);
+}
+
+/* Replies of this iteration leave first; then the deferred connections
+ * take their next turn, and their replies leave too. */
+static void on_flush_check(uv_check_t *check)
+{
+	struct net_loop *nl = check->data;
+	flush_dirty(nl);
+	if (nl->deferred != NULL) {
+		run_deferred(nl);
+		flush_dirty(nl);
+	}
+	if (nl->deferred == NULL) {
+		uv_idle_stop(&nl->flush_idle);
+	}
 }
 
 enum keel_err net_loop_init(struct net_loop *nl, uv_loop_t *loop)
@@ -163,13 +243,29 @@ static void release_rbuf(struct net_conn *conn)
 	conn->rcap = 0;
 }
 
+static bool turn_used_up(const struct net_conn *conn, uint32_t frames, size_t out_start)
+{
+	if (conn->cfg.max_frames_per_turn != 0 && frames >= conn->cfg.max_frames_per_turn) {
+		return true;
+	}
+	size_t out = net_conn_pending_output(conn);
+	return conn->cfg.max_output_per_turn != 0 && out > out_start &&
+	       out - out_start >= conn->cfg.max_output_per_turn;
+}
+
 /* Parses and delivers the complete frames in the buffer. */
 static void conn_dispatch(struct net_conn *conn)
 {
 	size_t hdr = header_size(conn);
 	size_t pos = 0;
+	uint32_t frames = 0;
+	size_t out_start = net_conn_pending_output(conn);
 	conn->in_dispatch = true;
-	while (!conn->closing && !conn->paused && conn->rlen - pos >= 4) {
+	while (!conn->closing && !conn->paused && !conn->deferred && conn->rlen - pos >= 4) {
+		if (turn_used_up(conn, frames, out_start)) {
+			defer(conn);
+			break;
+		}
 		const uint8_t *p = conn->rbuf + pos;
 		uint32_t len = keel_load_be32(p);
 		if (!conn->first_bytes_checked) {
@@ -194,6 +290,7 @@ static void conn_dispatch(struct net_conn *conn)
 		}
 		pos += hdr + len;
 		conn->nl->frames_in++;
+		frames++;
 		if (!conn->ops->on_frame(conn, payload, len)) {
 			break;
 		}
@@ -220,7 +317,7 @@ static void conn_dispatch(struct net_conn *conn)
 
 bool net_conn_frame_overdue(const struct net_conn *conn, uint64_t now_ms, uint64_t timeout_ms)
 {
-	return conn->partial_since_ms != 0 && !conn->paused && !conn->closing &&
+	return conn->partial_since_ms != 0 && !conn->paused && !conn->deferred && !conn->closing &&
 	       now_ms >= conn->partial_since_ms + timeout_ms;
 }
 
@@ -248,7 +345,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 
 static enum keel_err start_reading(struct net_conn *conn)
 {
-	if (conn->reading || conn->paused || conn->closing) {
+	if (conn->reading || conn->paused || conn->deferred || conn->closing) {
 		return KEEL_OK;
 	}
 	if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) != 0) {
@@ -469,6 +566,7 @@ static void on_closed(uv_handle_t *handle)
 {
 	struct net_conn *conn = handle->data;
 	unlink_dirty(conn);
+	unlink_deferred(conn);
 	release_rbuf(conn);
 	conn->rlen = 0;
 	keel_wbuf_free(&conn->out[0]);

@@ -45,6 +45,8 @@ struct net_loop {
 	uint64_t frames_in;
 	uint64_t frames_out;
 	uint64_t writes; /* write calls: frames_out / writes is the batching factor */
+	struct net_conn *deferred; /* connections with frames left for the next turn */
+	uint64_t deferrals;        /* times a connection used up its turn */
 };
 
 enum keel_err net_loop_init(struct net_loop *nl, uv_loop_t *loop);
@@ -73,6 +75,12 @@ struct net_conn_config {
 	bool checksummed;        /* frames carry a CRC-32C after the length */
 	/* Shared cap on reassembly-buffer bytes (net/limits.h); NULL: none. */
 	struct net_read_budget *read_budget;
+	/* Fairness: one dispatch (a turn) hands on at most this many frames,
+	 * or stops once the replies it produced reach this many bytes; the
+	 * rest waits, with reading stopped, for the next loop iteration so
+	 * that every other connection is served in between. 0: no cap. */
+	uint32_t max_frames_per_turn;
+	size_t max_output_per_turn;
 };
 
 struct net_conn {
@@ -90,6 +98,8 @@ struct net_conn {
 	size_t rcap;
 	uint64_t partial_since_ms; /* loop time an unfinished frame began; 0: none */
 	bool over_budget;          /* the read budget refused to grow rbuf */
+	bool deferred;             /* in nl->deferred: its turn is used up */
+	struct net_conn *next_deferred;
 	/* out[active] collects new frames; out[!active] is being written. */
 	struct keel_wbuf out[2];
 	int active;

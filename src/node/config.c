@@ -98,6 +98,13 @@ static const struct option_def options[] = {
 	{"metrics-idle-timeout-ms", OPT_U32,
 	 offsetof(struct node_config, metrics_idle_timeout_ms), 4, "MS",
 	 "close metrics connections with no progress this long (default 2000)"},
+	{"client-frames-per-turn", OPT_U32, offsetof(struct node_config, client_frames_per_turn),
+	 4, "N",
+	 "requests one client connection gets served before the others get a turn; "
+	 "0 = no cap (default 64)"},
+	{"client-output-per-turn-bytes", OPT_U32,
+	 offsetof(struct node_config, client_output_per_turn_bytes), 4, "BYTES",
+	 "... or reply bytes; 0 = no cap (default 262144)"},
 	{"housekeeping-ms", OPT_U32, offsetof(struct node_config, housekeeping_ms), 4, "MS",
 	 "how often the leader deletes empty containers and expired TTL nodes (default 60000)"},
 	{"super-digest", OPT_STR, offsetof(struct node_config, super_digest), 256, "super:HASH",
@@ -135,6 +142,8 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->max_metrics_connections = 64;
 	cfg->metrics_request_timeout_ms = 5000;
 	cfg->metrics_idle_timeout_ms = 2000;
+	cfg->client_frames_per_turn = 64;
+	cfg->client_output_per_turn_bytes = 256u << 10;
 	cfg->broker_session_timeout_ms = 9000;
 	cfg->leader_rebalance_interval_ms = 300000;
 	cfg->housekeeping_ms = 60000;

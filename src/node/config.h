@@ -65,6 +65,8 @@ struct node_config {
 	uint32_t max_metrics_connections;
 	uint32_t metrics_request_timeout_ms; /* whole request head within this */
 	uint32_t metrics_idle_timeout_ms;    /* no progress for this long */
+	uint32_t client_frames_per_turn;     /* fairness: requests per turn */
+	uint32_t client_output_per_turn_bytes; /* fairness: reply bytes per turn */
 	uint32_t housekeeping_ms;        /* container/TTL scan interval */
 	char super_digest[256];          /* "super:BASE64" or empty */
 	/* Controller. */

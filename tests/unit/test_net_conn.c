@@ -24,6 +24,7 @@ struct side {
 	enum keel_err reason;
 	bool echo;
 	bool saw_prefix;
+	uint64_t turn_of[64]; /* nl.deferrals when frame i was delivered */
 };
 
 struct fixture {
@@ -42,6 +43,9 @@ static struct fixture *fx;
 static bool on_frame(struct net_conn *conn, const uint8_t *p, size_t n)
 {
 	struct side *s = conn->user;
+	if (s->frames < 64) {
+		s->turn_of[s->frames] = fx->nl.deferrals;
+	}
 	s->frames++;
 	s->bytes += n;
 	if (n >= 4) {
@@ -309,6 +313,45 @@ static void test_read_budget_closes_the_hog(void **state)
 	assert_int_equal(budget.used_bytes, 0); /* every buffer given back */
 }
 
+/* Fairness: a turn hands on at most max_frames_per_turn frames (or stops
+ * once its output reaches max_output_per_turn); the rest follows in later
+ * loop iterations, in order, with reading stopped meanwhile. */
+static void check_turns(uint32_t frames_cap, size_t output_cap, bool echo, uint32_t per_turn)
+{
+	setup_pair(false, 1 << 20);
+	fx->cfg.max_frames_per_turn = frames_cap;
+	fx->cfg.max_output_per_turn = output_cap;
+	fx->srv.echo = echo;
+	connect_client();
+	run_until(&fx->cli.conn.connected);
+	uint8_t frames[20 * 8];
+	for (uint32_t i = 0; i < 20; i++) {
+		keel_store_be32(frames + 8 * i, 4);
+		keel_store_be32(frames + 8 * i + 4, i);
+	}
+	net_conn_send_raw(&fx->cli.conn, frames, sizeof(frames)); /* one write */
+	run_for_frames(&fx->srv, 20);
+	assert_int_equal(fx->srv.frames, 20); /* all, in order (on_frame checks) */
+	assert_true(fx->nl.deferrals >= 20 / per_turn - 1);
+	for (int i = 0; i < 20; i++) {
+		uint32_t same = 0;
+		for (int j = 0; j < 20; j++) {
+			same += fx->srv.turn_of[j] == fx->srv.turn_of[i];
+		}
+		assert_true(same <= per_turn);
+	}
+	assert_false(fx->srv.conn.deferred);
+	assert_null(fx->nl.deferred);
+	teardown_pair();
+}
+
+static void test_turns_are_capped(void **state)
+{
+	(void)state;
+	check_turns(4, 0, false, 4);
+	check_turns(0, 1, true, 1); /* each echo reply uses up the turn */
+}
+
 static void test_parse_addr(void **state)
 {
 	(void)state;
@@ -337,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_partial_frame_holds_what_arrived),
 		cmocka_unit_test(test_read_budget_closes_the_hog),
+		cmocka_unit_test(test_turns_are_capped),
 		cmocka_unit_test(test_parse_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
