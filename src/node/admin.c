@@ -715,6 +715,8 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 		(unsigned long long)fsm_data_bytes(n->fsm));
 	wprintf(out, "zk_open_file_descriptor_count\t%ld\nzk_max_file_descriptor_count\t%llu\n",
 		open_fds(), (unsigned long long)rl.rlim_cur);
+	wprintf(out, "zk_connection_rejected\t%llu\n",
+		(unsigned long long)node_limits_refused_total(&n->limits));
 	if (n->role == RAFT_LEADER) {
 		uint32_t followers = 0, synced = 0;
 		for (uint32_t i = 0; i < st.n_members; i++) {

@@ -63,6 +63,15 @@ void node_limits_release(struct node_limits *l, const struct net_ip *ip)
 	net_addr_counts_release(&l->per_ip, ip);
 }
 
+uint64_t node_limits_refused_total(const struct node_limits *l)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < NODE_REFUSAL_COUNT; i++) {
+		total += l->refused[i];
+	}
+	return total;
+}
+
 void node_limits_metrics(struct node *n, struct keel_wbuf *w)
 {
 	const struct node_limits *l = &n->limits;

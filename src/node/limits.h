@@ -57,6 +57,9 @@ bool node_limits_admit(struct node_limits *l, const struct node_config *cfg, con
 /* A connection admitted by node_limits_admit() has closed. */
 void node_limits_release(struct node_limits *l, const struct net_ip *ip);
 
+/* Every refusal of every kind (mntr's zk_connection_rejected). */
+uint64_t node_limits_refused_total(const struct node_limits *l);
+
 struct node;
 
 /* Appends the limits' counters (client and metrics ports, partial-frame
