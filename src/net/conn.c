@@ -215,8 +215,8 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 		if (cap > limit) {
 			cap = limit;
 		}
-		struct net_read_budget *budget = conn->cfg.read_budget;
-		if (budget != NULL && !net_read_budget_take(budget, cap - conn->rcap)) {
+		struct net_byte_budget *budget = conn->cfg.read_budget;
+		if (budget != NULL && !net_byte_budget_take(budget, cap - conn->rcap)) {
 			/* No room: with a full buffer, libuv reports UV_ENOBUFS. */
 			conn->over_budget = true;
 		} else {
@@ -225,7 +225,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 				conn->rbuf = p;
 				conn->rcap = cap;
 			} else if (budget != NULL) {
-				net_read_budget_give(budget, cap - conn->rcap);
+				net_byte_budget_give(budget, cap - conn->rcap);
 			}
 		}
 	}
@@ -236,7 +236,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 static void release_rbuf(struct net_conn *conn)
 {
 	if (conn->cfg.read_budget != NULL) {
-		net_read_budget_give(conn->cfg.read_budget, conn->rcap);
+		net_byte_budget_give(conn->cfg.read_budget, conn->rcap);
 	}
 	free(conn->rbuf);
 	conn->rbuf = NULL;
@@ -438,11 +438,35 @@ size_t net_conn_pending_output(const struct net_conn *conn)
 	return conn->out[0].size + conn->out[1].size;
 }
 
+/* Keeps cfg.output_budget equal to the sum of the connections' unsent
+ * output. */
+static void count_output(struct net_conn *conn)
+{
+	struct net_byte_budget *b = conn->cfg.output_budget;
+	if (b == NULL) {
+		return;
+	}
+	size_t now = net_conn_pending_output(conn);
+	if (now >= conn->output_counted) {
+		b->used_bytes += now - conn->output_counted;
+	} else {
+		net_byte_budget_give(b, conn->output_counted - now);
+	}
+	conn->output_counted = now;
+}
+
 static void check_output_limit(struct net_conn *conn)
 {
 	struct keel_wbuf *w = &conn->out[conn->active];
 	if (!keel_wbuf_ok(w) || net_conn_pending_output(conn) > conn->cfg.max_output_bytes) {
 		keel_wbuf_reset(w);
+		net_conn_close(conn, KEEL_LIMIT, false);
+	}
+	count_output(conn);
+	struct net_byte_budget *b = conn->cfg.output_budget;
+	if (!conn->closing && b != NULL && b->max_bytes != 0 && b->used_bytes > b->max_bytes &&
+	    conn->output_counted > b->max_bytes / 64) {
+		b->refusals++;
 		net_conn_close(conn, KEEL_LIMIT, false);
 	}
 }
@@ -513,6 +537,7 @@ static void on_written(uv_write_t *req, int status)
 	if (done->capacity > IDLE_BUFFER_KEEP) {
 		keel_wbuf_free(done);
 	}
+	count_output(conn);
 	conn->writing = false;
 	if (status != 0) {
 		if (!conn->closing) {
@@ -554,6 +579,7 @@ static void conn_try_flush(struct net_conn *conn)
 	if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_written) != 0) {
 		conn->writing = false;
 		keel_wbuf_reset(w);
+		count_output(conn);
 		if (!conn->closing) {
 			net_conn_close(conn, KEEL_IO, false);
 		} else {
@@ -571,6 +597,8 @@ static void on_closed(uv_handle_t *handle)
 	conn->rlen = 0;
 	keel_wbuf_free(&conn->out[0]);
 	keel_wbuf_free(&conn->out[1]);
+	count_output(conn);
+	KEEL_ASSERT(conn->output_counted == 0);
 	conn->ops->on_close(conn, conn->close_reason);
 }
 

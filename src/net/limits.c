@@ -134,7 +134,7 @@ bool net_fd_budget_allows(const struct net_fd_budget *b, const uv_tcp_t *tcp)
 	return (uint64_t)fd + b->reserve < b->limit;
 }
 
-bool net_read_budget_take(struct net_read_budget *b, size_t bytes)
+bool net_byte_budget_take(struct net_byte_budget *b, size_t bytes)
 {
 	if (b->max_bytes != 0 && bytes > b->max_bytes - KEEL_MIN(b->used_bytes, b->max_bytes)) {
 		return false;
@@ -143,7 +143,7 @@ bool net_read_budget_take(struct net_read_budget *b, size_t bytes)
 	return true;
 }
 
-void net_read_budget_give(struct net_read_budget *b, size_t bytes)
+void net_byte_budget_give(struct net_byte_budget *b, size_t bytes)
 {
 	KEEL_ASSERT(b->used_bytes >= bytes);
 	b->used_bytes -= bytes;

@@ -12,10 +12,14 @@
  *    such a client is closed at once. Client sockets therefore never hold
  *    a descriptor in the top `reserve` numbers, and the storage thread's
  *    segment files and the peer links always find one.
- *  - struct net_read_budget: bytes of reassembly buffers (partial frames)
- *    over all the connections that share it; a connection whose buffer
- *    would grow past it is closed (KEEL_LIMIT) instead of the process
- *    running out of memory. Buffers grow only as bytes arrive (conn.c).
+ *  - struct net_byte_budget: bytes held over all the connections that
+ *    share it. As a read budget (reassembly buffers, i.e. partial frames):
+ *    a connection whose buffer would grow past it is closed (KEEL_LIMIT)
+ *    instead of the process running out of memory; buffers grow only as
+ *    bytes arrive (conn.c). As an output budget (unsent replies): once the
+ *    total is over it, a connection adding output while it holds more than
+ *    1/64 of the budget unsent is closed — the clients that do not read
+ *    their replies go, the others keep being served.
  *
  * All of these are owned by the caller, single-threaded (the loop thread).
  */
@@ -66,16 +70,16 @@ uint64_t net_fd_budget_init(struct net_fd_budget *b, uint32_t reserve);
 /* May a client keep this just-accepted handle? (false: inside the reserve) */
 bool net_fd_budget_allows(const struct net_fd_budget *b, const uv_tcp_t *tcp);
 
-/* ---- bytes of partial frames ---- */
+/* ---- bytes of partial frames / of unsent output ---- */
 
-struct net_read_budget {
+struct net_byte_budget {
 	size_t max_bytes;  /* 0: unlimited */
-	size_t used_bytes; /* reassembly buffer capacity held now */
+	size_t used_bytes; /* held now */
 	uint64_t refusals; /* connections closed because it was full */
 };
 
 /* Takes `bytes` more from the budget; false (nothing taken) if over. */
-bool net_read_budget_take(struct net_read_budget *b, size_t bytes);
-void net_read_budget_give(struct net_read_budget *b, size_t bytes);
+bool net_byte_budget_take(struct net_byte_budget *b, size_t bytes);
+void net_byte_budget_give(struct net_byte_budget *b, size_t bytes);
 
 #endif

@@ -67,14 +67,16 @@ struct net_conn_ops {
 	void (*on_close)(struct net_conn *conn, enum keel_err reason);
 };
 
-struct net_read_budget;
+struct net_byte_budget;
 
 struct net_conn_config {
 	size_t max_frame_bytes;  /* larger frames close the connection */
 	size_t max_output_bytes; /* unsent output beyond this closes it */
 	bool checksummed;        /* frames carry a CRC-32C after the length */
-	/* Shared cap on reassembly-buffer bytes (net/limits.h); NULL: none. */
-	struct net_read_budget *read_budget;
+	/* Shared caps on reassembly-buffer bytes and on unsent output bytes
+	 * (net/limits.h); NULL: none. */
+	struct net_byte_budget *read_budget;
+	struct net_byte_budget *output_budget;
 	/* Fairness: one dispatch (a turn) hands on at most this many frames,
 	 * or stops once the replies it produced reach this many bytes; the
 	 * rest waits, with reading stopped, for the next loop iteration so
@@ -98,6 +100,7 @@ struct net_conn {
 	size_t rcap;
 	uint64_t partial_since_ms; /* loop time an unfinished frame began; 0: none */
 	bool over_budget;          /* the read budget refused to grow rbuf */
+	size_t output_counted;     /* unsent output counted in cfg.output_budget */
 	bool deferred;             /* in nl->deferred: its turn is used up */
 	struct net_conn *next_deferred;
 	/* out[active] collects new frames; out[!active] is being written. */

@@ -200,6 +200,7 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 	cl->cfg.max_output_bytes = 64u * n->cfg.max_packet_bytes;
 	cl->cfg.checksummed = false;
 	cl->cfg.read_budget = &n->limits.read_budget;
+	cl->cfg.output_budget = &n->limits.output_budget;
 	cl->cfg.max_frames_per_turn = n->cfg.client_frames_per_turn;
 	cl->cfg.max_output_per_turn = n->cfg.client_output_per_turn_bytes;
 	enum keel_err rc = zk_clients_init(n, err, err_size);

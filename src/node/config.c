@@ -83,6 +83,10 @@ static const struct option_def options[] = {
 	 offsetof(struct node_config, client_read_budget_bytes), 8, "BYTES",
 	 "all client connections' partial-frame buffers together; 0 = unlimited "
 	 "(default 268435456)"},
+	{"client-output-budget-bytes", OPT_U64,
+	 offsetof(struct node_config, client_output_budget_bytes), 8, "BYTES",
+	 "all client connections' unsent replies together; past it, connections holding over "
+	 "1/64 of it are closed; 0 = unlimited (default 536870912)"},
 	{"max-watch-bytes-per-connection", OPT_U64,
 	 offsetof(struct node_config, max_watch_bytes_per_connection), 8, "BYTES",
 	 "path bytes of the watches one connection may hold; 0 = unlimited (default 16777216)"},
@@ -137,6 +141,7 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->connect_timeout_ms = 10000;
 	cfg->frame_timeout_ms = 30000;
 	cfg->client_read_budget_bytes = 256ull << 20;
+	cfg->client_output_budget_bytes = 512ull << 20;
 	cfg->max_watch_bytes_per_connection = 16ull << 20;
 	cfg->fd_reserve = 64;
 	cfg->max_metrics_connections = 64;

@@ -60,6 +60,7 @@ struct node_config {
 	uint32_t connect_timeout_ms;      /* first frame (ConnectRequest) deadline */
 	uint32_t frame_timeout_ms;        /* an unfinished frame's deadline */
 	uint64_t client_read_budget_bytes; /* all partial-frame buffers; 0: unlimited */
+	uint64_t client_output_budget_bytes; /* all unsent replies; 0: unlimited */
 	uint64_t max_watch_bytes_per_connection; /* watched path bytes; 0: unlimited */
 	uint32_t fd_reserve;              /* descriptors clients never take */
 	uint32_t max_metrics_connections;

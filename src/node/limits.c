@@ -18,6 +18,7 @@ enum keel_err node_limits_init(struct node_limits *l, const struct node_config *
 			  (unsigned long long)limit, cfg->fd_reserve);
 	}
 	l->read_budget.max_bytes = (size_t)cfg->client_read_budget_bytes;
+	l->output_budget.max_bytes = (size_t)cfg->client_output_budget_bytes;
 	return net_addr_counts_init(&l->per_ip, seed);
 }
 
@@ -95,6 +96,11 @@ void node_limits_metrics(struct node *n, struct keel_wbuf *w)
 			l->read_budget.refusals);
 	metrics_gauge(w, "keel_client_read_buffer_bytes",
 		      "Bytes held by client reassembly buffers", (double)l->read_budget.used_bytes);
+	metrics_counter(w, "keel_client_output_budget_refusals_total",
+			"Client connections closed holding much unsent output while the budget was full",
+			l->output_budget.refusals);
+	metrics_gauge(w, "keel_client_output_bytes", "Unsent reply bytes of client connections",
+		      (double)l->output_budget.used_bytes);
 	metrics_gauge(w, "keel_fd_limit", "Soft RLIMIT_NOFILE after raising it",
 		      (double)l->fds.limit);
 	metrics_counter(w, "keel_metrics_refused_total",

@@ -13,8 +13,9 @@
  *          after accept, or with a frame unfinished for frame_timeout_ms,
  *          is closed and counted.
  *
- * The partial-frame byte budget (client_read_budget_bytes) is enforced by
- * net/conn.c through the net_read_budget here; the watch byte budget by
+ * The partial-frame and unsent-output byte budgets (client_read_budget_bytes,
+ * client_output_budget_bytes) are enforced by net/conn.c through the
+ * net_byte_budgets here; the watch byte budget by
  * zk/zk_watch.c; the metrics port's limits by net/http.c.
  */
 #ifndef KEEL_NODE_LIMITS_H
@@ -37,7 +38,8 @@ enum node_refusal {
 struct node_limits {
 	struct net_addr_counts per_ip;
 	struct net_fd_budget fds;
-	struct net_read_budget read_budget;
+	struct net_byte_budget read_budget;
+	struct net_byte_budget output_budget;
 	uint64_t refused[NODE_REFUSAL_COUNT];
 	uint64_t connect_timeouts; /* closed without a first frame in time */
 	uint64_t frame_timeouts;   /* closed with a frame unfinished too long */

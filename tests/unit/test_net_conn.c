@@ -293,7 +293,7 @@ static void test_partial_frame_holds_what_arrived(void **state)
 static void test_read_budget_closes_the_hog(void **state)
 {
 	(void)state;
-	struct net_read_budget budget = {64u << 10, 0, 0};
+	struct net_byte_budget budget = {64u << 10, 0, 0};
 	setup_pair(false, 1 << 20);
 	fx->cfg.read_budget = &budget;
 	connect_client();
@@ -352,6 +352,30 @@ static void test_turns_are_capped(void **state)
 	check_turns(0, 1, true, 1); /* each echo reply uses up the turn */
 }
 
+/* The shared output budget counts every connection's unsent bytes and,
+ * once over, closes a connection that holds more than 1/64 of it. */
+static void test_output_budget(void **state)
+{
+	(void)state;
+	struct net_byte_budget budget = {64u << 10, 0, 0};
+	setup_pair(false, 1 << 20);
+	fx->cfg.output_budget = &budget;
+	connect_client(); /* frames queued before the connection is up stay unsent */
+	for (uint32_t i = 0; i < 15; i++) {
+		send_seq(&fx->cli.conn, i, 4096);
+		assert_int_equal(budget.used_bytes, (i + 1) * (4 + 4096));
+	}
+	assert_false(fx->cli.conn.closing);
+	assert_int_equal(budget.refusals, 0);
+	send_seq(&fx->cli.conn, 15, 4096); /* 16 * 4100 > 64 KiB */
+	assert_true(fx->cli.conn.closing);
+	assert_int_equal(budget.refusals, 1);
+	run_until(&fx->cli.closed);
+	assert_int_equal(fx->cli.reason, KEEL_LIMIT);
+	teardown_pair();
+	assert_int_equal(budget.used_bytes, 0);
+}
+
 static void test_parse_addr(void **state)
 {
 	(void)state;
@@ -381,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_partial_frame_holds_what_arrived),
 		cmocka_unit_test(test_read_budget_closes_the_hog),
 		cmocka_unit_test(test_turns_are_capped),
+		cmocka_unit_test(test_output_budget),
 		cmocka_unit_test(test_parse_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

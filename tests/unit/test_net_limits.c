@@ -61,16 +61,16 @@ static void test_per_address_counts(void **state)
 static void test_read_budget(void **state)
 {
 	(void)state;
-	struct net_read_budget b = {100, 0, 0};
-	assert_true(net_read_budget_take(&b, 60));
-	assert_false(net_read_budget_take(&b, 41));
+	struct net_byte_budget b = {100, 0, 0};
+	assert_true(net_byte_budget_take(&b, 60));
+	assert_false(net_byte_budget_take(&b, 41));
 	assert_int_equal(b.used_bytes, 60);
-	assert_true(net_read_budget_take(&b, 40));
-	assert_false(net_read_budget_take(&b, 1));
-	net_read_budget_give(&b, 100);
+	assert_true(net_byte_budget_take(&b, 40));
+	assert_false(net_byte_budget_take(&b, 1));
+	net_byte_budget_give(&b, 100);
 	assert_int_equal(b.used_bytes, 0);
-	struct net_read_budget unlimited = {0, 0, 0};
-	assert_true(net_read_budget_take(&unlimited, SIZE_MAX / 2));
+	struct net_byte_budget unlimited = {0, 0, 0};
+	assert_true(net_byte_budget_take(&unlimited, SIZE_MAX / 2));
 }
 
 static void test_fd_reserve(void **state)
