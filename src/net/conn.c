@@ -229,6 +229,10 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 			}
 		}
 	}
+	if (conn->rbuf == NULL) {
+		*buf = uv_buf_init(NULL, 0); /* nothing allocated: libuv reports UV_ENOBUFS */
+		return;
+	}
 	buf->base = (char *)conn->rbuf + conn->rlen;
 	buf->len = conn->rcap - conn->rlen;
 }
