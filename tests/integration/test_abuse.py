@@ -416,3 +416,32 @@ def test_fairness_heavy_reads_do_not_starve_others(cluster_factory):
     assert abused["p99_ms"] < bound_ms, (abused, bound_ms)
     assert srv.alive()
     assert ruok(srv) == "imok"
+
+
+def test_unread_replies_are_bounded_server_wide(cluster_factory):
+    """A client that pipelines getChildren of 20,000 children and never
+    reads: its unsent replies count against client-output-budget-bytes
+    (4 MiB here); past it the connection is closed, the bytes are given
+    back, and another client is served throughout."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import abuse  # bench/abuse.py
+
+    c, srv = single(cluster_factory, "--client-output-budget-bytes", str(4 << 20))
+    abuse.populate(srv.client_addr, "/big", 20000)
+    hog = RawZk(srv.client_addr)
+    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    req = struct.pack(">ii", 7, 8) + struct.pack(">i", 4) + b"/big" + b"\0"
+    hog.sock.sendall((struct.pack(">I", len(req)) + req) * 200)  # ~36 MB of replies
+    zk = kazoo(srv.client_addr)
+    m = c.wait(lambda: (lambda m: m if m["keel_client_output_budget_refusals_total"] >= 1
+                        else None)(metrics(srv)), timeout=20, what="the hog closed")
+    assert zk.get("/small")[0] == b"hello"
+    hog.sock.close()
+    m = c.wait(lambda: (lambda m: m if m["keel_client_output_bytes"] < (1 << 20)
+                        else None)(metrics(srv)), timeout=10, what="output given back")
+    assert m["keel_client_output_bytes"] < (1 << 20)
+    assert ruok(srv) == "imok"
+    zk.stop()
+    zk.close()
