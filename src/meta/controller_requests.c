@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "base/sort.h"
 #include "meta/controller.h"
 #include "meta/controller_internal.h"
 #include "meta/election.h"
@@ -389,29 +390,94 @@ static void new_topic_id(struct meta_controller *ctl, uint8_t id[META_UUID_SIZE]
 	} while (meta_uuid_is_zero(id) || meta_image_topic_by_id(&ctl->image, id) != NULL);
 }
 
-/* Validates one topic of a CreateTopics request; fills result->error. */
-static void check_new_topic(struct meta_controller *ctl, const struct meta_create_topics_request *req,
-			    uint32_t index, int32_t partitions, int32_t rf,
-			    struct meta_create_topic_result *result)
+/* ---- names given twice in one request ---- */
+
+struct name_ref {
+	const char *name;
+	uint32_t index;
+};
+
+static int name_ref_cmp(const void *a, const void *b, void *ctx)
+{
+	(void)ctx;
+	const struct name_ref *x = a;
+	const struct name_ref *y = b;
+	int r = strcmp(x->name, y->name);
+	return r != 0 ? r : (x->index > y->index) - (x->index < y->index);
+}
+
+/* repeated[i] is true when refs[i]'s name occurs at a smaller index too:
+ * sorted by (name, index), O(n log n) however the names are ordered (a
+ * pairwise check is quadratic in a request's size). `refs` is reordered;
+ * entries with a NULL name are left out. NULL on out of memory. */
+static bool *mark_repeats(struct meta_controller *ctl, struct name_ref *refs, uint32_t count)
+{
+	bool *repeated = ctl_alloc(ctl, (size_t)count + 1);
+	if (repeated == NULL) {
+		return NULL;
+	}
+	uint32_t named = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		if (refs[i].name != NULL) {
+			refs[named++] = refs[i];
+		}
+	}
+	ctl->sort_compares += keel_sort(refs, named, sizeof(*refs), name_ref_cmp, NULL);
+	for (uint32_t i = 1; i < named; i++) {
+		if (strcmp(refs[i - 1].name, refs[i].name) == 0) {
+			repeated[refs[i].index] = true;
+		}
+	}
+	return repeated;
+}
+
+static bool *topic_repeats(struct meta_controller *ctl, const struct meta_create_topics_request *req)
+{
+	struct name_ref *refs = ctl_alloc(ctl, ((size_t)req->topic_count + 1) * sizeof(*refs));
+	if (refs == NULL) {
+		return NULL;
+	}
+	for (uint32_t i = 0; i < req->topic_count; i++) {
+		refs[i] = (struct name_ref){req->topics[i].name, i};
+	}
+	return mark_repeats(ctl, refs, req->topic_count);
+}
+
+static bool *config_repeats(struct meta_controller *ctl, const struct meta_create_topic *t)
+{
+	struct name_ref *refs = ctl_alloc(ctl, ((size_t)t->config_count + 1) * sizeof(*refs));
+	if (refs == NULL) {
+		return NULL;
+	}
+	for (uint32_t i = 0; i < t->config_count; i++) {
+		refs[i] = (struct name_ref){t->configs[i].key, i};
+	}
+	return mark_repeats(ctl, refs, t->config_count);
+}
+
+/* Validates one topic of a CreateTopics request; fills result->error.
+ * repeated: topic_repeats() of the request. KEEL_NOMEM, else KEEL_OK. */
+static enum keel_err check_new_topic(struct meta_controller *ctl,
+				     const struct meta_create_topics_request *req, const bool *repeated,
+				     uint32_t index, int32_t partitions, int32_t rf,
+				     struct meta_create_topic_result *result)
 {
 	const struct meta_create_topic *t = &req->topics[index];
 	struct meta_fmt f;
 	if (!meta_topic_name_valid(t->name)) {
 		result->error = META_ERR_INVALID_TOPIC_EXCEPTION;
 		result->error_message = "topic names are 1-249 of [a-zA-Z0-9._-], not . or ..";
-		return;
+		return KEEL_OK;
 	}
-	for (uint32_t j = 0; j < index; j++) {
-		if (req->topics[j].name != NULL && strcmp(req->topics[j].name, t->name) == 0) {
-			result->error = META_ERR_INVALID_REQUEST;
-			result->error_message = "topic named twice in one request";
-			return;
-		}
+	if (repeated[index]) {
+		result->error = META_ERR_INVALID_REQUEST;
+		result->error_message = "topic named twice in one request";
+		return KEEL_OK;
 	}
 	if (meta_image_topic(&ctl->image, t->name) != NULL) {
 		result->error = META_ERR_TOPIC_ALREADY_EXISTS;
 		result->error_message = "topic already exists";
-		return;
+		return KEEL_OK;
 	}
 	if (partitions < 1 || (uint32_t)partitions > ctl->cfg.max_partitions_per_topic) {
 		struct meta_fmt *m = message(ctl, &f);
@@ -419,7 +485,7 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		meta_fmt_u64(m, ctl->cfg.max_partitions_per_topic);
 		result->error = META_ERR_INVALID_PARTITIONS;
 		result->error_message = text(m);
-		return;
+		return KEEL_OK;
 	}
 	uint32_t active = meta_active_broker_count(&ctl->image);
 	if (rf < 1 || rf > META_MAX_REPLICAS || (uint32_t)rf > active) {
@@ -431,28 +497,31 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		meta_fmt_str(m, " active broker(s)");
 		result->error = META_ERR_INVALID_REPLICATION_FACTOR;
 		result->error_message = text(m);
-		return;
+		return KEEL_OK;
+	}
+	bool *config_repeated = t->config_count > 0 ? config_repeats(ctl, t) : NULL;
+	if (t->config_count > 0 && config_repeated == NULL) {
+		return KEEL_NOMEM;
 	}
 	for (uint32_t c = 0; c < t->config_count; c++) {
 		const char *why = config_problem(t->configs[c].key, t->configs[c].value);
 		if (why == NULL && t->configs[c].value == NULL) {
 			why = "a new topic's config needs a value";
 		}
-		for (uint32_t k = 0; why == NULL && k < c; k++) {
-			if (strcmp(t->configs[k].key, t->configs[c].key) == 0) {
-				why = "config key given twice";
-			}
+		if (why == NULL && config_repeated[c]) {
+			why = "config key given twice";
 		}
 		if (why != NULL) {
 			result->error = META_ERR_INVALID_CONFIG;
 			result->error_message = why;
-			return;
+			return KEEL_OK;
 		}
 	}
 	if ((size_t)ctl_room(ctl) < (size_t)1 + (size_t)partitions + t->config_count) {
 		result->error = META_ERR_POLICY_VIOLATION;
 		result->error_message = "too many partitions in one request; create fewer at once";
 	}
+	return KEEL_OK;
 }
 
 static enum keel_err create_topic(struct meta_controller *ctl, const struct meta_create_topic *t,
@@ -522,6 +591,10 @@ enum keel_err meta_controller_create_topics(struct meta_controller *ctl, int64_t
 	if (results == NULL) {
 		err = KEEL_NOMEM;
 	}
+	bool *repeated = results != NULL ? topic_repeats(ctl, req) : NULL;
+	if (results != NULL && repeated == NULL) {
+		err = KEEL_NOMEM;
+	}
 	for (uint32_t i = 0; err == KEEL_OK && i < req->topic_count; i++) {
 		const struct meta_create_topic *t = &req->topics[i];
 		int32_t partitions =
@@ -531,8 +604,8 @@ enum keel_err meta_controller_create_topics(struct meta_controller *ctl, int64_t
 		results[i].name = t->name;
 		results[i].num_partitions = partitions;
 		results[i].replication_factor = (int16_t)rf;
-		check_new_topic(ctl, req, i, partitions, rf, &results[i]);
-		if (results[i].error == META_ERR_NONE && !req->validate_only) {
+		err = check_new_topic(ctl, req, repeated, i, partitions, rf, &results[i]);
+		if (err == KEEL_OK && results[i].error == META_ERR_NONE && !req->validate_only) {
 			err = create_topic(ctl, t, partitions, rf, &results[i]);
 		}
 	}

@@ -6,10 +6,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+
+#include "base/sort.h"
 #include "meta/election.h"
 #include "meta/format.h"
 #include "test_meta_harness.h"
@@ -773,6 +777,62 @@ static void test_topic_requests(void **state)
 	h_close(&c);
 }
 
+/* Issue 18: names given twice in one request are found with O(n log n)
+ * comparisons, counted: 10^5 topics named in descending order (validate
+ * only), the last 10 repeating earlier ones, and 10^5 config keys with one
+ * repeat. A pairwise check made n^2/2 = 5e9. */
+static void test_duplicate_checks_are_n_log_n(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	enum { N = 100000 };
+	struct meta_create_topic *topics = calloc(N, sizeof(*topics));
+	char (*names)[16] = calloc(N, sizeof(*names));
+	assert_non_null(topics);
+	assert_non_null(names);
+	for (uint32_t i = 0; i < N; i++) {
+		uint32_t k = i < N - 10 ? N - 1 - i : N - 1 - (i - (N - 10)); /* last 10 repeat */
+		snprintf(names[i], sizeof(names[i]), "t%08u", k);
+		topics[i] = (struct meta_create_topic){names[i], 1, 1, NULL, 0};
+	}
+	struct meta_create_topics_request req = {topics, N, true};
+	struct meta_create_topics_response resp;
+	struct meta_batch *batch;
+	uint64_t before = c.ctl.sort_compares;
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	uint64_t compares = c.ctl.sort_compares - before;
+	assert_true(compares > 0);
+	assert_true(compares <= keel_sort_bound(N));
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(resp.topics[i].error,
+				 i < N - 10 ? META_ERR_NONE : META_ERR_INVALID_REQUEST);
+	}
+	/* Config keys of one topic. */
+	struct meta_config_kv *kvs = calloc(N, sizeof(*kvs));
+	assert_non_null(kvs);
+	for (uint32_t i = 0; i < N; i++) {
+		kvs[i] = (struct meta_config_kv){names[i < N - 10 ? i : 0], "1"};
+	}
+	struct meta_create_topic one = {"cfg", 1, 1, kvs, N};
+	req = (struct meta_create_topics_request){&one, 1, true};
+	before = c.ctl.sort_compares;
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	assert_true(c.ctl.sort_compares - before <= keel_sort_bound(N) + keel_sort_bound(1));
+	assert_int_equal(resp.topics[0].error, META_ERR_INVALID_CONFIG); /* unknown keys */
+	/* A repeated valid key: found by the same marking. */
+	static const struct meta_config_kv twice[] = {
+		{"retention.ms", "1"}, {META_CONFIG_UNCLEAN_ELECTION, "true"}, {"retention.ms", "2"}};
+	one = (struct meta_create_topic){"cfg", 1, 1, twice, 3};
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	assert_int_equal(resp.topics[0].error, META_ERR_INVALID_CONFIG);
+	assert_string_equal(resp.topics[0].error_message, "config key given twice");
+	free(kvs);
+	free(names);
+	free(topics);
+	h_close(&c);
+}
+
 static void test_rack_aware_placement(void **state)
 {
 	(void)state;
@@ -901,6 +961,7 @@ int main(void)
 		cmocka_unit_test(test_failover_lost_decision_is_made_anew),
 		cmocka_unit_test(test_registration_rules),
 		cmocka_unit_test(test_topic_requests),
+		cmocka_unit_test(test_duplicate_checks_are_n_log_n),
 		cmocka_unit_test(test_rack_aware_placement),
 		cmocka_unit_test(test_batch_limit_defers_work),
 		cmocka_unit_test(test_timers_and_noops),
