@@ -11,8 +11,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include <stdio.h>
-
 #include "base/sort.h"
 #include "meta/election.h"
 #include "meta/format.h"
