@@ -113,7 +113,7 @@ start_server() {
   setsid "$KEEL" server --id "$i" --data-dir "$sdir/data" \
     --listen "127.0.0.1:$port" --peer-listen "127.0.0.1:$((port + 1))" \
     --metrics-listen "127.0.0.1:$((port + 2))" --cluster "$(cluster_flag)" \
-    --cluster-secret-file "$DIR/cluster.secret" $KEEL_ARGS \
+    --cluster-secret-file "$DIR/cluster.secret" --maxClientCnxns 0 $KEEL_ARGS \
     </dev/null >>"$sdir/server.log" 2>&1 &
   echo $! >"$sdir/pid"
 }

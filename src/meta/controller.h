@@ -107,6 +107,9 @@ struct meta_controller {
 	bool rebalance_pending; /* a preferred-leader pass is due */
 	int64_t next_rebalance_ms;
 	int64_t next_noop_ms;
+	/* work counter (not state): comparisons made by request validation's
+	 * sorts, so that tests can bound the work of a hostile request */
+	uint64_t sort_compares;
 };
 
 /*

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "base/sort.h"
 #include "meta/controller.h"
 #include "meta/controller_internal.h"
 #include "meta/election.h"
@@ -476,66 +477,170 @@ static void new_topic_id(struct meta_controller *ctl, uint8_t id[META_UUID_SIZE]
 		 meta_image_topic_by_id(&ctl->image, id) != NULL);
 }
 
-/* Two names that are equal once '.' is read as '_' collide: Kafka's metric
- * names map one to the other, so Kafka refuses the second (and so do we). */
-static bool topic_names_collide(const char *a, const char *b)
+/* ---- names given twice in one request ---- */
+
+struct name_ref {
+	const char *name;
+	uint32_t index;
+};
+
+static int name_ref_cmp(const void *a, const void *b, void *ctx)
 {
-	for (; *a != '\0' && *b != '\0'; a++, b++) {
-		char x = *a == '.' ? '_' : *a;
-		char y = *b == '.' ? '_' : *b;
-		if (x != y) {
-			return false;
-		}
-	}
-	return *a == *b;
+	(void)ctx;
+	const struct name_ref *x = a;
+	const struct name_ref *y = b;
+	int r = strcmp(x->name, y->name);
+	return r != 0 ? r : (x->index > y->index) - (x->index < y->index);
 }
 
-/* The existing topic `name` collides with, or NULL. Linear in the topics:
- * CreateTopics is rare and already linear in the request. */
-static const char *colliding_topic(const struct meta_image *img, const char *name)
+/* repeated[i] is true when refs[i]'s name occurs at a smaller index too:
+ * sorted by (name, index), O(n log n) however the names are ordered (a
+ * pairwise check is quadratic in a request's size). `refs` is reordered;
+ * entries with a NULL name are left out. NULL on out of memory. */
+static bool *mark_repeats(struct meta_controller *ctl, struct name_ref *refs, uint32_t count)
 {
-	if (strchr(name, '.') == NULL && strchr(name, '_') == NULL) {
+	bool *repeated = ctl_alloc(ctl, (size_t)count + 1);
+	if (repeated == NULL) {
 		return NULL;
 	}
-	for (uint32_t i = 0; i < img->topic_count; i++) {
-		const char *other = img->topics[i]->name;
-		if (strcmp(other, name) != 0 && topic_names_collide(other, name)) {
-			return other;
+	uint32_t named = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		if (refs[i].name != NULL) {
+			refs[named++] = refs[i];
 		}
 	}
-	return NULL;
+	ctl->sort_compares += keel_sort(refs, named, sizeof(*refs), name_ref_cmp, NULL);
+	for (uint32_t i = 1; i < named; i++) {
+		if (strcmp(refs[i - 1].name, refs[i].name) == 0) {
+			repeated[refs[i].index] = true;
+		}
+	}
+	return repeated;
 }
 
-/* Validates one topic of a CreateTopics request; fills result->error. */
-static void check_new_topic(struct meta_controller *ctl, const struct meta_create_topics_request *req,
-			    uint32_t index, int32_t partitions, int32_t rf,
-			    struct meta_create_topic_result *result)
+static bool *topic_repeats(struct meta_controller *ctl, const struct meta_create_topics_request *req)
+{
+	struct name_ref *refs = ctl_alloc(ctl, ((size_t)req->topic_count + 1) * sizeof(*refs));
+	if (refs == NULL) {
+		return NULL;
+	}
+	for (uint32_t i = 0; i < req->topic_count; i++) {
+		refs[i] = (struct name_ref){req->topics[i].name, i};
+	}
+	return mark_repeats(ctl, refs, req->topic_count);
+}
+
+static bool *config_repeats(struct meta_controller *ctl, const struct meta_create_topic *t)
+{
+	struct name_ref *refs = ctl_alloc(ctl, ((size_t)t->config_count + 1) * sizeof(*refs));
+	if (refs == NULL) {
+		return NULL;
+	}
+	for (uint32_t i = 0; i < t->config_count; i++) {
+		refs[i] = (struct name_ref){t->configs[i].key, i};
+	}
+	return mark_repeats(ctl, refs, t->config_count);
+}
+
+/* Two names that are equal once '.' reads as '_' collide: Kafka's metric
+ * names map one to the other, so Kafka refuses the second (and so do we).
+ * This is their order with '.' and '_' read as one character. */
+static int canonical_cmp(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char x = (unsigned char)(*a == '.' ? '_' : *a);
+		unsigned char y = (unsigned char)(*b == '.' ? '_' : *b);
+		if (x != y || x == '\0') {
+			return (x > y) - (x < y);
+		}
+	}
+}
+
+struct collision_ref {
+	const char *name;
+	uint32_t index; /* request index; UINT32_MAX for an existing topic */
+};
+
+static int collision_ref_cmp(const void *a, const void *b, void *ctx)
+{
+	(void)ctx;
+	const struct collision_ref *x = a;
+	const struct collision_ref *y = b;
+	int r = canonical_cmp(x->name, y->name);
+	if (r != 0) {
+		return r;
+	}
+	/* Existing topics first (UINT32_MAX + 1 wraps to 0), then request order. */
+	uint32_t xi = x->index + 1u, yi = y->index + 1u;
+	return (xi > yi) - (xi < yi);
+}
+
+/* For each topic of the request, the name of an existing topic or of an
+ * earlier topic of the request that it collides with (equal once '.' reads
+ * as '_', but not equal), or NULL. One sort of the existing topics' and the
+ * request's names: O((T + n) log(T + n)), whatever the names. NULL on out
+ * of memory. */
+static const char **topic_collisions(struct meta_controller *ctl,
+				     const struct meta_create_topics_request *req)
+{
+	size_t total = (size_t)ctl->image.topic_count + req->topic_count;
+	struct collision_ref *refs = ctl_alloc(ctl, (total + 1) * sizeof(*refs));
+	const char **out = ctl_alloc(ctl, ((size_t)req->topic_count + 1) * sizeof(*out));
+	if (refs == NULL || out == NULL) {
+		return NULL;
+	}
+	size_t n = 0;
+	for (uint32_t i = 0; i < ctl->image.topic_count; i++) {
+		refs[n++] = (struct collision_ref){ctl->image.topics[i]->name, UINT32_MAX};
+	}
+	for (uint32_t i = 0; i < req->topic_count; i++) {
+		if (req->topics[i].name != NULL) {
+			refs[n++] = (struct collision_ref){req->topics[i].name, i};
+		}
+	}
+	ctl->sort_compares += keel_sort(refs, n, sizeof(*refs), collision_ref_cmp, NULL);
+	for (size_t g = 0; g < n;) {
+		size_t end = g + 1;
+		while (end < n && canonical_cmp(refs[g].name, refs[end].name) == 0) {
+			end++;
+		}
+		/* refs[g] came first (an existing topic, or the earliest in the
+		 * request); every other different name of the group collides. */
+		for (size_t k = g + 1; k < end; k++) {
+			if (refs[k].index != UINT32_MAX && strcmp(refs[k].name, refs[g].name) != 0) {
+				out[refs[k].index] = refs[g].name;
+			}
+		}
+		g = end;
+	}
+	return out;
+}
+
+/* Validates one topic of a CreateTopics request; fills result->error.
+ * repeated: topic_repeats() of the request. KEEL_NOMEM, else KEEL_OK. */
+static enum keel_err check_new_topic(struct meta_controller *ctl,
+				     const struct meta_create_topics_request *req, const bool *repeated,
+				     const char *const *collisions, uint32_t index, int32_t partitions,
+				     int32_t rf, struct meta_create_topic_result *result)
 {
 	const struct meta_create_topic *t = &req->topics[index];
 	struct meta_fmt f;
 	if (!meta_topic_name_valid(t->name)) {
 		result->error = META_ERR_INVALID_TOPIC_EXCEPTION;
 		result->error_message = "topic names are 1-249 of [a-zA-Z0-9._-], not . or ..";
-		return;
+		return KEEL_OK;
 	}
-	for (uint32_t j = 0; j < index; j++) {
-		if (req->topics[j].name != NULL && strcmp(req->topics[j].name, t->name) == 0) {
-			result->error = META_ERR_INVALID_REQUEST;
-			result->error_message = "topic named twice in one request";
-			return;
-		}
+	if (repeated[index]) {
+		result->error = META_ERR_INVALID_REQUEST;
+		result->error_message = "topic named twice in one request";
+		return KEEL_OK;
 	}
 	if (meta_image_topic(&ctl->image, t->name) != NULL) {
 		result->error = META_ERR_TOPIC_ALREADY_EXISTS;
 		result->error_message = "topic already exists";
-		return;
+		return KEEL_OK;
 	}
-	const char *other = colliding_topic(&ctl->image, t->name);
-	for (uint32_t j = 0; other == NULL && j < index; j++) {
-		if (req->topics[j].name != NULL && topic_names_collide(req->topics[j].name, t->name)) {
-			other = req->topics[j].name;
-		}
-	}
+	const char *other = collisions[index];
 	if (other != NULL) {
 		struct meta_fmt *m = message(ctl, &f);
 		meta_fmt_str(m, "topic name collides with '");
@@ -543,7 +648,7 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		meta_fmt_str(m, "' ('.' and '_' are the same in metric names)");
 		result->error = META_ERR_INVALID_TOPIC_EXCEPTION;
 		result->error_message = text(m);
-		return;
+		return KEEL_OK;
 	}
 	if (partitions < 1 || (uint32_t)partitions > ctl->cfg.max_partitions_per_topic) {
 		struct meta_fmt *m = message(ctl, &f);
@@ -551,12 +656,12 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		meta_fmt_u64(m, ctl->cfg.max_partitions_per_topic);
 		result->error = META_ERR_INVALID_PARTITIONS;
 		result->error_message = text(m);
-		return;
+		return KEEL_OK;
 	}
 	if (rf == 0) {
 		result->error = META_ERR_INVALID_REPLICATION_FACTOR;
 		result->error_message = "replication factor must be at least 1 (0 was given)";
-		return;
+		return KEEL_OK;
 	}
 	uint32_t active = meta_active_broker_count(&ctl->image);
 	if (rf < 1 || rf > META_MAX_REPLICAS || (uint32_t)rf > active) {
@@ -568,28 +673,31 @@ static void check_new_topic(struct meta_controller *ctl, const struct meta_creat
 		meta_fmt_str(m, " active broker(s)");
 		result->error = META_ERR_INVALID_REPLICATION_FACTOR;
 		result->error_message = text(m);
-		return;
+		return KEEL_OK;
+	}
+	bool *config_repeated = t->config_count > 0 ? config_repeats(ctl, t) : NULL;
+	if (t->config_count > 0 && config_repeated == NULL) {
+		return KEEL_NOMEM;
 	}
 	for (uint32_t c = 0; c < t->config_count; c++) {
 		const char *why = config_problem(t->configs[c].key, t->configs[c].value);
 		if (why == NULL && t->configs[c].value == NULL) {
 			why = "a new topic's config needs a value";
 		}
-		for (uint32_t k = 0; why == NULL && k < c; k++) {
-			if (strcmp(t->configs[k].key, t->configs[c].key) == 0) {
-				why = "config key given twice";
-			}
+		if (why == NULL && config_repeated[c]) {
+			why = "config key given twice";
 		}
 		if (why != NULL) {
 			result->error = META_ERR_INVALID_CONFIG;
 			result->error_message = keyed_message(ctl, t->configs[c].key, why);
-			return;
+			return KEEL_OK;
 		}
 	}
 	if ((size_t)ctl_room(ctl) < (size_t)1 + (size_t)partitions + t->config_count) {
 		result->error = META_ERR_POLICY_VIOLATION;
 		result->error_message = "too many partitions in one request; create fewer at once";
 	}
+	return KEEL_OK;
 }
 
 uint64_t ctl_stripe_start(const char *topic)
@@ -664,6 +772,11 @@ enum keel_err meta_controller_create_topics(struct meta_controller *ctl, int64_t
 	if (results == NULL) {
 		err = KEEL_NOMEM;
 	}
+	bool *repeated = results != NULL ? topic_repeats(ctl, req) : NULL;
+	const char **collisions = repeated != NULL ? topic_collisions(ctl, req) : NULL;
+	if (results != NULL && (repeated == NULL || collisions == NULL)) {
+		err = KEEL_NOMEM;
+	}
 	for (uint32_t i = 0; err == KEEL_OK && i < req->topic_count; i++) {
 		const struct meta_create_topic *t = &req->topics[i];
 		int32_t partitions =
@@ -673,8 +786,9 @@ enum keel_err meta_controller_create_topics(struct meta_controller *ctl, int64_t
 		results[i].name = t->name;
 		results[i].num_partitions = partitions;
 		results[i].replication_factor = (int16_t)rf;
-		check_new_topic(ctl, req, i, partitions, rf, &results[i]);
-		if (results[i].error == META_ERR_NONE && !req->validate_only) {
+		err = check_new_topic(ctl, req, repeated, collisions, i, partitions, rf,
+				      &results[i]);
+		if (err == KEEL_OK && results[i].error == META_ERR_NONE && !req->validate_only) {
 			err = create_topic(ctl, t, partitions, rf, &results[i]);
 		}
 	}

@@ -3,8 +3,22 @@
  *
  * Read side: libuv reads into the connection's reassembly buffer; complete
  * frames are handed to on_frame in order; the unparsed remainder moves to the
- * front. The buffer grows to the largest frame seen (bounded by
- * max_frame_bytes) and shrinks back when idle.
+ * front. The buffer grows by doubling as bytes arrive, never to the length a
+ * header merely announces (a client sending 1 MiB - 1 holds what it sent,
+ * not the 1 MiB it promised), is bounded by max_frame_bytes and by the
+ * shared read budget, and shrinks back when idle.
+ *
+ * Fairness: a dispatch hands on at most max_frames_per_turn frames and
+ * stops early once its replies reach max_output_per_turn bytes. A
+ * connection with frames left is "deferred": reading stops, it joins
+ * nl->deferred, and the check handle dispatches its next turn in the next
+ * loop iteration, after every other connection's input of this one — so a
+ * client pipelining expensive requests delays the others by about one
+ * request, not by its whole pipeline.
+ *
+ *   reading --turn used up--> deferred (not reading) --check: next turn-->
+ *      ^                                                     |
+ *      +------------- buffer holds no complete frame --------+
  *
  * Write side: frames are appended to out[active]; a uv_check handle runs once
  * per loop iteration and starts one uv_write per dirty connection with all
@@ -16,6 +30,7 @@
 
 #include "base/assert.h"
 #include "base/crc32c.h"
+#include "net/limits.h"
 #include "net/net.h"
 
 #define READ_CHUNK 16384u
@@ -23,6 +38,8 @@
 
 static void conn_try_flush(struct net_conn *conn);
 static void conn_finish_close(struct net_conn *conn);
+static void conn_dispatch(struct net_conn *conn);
+static enum keel_err start_reading(struct net_conn *conn);
 
 static size_t header_size(const struct net_conn *conn)
 {
@@ -65,9 +82,61 @@ static void unlink_dirty(struct net_conn *conn)
 	conn->next_dirty = NULL;
 }
 
-static void on_flush_check(uv_check_t *check)
+static void unlink_deferred(struct net_conn *conn)
 {
-	struct net_loop *nl = check->data;
+	if (!conn->deferred) {
+		return;
+	}
+	struct net_conn **pp = &conn->nl->deferred;
+	while (*pp != NULL && *pp != conn) {
+		pp = &(*pp)->next_deferred;
+	}
+	if (*pp == conn) {
+		*pp = conn->next_deferred;
+	}
+	conn->deferred = false;
+	conn->next_deferred = NULL;
+}
+
+/* Its turn is used up: stop reading until the buffered frames are served. */
+static void defer(struct net_conn *conn)
+{
+	KEEL_ASSERT(!conn->deferred);
+	conn->nl->deferrals++;
+	if (conn->reading) {
+		uv_read_stop((uv_stream_t *)&conn->tcp);
+		conn->reading = false;
+	}
+	if (conn->nl->dirty == NULL && conn->nl->deferred == NULL) {
+		uv_idle_start(&conn->nl->flush_idle, on_idle); /* the next poll must not block */
+	}
+	conn->deferred = true;
+	conn->next_deferred = conn->nl->deferred;
+	conn->nl->deferred = conn;
+}
+
+/* The next turn of every deferred connection (those deferred again go
+ * to the list for the iteration after). */
+static void run_deferred(struct net_loop *nl)
+{
+	struct net_conn *conn = nl->deferred;
+	nl->deferred = NULL;
+	while (conn != NULL) {
+		struct net_conn *next = conn->next_deferred;
+		conn->next_deferred = NULL;
+		conn->deferred = false;
+		if (!conn->closing && !conn->paused && !conn->in_dispatch) {
+			conn_dispatch(conn);
+			if (!conn->closing && start_reading(conn) != KEEL_OK) {
+				net_conn_close(conn, KEEL_IO, false);
+			}
+		}
+		conn = next;
+	}
+}
+
+static void flush_dirty(struct net_loop *nl)
+{
 	while (nl->dirty != NULL) {
 		struct net_conn *conn = nl->dirty;
 		nl->dirty = conn->next_dirty;
@@ -75,7 +144,21 @@ static void on_flush_check(uv_check_t *check)
 		conn->next_dirty = NULL;
 		conn_try_flush(conn);
 	}
-	uv_idle_stop(&nl->flush_idle);
+}
+
+/* Replies of this iteration leave first; then the deferred connections
+ * take their next turn, and their replies leave too. */
+static void on_flush_check(uv_check_t *check)
+{
+	struct net_loop *nl = check->data;
+	flush_dirty(nl);
+	if (nl->deferred != NULL) {
+		run_deferred(nl);
+		flush_dirty(nl);
+	}
+	if (nl->deferred == NULL) {
+		uv_idle_stop(&nl->flush_idle);
+	}
 }
 
 enum keel_err net_loop_init(struct net_loop *nl, uv_loop_t *loop)
@@ -132,14 +215,46 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 		if (cap > limit) {
 			cap = limit;
 		}
-		uint8_t *p = realloc(conn->rbuf, cap);
-		if (p != NULL) {
-			conn->rbuf = p;
-			conn->rcap = cap;
+		struct net_byte_budget *budget = conn->cfg.read_budget;
+		if (budget != NULL && !net_byte_budget_take(budget, cap - conn->rcap)) {
+			/* No room: with a full buffer, libuv reports UV_ENOBUFS. */
+			conn->over_budget = true;
+		} else {
+			uint8_t *p = realloc(conn->rbuf, cap);
+			if (p != NULL) {
+				conn->rbuf = p;
+				conn->rcap = cap;
+			} else if (budget != NULL) {
+				net_byte_budget_give(budget, cap - conn->rcap);
+			}
 		}
+	}
+	if (conn->rbuf == NULL) {
+		*buf = uv_buf_init(NULL, 0); /* nothing allocated: libuv reports UV_ENOBUFS */
+		return;
 	}
 	buf->base = (char *)conn->rbuf + conn->rlen;
 	buf->len = conn->rcap - conn->rlen;
+}
+
+static void release_rbuf(struct net_conn *conn)
+{
+	if (conn->cfg.read_budget != NULL) {
+		net_byte_budget_give(conn->cfg.read_budget, conn->rcap);
+	}
+	free(conn->rbuf);
+	conn->rbuf = NULL;
+	conn->rcap = 0;
+}
+
+static bool turn_used_up(const struct net_conn *conn, uint32_t frames, size_t out_start)
+{
+	if (conn->cfg.max_frames_per_turn != 0 && frames >= conn->cfg.max_frames_per_turn) {
+		return true;
+	}
+	size_t out = net_conn_pending_output(conn);
+	return conn->cfg.max_output_per_turn != 0 && out > out_start &&
+	       out - out_start >= conn->cfg.max_output_per_turn;
 }
 
 /* Parses and delivers the complete frames in the buffer. */
@@ -147,8 +262,14 @@ static void conn_dispatch(struct net_conn *conn)
 {
 	size_t hdr = header_size(conn);
 	size_t pos = 0;
+	uint32_t frames = 0;
+	size_t out_start = net_conn_pending_output(conn);
 	conn->in_dispatch = true;
-	while (!conn->closing && !conn->paused && conn->rlen - pos >= 4) {
+	while (!conn->closing && !conn->paused && !conn->deferred && conn->rlen - pos >= 4) {
+		if (turn_used_up(conn, frames, out_start)) {
+			defer(conn);
+			break;
+		}
 		const uint8_t *p = conn->rbuf + pos;
 		uint32_t len = keel_load_be32(p);
 		if (!conn->first_bytes_checked) {
@@ -164,21 +285,7 @@ static void conn_dispatch(struct net_conn *conn)
 			break;
 		}
 		if (conn->rlen - pos < hdr + len) {
-			/* Make room for the whole frame if the buffer is too small. */
-			if (conn->rcap < hdr + len) {
-				size_t need = hdr + len;
-				memmove(conn->rbuf, conn->rbuf + pos, conn->rlen - pos);
-				conn->rlen -= pos;
-				pos = 0;
-				uint8_t *nb = realloc(conn->rbuf, need);
-				if (nb == NULL) {
-					net_conn_close(conn, KEEL_NOMEM, false);
-					break;
-				}
-				conn->rbuf = nb;
-				conn->rcap = need;
-			}
-			break;
+			break; /* on_alloc grows the buffer as the rest arrives */
 		}
 		const uint8_t *payload = p + hdr;
 		if (conn->cfg.checksummed && keel_crc32c(0, payload, len) != keel_load_be32(p + 4)) {
@@ -187,6 +294,7 @@ static void conn_dispatch(struct net_conn *conn)
 		}
 		pos += hdr + len;
 		conn->nl->frames_in++;
+		frames++;
 		if (!conn->ops->on_frame(conn, payload, len)) {
 			break;
 		}
@@ -199,12 +307,22 @@ static void conn_dispatch(struct net_conn *conn)
 	if (pos > 0) {
 		memmove(conn->rbuf, conn->rbuf + pos, conn->rlen - pos);
 		conn->rlen -= pos;
+		conn->partial_since_ms = 0; /* a frame completed: the clock restarts */
+	}
+	if (conn->rlen > 0 && conn->partial_since_ms == 0) {
+		conn->partial_since_ms = KEEL_MAX(uv_now(conn->nl->loop), 1u);
+	} else if (conn->rlen == 0) {
+		conn->partial_since_ms = 0;
 	}
 	if (conn->rlen == 0 && conn->rcap > IDLE_BUFFER_KEEP) {
-		free(conn->rbuf);
-		conn->rbuf = NULL;
-		conn->rcap = 0;
+		release_rbuf(conn);
 	}
+}
+
+bool net_conn_frame_overdue(const struct net_conn *conn, uint64_t now_ms, uint64_t timeout_ms)
+{
+	return conn->partial_since_ms != 0 && !conn->paused && !conn->deferred && !conn->closing &&
+	       now_ms >= conn->partial_since_ms + timeout_ms;
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -212,12 +330,18 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	(void)buf;
 	struct net_conn *conn = stream->data;
 	if (nread < 0) {
-		net_conn_close(conn, nread == UV_EOF ? KEEL_OK : KEEL_IO, false);
+		enum keel_err why = nread == UV_EOF ? KEEL_OK : KEEL_IO;
+		if (nread == UV_ENOBUFS && conn->over_budget) {
+			why = KEEL_LIMIT;
+			conn->cfg.read_budget->refusals++;
+		}
+		net_conn_close(conn, why, false);
 		return;
 	}
 	if (conn->closing) {
 		return;
 	}
+	conn->over_budget = false;
 	conn->rlen += (size_t)nread;
 	conn->nl->bytes_in += (uint64_t)nread;
 	conn_dispatch(conn);
@@ -225,7 +349,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 
 static enum keel_err start_reading(struct net_conn *conn)
 {
-	if (conn->reading || conn->paused || conn->closing) {
+	if (conn->reading || conn->paused || conn->deferred || conn->closing) {
 		return KEEL_OK;
 	}
 	if (uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read) != 0) {
@@ -318,11 +442,35 @@ size_t net_conn_pending_output(const struct net_conn *conn)
 	return conn->out[0].size + conn->out[1].size;
 }
 
+/* Keeps cfg.output_budget equal to the sum of the connections' unsent
+ * output. */
+static void count_output(struct net_conn *conn)
+{
+	struct net_byte_budget *b = conn->cfg.output_budget;
+	if (b == NULL) {
+		return;
+	}
+	size_t now = net_conn_pending_output(conn);
+	if (now >= conn->output_counted) {
+		b->used_bytes += now - conn->output_counted;
+	} else {
+		net_byte_budget_give(b, conn->output_counted - now);
+	}
+	conn->output_counted = now;
+}
+
 static void check_output_limit(struct net_conn *conn)
 {
 	struct keel_wbuf *w = &conn->out[conn->active];
 	if (!keel_wbuf_ok(w) || net_conn_pending_output(conn) > conn->cfg.max_output_bytes) {
 		keel_wbuf_reset(w);
+		net_conn_close(conn, KEEL_LIMIT, false);
+	}
+	count_output(conn);
+	struct net_byte_budget *b = conn->cfg.output_budget;
+	if (!conn->closing && b != NULL && b->max_bytes != 0 && b->used_bytes > b->max_bytes &&
+	    conn->output_counted > b->max_bytes / 64) {
+		b->refusals++;
 		net_conn_close(conn, KEEL_LIMIT, false);
 	}
 }
@@ -393,6 +541,7 @@ static void on_written(uv_write_t *req, int status)
 	if (done->capacity > IDLE_BUFFER_KEEP) {
 		keel_wbuf_free(done);
 	}
+	count_output(conn);
 	conn->writing = false;
 	if (status != 0) {
 		if (!conn->closing) {
@@ -434,6 +583,7 @@ static void conn_try_flush(struct net_conn *conn)
 	if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_written) != 0) {
 		conn->writing = false;
 		keel_wbuf_reset(w);
+		count_output(conn);
 		if (!conn->closing) {
 			net_conn_close(conn, KEEL_IO, false);
 		} else {
@@ -446,11 +596,13 @@ static void on_closed(uv_handle_t *handle)
 {
 	struct net_conn *conn = handle->data;
 	unlink_dirty(conn);
-	free(conn->rbuf);
-	conn->rbuf = NULL;
-	conn->rlen = conn->rcap = 0;
+	unlink_deferred(conn);
+	release_rbuf(conn);
+	conn->rlen = 0;
 	keel_wbuf_free(&conn->out[0]);
 	keel_wbuf_free(&conn->out[1]);
+	count_output(conn);
+	KEEL_ASSERT(conn->output_counted == 0);
 	conn->ops->on_close(conn, conn->close_reason);
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/limits.h"
 #include "net/net.h"
 
 #define HTTP_MAX_HEAD 8192
@@ -14,6 +15,10 @@ struct http_conn {
 	uv_tcp_t tcp;
 	uv_write_t wreq;
 	struct http_server *srv;
+	struct http_conn *prev;
+	struct http_conn *next;
+	uint64_t accepted_ms;
+	uint64_t progress_ms; /* last byte in, or accept */
 	char head[HTTP_MAX_HEAD];
 	size_t head_len;
 	uint8_t *reply;
@@ -23,7 +28,16 @@ struct http_conn {
 static void on_conn_closed(uv_handle_t *h)
 {
 	struct http_conn *c = h->data;
-	c->srv->open_connections--;
+	struct http_server *srv = c->srv;
+	srv->open_connections--;
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		srv->conns = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
 	free(c->reply);
 	free(c);
 }
@@ -107,9 +121,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (c->answered) {
 		return;
 	}
+	/* Only the new bytes (and the 3 before them) can complete the head:
+	 * a head sent a byte at a time is not rescanned from the start. */
+	size_t from = c->head_len > 3 ? c->head_len - 3 : 0;
 	c->head_len += (size_t)nread;
 	c->head[c->head_len] = '\0';
-	if (strstr(c->head, "\r\n\r\n") != NULL || strstr(c->head, "\n\n") != NULL) {
+	c->progress_ms = uv_now(s->loop);
+	if (strstr(c->head + from, "\r\n\r\n") != NULL || strstr(c->head + from, "\n\n") != NULL) {
 		handle_request(c);
 	} else if (c->head_len >= HTTP_MAX_HEAD - 1) {
 		const char *msg = "request head too large\n";
@@ -130,11 +148,71 @@ static void on_connection(uv_stream_t *server, int status)
 	c->srv = srv;
 	uv_tcp_init(server->loop, &c->tcp);
 	c->tcp.data = c;
+	c->accepted_ms = c->progress_ms = uv_now(server->loop);
+	c->next = srv->conns;
+	if (srv->conns != NULL) {
+		srv->conns->prev = c;
+	}
+	srv->conns = c;
 	srv->open_connections++;
-	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
-	    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+		conn_close(c);
+		return;
+	}
+	/* Accept-and-close past the limits: a refusal must still drain the
+	 * listen backlog, or the loop would be woken for it again and again. */
+	const struct http_limits *l = &srv->limits;
+	if ((l->max_connections != 0 && srv->open_connections > l->max_connections) ||
+	    (l->fds != NULL && !net_fd_budget_allows(l->fds, &c->tcp))) {
+		srv->refused++;
+		conn_close(c);
+		return;
+	}
+	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
 		conn_close(c);
 	}
+}
+
+static bool overdue(const struct http_conn *c, uint64_t now)
+{
+	const struct http_limits *l = &c->srv->limits;
+	if (!c->answered && l->request_timeout_ms != 0 && now >= c->accepted_ms + l->request_timeout_ms) {
+		return true;
+	}
+	return l->idle_timeout_ms != 0 && now >= c->progress_ms + l->idle_timeout_ms;
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+	struct http_server *srv = t->data;
+	uint64_t now = uv_now(t->loop);
+	for (struct http_conn *c = srv->conns; c != NULL; c = c->next) {
+		if (!uv_is_closing((uv_handle_t *)&c->tcp) && overdue(c, now)) {
+			srv->timed_out++;
+			conn_close(c);
+		}
+	}
+}
+
+void http_server_set_limits(struct http_server *srv, const struct http_limits *limits)
+{
+	srv->limits = *limits;
+	uint64_t shortest = UINT64_MAX;
+	if (limits->request_timeout_ms != 0) {
+		shortest = limits->request_timeout_ms;
+	}
+	if (limits->idle_timeout_ms != 0 && limits->idle_timeout_ms < shortest) {
+		shortest = limits->idle_timeout_ms;
+	}
+	if (shortest == UINT64_MAX || srv->closing) {
+		if (srv->sweeping) {
+			uv_timer_stop(&srv->sweep);
+		}
+		return;
+	}
+	uint64_t every = shortest / 4 < 50 ? 50 : shortest / 4;
+	srv->sweeping = true;
+	uv_timer_start(&srv->sweep, on_sweep, every, every);
 }
 
 enum keel_err http_server_start(struct http_server *srv, uv_loop_t *loop, const char *addr,
@@ -143,11 +221,22 @@ enum keel_err http_server_start(struct http_server *srv, uv_loop_t *loop, const 
 	memset(srv, 0, sizeof(*srv));
 	srv->handler = handler;
 	srv->ctx = ctx;
-	return net_listen(&srv->tcp, loop, addr, on_connection, srv, err, err_size);
+	uv_timer_init(loop, &srv->sweep);
+	srv->sweep.data = srv;
+	enum keel_err rc = net_listen(&srv->tcp, loop, addr, on_connection, srv, err, err_size);
+	if (rc != KEEL_OK) {
+		uv_close((uv_handle_t *)&srv->sweep, NULL);
+		srv->closing = true;
+	}
+	return rc;
 }
 
 void http_server_close(struct http_server *srv)
 {
+	if (!uv_is_closing((uv_handle_t *)&srv->sweep)) {
+		uv_timer_stop(&srv->sweep);
+		uv_close((uv_handle_t *)&srv->sweep, NULL);
+	}
 	srv->closing = true;
 	if (!uv_is_closing((uv_handle_t *)&srv->tcp)) {
 		uv_close((uv_handle_t *)&srv->tcp, NULL);

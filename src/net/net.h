@@ -45,6 +45,8 @@ struct net_loop {
 	uint64_t frames_in;
 	uint64_t frames_out;
 	uint64_t writes; /* write calls: frames_out / writes is the batching factor */
+	struct net_conn *deferred; /* connections with frames left for the next turn */
+	uint64_t deferrals;        /* times a connection used up its turn */
 };
 
 enum keel_err net_loop_init(struct net_loop *nl, uv_loop_t *loop);
@@ -65,10 +67,22 @@ struct net_conn_ops {
 	void (*on_close)(struct net_conn *conn, enum keel_err reason);
 };
 
+struct net_byte_budget;
+
 struct net_conn_config {
 	size_t max_frame_bytes;  /* larger frames close the connection */
 	size_t max_output_bytes; /* unsent output beyond this closes it */
 	bool checksummed;        /* frames carry a CRC-32C after the length */
+	/* Shared caps on reassembly-buffer bytes and on unsent output bytes
+	 * (net/limits.h); NULL: none. */
+	struct net_byte_budget *read_budget;
+	struct net_byte_budget *output_budget;
+	/* Fairness: one dispatch (a turn) hands on at most this many frames,
+	 * or stops once the replies it produced reach this many bytes; the
+	 * rest waits, with reading stopped, for the next loop iteration so
+	 * that every other connection is served in between. 0: no cap. */
+	uint32_t max_frames_per_turn;
+	size_t max_output_per_turn;
 };
 
 struct net_conn {
@@ -79,10 +93,16 @@ struct net_conn {
 	const struct net_conn_ops *ops;
 	void *user;
 	struct net_conn_config cfg;
-	/* Reassembly buffer: [0, rlen) holds received, unparsed bytes. */
+	/* Reassembly buffer: [0, rlen) holds received, unparsed bytes. It
+	 * grows only as bytes arrive (never to a length a header announces). */
 	uint8_t *rbuf;
 	size_t rlen;
 	size_t rcap;
+	uint64_t partial_since_ms; /* loop time an unfinished frame began; 0: none */
+	bool over_budget;          /* the read budget refused to grow rbuf */
+	size_t output_counted;     /* unsent output counted in cfg.output_budget */
+	bool deferred;             /* in nl->deferred: its turn is used up */
+	struct net_conn *next_deferred;
 	/* out[active] collects new frames; out[!active] is being written. */
 	struct keel_wbuf out[2];
 	int active;
@@ -134,6 +154,11 @@ void net_conn_resume(struct net_conn *conn);
 
 /* Bytes queued and not yet written. */
 size_t net_conn_pending_output(const struct net_conn *conn);
+
+/* Has an unfinished frame been waiting for its remaining bytes for
+ * `timeout_ms` or more at loop time `now_ms`? (A paused connection's
+ * buffered bytes are the server's delay, not the client's: never.) */
+bool net_conn_frame_overdue(const struct net_conn *conn, uint64_t now_ms, uint64_t timeout_ms);
 
 /* "host:port" parsing (IPv4 dotted quad or a name resolved once, or [v6]:port). */
 enum keel_err net_parse_addr(const char *text, struct sockaddr_storage *out);

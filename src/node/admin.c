@@ -746,6 +746,8 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 	wprintf(out, "zk_open_file_descriptor_count\t%ld\nzk_max_file_descriptor_count\t%llu\n",
 		open_fds(), (unsigned long long)rl.rlim_cur);
 	node_ctl_mntr(n, out);
+	wprintf(out, "zk_connection_rejected\t%llu\n",
+		(unsigned long long)node_limits_refused_total(&n->limits));
 	if (n->role == RAFT_LEADER) {
 		uint32_t followers = 0, synced = 0;
 		for (uint32_t i = 0; i < st.n_members; i++) {
@@ -916,6 +918,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 			n->peers.refused);
 	metrics_gauge(w, "keel_peer_handshakes", "Peer connections not yet authenticated",
 		      (double)n->peers.handshakes);
+	node_limits_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

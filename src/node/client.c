@@ -99,6 +99,9 @@ static void on_close(struct net_conn *conn, enum keel_err reason)
 	if (c->mode == CLIENT_ZK) {
 		zk_conn_on_close(n, c);
 	}
+	if (c->admitted) {
+		node_limits_release(&n->limits, &c->ip);
+	}
 	keel_hmap_remove_item(&cl->by_id, keel_hash_u64(c->id), c);
 	if (c->prev != NULL) {
 		c->prev->next = c->next;
@@ -142,10 +145,45 @@ static void on_connection(uv_stream_t *server, int status)
 	cl->count++;
 	n->stats.client_connections_total++;
 	net_conn_accept(&c->conn, &n->nl, server, &cl->cfg, &client_ops, c);
-	if (cl->count > n->cfg.max_client_connections) {
-		KEEL_WARN("client %s refused: %u connections already open", c->conn.peer_addr,
-			  n->cfg.max_client_connections);
+	if (c->conn.closing) {
+		return;
+	}
+	/* Accept-and-close past a limit: the backlog drains, nothing spins. */
+	net_tcp_peer_ip(&c->conn.tcp, &c->ip);
+	c->admitted = node_limits_admit(&n->limits, &n->cfg, &c->conn.tcp, &c->ip, cl->count,
+					c->conn.peer_addr);
+	if (!c->admitted) {
 		net_conn_close(&c->conn, KEEL_LIMIT, false);
+	}
+}
+
+/* Deadlines of the client port, checked a few times a second: a connection
+ * that has not sent its whole first frame connect_timeout_ms after accept,
+ * or has left any frame unfinished for frame_timeout_ms, is closed. */
+static void sweep_deadlines(struct node *n, uint64_t now_ms)
+{
+	struct node_limits *l = &n->limits;
+	if (now_ms < l->last_sweep_ms + 100u) {
+		return;
+	}
+	l->last_sweep_ms = now_ms;
+	for (struct node_client *c = n->clients->head; c != NULL; c = c->next) {
+		if (c->conn.closing) {
+			continue;
+		}
+		if (n->cfg.connect_timeout_ms != 0 && c->mode == CLIENT_NEW &&
+		    now_ms >= c->connected_ms + n->cfg.connect_timeout_ms) {
+			l->connect_timeouts++;
+			KEEL_DEBUG("client %s closed: no complete first frame in %u ms",
+				   c->conn.peer_addr, n->cfg.connect_timeout_ms);
+			net_conn_close(&c->conn, KEEL_TIMEOUT, false);
+		} else if (n->cfg.frame_timeout_ms != 0 &&
+			   net_conn_frame_overdue(&c->conn, now_ms, n->cfg.frame_timeout_ms)) {
+			l->frame_timeouts++;
+			KEEL_DEBUG("client %s closed: a frame unfinished for %u ms",
+				   c->conn.peer_addr, n->cfg.frame_timeout_ms);
+			net_conn_close(&c->conn, KEEL_TIMEOUT, false);
+		}
 	}
 }
 
@@ -161,6 +199,10 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 	cl->cfg.max_frame_bytes = n->cfg.max_packet_bytes;
 	cl->cfg.max_output_bytes = 64u * n->cfg.max_packet_bytes;
 	cl->cfg.checksummed = false;
+	cl->cfg.read_budget = &n->limits.read_budget;
+	cl->cfg.output_budget = &n->limits.output_budget;
+	cl->cfg.max_frames_per_turn = n->cfg.client_frames_per_turn;
+	cl->cfg.max_output_per_turn = n->cfg.client_output_per_turn_bytes;
 	enum keel_err rc = zk_clients_init(n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -263,6 +305,9 @@ void node_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, con
 
 void node_clients_tick(struct node *n, uint64_t now_ms)
 {
+	if (n->clients != NULL) {
+		sweep_deadlines(n, now_ms);
+	}
 	zk_clients_tick(n, now_ms);
 }
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "net/limits.h"
 #include "net/net.h"
 #include "node/node.h"
 
@@ -43,6 +44,8 @@ struct node_client {
 	bool operator_authenticated;
 	bool admin_nonce_valid;
 	uint8_t admin_nonce[32];
+	struct net_ip ip;   /* source address, counted in limits.per_ip ... */
+	bool admitted;      /* ... when admitted (node_limits_admit) */
 	struct node_client *prev;
 	struct node_client *next;
 };

@@ -1376,6 +1376,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		snprintf(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
+	zk_watches_set_max_bytes(&zs->watches, n->cfg.max_watch_bytes_per_connection);
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
 	zs->tracker = &n->tracker;
 	keel_list_init(&zs->barriers);

@@ -68,6 +68,47 @@ static const struct option_def options[] = {
 	{"max-pending-per-connection", OPT_U32,
 	 offsetof(struct node_config, max_pending_per_connection), 4, "N",
 	 "requests in flight per connection before reading pauses (default 1000)"},
+	{"maxClientCnxns", OPT_U32, offsetof(struct node_config, max_client_cnxns), 4, "N",
+	 "client connections from one IP address; 0 = unlimited (default 60, as ZooKeeper)"},
+	{"max-client-cnxns", OPT_U32, offsetof(struct node_config, max_client_cnxns), 4, "N",
+	 "the same as --maxClientCnxns"},
+	{"connect_timeout_ms", OPT_U32, offsetof(struct node_config, connect_timeout_ms), 4, "MS",
+	 "close client connections whose first frame (ConnectRequest) is not complete "
+	 "this long after accept (default 10000)"},
+	{"connect-timeout-ms", OPT_U32, offsetof(struct node_config, connect_timeout_ms), 4, "MS",
+	 "the same as --connect_timeout_ms"},
+	{"frame-timeout-ms", OPT_U32, offsetof(struct node_config, frame_timeout_ms), 4, "MS",
+	 "close client connections that leave a frame unfinished this long (default 30000)"},
+	{"client-read-budget-bytes", OPT_U64,
+	 offsetof(struct node_config, client_read_budget_bytes), 8, "BYTES",
+	 "all client connections' partial-frame buffers together; 0 = unlimited "
+	 "(default 268435456)"},
+	{"client-output-budget-bytes", OPT_U64,
+	 offsetof(struct node_config, client_output_budget_bytes), 8, "BYTES",
+	 "all client connections' unsent replies together; past it, connections holding over "
+	 "1/64 of it are closed; 0 = unlimited (default 536870912)"},
+	{"max-watch-bytes-per-connection", OPT_U64,
+	 offsetof(struct node_config, max_watch_bytes_per_connection), 8, "BYTES",
+	 "path bytes of the watches one connection may hold; 0 = unlimited (default 16777216)"},
+	{"fd-reserve", OPT_U32, offsetof(struct node_config, fd_reserve), 4, "N",
+	 "file descriptors kept for storage and peers: clients are refused before "
+	 "taking them (default 64)"},
+	{"max-metrics-connections", OPT_U32,
+	 offsetof(struct node_config, max_metrics_connections), 4, "N",
+	 "open connections on the metrics port (default 64)"},
+	{"metrics-request-timeout-ms", OPT_U32,
+	 offsetof(struct node_config, metrics_request_timeout_ms), 4, "MS",
+	 "a metrics connection's whole request head must arrive within this (default 5000)"},
+	{"metrics-idle-timeout-ms", OPT_U32,
+	 offsetof(struct node_config, metrics_idle_timeout_ms), 4, "MS",
+	 "close metrics connections with no progress this long (default 2000)"},
+	{"client-frames-per-turn", OPT_U32, offsetof(struct node_config, client_frames_per_turn),
+	 4, "N",
+	 "requests one client connection gets served before the others get a turn; "
+	 "0 = no cap (default 64)"},
+	{"client-output-per-turn-bytes", OPT_U32,
+	 offsetof(struct node_config, client_output_per_turn_bytes), 4, "BYTES",
+	 "... or reply bytes; 0 = no cap (default 262144)"},
 	{"housekeeping-ms", OPT_U32, offsetof(struct node_config, housekeeping_ms), 4, "MS",
 	 "how often the leader deletes empty containers and expired TTL nodes (default 60000)"},
 	{"super-digest", OPT_STR, offsetof(struct node_config, super_digest), 256, "super:HASH",
@@ -112,6 +153,18 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->max_client_connections = 10000;
 	cfg->max_watches_per_connection = 1000000;
 	cfg->max_pending_per_connection = 1000;
+	cfg->max_client_cnxns = 60;
+	cfg->connect_timeout_ms = 10000;
+	cfg->frame_timeout_ms = 30000;
+	cfg->client_read_budget_bytes = 256ull << 20;
+	cfg->client_output_budget_bytes = 512ull << 20;
+	cfg->max_watch_bytes_per_connection = 16ull << 20;
+	cfg->fd_reserve = 64;
+	cfg->max_metrics_connections = 64;
+	cfg->metrics_request_timeout_ms = 5000;
+	cfg->metrics_idle_timeout_ms = 2000;
+	cfg->client_frames_per_turn = 64;
+	cfg->client_output_per_turn_bytes = 256u << 10;
 	cfg->broker_session_timeout_ms = 9000;
 	cfg->leader_rebalance_interval_ms = 300000;
 	cfg->housekeeping_ms = 60000;

@@ -55,6 +55,19 @@ struct node_config {
 	uint32_t max_client_connections;
 	uint32_t max_watches_per_connection;
 	uint32_t max_pending_per_connection;
+	/* Abuse limits (docs/operations.md, "Limits"). */
+	uint32_t max_client_cnxns;        /* per source IP; 0: unlimited (maxClientCnxns) */
+	uint32_t connect_timeout_ms;      /* first frame (ConnectRequest) deadline */
+	uint32_t frame_timeout_ms;        /* an unfinished frame's deadline */
+	uint64_t client_read_budget_bytes; /* all partial-frame buffers; 0: unlimited */
+	uint64_t client_output_budget_bytes; /* all unsent replies; 0: unlimited */
+	uint64_t max_watch_bytes_per_connection; /* watched path bytes; 0: unlimited */
+	uint32_t fd_reserve;              /* descriptors clients never take */
+	uint32_t max_metrics_connections;
+	uint32_t metrics_request_timeout_ms; /* whole request head within this */
+	uint32_t metrics_idle_timeout_ms;    /* no progress for this long */
+	uint32_t client_frames_per_turn;     /* fairness: requests per turn */
+	uint32_t client_output_per_turn_bytes; /* fairness: reply bytes per turn */
 	uint32_t housekeeping_ms;        /* container/TTL scan interval */
 	char super_digest[256];          /* "super:BASE64" or empty */
 	/* Controller. */

@@ -792,6 +792,13 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	keel_log_set_level((enum keel_log_level)keel_log_parse_level(cfg->log_level));
 	uv_update_time(loop);
 	n->start_ms = node_now_ms(n);
+	/* First, before storage opens files: the descriptor limit and reserve. */
+	uint64_t limits_seed;
+	keel_os_random(&limits_seed, sizeof(limits_seed));
+	if (node_limits_init(&n->limits, cfg, limits_seed) != KEEL_OK) {
+		snprintf(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
 
 	enum keel_err rc = net_loop_init(&n->nl, loop);
 	/* libuv runs check handles newest first: started after net's flush
@@ -876,6 +883,9 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			return rc;
 		}
 		n->http_running = true;
+		struct http_limits hl = {cfg->max_metrics_connections, cfg->metrics_request_timeout_ms,
+					 cfg->metrics_idle_timeout_ms, &n->limits.fds};
+		http_server_set_limits(&n->http, &hl);
 	}
 	uv_timer_init(loop, &n->tick_timer);
 	n->tick_timer.data = n;
@@ -937,6 +947,7 @@ void node_close(struct node *n)
 	uv_run(n->loop, UV_RUN_DEFAULT);
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
+	node_limits_close(&n->limits);
 	if (n->raft != NULL) {
 		raft_close(n->raft);
 		n->raft = NULL;

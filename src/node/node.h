@@ -28,6 +28,7 @@
 #include "net/http.h"
 #include "net/net.h"
 #include "node/config.h"
+#include "node/limits.h"
 #include "node/metrics.h"
 #include "node/peers.h"
 #include "node/storage.h"
@@ -160,6 +161,7 @@ struct node {
 	struct node_ctl *ctl;
 
 	struct node_stats stats;
+	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
 	bool stopping;
 	bool failed; /* storage failed: stop serving */
 	int exit_code;

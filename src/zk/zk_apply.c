@@ -460,35 +460,9 @@ static void apply_multi(struct apply_ctx *c, const struct zk_multi_request *m)
 /* ---- sessions ---- */
 
 struct eph_entry {
+	struct zk_path_span path; /* in st->scratch; first, for zk_path_spans_sort */
 	uint32_t id;
-	uint32_t offset; /* of its path in st->scratch */
-	uint32_t size;
 };
-
-static int eph_cmp(const struct eph_entry *a, const struct eph_entry *b, const uint8_t *base)
-{
-	size_t n = KEEL_MIN(a->size, b->size);
-	int r = memcmp(base + a->offset, base + b->offset, n);
-	if (r != 0) {
-		return r;
-	}
-	return a->size < b->size ? -1 : a->size > b->size;
-}
-
-/* Insertion sort on paths: sessions own few ephemerals; the order makes the
- * trigger sequence identical on every server whatever its ring order. */
-static void eph_sort(struct eph_entry *e, uint32_t count, const uint8_t *base)
-{
-	for (uint32_t i = 1; i < count; i++) {
-		struct eph_entry x = e[i];
-		uint32_t j = i;
-		while (j > 0 && eph_cmp(&e[j - 1], &x, base) > 0) {
-			e[j] = e[j - 1];
-			j--;
-		}
-		e[j] = x;
-	}
-}
 
 /* Deletes the session's ephemerals (sorted by path) and the session. */
 static enum keel_err close_session(struct apply_ctx *c, struct zk_session *s)
@@ -507,19 +481,23 @@ static enum keel_err close_session(struct apply_ctx *c, struct zk_session *s)
 		uint32_t id = s->eph_head;
 		for (uint32_t i = 0; i < count; i++) {
 			entries[i].id = id;
-			entries[i].offset = (uint32_t)paths->size;
+			entries[i].path.offset = (uint32_t)paths->size;
 			zk_tree_path(&st->tree, id, paths);
-			entries[i].size = (uint32_t)(paths->size - entries[i].offset);
+			entries[i].path.size = (uint32_t)(paths->size - entries[i].path.offset);
 			id = zk_tree_node(&st->tree, id)->u.eph.next;
 		}
 		if (!keel_wbuf_ok(paths)) {
 			free(entries);
 			return KEEL_NOMEM;
 		}
-		eph_sort(entries, count, paths->data);
+		/* Sorted by path: the order makes the trigger sequence identical on
+		 * every server whatever its ring order. */
+		st->sort_compares +=
+			zk_path_spans_sort(entries, count, sizeof(*entries), paths->data);
 	}
 	for (uint32_t i = 0; i < count && err == KEEL_OK; i++) {
-		struct zk_bytes path = zk_bytes_of(paths->data + entries[i].offset, entries[i].size);
+		struct zk_bytes path =
+			zk_bytes_of(paths->data + entries[i].path.offset, entries[i].path.size);
 		err = zk_mut_delete(st, c->res, entries[i].id, path, c->zxid);
 	}
 	free(entries);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "zk/zk_path.h"
 #include "zk/zk_tree.h"
 
 bool zk_housekeeping_due(const struct zk_state *st, uint32_t id, int64_t now_ms,
@@ -34,17 +35,9 @@ bool zk_housekeeping_due(const struct zk_state *st, uint32_t id, int64_t now_ms,
 }
 
 struct candidate {
-	uint32_t offset;
-	uint32_t size;
+	struct zk_path_span path; /* first, for zk_path_spans_sort */
 	enum zk_txn_kind kind;
 };
-
-static int cmp(const struct candidate *a, const struct candidate *b, const uint8_t *base)
-{
-	size_t n = KEEL_MIN(a->size, b->size);
-	int r = memcmp(base + a->offset, base + b->offset, n);
-	return r != 0 ? r : (a->size > b->size) - (a->size < b->size);
-}
 
 size_t zk_housekeeping_scan(const struct zk_state *st, int64_t now_ms, size_t max,
 			    zk_reap_fn emit, void *ctx)
@@ -71,25 +64,17 @@ size_t zk_housekeeping_scan(const struct zk_state *st, int64_t now_ms, size_t ma
 		}
 		size_t start = paths.size;
 		zk_tree_path(&st->tree, id, &paths);
-		c[due++] = (struct candidate){(uint32_t)start, (uint32_t)(paths.size - start), kind};
+		c[due++] = (struct candidate){{(uint32_t)start, (uint32_t)(paths.size - start)}, kind};
 	}
 	if (!keel_wbuf_ok(&paths)) {
 		free(c);
 		keel_wbuf_free(&paths);
 		return 0;
 	}
-	/* Insertion sort: deterministic order; candidates are few per scan. */
-	for (size_t i = 1; i < due; i++) {
-		struct candidate x = c[i];
-		size_t j = i;
-		while (j > 0 && cmp(&c[j - 1], &x, paths.data) > 0) {
-			c[j] = c[j - 1];
-			j--;
-		}
-		c[j] = x;
-	}
+	/* Sorted by path: the same order on every server. */
+	zk_path_spans_sort(c, due, sizeof(*c), paths.data);
 	for (size_t i = 0; i < due && i < max; i++) {
-		emit(ctx, c[i].kind, zk_bytes_of(paths.data + c[i].offset, c[i].size));
+		emit(ctx, c[i].kind, zk_bytes_of(paths.data + c[i].path.offset, c[i].path.size));
 	}
 	free(c);
 	keel_wbuf_free(&paths);

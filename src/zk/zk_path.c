@@ -1,7 +1,10 @@
 /* zk_path.c — znode path validation (see zk_path.h). */
 #include "zk/zk_path.h"
 
+#include <string.h>
+
 #include "base/assert.h"
+#include "base/sort.h"
 
 /* The path as ZooKeeper would see it, plus an optional virtual trailing
  * byte (the "1" of a sequential create). */
@@ -179,4 +182,19 @@ size_t zk_path_format_seq(char out[11], int32_t value)
 	}
 	KEEL_ASSERT(pos <= 11);
 	return pos;
+}
+
+static int path_span_cmp(const void *a, const void *b, void *ctx)
+{
+	const uint8_t *base = ctx;
+	const struct zk_path_span *x = a;
+	const struct zk_path_span *y = b;
+	size_t n = x->size < y->size ? x->size : y->size;
+	int r = n == 0 ? 0 : memcmp(base + x->offset, base + y->offset, n);
+	return r != 0 ? r : (x->size > y->size) - (x->size < y->size);
+}
+
+uint64_t zk_path_spans_sort(void *items, size_t count, size_t item_size, const uint8_t *base)
+{
+	return keel_sort(items, count, item_size, path_span_cmp, (void *)(uintptr_t)base);
 }

@@ -82,4 +82,16 @@ static inline bool zk_path_has_nul(const char *path, size_t size)
  * width). Writes at most 11 bytes; returns the count. */
 size_t zk_path_format_seq(char out[11], int32_t value);
 
+/* A path stored at `offset` in a caller's buffer of built paths. */
+struct zk_path_span {
+	uint32_t offset;
+	uint32_t size;
+};
+
+/* Sorts `count` items of `item_size` bytes whose FIRST member is a struct
+ * zk_path_span, by the path bytes at base + offset (byte order, a prefix
+ * first): O(n log n) comparisons whatever the order (base/sort.h).
+ * Returns the number of comparisons made. */
+uint64_t zk_path_spans_sort(void *items, size_t count, size_t item_size, const uint8_t *base);
+
 #endif

@@ -262,18 +262,6 @@ static struct zk_bytes java_trim(struct zk_bytes s)
 	return zk_bytes_of(s.data + start, end - start);
 }
 
-struct path_ref {
-	uint32_t offset;
-	uint32_t size;
-};
-
-static int path_ref_cmp(const struct path_ref *a, const struct path_ref *b, const uint8_t *base)
-{
-	size_t n = KEEL_MIN(a->size, b->size);
-	int r = memcmp(base + a->offset, base + b->offset, n);
-	return r != 0 ? r : (a->size > b->size) - (a->size < b->size);
-}
-
 /* getEphemerals: the session's ephemeral paths starting with the prefix,
  * sorted by path (ZooKeeper's order is a hash set's; sorted is the same
  * on every server). */
@@ -287,7 +275,7 @@ static int32_t read_ephemerals(const struct zk_read_ctx *c, struct zk_bytes pref
 	uint32_t count = s == NULL ? 0 : s->eph_count;
 	struct keel_wbuf paths;
 	keel_wbuf_init_dynamic(&paths, 256, SIZE_MAX / 2);
-	struct path_ref *refs = count == 0 ? NULL : malloc(count * sizeof(*refs));
+	struct zk_path_span *refs = count == 0 ? NULL : malloc(count * sizeof(*refs));
 	if (count > 0 && refs == NULL) {
 		keel_wbuf_free(&paths);
 		return ZK_SYSTEM_ERROR;
@@ -300,7 +288,7 @@ static int32_t read_ephemerals(const struct zk_read_ctx *c, struct zk_bytes pref
 		size_t len = paths.size - start;
 		if (keel_wbuf_ok(&paths) &&
 		    (all || (len >= (size_t)p.size && memcmp(paths.data + start, p.data, (size_t)p.size) == 0))) {
-			refs[kept++] = (struct path_ref){(uint32_t)start, (uint32_t)len};
+			refs[kept++] = (struct zk_path_span){(uint32_t)start, (uint32_t)len};
 		} else {
 			paths.size = start;
 		}
@@ -310,15 +298,7 @@ static int32_t read_ephemerals(const struct zk_read_ctx *c, struct zk_bytes pref
 	if (!keel_wbuf_ok(&paths)) {
 		rc = ZK_SYSTEM_ERROR;
 	} else {
-		for (uint32_t i = 1; i < kept; i++) {
-			struct path_ref x = refs[i];
-			uint32_t j = i;
-			while (j > 0 && path_ref_cmp(&refs[j - 1], &x, paths.data) > 0) {
-				refs[j] = refs[j - 1];
-				j--;
-			}
-			refs[j] = x;
-		}
+		zk_path_spans_sort(refs, kept, sizeof(*refs), paths.data);
 		keel_wbuf_i32(out, (int32_t)kept);
 		for (uint32_t i = 0; i < kept; i++) {
 			zk_write_bytes(out, zk_bytes_of(paths.data + refs[i].offset, refs[i].size));

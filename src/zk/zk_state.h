@@ -146,6 +146,9 @@ struct zk_state {
 	uint64_t digest_mark;       /* digest at the start of a mutation group */
 	uint64_t digest_sessions_mark;
 	uint32_t trigger_mark;
+	/* work counter (not state): comparisons made by apply's sorts, so that
+	 * tests can bound the work of a hostile order without a clock */
+	uint64_t sort_compares;
 };
 
 enum keel_err zk_state_init(struct zk_state *st, const struct zk_config *cfg);

@@ -72,6 +72,11 @@ enum keel_err zk_watches_init(struct zk_watches *wm, uint32_t max_per_conn, uint
 	return KEEL_OK;
 }
 
+void zk_watches_set_max_bytes(struct zk_watches *wm, uint64_t max_bytes_per_conn)
+{
+	wm->max_bytes_per_conn = max_bytes_per_conn;
+}
+
 void zk_watches_close(struct zk_watches *wm)
 {
 	for (uint32_t i = 0; i < wm->path_capacity; i++) {
@@ -124,6 +129,7 @@ enum keel_err zk_watches_attach(struct zk_watches *wm, struct zk_watch_conn *con
 	conn->head = NONE;
 	conn->count = 0;
 	conn->stamp = 0;
+	conn->path_bytes = 0;
 	wm->conns[conn->slot] = conn;
 	return KEEL_OK;
 }
@@ -304,6 +310,7 @@ static void link_entry(struct zk_watches *wm, uint32_t e, uint32_t path, struct 
 	}
 	c->head = e;
 	c->count++;
+	c->path_bytes += wp->size;
 }
 
 /* Unlinks and frees an entry; drops its path when nothing watches it. */
@@ -333,6 +340,8 @@ static void free_entry(struct zk_watches *wm, uint32_t e)
 		entry(wm, w->conn_next)->conn_prev = w->conn_prev;
 	}
 	c->count--;
+	KEEL_ASSERT(c->path_bytes >= wp->size);
+	c->path_bytes -= wp->size;
 	uint32_t path = w->path;
 	w->path_next = wm->free_entry;
 	wm->free_entry = e;
@@ -419,6 +428,11 @@ enum keel_err zk_watches_add(struct zk_watches *wm, struct zk_watch_conn *conn,
 	uint32_t e = pid == NONE ? NONE : find_entry(wm, conn, pid);
 	if (e == NONE) {
 		if (wm->max_per_conn != 0 && conn->count >= wm->max_per_conn) {
+			return KEEL_LIMIT;
+		}
+		if (wm->max_bytes_per_conn != 0 &&
+		    (uint64_t)n > wm->max_bytes_per_conn - KEEL_MIN(conn->path_bytes,
+								     wm->max_bytes_per_conn)) {
 			return KEEL_LIMIT;
 		}
 		e = alloc_entry(wm);

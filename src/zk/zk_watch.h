@@ -57,6 +57,7 @@ struct zk_watch_conn {
 	uint32_t head;
 	uint32_t count;
 	uint32_t stamp;
+	uint64_t path_bytes; /* sum of the path sizes of its watched paths */
 };
 
 struct zk_watch_event {
@@ -102,6 +103,7 @@ struct zk_watches {
 	uint32_t recursive_count; /* entries with a RECURSIVE mode */
 	uint32_t stamp;
 	uint32_t max_per_conn;    /* 0: unlimited */
+	uint64_t max_bytes_per_conn; /* watched path bytes per connection; 0: unlimited */
 	uint64_t seed;
 	size_t path_bytes;
 	zk_watch_fire_fn fire;
@@ -113,6 +115,10 @@ struct zk_watches {
 enum keel_err zk_watches_init(struct zk_watches *wm, uint32_t max_per_conn, uint64_t seed,
 			      zk_watch_fire_fn fire, void *ctx);
 void zk_watches_close(struct zk_watches *wm);
+/* Caps the path bytes one connection's watches may name (each watched path
+ * counts its size once per connection, however many modes it holds), so
+ * that memory is bounded by bytes, not only by a count. 0: unlimited. */
+void zk_watches_set_max_bytes(struct zk_watches *wm, uint64_t max_bytes_per_conn);
 
 /* A connection joins / leaves (leaving drops all its watches). */
 enum keel_err zk_watches_attach(struct zk_watches *wm, struct zk_watch_conn *conn,
@@ -120,7 +126,8 @@ enum keel_err zk_watches_attach(struct zk_watches *wm, struct zk_watch_conn *con
 void zk_watches_detach(struct zk_watches *wm, struct zk_watch_conn *conn);
 
 /* Adds a mode at `path` for `conn`. KEEL_LIMIT when the connection holds
- * max_per_conn watched paths, KEEL_NOMEM. Adding a held mode is KEEL_OK. */
+ * max_per_conn watched paths or the path would take it past
+ * max_bytes_per_conn, KEEL_NOMEM. Adding a held mode is KEEL_OK. */
 enum keel_err zk_watches_add(struct zk_watches *wm, struct zk_watch_conn *conn,
 			     struct zk_bytes path, enum zk_watch_mode mode);
 

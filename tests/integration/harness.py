@@ -137,6 +137,7 @@ class Server:
         self.proc = None
         self.paused = False
         self.extra_args = []
+        self.preexec = None  # e.g. lower the server's RLIMIT_NOFILE
 
     @property
     def client_addr(self):
@@ -157,7 +158,7 @@ class Server:
             args.append("--join")
         args += self.cluster.server_args + self.extra_args
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, preexec_fn=self.preexec)
         log.close()
         self.paused = False
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/sort.h"
 #include "meta/controller_internal.h"
 #include "meta/election.h"
 #include "meta/fmt.h"
@@ -1017,6 +1018,66 @@ static void test_elect_leaders(void **state)
 	h_close(&c);
 }
 
+/* Issue 18: names given twice in one request are found with O(n log n)
+ * comparisons, counted: 10^5 topics named in descending order (validate
+ * only), the last 10 repeating earlier ones, and 10^5 config keys with one
+ * repeat. A pairwise check made n^2/2 = 5e9. */
+static void test_duplicate_checks_are_n_log_n(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	enum { N = 100000 };
+	struct meta_create_topic *topics = calloc(N, sizeof(*topics));
+	char (*names)[16] = calloc(N, sizeof(*names));
+	assert_non_null(topics);
+	assert_non_null(names);
+	for (uint32_t i = 0; i < N; i++) {
+		uint32_t k = i < N - 10 ? N - 1 - i : N - 1 - (i - (N - 10)); /* last 10 repeat */
+		snprintf(names[i], sizeof(names[i]), "t%08u", k);
+		topics[i] = (struct meta_create_topic){names[i], 1, 1, NULL, 0};
+	}
+	struct meta_create_topics_request req = {topics, N, true};
+	struct meta_create_topics_response resp;
+	struct meta_batch *batch;
+	uint64_t before = c.ctl.sort_compares;
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	uint64_t compares = c.ctl.sort_compares - before;
+	assert_true(compares > 0);
+	/* Two sorts: names given twice, and names that collide ('.' = '_')
+	 * with each other or with the topics that exist. */
+	assert_true(compares <=
+		    keel_sort_bound(N) + keel_sort_bound(N + c.committed.topic_count));
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(resp.topics[i].error,
+				 i < N - 10 ? META_ERR_NONE : META_ERR_INVALID_REQUEST);
+	}
+	/* Config keys of one topic. */
+	struct meta_config_kv *kvs = calloc(N, sizeof(*kvs));
+	assert_non_null(kvs);
+	for (uint32_t i = 0; i < N; i++) {
+		kvs[i] = (struct meta_config_kv){names[i < N - 10 ? i : 0], "1"};
+	}
+	struct meta_create_topic one = {"cfg", 1, 1, kvs, N};
+	req = (struct meta_create_topics_request){&one, 1, true};
+	before = c.ctl.sort_compares;
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	assert_true(c.ctl.sort_compares - before <= keel_sort_bound(N) + keel_sort_bound(1));
+	assert_int_equal(resp.topics[0].error, META_ERR_INVALID_CONFIG); /* unknown keys */
+	/* A repeated valid key: found by the same marking. */
+	static const struct meta_config_kv twice[] = {
+		{"retention.ms", "1"}, {META_CONFIG_UNCLEAN_ELECTION, "true"}, {"retention.ms", "2"}};
+	one = (struct meta_create_topic){"cfg", 1, 1, twice, 3};
+	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
+	assert_int_equal(resp.topics[0].error, META_ERR_INVALID_CONFIG);
+	assert_string_equal(resp.topics[0].error_message,
+			    "config 'retention.ms': config key given twice");
+	free(kvs);
+	free(names);
+	free(topics);
+	h_close(&c);
+}
+
 static void test_rack_aware_placement(void **state)
 {
 	(void)state;
@@ -1149,6 +1210,7 @@ int main(void)
 		cmocka_unit_test(test_cluster_stats),
 		cmocka_unit_test(test_create_partitions),
 		cmocka_unit_test(test_elect_leaders),
+		cmocka_unit_test(test_duplicate_checks_are_n_log_n),
 		cmocka_unit_test(test_rack_aware_placement),
 		cmocka_unit_test(test_batch_limit_defers_work),
 		cmocka_unit_test(test_timers_and_noops),

@@ -1,6 +1,8 @@
 /* Unit tests: framed connections over loopback — round trips, batching of
  * many frames, checksummed frames, corrupt and oversized frames closing only
- * the offending connection, the bad-prefix hook (four-letter words). */
+ * the offending connection, the bad-prefix hook (four-letter words), and
+ * the abuse bounds: a partial frame holds what arrived, not what its header
+ * announced; its deadline; the shared budget of partial-frame bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "net/limits.h"
 #include "net/net.h"
 
 struct side {
@@ -21,6 +24,7 @@ struct side {
 	enum keel_err reason;
 	bool echo;
 	bool saw_prefix;
+	uint64_t turn_of[64]; /* nl.deferrals when frame i was delivered */
 };
 
 struct fixture {
@@ -39,6 +43,9 @@ static struct fixture *fx;
 static bool on_frame(struct net_conn *conn, const uint8_t *p, size_t n)
 {
 	struct side *s = conn->user;
+	if (s->frames < 64) {
+		s->turn_of[s->frames] = fx->nl.deferrals;
+	}
 	s->frames++;
 	s->bytes += n;
 	if (n >= 4) {
@@ -241,6 +248,134 @@ static void test_pause_resume(void **state)
 	teardown_pair();
 }
 
+/* Runs the loop until the server has buffered `bytes` (or it closed). */
+static void run_until_buffered(size_t bytes)
+{
+	for (int i = 0; i < 20000 && fx->srv.conn.rlen < bytes && !fx->srv.closed; i++) {
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	}
+}
+
+static void test_partial_frame_holds_what_arrived(void **state)
+{
+	(void)state;
+	setup_pair(false, 1 << 20);
+	connect_client();
+	run_until(&fx->cli.conn.connected);
+	size_t announced = (1u << 20) - 1;
+	uint8_t *frame = calloc(1, 4 + announced);
+	assert_non_null(frame);
+	keel_store_be32(frame, (uint32_t)announced);
+	net_conn_send_raw(&fx->cli.conn, frame, 4 + 100);
+	run_until_buffered(104);
+	assert_int_equal(fx->srv.conn.rlen, 104);
+	/* Held: one read chunk, not the 1 MiB the header announced. */
+	assert_true(fx->srv.conn.rcap <= 16384);
+	uint64_t since = fx->srv.conn.partial_since_ms;
+	assert_true(since != 0);
+	assert_false(net_conn_frame_overdue(&fx->srv.conn, since + 999, 1000));
+	assert_true(net_conn_frame_overdue(&fx->srv.conn, since + 1000, 1000));
+	/* Half of it: the buffer has grown with the bytes, no further. */
+	net_conn_send_raw(&fx->cli.conn, frame + 104, announced / 2);
+	run_until_buffered(104 + announced / 2);
+	assert_true(fx->srv.conn.rcap <= 2 * fx->srv.conn.rlen);
+	/* The rest: delivered, and no frame is pending any more. */
+	net_conn_send_raw(&fx->cli.conn, frame + 104 + announced / 2, announced - 100 - announced / 2);
+	run_for_frames(&fx->srv, 1);
+	assert_int_equal(fx->srv.frames, 1);
+	assert_int_equal(fx->srv.bytes, announced);
+	assert_int_equal(fx->srv.conn.partial_since_ms, 0);
+	assert_false(net_conn_frame_overdue(&fx->srv.conn, since + 1000000, 1000));
+	free(frame);
+	teardown_pair();
+}
+
+static void test_read_budget_closes_the_hog(void **state)
+{
+	(void)state;
+	struct net_byte_budget budget = {64u << 10, 0, 0};
+	setup_pair(false, 1 << 20);
+	fx->cfg.read_budget = &budget;
+	connect_client();
+	run_until(&fx->cli.conn.connected);
+	size_t sent = 200u << 10;
+	uint8_t *bytes = calloc(1, 4 + sent);
+	assert_non_null(bytes);
+	keel_store_be32(bytes, 512u << 10); /* announces 512 KiB, under the frame limit */
+	net_conn_send_raw(&fx->cli.conn, bytes, 4 + sent);
+	run_until(&fx->srv.closed);
+	assert_true(fx->srv.closed);
+	assert_int_equal(fx->srv.reason, KEEL_LIMIT);
+	assert_int_equal(budget.refusals, 1);
+	assert_true(budget.used_bytes <= (64u << 10));
+	free(bytes);
+	teardown_pair();
+	assert_int_equal(budget.used_bytes, 0); /* every buffer given back */
+}
+
+/* Fairness: a turn hands on at most max_frames_per_turn frames (or stops
+ * once its output reaches max_output_per_turn); the rest follows in later
+ * loop iterations, in order, with reading stopped meanwhile. */
+static void check_turns(uint32_t frames_cap, size_t output_cap, bool echo, uint32_t per_turn)
+{
+	setup_pair(false, 1 << 20);
+	fx->cfg.max_frames_per_turn = frames_cap;
+	fx->cfg.max_output_per_turn = output_cap;
+	fx->srv.echo = echo;
+	connect_client();
+	run_until(&fx->cli.conn.connected);
+	uint8_t frames[20 * 8];
+	for (uint32_t i = 0; i < 20; i++) {
+		keel_store_be32(frames + 8 * i, 4);
+		keel_store_be32(frames + 8 * i + 4, i);
+	}
+	net_conn_send_raw(&fx->cli.conn, frames, sizeof(frames)); /* one write */
+	run_for_frames(&fx->srv, 20);
+	assert_int_equal(fx->srv.frames, 20); /* all, in order (on_frame checks) */
+	assert_true(fx->nl.deferrals >= 20 / per_turn - 1);
+	for (int i = 0; i < 20; i++) {
+		uint32_t same = 0;
+		for (int j = 0; j < 20; j++) {
+			same += fx->srv.turn_of[j] == fx->srv.turn_of[i];
+		}
+		assert_true(same <= per_turn);
+	}
+	assert_false(fx->srv.conn.deferred);
+	assert_null(fx->nl.deferred);
+	teardown_pair();
+}
+
+static void test_turns_are_capped(void **state)
+{
+	(void)state;
+	check_turns(4, 0, false, 4);
+	check_turns(0, 1, true, 1); /* each echo reply uses up the turn */
+}
+
+/* The shared output budget counts every connection's unsent bytes and,
+ * once over, closes a connection that holds more than 1/64 of it. */
+static void test_output_budget(void **state)
+{
+	(void)state;
+	struct net_byte_budget budget = {64u << 10, 0, 0};
+	setup_pair(false, 1 << 20);
+	fx->cfg.output_budget = &budget;
+	connect_client(); /* frames queued before the connection is up stay unsent */
+	for (uint32_t i = 0; i < 15; i++) {
+		send_seq(&fx->cli.conn, i, 4096);
+		assert_int_equal(budget.used_bytes, (i + 1) * (4 + 4096));
+	}
+	assert_false(fx->cli.conn.closing);
+	assert_int_equal(budget.refusals, 0);
+	send_seq(&fx->cli.conn, 15, 4096); /* 16 * 4100 > 64 KiB */
+	assert_true(fx->cli.conn.closing);
+	assert_int_equal(budget.refusals, 1);
+	run_until(&fx->cli.closed);
+	assert_int_equal(fx->cli.reason, KEEL_LIMIT);
+	teardown_pair();
+	assert_int_equal(budget.used_bytes, 0);
+}
+
 static void test_parse_addr(void **state)
 {
 	(void)state;
@@ -267,6 +402,10 @@ int main(void)
 		cmocka_unit_test(test_corrupt_checksum_closes),
 		cmocka_unit_test(test_bad_prefix_hook),
 		cmocka_unit_test(test_pause_resume),
+		cmocka_unit_test(test_partial_frame_holds_what_arrived),
+		cmocka_unit_test(test_read_budget_closes_the_hog),
+		cmocka_unit_test(test_turns_are_capped),
+		cmocka_unit_test(test_output_budget),
 		cmocka_unit_test(test_parse_addr),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

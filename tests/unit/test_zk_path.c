@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "zk/zk_path.h"
+#include "base/sort.h"
 
 static bool valid(const char *p)
 {
@@ -144,6 +145,39 @@ static void test_helpers(void **state)
 	assert_false(zk_path_has_nul("ab", 2));
 }
 
+/* zk_path_spans_sort (getEphemerals, closeSession, housekeeping): byte
+ * order with a prefix first, O(n log n) comparisons on a descending order. */
+static void test_spans_sort(void **state)
+{
+	(void)state;
+	const char *text = "/b/a/a/z/a/ab";
+	struct zk_path_span small[5] = {{0, 2}, {2, 2}, {4, 2}, {6, 2}, {10, 3}};
+	zk_path_spans_sort(small, 5, sizeof(small[0]), (const uint8_t *)text);
+	const char *want[5] = {"/a", "/a", "/ab", "/b", "/z"};
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(small[i].size, strlen(want[i]));
+		assert_memory_equal(text + small[i].offset, want[i], small[i].size);
+	}
+	enum { N = 100000, W = 9 };
+	char *paths = malloc((size_t)N * W);
+	struct zk_path_span *spans = malloc(N * sizeof(*spans));
+	assert_non_null(paths);
+	assert_non_null(spans);
+	for (uint32_t i = 0; i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "/%08u", N - 1 - i);
+		memcpy(paths + (size_t)i * W, name, W);
+		spans[i] = (struct zk_path_span){i * W, W};
+	}
+	uint64_t compares = zk_path_spans_sort(spans, N, sizeof(*spans), (const uint8_t *)paths);
+	assert_true(compares <= keel_sort_bound(N));
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(spans[i].offset, (N - 1 - i) * W);
+	}
+	free(spans);
+	free(paths);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +186,7 @@ int main(void)
 		cmocka_unit_test(test_format_seq),
 		cmocka_unit_test(test_against_zookeeper),
 		cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_spans_sort),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 
 #include "zk/zk_read.h"
 #include "zk/zk_session.h"
+#include "base/rng.h"
+#include "base/sort.h"
 
 static void test_negotiation(void **state)
 {
@@ -192,6 +194,94 @@ static void test_close_deletes_ephemerals(void **state)
 	assert_true(zt_exists(&z, "/p")); /* persistent nodes stay */
 	assert_int_equal(zk_state_session_count(&z.st), 0);
 	zt_close(&z);
+}
+
+/* Applies the txn in z->txn without the O(nodes) full-hash check of
+ * zt_apply_txn(), for tests with 10^5 nodes. */
+static void apply_fast(struct zt *z)
+{
+	z->zxid++;
+	assert_int_equal(zk_apply(&z->st, z->zxid, z->txn.data, z->txn.size, &z->res), KEEL_OK);
+}
+
+static void create_ephemeral_fast(struct zt *z, int64_t sid, const char *path)
+{
+	struct zk_request req;
+	memset(&req, 0, sizeof(req));
+	req.opcode = ZK_OP_CREATE;
+	req.u.create = (struct zk_create_request){zt_b(path), zt_b(""), zt_open_acl(z), 1, -1};
+	keel_wbuf_reset(&z->body);
+	zk_request_body_encode(&z->body, &req);
+	struct zk_txn_meta meta = {z->now_ms, 0xabc, 1, sid};
+	keel_wbuf_reset(&z->txn);
+	zk_txn_encode_request(&z->txn, &meta, &z->ids, ZK_OP_CREATE, z->body.data, z->body.size);
+	apply_fast(z);
+	assert_int_equal(z->res.err, ZK_OK);
+}
+
+/* Issue 18: a session owning 10^5 ephemerals named in descending order (the
+ * order that made the old insertion sort quadratic), or in random order, is
+ * closed with O(n log n) comparisons, counted by the state's work counter,
+ * and its nodes are deleted in path order. */
+static void close_many(uint32_t n, bool descending)
+{
+	struct zt z;
+	zt_init(&z);
+	int64_t sid = zt_session(&z, 4000);
+	uint32_t *order = malloc(n * sizeof(*order));
+	assert_non_null(order);
+	for (uint32_t i = 0; i < n; i++) {
+		order[i] = descending ? n - 1 - i : i;
+	}
+	if (!descending) {
+		struct keel_rng rng;
+		keel_rng_seed(&rng, 1806);
+		for (uint32_t i = n; i > 1; i--) {
+			uint32_t j = (uint32_t)keel_rng_below(&rng, i);
+			uint32_t t = order[i - 1];
+			order[i - 1] = order[j];
+			order[j] = t;
+		}
+	}
+	char path[32];
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/e%08u", order[i]);
+		create_ephemeral_fast(&z, sid, path);
+	}
+	free(order);
+	assert_int_equal(zk_state_session(&z.st, sid)->eph_count, n);
+	uint64_t before = z.st.sort_compares;
+	keel_wbuf_reset(&z.body);
+	struct zk_txn_meta meta = {z.now_ms, 0xabc, 2, sid};
+	keel_wbuf_reset(&z.txn);
+	zk_txn_encode_request(&z.txn, &meta, &z.ids, ZK_OP_CLOSE_SESSION, z.body.data, 0);
+	apply_fast(&z);
+	assert_int_equal(z.res.err, ZK_OK);
+	uint64_t compares = z.st.sort_compares - before;
+	assert_true(compares > 0);
+	assert_true(compares <= keel_sort_bound(n));
+	/* Quadratic would be n^2/2 (5e9 at 10^5); the bound is ~3.6e6. */
+	assert_true(compares < (uint64_t)n * n / 1000);
+	assert_null(zk_state_session(&z.st, sid));
+	assert_int_equal(z.res.trigger_count, 2 * n);
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "/e%08u", i);
+		zt_assert_trigger(&z, 2 * i, ZK_EVENT_NODE_DELETED, path);
+	}
+	assert_true(zk_state_hash(&z.st) == zk_state_hash_full(&z.st));
+	zt_close(&z);
+}
+
+static void test_close_many_descending(void **state)
+{
+	(void)state;
+	close_many(100000, true);
+}
+
+static void test_close_many_random(void **state)
+{
+	(void)state;
+	close_many(100000, false);
 }
 
 static int32_t ephemerals(struct zt *z, int64_t sid, const char *prefix, struct keel_wbuf *out)
@@ -388,6 +478,8 @@ int main(void)
 		cmocka_unit_test(test_connect_decisions),
 		cmocka_unit_test(test_create_session_txn),
 		cmocka_unit_test(test_close_deletes_ephemerals),
+		cmocka_unit_test(test_close_many_descending),
+		cmocka_unit_test(test_close_many_random),
 		cmocka_unit_test(test_get_ephemerals),
 		cmocka_unit_test(test_expiry_tracker),
 		cmocka_unit_test(test_expiry_heap_randomized),

@@ -475,6 +475,52 @@ static void test_limit_and_memory(void **state)
 	world_close(&w);
 }
 
+/* Issue 18: watches are weighed by their path bytes per connection. One
+ * connection hits the byte budget with a clear QuotaExceeded; another
+ * connection still watches the same paths; firing and removing a watch
+ * gives its bytes back. */
+static void test_watch_bytes_budget(void **state)
+{
+	(void)state;
+	struct world w;
+	world_init(&w, 0);
+	zk_watches_set_max_bytes(&w.wm, 100);
+	struct conn a, b;
+	conn_open(&w, &a, 1);
+	conn_open(&w, &b, 2);
+	char p1[48], p2[48], p3[48];
+	memset(p1, 'a', sizeof(p1));
+	p1[0] = '/';
+	p1[40] = '\0';
+	memcpy(p2, p1, sizeof(p2));
+	p2[1] = 'b';
+	memcpy(p3, p1, sizeof(p3));
+	p3[1] = 'c';
+	assert_int_equal(rd(&w, &a, ZK_OP_EXISTS, p1, true), ZK_NO_NODE);
+	assert_int_equal(rd(&w, &a, ZK_OP_EXISTS, p2, true), ZK_NO_NODE);
+	assert_int_equal(a.wc.path_bytes, 80);
+	/* Another mode on a held path costs nothing more. */
+	assert_int_equal(watch_op(&w, &a, ZK_OP_ADD_WATCH, p2, ZK_ADD_WATCH_PERSISTENT), ZK_OK);
+	assert_int_equal(a.wc.path_bytes, 80);
+	/* 80 + 40 > 100: refused, the read itself still answered without it. */
+	assert_int_equal(rd(&w, &a, ZK_OP_EXISTS, p3, true), ZK_QUOTA_EXCEEDED);
+	assert_int_equal(rd(&w, &a, ZK_OP_EXISTS, p3, false), ZK_NO_NODE);
+	assert_int_equal(zk_watches_conn_count(&a.wc), 2);
+	/* The budget is per connection. */
+	assert_int_equal(rd(&w, &b, ZK_OP_EXISTS, p3, true), ZK_NO_NODE);
+	assert_int_equal(b.wc.path_bytes, 40);
+	/* A one-shot watch that fires gives its bytes back. */
+	w_create(&w, p1);
+	expect(&a, 1, ZK_EVENT_NODE_CREATED, p1);
+	assert_int_equal(a.wc.path_bytes, 40);
+	assert_int_equal(rd(&w, &a, ZK_OP_EXISTS, p3, true), ZK_NO_NODE);
+	assert_int_equal(a.wc.path_bytes, 80);
+	zk_watches_detach(&w.wm, &a.wc);
+	zk_watches_detach(&w.wm, &b.wc);
+	assert_int_equal(zk_watches_count(&w.wm), 0);
+	world_close(&w);
+}
+
 static void test_session_close_fires(void **state)
 {
 	(void)state;
@@ -503,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_acl_filtered_delivery),
 		cmocka_unit_test(test_set_watches_after_reconnect),
 		cmocka_unit_test(test_limit_and_memory),
+		cmocka_unit_test(test_watch_bytes_budget),
 		cmocka_unit_test(test_session_close_fires),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
