@@ -170,15 +170,21 @@ enum keel_err meta_controller_create_partitions(struct meta_controller *ctl, int
 	if (results == NULL) {
 		err = KEEL_NOMEM;
 	}
+	struct ctl_name_ref *refs =
+		ctl_alloc(ctl, ((size_t)req->topic_count + 1) * sizeof(*refs));
+	for (uint32_t i = 0; refs != NULL && i < req->topic_count; i++) {
+		refs[i] = (struct ctl_name_ref){req->topics[i].name, i};
+	}
+	bool *repeated = refs != NULL ? ctl_mark_repeats(ctl, refs, req->topic_count) : NULL;
+	if (repeated == NULL) {
+		err = KEEL_NOMEM;
+	}
 	for (uint32_t i = 0; err == KEEL_OK && i < req->topic_count; i++) {
 		const struct meta_create_partitions_topic *t = &req->topics[i];
 		results[i].name = t->name;
-		for (uint32_t j = 0; j < i; j++) {
-			if (t->name != NULL && req->topics[j].name != NULL &&
-			    strcmp(req->topics[j].name, t->name) == 0) {
-				results[i].error = META_ERR_INVALID_REQUEST;
-				results[i].error_message = "topic named twice in one request";
-			}
+		if (repeated[i]) {
+			results[i].error = META_ERR_INVALID_REQUEST;
+			results[i].error_message = "topic named twice in one request";
 		}
 		if (results[i].error == META_ERR_NONE && t->name != NULL) {
 			check_new_partitions(ctl, t, &results[i]);

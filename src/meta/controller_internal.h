@@ -44,6 +44,17 @@ struct meta_session *ctl_session(struct meta_controller *ctl, int32_t id);
 enum keel_err ctl_session_set(struct meta_controller *ctl, int32_t id, int64_t epoch,
 			      int64_t deadline_ms);
 void ctl_session_remove(struct meta_controller *ctl, int32_t id);
+/* A name in a request and its index there. */
+struct ctl_name_ref {
+	const char *name;
+	uint32_t index;
+};
+
+/* repeated[i] is true when the name of refs[i] (by original index) occurs
+ * at a smaller index too: one O(n log n) sort (refs is reordered; NULL
+ * names are left out). NULL on out of memory. */
+bool *ctl_mark_repeats(struct meta_controller *ctl, struct ctl_name_ref *refs, uint32_t count);
+
 /* Where a topic's replica stripe starts (meta_place_replicas' `start`):
  * a hash of its name, so new partitions continue the topic's layout. */
 uint64_t ctl_stripe_start(const char *topic);

@@ -479,16 +479,11 @@ static void new_topic_id(struct meta_controller *ctl, uint8_t id[META_UUID_SIZE]
 
 /* ---- names given twice in one request ---- */
 
-struct name_ref {
-	const char *name;
-	uint32_t index;
-};
-
 static int name_ref_cmp(const void *a, const void *b, void *ctx)
 {
 	(void)ctx;
-	const struct name_ref *x = a;
-	const struct name_ref *y = b;
+	const struct ctl_name_ref *x = a;
+	const struct ctl_name_ref *y = b;
 	int r = strcmp(x->name, y->name);
 	return r != 0 ? r : (x->index > y->index) - (x->index < y->index);
 }
@@ -497,7 +492,7 @@ static int name_ref_cmp(const void *a, const void *b, void *ctx)
  * sorted by (name, index), O(n log n) however the names are ordered (a
  * pairwise check is quadratic in a request's size). `refs` is reordered;
  * entries with a NULL name are left out. NULL on out of memory. */
-static bool *mark_repeats(struct meta_controller *ctl, struct name_ref *refs, uint32_t count)
+bool *ctl_mark_repeats(struct meta_controller *ctl, struct ctl_name_ref *refs, uint32_t count)
 {
 	bool *repeated = ctl_alloc(ctl, (size_t)count + 1);
 	if (repeated == NULL) {
@@ -520,26 +515,26 @@ static bool *mark_repeats(struct meta_controller *ctl, struct name_ref *refs, ui
 
 static bool *topic_repeats(struct meta_controller *ctl, const struct meta_create_topics_request *req)
 {
-	struct name_ref *refs = ctl_alloc(ctl, ((size_t)req->topic_count + 1) * sizeof(*refs));
+	struct ctl_name_ref *refs = ctl_alloc(ctl, ((size_t)req->topic_count + 1) * sizeof(*refs));
 	if (refs == NULL) {
 		return NULL;
 	}
 	for (uint32_t i = 0; i < req->topic_count; i++) {
-		refs[i] = (struct name_ref){req->topics[i].name, i};
+		refs[i] = (struct ctl_name_ref){req->topics[i].name, i};
 	}
-	return mark_repeats(ctl, refs, req->topic_count);
+	return ctl_mark_repeats(ctl, refs, req->topic_count);
 }
 
 static bool *config_repeats(struct meta_controller *ctl, const struct meta_create_topic *t)
 {
-	struct name_ref *refs = ctl_alloc(ctl, ((size_t)t->config_count + 1) * sizeof(*refs));
+	struct ctl_name_ref *refs = ctl_alloc(ctl, ((size_t)t->config_count + 1) * sizeof(*refs));
 	if (refs == NULL) {
 		return NULL;
 	}
 	for (uint32_t i = 0; i < t->config_count; i++) {
-		refs[i] = (struct name_ref){t->configs[i].key, i};
+		refs[i] = (struct ctl_name_ref){t->configs[i].key, i};
 	}
-	return mark_repeats(ctl, refs, t->config_count);
+	return ctl_mark_repeats(ctl, refs, t->config_count);
 }
 
 /* Two names that are equal once '.' reads as '_' collide: Kafka's metric
