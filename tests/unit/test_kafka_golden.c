@@ -14,8 +14,7 @@
 
 #include "kafka/api.h"
 
-static struct keel_arena arena;
-static struct kafka_limits limits;
+#include "test_kafka_util.h"
 
 struct golden {
 	uint8_t *data;
@@ -23,20 +22,6 @@ struct golden {
 	struct kafka_request req;
 };
 
-static int setup(void **state)
-{
-	(void)state;
-	keel_arena_init(&arena, 1 << 16);
-	kafka_limits_default(&limits);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	keel_arena_close(&arena);
-	return 0;
-}
 
 /* Loads and decodes one captured frame; checks the re-encode and every
  * truncation on the way. */

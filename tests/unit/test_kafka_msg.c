@@ -13,23 +13,8 @@
 #include "kafka/api.h"
 #include "test_kafka_samples.h"
 
-static struct keel_arena arena;
-static struct kafka_limits limits;
+#include "test_kafka_util.h"
 
-static int setup(void **state)
-{
-	(void)state;
-	keel_arena_init(&arena, 1 << 16);
-	kafka_limits_default(&limits);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	keel_arena_close(&arena);
-	return 0;
-}
 
 static void *sample(int16_t api_key, bool response)
 {

@@ -12,23 +12,8 @@
 #include "kafka/io.h"
 #include "kafka/wire.h"
 
-static struct keel_arena arena;
-static struct kafka_limits limits;
+#include "test_kafka_util.h"
 
-static int setup(void **state)
-{
-	(void)state;
-	keel_arena_init(&arena, 4096);
-	kafka_limits_default(&limits);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	keel_arena_close(&arena);
-	return 0;
-}
 
 static void test_uvarint_encodings(void **state)
 {
