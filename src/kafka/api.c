@@ -1,6 +1,7 @@
 /*
  * api.c — the supported-version table, headers and frames (see api.h).
  *
+ * The table is in api_key order.
  * The version ranges are chosen so that every client keel is tested with
  * finds a common version: record batches are magic 2 only, so Produce starts
  * at 3 and Fetch at 4; Fetch stops at 12 because 13+ names topics by id.
@@ -13,9 +14,10 @@
 
 #define NEVER INT16_MAX
 
-#define API(key, kname, msg, lo, hi, flex)                                               \
+#define API(key, kname, msg, kset, lo, hi, flex)                                        \
 	{                                                                                  \
-		.api_key = (key), .name = (kname), .min_version = (lo), .max_version = (hi), \
+		.api_key = (key), .name = (kname), .set = (kset), .min_version = (lo),     \
+		.max_version = (hi),                                                       \
 		.first_flexible_version = (flex),                                          \
 		.request_size = sizeof(struct kafka_##msg##_request),                     \
 		.response_size = sizeof(struct kafka_##msg##_response),                   \
@@ -24,20 +26,41 @@
 	}
 
 static const struct kafka_api_info apis[] = {
-	API(KAFKA_API_PRODUCE, "Produce", produce, 3, 9, 9),
-	API(KAFKA_API_FETCH, "Fetch", fetch, 4, 12, 12),
-	API(KAFKA_API_LIST_OFFSETS, "ListOffsets", list_offsets, 1, 7, 6),
-	API(KAFKA_API_METADATA, "Metadata", metadata, 0, 12, 9),
-	API(KAFKA_API_API_VERSIONS, "ApiVersions", api_versions, 0, 3, 3),
-	API(KAFKA_API_CREATE_TOPICS, "CreateTopics", create_topics, 0, 7, 5),
-	API(KAFKA_API_DELETE_TOPICS, "DeleteTopics", delete_topics, 0, 6, 4),
+	API(KAFKA_API_PRODUCE, "Produce", produce, KAFKA_SET_CORE, 3, 9, 9),
+	API(KAFKA_API_FETCH, "Fetch", fetch, KAFKA_SET_CORE, 4, 12, 12),
+	API(KAFKA_API_LIST_OFFSETS, "ListOffsets", list_offsets, KAFKA_SET_CORE, 1, 7, 6),
+	API(KAFKA_API_METADATA, "Metadata", metadata, KAFKA_SET_CORE, 0, 12, 9),
+	API(KAFKA_API_OFFSET_COMMIT, "OffsetCommit", offset_commit, KAFKA_SET_GROUP, 0, 8, 8),
+	API(KAFKA_API_OFFSET_FETCH, "OffsetFetch", offset_fetch, KAFKA_SET_GROUP, 0, 8, 6),
+	API(KAFKA_API_FIND_COORDINATOR, "FindCoordinator", find_coordinator, KAFKA_SET_GROUP, 0,
+	    4, 3),
+	API(KAFKA_API_JOIN_GROUP, "JoinGroup", join_group, KAFKA_SET_GROUP, 0, 9, 6),
+	API(KAFKA_API_HEARTBEAT, "Heartbeat", heartbeat, KAFKA_SET_GROUP, 0, 4, 4),
+	API(KAFKA_API_LEAVE_GROUP, "LeaveGroup", leave_group, KAFKA_SET_GROUP, 0, 5, 4),
+	API(KAFKA_API_SYNC_GROUP, "SyncGroup", sync_group, KAFKA_SET_GROUP, 0, 5, 4),
+	API(KAFKA_API_DESCRIBE_GROUPS, "DescribeGroups", describe_groups, KAFKA_SET_GROUP, 0, 5,
+	    5),
+	API(KAFKA_API_LIST_GROUPS, "ListGroups", list_groups, KAFKA_SET_GROUP, 0, 4, 3),
+	API(KAFKA_API_SASL_HANDSHAKE, "SaslHandshake", sasl_handshake, KAFKA_SET_SASL, 0, 1,
+	    NEVER),
+	API(KAFKA_API_API_VERSIONS, "ApiVersions", api_versions, KAFKA_SET_CORE, 0, 3, 3),
+	API(KAFKA_API_CREATE_TOPICS, "CreateTopics", create_topics, KAFKA_SET_ADMIN, 0, 7, 5),
+	API(KAFKA_API_DELETE_TOPICS, "DeleteTopics", delete_topics, KAFKA_SET_ADMIN, 0, 6, 4),
+	API(KAFKA_API_INIT_PRODUCER_ID, "InitProducerId", init_producer_id, KAFKA_SET_PRODUCER, 0,
+	    4, 2),
 	API(KAFKA_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", offset_for_leader_epoch,
-	    0, 4, 4),
-	API(KAFKA_API_DESCRIBE_CONFIGS, "DescribeConfigs", describe_configs, 0, 4, 4),
-	API(KAFKA_API_CREATE_PARTITIONS, "CreatePartitions", create_partitions, 0, 3, 2),
+	    KAFKA_SET_CORE, 0, 4, 4),
+	API(KAFKA_API_DESCRIBE_CONFIGS, "DescribeConfigs", describe_configs, KAFKA_SET_ADMIN, 0,
+	    4, 4),
+	API(KAFKA_API_SASL_AUTHENTICATE, "SaslAuthenticate", sasl_authenticate, KAFKA_SET_SASL,
+	    0, 2, 2),
+	API(KAFKA_API_CREATE_PARTITIONS, "CreatePartitions", create_partitions, KAFKA_SET_ADMIN,
+	    0, 3, 2),
+	API(KAFKA_API_DELETE_GROUPS, "DeleteGroups", delete_groups, KAFKA_SET_GROUP, 0, 2, 2),
 	API(KAFKA_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs",
-	    incremental_alter_configs, 0, 1, 1),
-	API(KAFKA_API_DESCRIBE_CLUSTER, "DescribeCluster", describe_cluster, 0, 1, 0),
+	    incremental_alter_configs, KAFKA_SET_ADMIN, 0, 1, 1),
+	API(KAFKA_API_DESCRIBE_CLUSTER, "DescribeCluster", describe_cluster, KAFKA_SET_ADMIN, 0,
+	    1, 0),
 };
 
 _Static_assert(NEVER == INT16_MAX, "NEVER is the largest version");
@@ -332,29 +355,31 @@ enum keel_err kafka_encode_body(struct keel_wbuf *w, int16_t api_key, int16_t ve
 
 /* ---- ApiVersions and unsupported requests ---- */
 
-enum keel_err kafka_api_versions_table(struct keel_arena *arena,
+enum keel_err kafka_api_versions_table(struct keel_arena *arena, unsigned sets,
 				       struct kafka_api_versions_response *out)
 {
 	memset(out, 0, sizeof(*out));
-	size_t n = KEEL_ARRAY_SIZE(apis);
-	struct kafka_api_version *v =
-		arena != NULL ? keel_arena_alloc(arena, n * sizeof(*v)) : NULL;
+	struct kafka_api_version *v = keel_arena_alloc(arena, sizeof(apis) / sizeof(apis[0]) *
+								     sizeof(*v));
 	if (v == NULL) {
 		return KEEL_NOMEM;
 	}
-	for (size_t i = 0; i < n; i++) {
-		v[i] = (struct kafka_api_version){apis[i].api_key, apis[i].min_version,
-						  apis[i].max_version};
+	int32_t n = 0;
+	for (size_t i = 0; i < KEEL_ARRAY_SIZE(apis); i++) {
+		if ((apis[i].set & sets) != 0) {
+			v[n++] = (struct kafka_api_version){apis[i].api_key, apis[i].min_version,
+							    apis[i].max_version};
+		}
 	}
 	out->error_code = KAFKA_NONE;
 	out->api_keys = v;
-	out->api_key_count = (int32_t)n;
+	out->api_key_count = n;
 	out->throttle_time_ms = 0;
 	return KEEL_OK;
 }
 
 enum keel_err kafka_encode_unsupported(struct keel_wbuf *w,
-				       const struct kafka_request_header *header)
+				       const struct kafka_request_header *header, unsigned sets)
 {
 	if (header->api_key != KAFKA_API_API_VERSIONS) {
 		return KEEL_UNSUPPORTED;
@@ -365,11 +390,18 @@ enum keel_err kafka_encode_unsupported(struct keel_wbuf *w,
 	keel_wbuf_u32(w, 0);
 	keel_wbuf_i32(w, header->correlation_id);
 	kafka_write_i16(w, KAFKA_UNSUPPORTED_VERSION);
-	keel_wbuf_i32(w, (int32_t)KEEL_ARRAY_SIZE(apis));
+	size_t count_at = w->size;
+	int32_t count = 0;
+	keel_wbuf_i32(w, 0);
 	for (size_t i = 0; i < KEEL_ARRAY_SIZE(apis); i++) {
+		if ((apis[i].set & sets) == 0) {
+			continue;
+		}
+		count++;
 		kafka_write_i16(w, apis[i].api_key);
 		kafka_write_i16(w, apis[i].min_version);
 		kafka_write_i16(w, apis[i].max_version);
 	}
+	keel_wbuf_patch_u32(w, count_at, (uint32_t)count);
 	return finish_frame(w, start, 0);
 }

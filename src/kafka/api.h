@@ -65,11 +65,26 @@ enum kafka_api_key {
 	KAFKA_API_DESCRIBE_CLUSTER = 60,
 };
 
+/*
+ * APIs come in sets, so that a broker advertises in ApiVersions only what it
+ * serves (a client that sees JoinGroup will use groups): pass a mask of
+ * these to kafka_api_versions_table() and kafka_encode_unsupported().
+ */
+enum kafka_api_set {
+	KAFKA_SET_CORE = 1 << 0,     /* ApiVersions, Metadata, Produce, Fetch, ... */
+	KAFKA_SET_ADMIN = 1 << 1,    /* topics and configs, forwarded to the controller */
+	KAFKA_SET_GROUP = 1 << 2,    /* consumer groups and committed offsets */
+	KAFKA_SET_PRODUCER = 1 << 3, /* InitProducerId (idempotence) */
+	KAFKA_SET_SASL = 1 << 4,     /* SaslHandshake, SaslAuthenticate */
+	KAFKA_SET_ALL = (1 << 5) - 1,
+};
+
 /* One API keel implements: the versions it advertises in ApiVersions and
  * its codecs walk (the same range), and where flexible versions start. */
 struct kafka_api_info {
 	int16_t api_key;
 	const char *name; /* Kafka's name, e.g. "Metadata" */
+	unsigned set;     /* one enum kafka_api_set */
 	int16_t min_version;
 	int16_t max_version;
 	int16_t first_flexible_version; /* INT16_MAX: never flexible */
@@ -184,17 +199,18 @@ enum keel_err kafka_encode_body(struct keel_wbuf *w, int16_t api_key, int16_t ve
 /*
  * The answer to a request keel cannot serve at its version, done the way
  * Kafka does it: an ApiVersions request of any version gets an ApiVersions
- * v0 response with UNSUPPORTED_VERSION and the full table, so the client can
- * retry with a version both sides know. Any other API key or version has no
- * response it could parse: returns KEEL_UNSUPPORTED and writes nothing —
- * the caller closes the connection (as a Kafka broker does).
+ * v0 response with UNSUPPORTED_VERSION and the table (the APIs in `sets`),
+ * so the client can retry with a version both sides know. Any other API key
+ * or version has no response it could parse: returns KEEL_UNSUPPORTED and
+ * writes nothing — the caller closes the connection (as a Kafka broker
+ * does).
  */
 enum keel_err kafka_encode_unsupported(struct keel_wbuf *w,
-				       const struct kafka_request_header *header);
+				       const struct kafka_request_header *header, unsigned sets);
 
-/* The ApiVersions response body advertising the table (api_keys in arena,
- * NULL arena → KEEL_NOMEM). error_code NONE, throttle 0. */
-enum keel_err kafka_api_versions_table(struct keel_arena *arena,
+/* The ApiVersions response body advertising the APIs in `sets` (a mask of
+ * enum kafka_api_set); api_keys in the arena. error_code NONE, throttle 0. */
+enum keel_err kafka_api_versions_table(struct keel_arena *arena, unsigned sets,
 				       struct kafka_api_versions_response *out);
 
 #endif

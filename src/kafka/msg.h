@@ -559,7 +559,9 @@ struct kafka_describe_cluster_response {
 	int32_t cluster_authorized_operations;
 };
 
-/* ---- the walks (msg_core.c, msg_admin.c); api.h is the entry point ---- */
+#include "kafka/msg_group.h"
+
+/* ---- the walks (msg_*.c); api.h is the entry point ---- */
 
 typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 
@@ -575,7 +577,20 @@ typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 	X(create_partitions)                \
 	X(describe_configs)                 \
 	X(incremental_alter_configs)        \
-	X(describe_cluster)
+	X(describe_cluster)                 \
+	X(find_coordinator)                 \
+	X(join_group)                       \
+	X(heartbeat)                        \
+	X(leave_group)                      \
+	X(sync_group)                       \
+	X(offset_commit)                    \
+	X(offset_fetch)                     \
+	X(describe_groups)                  \
+	X(list_groups)                      \
+	X(delete_groups)                    \
+	X(init_producer_id)                 \
+	X(sasl_handshake)                   \
+	X(sasl_authenticate)
 
 #define KAFKA_WALK_DECL(name)                                                \
 	void kafka_walk_##name##_request(struct kafka_io *io, void *msg);    \

@@ -23,7 +23,7 @@ static void fuzz_frame(const uint8_t *frame, size_t size)
 	if (err == KEEL_UNSUPPORTED) {
 		struct keel_wbuf w;
 		keel_wbuf_init_dynamic(&w, 256, 1 << 16);
-		err = kafka_encode_unsupported(&w, &req->header);
+		err = kafka_encode_unsupported(&w, &req->header, KAFKA_SET_ALL);
 		KEEL_ASSERT(err == KEEL_OK || w.size == 0);
 		keel_wbuf_free(&w);
 	} else if (err == KEEL_OK) {

@@ -29,6 +29,8 @@
 
 #define MAX_CONNS 32
 #define MAX_FRAME (1u << 20)
+/* What a broker of issue 13 serves (no groups, idempotence or SASL yet). */
+#define ADVERTISED (KAFKA_SET_CORE | KAFKA_SET_ADMIN)
 
 struct conn {
 	int fd;
@@ -93,12 +95,12 @@ static bool serve_frame(struct conn *c, const uint8_t *frame, size_t size)
 	const char *why = NULL;
 	enum keel_err err = kafka_decode_request(frame, size, &arena, &limits, &req, &why);
 	if (err == KEEL_UNSUPPORTED) {
-		err = kafka_encode_unsupported(&w, &req.header);
+		err = kafka_encode_unsupported(&w, &req.header, ADVERTISED);
 	} else if (err != KEEL_OK) {
 		fprintf(stderr, "bad request: %s (%s)\n", keel_errname(err), why ? why : "");
 	} else if (req.header.api_key == KAFKA_API_API_VERSIONS) {
 		struct kafka_api_versions_response r;
-		err = kafka_api_versions_table(&arena, &r);
+		err = kafka_api_versions_table(&arena, ADVERTISED, &r);
 		if (err == KEEL_OK) {
 			err = kafka_encode_response(&w, req.header.correlation_id,
 						    KAFKA_API_API_VERSIONS,

@@ -70,7 +70,7 @@ static void test_roundtrip_every_version(void **state)
 	(void)state;
 	size_t count;
 	const struct kafka_api_info *apis = kafka_apis(&count);
-	assert_true(count >= 12);
+	assert_int_equal(count, 25);
 	for (size_t i = 0; i < count; i++) {
 		for (int16_t v = apis[i].min_version; v <= apis[i].max_version; v++) {
 			roundtrip_body(&apis[i], v, false);
@@ -287,6 +287,67 @@ static void test_admin_fields_by_version(void **state)
 	assert_int_equal(ct.topics[0].assignments[0].broker_ids.items[2], 3);
 }
 
+static void test_group_fields_by_version(void **state)
+{
+	(void)state;
+	struct kafka_find_coordinator_request fr;
+	decode_sample_at(KAFKA_API_FIND_COORDINATOR, 3, false, &fr);
+	assert_true(kafka_str_eq(fr.key, "group-a"));
+	assert_int_equal(fr.coordinator_keys.count, 0);
+	decode_sample_at(KAFKA_API_FIND_COORDINATOR, 4, false, &fr);
+	assert_int_equal(fr.key.len, 0); /* v0-3 only */
+	assert_int_equal(fr.coordinator_keys.count, 2);
+	assert_int_equal(fr.key_type, KAFKA_COORDINATOR_TRANSACTION);
+	struct kafka_find_coordinator_response fc;
+	decode_sample_at(KAFKA_API_FIND_COORDINATOR, 4, true, &fc);
+	assert_int_equal(fc.coordinator_count, 2);
+	assert_true(kafka_str_eq(fc.coordinators[1].error_message, "loading"));
+	assert_int_equal(fc.node_id, 0);
+
+	struct kafka_offset_fetch_request ofr;
+	decode_sample_at(KAFKA_API_OFFSET_FETCH, 7, false, &ofr);
+	assert_int_equal(ofr.group_count, 0);
+	assert_int_equal(ofr.topics[0].partition_indexes.items[1], 2);
+	assert_true(ofr.require_stable);
+	decode_sample_at(KAFKA_API_OFFSET_FETCH, 8, false, &ofr);
+	assert_int_equal(ofr.topic_count, 0);
+	assert_int_equal(ofr.group_count, 2);
+	assert_int_equal(ofr.groups[1].topic_count, -1); /* all topics */
+	struct kafka_offset_fetch_response ofs;
+	decode_sample_at(KAFKA_API_OFFSET_FETCH, 1, true, &ofs);
+	assert_int_equal(ofs.error_code, 0); /* v2-7 */
+	assert_int_equal(ofs.topics[0].partitions[0].committed_leader_epoch, -1); /* v5+ */
+	decode_sample_at(KAFKA_API_OFFSET_FETCH, 7, true, &ofs);
+	assert_int_equal(ofs.error_code, KAFKA_NOT_COORDINATOR);
+	assert_int_equal(ofs.topics[0].partitions[0].committed_leader_epoch, 3);
+
+	struct kafka_leave_group_request lr;
+	decode_sample_at(KAFKA_API_LEAVE_GROUP, 2, false, &lr);
+	assert_true(kafka_str_eq(lr.member_id, "member-1"));
+	assert_int_equal(lr.member_count, 0);
+	decode_sample_at(KAFKA_API_LEAVE_GROUP, 5, false, &lr);
+	assert_int_equal(lr.member_count, 2);
+	assert_true(kafka_str_eq(lr.members[0].reason, "bye"));
+	assert_int_equal(lr.members[0].group_instance_id.len, -1);
+
+	struct kafka_join_group_response jr;
+	decode_sample_at(KAFKA_API_JOIN_GROUP, 6, true, &jr);
+	assert_int_equal(jr.protocol_type.len, -1); /* v7+ */
+	assert_false(jr.skip_assignment);           /* v9+ */
+	decode_sample_at(KAFKA_API_JOIN_GROUP, 9, true, &jr);
+	assert_true(kafka_str_eq(jr.protocol_type, "consumer"));
+	assert_true(jr.skip_assignment);
+	assert_int_equal(jr.members[0].metadata.len, 14);
+
+	struct kafka_offset_commit_request oc;
+	decode_sample_at(KAFKA_API_OFFSET_COMMIT, 1, false, &oc);
+	assert_true(oc.topics[0].partitions[0].commit_timestamp == 1700000000000);
+	assert_true(oc.retention_time_ms == -1);
+	decode_sample_at(KAFKA_API_OFFSET_COMMIT, 4, false, &oc);
+	assert_true(oc.topics[0].partitions[0].commit_timestamp == -1);
+	assert_true(oc.retention_time_ms == 86400000);
+}
+
 /* A v0 ApiVersions request at an unknown version gets the v0 table with
  * UNSUPPORTED_VERSION; other APIs get nothing (the caller closes). */
 static void test_unsupported_versions(void **state)
@@ -301,7 +362,8 @@ static void test_unsupported_versions(void **state)
 	assert_int_equal(req.header.correlation_id, 42);
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 64, 1 << 16);
-	assert_int_equal(kafka_encode_unsupported(&w, &req.header), KEEL_OK);
+	assert_int_equal(kafka_encode_unsupported(&w, &req.header, KAFKA_SET_CORE | KAFKA_SET_ADMIN),
+			 KEEL_OK);
 	uint32_t frame_size;
 	assert_int_equal(kafka_frame_size(w.data, w.size, &limits, &frame_size), KEEL_OK);
 	struct kafka_api_versions_response r;
@@ -311,13 +373,21 @@ static void test_unsupported_versions(void **state)
 			 KEEL_OK);
 	assert_int_equal(corr, 42);
 	assert_int_equal(r.error_code, KAFKA_UNSUPPORTED_VERSION);
+	/* Exactly the core and admin APIs, in table order. */
 	size_t count;
 	const struct kafka_api_info *apis = kafka_apis(&count);
-	assert_int_equal(r.api_key_count, count);
+	int32_t k = 0;
 	for (size_t i = 0; i < count; i++) {
-		assert_int_equal(r.api_keys[i].api_key, apis[i].api_key);
-		assert_int_equal(r.api_keys[i].max_version, apis[i].max_version);
+		if ((apis[i].set & (KAFKA_SET_CORE | KAFKA_SET_ADMIN)) == 0) {
+			continue;
+		}
+		assert_true(k < r.api_key_count);
+		assert_int_equal(r.api_keys[k].api_key, apis[i].api_key);
+		assert_int_equal(r.api_keys[k].max_version, apis[i].max_version);
+		k++;
 	}
+	assert_int_equal(k, r.api_key_count);
+	assert_int_equal(k, 12);
 	/* Produce v2 (magic 1) and an unknown key: no answer, close. */
 	static const uint8_t produce2[] = {0, 0, 0, 2, 0, 0, 0, 5, 0xff, 0xff};
 	assert_int_equal(kafka_decode_request(produce2, sizeof(produce2), &arena, &limits, &req,
@@ -325,7 +395,7 @@ static void test_unsupported_versions(void **state)
 			 KEEL_UNSUPPORTED);
 	assert_int_equal(req.header.api_key, KAFKA_API_PRODUCE);
 	keel_wbuf_reset(&w);
-	assert_int_equal(kafka_encode_unsupported(&w, &req.header), KEEL_UNSUPPORTED);
+	assert_int_equal(kafka_encode_unsupported(&w, &req.header, KAFKA_SET_ALL), KEEL_UNSUPPORTED);
 	assert_int_equal(w.size, 0);
 	static const uint8_t unknown[] = {0x7f, 0, 0, 0, 0, 0, 0, 5, 0xff, 0xff};
 	assert_int_equal(kafka_decode_request(unknown, sizeof(unknown), &arena, &limits, &req,
@@ -334,6 +404,32 @@ static void test_unsupported_versions(void **state)
 	/* A header cut short. */
 	assert_int_equal(kafka_decode_request(unknown, 7, &arena, &limits, &req, NULL), KEEL_SHORT);
 	keel_wbuf_free(&w);
+	keel_arena_reset(&arena);
+}
+
+/* A broker advertises only the sets it serves. */
+static void test_api_versions_table_sets(void **state)
+{
+	(void)state;
+	struct kafka_api_versions_response r;
+	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_CORE, &r), KEEL_OK);
+	assert_int_equal(r.api_key_count, 6);
+	bool has_fetch = false;
+	for (int32_t i = 0; i < r.api_key_count; i++) {
+		assert_int_not_equal(r.api_keys[i].api_key, KAFKA_API_JOIN_GROUP);
+		assert_int_not_equal(r.api_keys[i].api_key, KAFKA_API_CREATE_TOPICS);
+		has_fetch |= r.api_keys[i].api_key == KAFKA_API_FETCH &&
+			     r.api_keys[i].min_version == 4 && r.api_keys[i].max_version == 12;
+	}
+	assert_true(has_fetch);
+	size_t count;
+	kafka_apis(&count);
+	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_ALL, &r), KEEL_OK);
+	assert_int_equal(r.api_key_count, count);
+	assert_int_equal(count, 25);
+	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_GROUP | KAFKA_SET_SASL, &r),
+			 KEEL_OK);
+	assert_int_equal(r.api_key_count, 12);
 	keel_arena_reset(&arena);
 }
 
@@ -451,7 +547,9 @@ int main(void)
 		cmocka_unit_test(test_metadata_fields_by_version),
 		cmocka_unit_test(test_fetch_fields_by_version),
 		cmocka_unit_test(test_admin_fields_by_version),
+		cmocka_unit_test(test_group_fields_by_version),
 		cmocka_unit_test(test_unsupported_versions),
+		cmocka_unit_test(test_api_versions_table_sets),
 		cmocka_unit_test(test_frame_size_limits),
 		cmocka_unit_test(test_hostile_counts),
 		cmocka_unit_test(test_fetch_splices),

@@ -28,6 +28,208 @@ static const uint8_t sample_records[] = {0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 9, 0xf
 static const struct kafka_uuid sample_uuid = {
 	{0x6b, 0x65, 0x65, 0x6c, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
 
+/* Samples of the group, producer-id and SASL requests. */
+static bool kafka_sample_group_request(int16_t api_key, void **body)
+{
+	static struct kafka_request u;
+	static struct kafka_join_group_protocol jg_protocols[2];
+	static struct kafka_member_identity lg_members[2];
+	static struct kafka_sync_group_assignment sg_assign[2];
+	static struct kafka_offset_commit_partition oc_parts[2];
+	static struct kafka_offset_commit_topic oc_topics[1];
+	static struct kafka_offset_fetch_topic of_topics[1];
+	static struct kafka_offset_fetch_group of_groups[2];
+	static struct kafka_str group_names[2];
+	static struct kafka_str states[1];
+	static const uint8_t meta[] = {0, 1, 0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'};
+	static const uint8_t sasl[] = {0, 'u', 's', 'e', 'r', 0, 'p', 'w'};
+	memset(&u, 0, sizeof(u));
+	group_names[0] = S("group-a");
+	group_names[1] = S("group-b");
+	switch (api_key) {
+	case KAFKA_API_FIND_COORDINATOR:
+		u.body.find_coordinator = (struct kafka_find_coordinator_request){
+			S("group-a"), KAFKA_COORDINATOR_TRANSACTION, {group_names, 2}};
+		break;
+	case KAFKA_API_JOIN_GROUP:
+		jg_protocols[0] = (struct kafka_join_group_protocol){
+			S("range"), {meta, (int32_t)sizeof(meta)}};
+		jg_protocols[1] = (struct kafka_join_group_protocol){S("roundrobin"), {meta, 2}};
+		u.body.join_group = (struct kafka_join_group_request){
+			S("group-a"), 10000, 300000, S("member-1"), S("instance-1"), S("consumer"),
+			jg_protocols, 2, S("rejoin")};
+		break;
+	case KAFKA_API_HEARTBEAT:
+		u.body.heartbeat = (struct kafka_heartbeat_request){S("group-a"), 7, S("member-1"),
+								    S("instance-1")};
+		break;
+	case KAFKA_API_LEAVE_GROUP:
+		lg_members[0] = (struct kafka_member_identity){S("member-1"), KAFKA_STR_NULL,
+							       S("bye")};
+		lg_members[1] = (struct kafka_member_identity){S("member-2"), S("instance-2"),
+							       KAFKA_STR_NULL};
+		u.body.leave_group = (struct kafka_leave_group_request){S("group-a"), S("member-1"),
+									lg_members, 2};
+		break;
+	case KAFKA_API_SYNC_GROUP:
+		sg_assign[0] = (struct kafka_sync_group_assignment){S("member-1"),
+								    {meta, (int32_t)sizeof(meta)}};
+		sg_assign[1] = (struct kafka_sync_group_assignment){S("member-2"), {meta, 0}};
+		u.body.sync_group = (struct kafka_sync_group_request){
+			S("group-a"), 7, S("member-1"), S("instance-1"), S("consumer"), S("range"),
+			sg_assign, 2};
+		break;
+	case KAFKA_API_OFFSET_COMMIT:
+		oc_parts[0] = (struct kafka_offset_commit_partition){0, 42, 3, 1700000000000,
+								     S("meta")};
+		oc_parts[1] = (struct kafka_offset_commit_partition){1, 43, 4, -1, KAFKA_STR_NULL};
+		oc_topics[0] = (struct kafka_offset_commit_topic){S("orders"), oc_parts, 2};
+		u.body.offset_commit = (struct kafka_offset_commit_request){
+			S("group-a"), 7, S("member-1"), S("instance-1"), 86400000, oc_topics, 1};
+		break;
+	case KAFKA_API_OFFSET_FETCH:
+		of_topics[0] = (struct kafka_offset_fetch_topic){S("orders"), {sample_replicas, 2}};
+		of_groups[0] = (struct kafka_offset_fetch_group){S("group-a"), of_topics, 1};
+		of_groups[1] = (struct kafka_offset_fetch_group){S("group-b"), NULL, -1};
+		u.body.offset_fetch = (struct kafka_offset_fetch_request){
+			S("group-a"), of_topics, 1, of_groups, 2, true};
+		break;
+	case KAFKA_API_DESCRIBE_GROUPS:
+		u.body.describe_groups = (struct kafka_describe_groups_request){{group_names, 2},
+										 true};
+		break;
+	case KAFKA_API_LIST_GROUPS:
+		states[0] = S("Stable");
+		u.body.list_groups = (struct kafka_list_groups_request){{states, 1}};
+		break;
+	case KAFKA_API_DELETE_GROUPS:
+		u.body.delete_groups = (struct kafka_delete_groups_request){{group_names, 2}};
+		break;
+	case KAFKA_API_INIT_PRODUCER_ID:
+		u.body.init_producer_id = (struct kafka_init_producer_id_request){
+			S("txn-1"), 60000, 5000, 3};
+		break;
+	case KAFKA_API_SASL_HANDSHAKE:
+		u.body.sasl_handshake = (struct kafka_sasl_handshake_request){S("PLAIN")};
+		break;
+	case KAFKA_API_SASL_AUTHENTICATE:
+		u.body.sasl_authenticate = (struct kafka_sasl_authenticate_request){
+			{sasl, (int32_t)sizeof(sasl)}};
+		break;
+	default:
+		return false;
+	}
+	*body = &u.body;
+	return true;
+}
+
+/* Samples of the group, producer-id and SASL responses. */
+static bool kafka_sample_group_response(int16_t api_key, void **body)
+{
+	static union kafka_response_body u;
+	static struct kafka_coordinator fc_coords[2];
+	static struct kafka_join_group_member jg_members[2];
+	static struct kafka_leave_group_member_response lg_members[1];
+	static struct kafka_partition_error oc_parts[2];
+	static struct kafka_offset_commit_topic_response oc_topics[1];
+	static struct kafka_offset_fetch_partition of_parts[2];
+	static struct kafka_offset_fetch_topic_response of_topics[1];
+	static struct kafka_offset_fetch_group_response of_groups[1];
+	static struct kafka_described_group_member dg_members[1];
+	static struct kafka_described_group dg_groups[2];
+	static struct kafka_listed_group lg_groups[2];
+	static struct kafka_delete_groups_result dl_results[2];
+	static struct kafka_str mechanisms[2];
+	static const uint8_t meta[] = {0, 1, 0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'};
+	memset(&u, 0, sizeof(u));
+	switch (api_key) {
+	case KAFKA_API_FIND_COORDINATOR:
+		fc_coords[0] = (struct kafka_coordinator){S("group-a"), 2, S("10.0.0.2"), 9092, 0,
+							  KAFKA_STR_NULL};
+		fc_coords[1] = (struct kafka_coordinator){
+			S("group-b"), -1, S(""), -1, KAFKA_COORDINATOR_NOT_AVAILABLE, S("loading")};
+		u.find_coordinator = (struct kafka_find_coordinator_response){
+			11, 0, S("ok"), 2, S("10.0.0.2"), 9092, fc_coords, 2};
+		break;
+	case KAFKA_API_JOIN_GROUP:
+		jg_members[0] = (struct kafka_join_group_member){S("member-1"), S("instance-1"),
+								 {meta, (int32_t)sizeof(meta)}};
+		jg_members[1] = (struct kafka_join_group_member){S("member-2"), KAFKA_STR_NULL,
+								 {meta, 1}};
+		u.join_group = (struct kafka_join_group_response){
+			12, 0, 7, S("consumer"), S("range"), S("member-1"), true, S("member-1"),
+			jg_members, 2};
+		break;
+	case KAFKA_API_HEARTBEAT:
+		u.heartbeat = (struct kafka_heartbeat_response){13, KAFKA_REBALANCE_IN_PROGRESS};
+		break;
+	case KAFKA_API_LEAVE_GROUP:
+		lg_members[0] = (struct kafka_leave_group_member_response){
+			S("member-1"), S("instance-1"), KAFKA_UNKNOWN_MEMBER_ID};
+		u.leave_group = (struct kafka_leave_group_response){14, 0, lg_members, 1};
+		break;
+	case KAFKA_API_SYNC_GROUP:
+		u.sync_group = (struct kafka_sync_group_response){
+			15, 0, S("consumer"), S("range"), {meta, (int32_t)sizeof(meta)}};
+		break;
+	case KAFKA_API_OFFSET_COMMIT:
+		oc_parts[0] = (struct kafka_partition_error){0, 0};
+		oc_parts[1] = (struct kafka_partition_error){1, KAFKA_ILLEGAL_GENERATION};
+		oc_topics[0] = (struct kafka_offset_commit_topic_response){S("orders"), oc_parts, 2};
+		u.offset_commit = (struct kafka_offset_commit_response){16, oc_topics, 1};
+		break;
+	case KAFKA_API_OFFSET_FETCH:
+		of_parts[0] = (struct kafka_offset_fetch_partition){0, 42, 3, S("meta"), 0};
+		of_parts[1] = (struct kafka_offset_fetch_partition){1, -1, -1, KAFKA_STR_NULL,
+								    KAFKA_UNKNOWN_TOPIC_OR_PARTITION};
+		of_topics[0] = (struct kafka_offset_fetch_topic_response){S("orders"), of_parts, 2};
+		of_groups[0] = (struct kafka_offset_fetch_group_response){S("group-a"), of_topics,
+									  1, 0};
+		u.offset_fetch = (struct kafka_offset_fetch_response){
+			17, of_topics, 1, KAFKA_NOT_COORDINATOR, of_groups, 1};
+		break;
+	case KAFKA_API_DESCRIBE_GROUPS:
+		dg_members[0] = (struct kafka_described_group_member){
+			S("member-1"), S("instance-1"), S("client-1"), S("/10.0.0.9"),
+			{meta, (int32_t)sizeof(meta)}, {meta, 2}};
+		dg_groups[0] = (struct kafka_described_group){
+			0, S("group-a"), S("Stable"), S("consumer"), S("range"), dg_members, 1, 0xff};
+		dg_groups[1] = (struct kafka_described_group){
+			KAFKA_GROUP_ID_NOT_FOUND, S("group-b"), S("Dead"), S(""), S(""), NULL, 0,
+			INT32_MIN};
+		u.describe_groups = (struct kafka_describe_groups_response){18, dg_groups, 2};
+		break;
+	case KAFKA_API_LIST_GROUPS:
+		lg_groups[0] = (struct kafka_listed_group){S("group-a"), S("consumer"), S("Stable")};
+		lg_groups[1] = (struct kafka_listed_group){S("group-b"), S(""), S("Empty")};
+		u.list_groups = (struct kafka_list_groups_response){19, 0, lg_groups, 2};
+		break;
+	case KAFKA_API_DELETE_GROUPS:
+		dl_results[0] = (struct kafka_delete_groups_result){S("group-a"), 0};
+		dl_results[1] = (struct kafka_delete_groups_result){S("group-b"),
+								    KAFKA_NON_EMPTY_GROUP};
+		u.delete_groups = (struct kafka_delete_groups_response){20, dl_results, 2};
+		break;
+	case KAFKA_API_INIT_PRODUCER_ID:
+		u.init_producer_id = (struct kafka_init_producer_id_response){21, 0, 5001, 4};
+		break;
+	case KAFKA_API_SASL_HANDSHAKE:
+		mechanisms[0] = S("PLAIN");
+		mechanisms[1] = S("SCRAM-SHA-256");
+		u.sasl_handshake = (struct kafka_sasl_handshake_response){
+			KAFKA_UNSUPPORTED_SASL_MECHANISM, {mechanisms, 2}};
+		break;
+	case KAFKA_API_SASL_AUTHENTICATE:
+		u.sasl_authenticate = (struct kafka_sasl_authenticate_response){
+			KAFKA_SASL_AUTHENTICATION_FAILED, S("bad password"), {meta, 3}, 3600000};
+		break;
+	default:
+		return false;
+	}
+	*body = &u;
+	return true;
+}
+
 static bool kafka_sample_request(int16_t api_key, void **body)
 {
 	static union {
@@ -148,7 +350,7 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 		u.r.body.describe_cluster = (struct kafka_describe_cluster_request){true, 2};
 		break;
 	default:
-		return false;
+		return kafka_sample_group_request(api_key, body);
 	}
 	*body = &u.r.body;
 	return true;
@@ -299,7 +501,7 @@ static bool kafka_sample_response(int16_t api_key, void **body)
 			0, 0, KAFKA_STR_NULL, 2, S("keel-cluster"), 1, cl_brokers, 2, 0x2f};
 		break;
 	default:
-		return false;
+		return kafka_sample_group_response(api_key, body);
 	}
 	*body = &u;
 	return true;
