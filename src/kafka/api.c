@@ -14,53 +14,50 @@
 
 #define NEVER INT16_MAX
 
-#define API(key, kname, msg, kset, lo, hi, flex)                                        \
-	{                                                                                  \
-		.api_key = (key), .name = (kname), .set = (kset), .min_version = (lo),     \
-		.max_version = (hi),                                                       \
-		.first_flexible_version = (flex),                                          \
-		.request_size = sizeof(struct kafka_##msg##_request),                     \
-		.response_size = sizeof(struct kafka_##msg##_response),                   \
-		.walk_request = kafka_walk_##msg##_request,                               \
-		.walk_response = kafka_walk_##msg##_response,                             \
+#define API(key, kname, msg, kset, lo, hi, flex)                                       \
+	{                                                                              \
+		.api_key = (key), .name = (kname), .set = (kset), .min_version = (lo), \
+		.max_version = (hi), .first_flexible_version = (flex),                 \
+		.request_size = sizeof(struct kafka_##msg##_request),                  \
+		.response_size = sizeof(struct kafka_##msg##_response),                \
+		.walk_request = kafka_walk_##msg##_request,                            \
+		.walk_response = kafka_walk_##msg##_response,                          \
 	}
 
 static const struct kafka_api_info apis[] = {
-	API(KAFKA_API_PRODUCE, "Produce", produce, KAFKA_SET_CORE, 3, 9, 9),
-	API(KAFKA_API_FETCH, "Fetch", fetch, KAFKA_SET_CORE, 4, 12, 12),
-	API(KAFKA_API_LIST_OFFSETS, "ListOffsets", list_offsets, KAFKA_SET_CORE, 1, 7, 6),
-	API(KAFKA_API_METADATA, "Metadata", metadata, KAFKA_SET_CORE, 0, 12, 9),
-	API(KAFKA_API_OFFSET_COMMIT, "OffsetCommit", offset_commit, KAFKA_SET_GROUP, 0, 8, 8),
-	API(KAFKA_API_OFFSET_FETCH, "OffsetFetch", offset_fetch, KAFKA_SET_GROUP, 0, 8, 6),
-	API(KAFKA_API_FIND_COORDINATOR, "FindCoordinator", find_coordinator, KAFKA_SET_GROUP, 0,
-	    4, 3),
-	API(KAFKA_API_JOIN_GROUP, "JoinGroup", join_group, KAFKA_SET_GROUP, 0, 9, 6),
-	API(KAFKA_API_HEARTBEAT, "Heartbeat", heartbeat, KAFKA_SET_GROUP, 0, 4, 4),
-	API(KAFKA_API_LEAVE_GROUP, "LeaveGroup", leave_group, KAFKA_SET_GROUP, 0, 5, 4),
-	API(KAFKA_API_SYNC_GROUP, "SyncGroup", sync_group, KAFKA_SET_GROUP, 0, 5, 4),
-	API(KAFKA_API_DESCRIBE_GROUPS, "DescribeGroups", describe_groups, KAFKA_SET_GROUP, 0, 5,
-	    5),
-	API(KAFKA_API_LIST_GROUPS, "ListGroups", list_groups, KAFKA_SET_GROUP, 0, 4, 3),
-	API(KAFKA_API_SASL_HANDSHAKE, "SaslHandshake", sasl_handshake, KAFKA_SET_SASL, 0, 1,
-	    NEVER),
-	API(KAFKA_API_API_VERSIONS, "ApiVersions", api_versions, KAFKA_SET_CORE, 0, 3, 3),
-	API(KAFKA_API_CREATE_TOPICS, "CreateTopics", create_topics, KAFKA_SET_ADMIN, 0, 7, 5),
-	API(KAFKA_API_DELETE_TOPICS, "DeleteTopics", delete_topics, KAFKA_SET_ADMIN, 0, 6, 4),
-	API(KAFKA_API_INIT_PRODUCER_ID, "InitProducerId", init_producer_id, KAFKA_SET_PRODUCER, 0,
-	    4, 2),
-	API(KAFKA_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", offset_for_leader_epoch,
-	    KAFKA_SET_CORE, 0, 4, 4),
-	API(KAFKA_API_DESCRIBE_CONFIGS, "DescribeConfigs", describe_configs, KAFKA_SET_ADMIN, 0,
-	    4, 4),
-	API(KAFKA_API_SASL_AUTHENTICATE, "SaslAuthenticate", sasl_authenticate, KAFKA_SET_SASL,
-	    0, 2, 2),
-	API(KAFKA_API_CREATE_PARTITIONS, "CreatePartitions", create_partitions, KAFKA_SET_ADMIN,
-	    0, 3, 2),
-	API(KAFKA_API_DELETE_GROUPS, "DeleteGroups", delete_groups, KAFKA_SET_GROUP, 0, 2, 2),
-	API(KAFKA_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs",
-	    incremental_alter_configs, KAFKA_SET_ADMIN, 0, 1, 1),
-	API(KAFKA_API_DESCRIBE_CLUSTER, "DescribeCluster", describe_cluster, KAFKA_SET_ADMIN, 0,
-	    1, 0),
+        API(KAFKA_API_PRODUCE, "Produce", produce, KAFKA_SET_CORE, 3, 9, 9),
+        API(KAFKA_API_FETCH, "Fetch", fetch, KAFKA_SET_CORE, 4, 12, 12),
+        API(KAFKA_API_LIST_OFFSETS, "ListOffsets", list_offsets, KAFKA_SET_CORE, 1, 7, 6),
+        API(KAFKA_API_METADATA, "Metadata", metadata, KAFKA_SET_CORE, 0, 12, 9),
+        API(KAFKA_API_OFFSET_COMMIT, "OffsetCommit", offset_commit, KAFKA_SET_GROUP, 0, 8, 8),
+        API(KAFKA_API_OFFSET_FETCH, "OffsetFetch", offset_fetch, KAFKA_SET_GROUP, 0, 8, 6),
+        API(KAFKA_API_FIND_COORDINATOR, "FindCoordinator", find_coordinator, KAFKA_SET_GROUP, 0, 4,
+            3),
+        API(KAFKA_API_JOIN_GROUP, "JoinGroup", join_group, KAFKA_SET_GROUP, 0, 9, 6),
+        API(KAFKA_API_HEARTBEAT, "Heartbeat", heartbeat, KAFKA_SET_GROUP, 0, 4, 4),
+        API(KAFKA_API_LEAVE_GROUP, "LeaveGroup", leave_group, KAFKA_SET_GROUP, 0, 5, 4),
+        API(KAFKA_API_SYNC_GROUP, "SyncGroup", sync_group, KAFKA_SET_GROUP, 0, 5, 4),
+        API(KAFKA_API_DESCRIBE_GROUPS, "DescribeGroups", describe_groups, KAFKA_SET_GROUP, 0, 5, 5),
+        API(KAFKA_API_LIST_GROUPS, "ListGroups", list_groups, KAFKA_SET_GROUP, 0, 4, 3),
+        API(KAFKA_API_SASL_HANDSHAKE, "SaslHandshake", sasl_handshake, KAFKA_SET_SASL, 0, 1, NEVER),
+        API(KAFKA_API_API_VERSIONS, "ApiVersions", api_versions, KAFKA_SET_CORE, 0, 3, 3),
+        API(KAFKA_API_CREATE_TOPICS, "CreateTopics", create_topics, KAFKA_SET_ADMIN, 0, 7, 5),
+        API(KAFKA_API_DELETE_TOPICS, "DeleteTopics", delete_topics, KAFKA_SET_ADMIN, 0, 6, 4),
+        API(KAFKA_API_INIT_PRODUCER_ID, "InitProducerId", init_producer_id, KAFKA_SET_PRODUCER, 0,
+            4, 2),
+        API(KAFKA_API_OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", offset_for_leader_epoch,
+            KAFKA_SET_CORE, 0, 4, 4),
+        API(KAFKA_API_DESCRIBE_CONFIGS, "DescribeConfigs", describe_configs, KAFKA_SET_ADMIN, 0, 4,
+            4),
+        API(KAFKA_API_SASL_AUTHENTICATE, "SaslAuthenticate", sasl_authenticate, KAFKA_SET_SASL, 0,
+            2, 2),
+        API(KAFKA_API_CREATE_PARTITIONS, "CreatePartitions", create_partitions, KAFKA_SET_ADMIN, 0,
+            3, 2),
+        API(KAFKA_API_DELETE_GROUPS, "DeleteGroups", delete_groups, KAFKA_SET_GROUP, 0, 2, 2),
+        API(KAFKA_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs",
+            incremental_alter_configs, KAFKA_SET_ADMIN, 0, 1, 1),
+        API(KAFKA_API_DESCRIBE_CLUSTER, "DescribeCluster", describe_cluster, KAFKA_SET_ADMIN, 0, 1,
+            0),
 };
 
 _Static_assert(NEVER == INT16_MAX, "NEVER is the largest version");
@@ -109,7 +106,7 @@ int kafka_response_header_version(int16_t api_key, int16_t version)
 }
 
 enum keel_err kafka_frame_size(const void *data, size_t size, const struct kafka_limits *limits,
-			       uint32_t *frame_size)
+                               uint32_t *frame_size)
 {
 	if (size < 4) {
 		return KEEL_SHORT;
@@ -140,7 +137,7 @@ static void walk_header_start(struct kafka_io *io, struct kafka_request_header *
 }
 
 enum keel_err kafka_decode_request_prefix(const void *frame, size_t size,
-					  struct kafka_request_header *header)
+                                          struct kafka_request_header *header)
 {
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, frame, size);
@@ -172,14 +169,14 @@ static void set_why(const char **why, const char *text)
 /* Walks a body that starts at the reader's position of `outer`, which must
  * then have been fully consumed. */
 static enum keel_err decode_rest(const struct kafka_api_info *api, bool response,
-				 const uint8_t *data, size_t size, int16_t version,
-				 struct keel_arena *arena, const struct kafka_limits *limits,
-				 void *body, const char **why)
+                                 const uint8_t *data, size_t size, int16_t version,
+                                 struct keel_arena *arena, const struct kafka_limits *limits,
+                                 void *body, const char **why)
 {
 	memset(body, 0, response ? api->response_size : api->request_size);
 	struct kafka_io io;
 	kafka_io_reader(&io, data, size, version, version >= api->first_flexible_version, arena,
-			limits);
+	                limits);
 	(response ? api->walk_response : api->walk_request)(&io, body);
 	enum keel_err err = kafka_io_finish(&io);
 	set_why(why, io.why);
@@ -187,8 +184,8 @@ static enum keel_err decode_rest(const struct kafka_api_info *api, bool response
 }
 
 enum keel_err kafka_decode_request(const void *frame, size_t size, struct keel_arena *arena,
-				   const struct kafka_limits *limits, struct kafka_request *req,
-				   const char **why)
+                                   const struct kafka_limits *limits, struct kafka_request *req,
+                                   const char **why)
 {
 	memset(&req->header, 0, sizeof(req->header));
 	set_why(why, NULL);
@@ -213,7 +210,8 @@ enum keel_err kafka_decode_request(const void *frame, size_t size, struct keel_a
 		kafka_io_reader(&io, p, left, h->api_version, true, arena, limits);
 		kio_no_tags(&io);
 		if (!kafka_io_ok(&io)) {
-			set_why(why, io.err != KEEL_OK ? io.why : "the request header is cut short");
+			set_why(why,
+			        io.err != KEEL_OK ? io.why : "the request header is cut short");
 			return io.err != KEEL_OK ? io.err : KEEL_SHORT;
 		}
 		p += io.r.pos;
@@ -224,9 +222,9 @@ enum keel_err kafka_decode_request(const void *frame, size_t size, struct keel_a
 
 /* Writes the body with a size prefix patched over `total extra` bytes. */
 static enum keel_err encode_body_into(struct keel_wbuf *w, const struct kafka_api_info *api,
-				      int16_t version, bool response, const void *body,
-				      struct kafka_splice *splices, size_t splice_capacity,
-				      size_t *splice_count)
+                                      int16_t version, bool response, const void *body,
+                                      struct kafka_splice *splices, size_t splice_capacity,
+                                      size_t *splice_count)
 {
 	struct kafka_io io;
 	kafka_io_writer(&io, w, version, version >= api->first_flexible_version);
@@ -252,7 +250,7 @@ static enum keel_err finish_frame(struct keel_wbuf *w, size_t start, uint64_t ex
 }
 
 enum keel_err kafka_encode_request(struct keel_wbuf *w, const struct kafka_request_header *header,
-				   const void *body)
+                                   const void *body)
 {
 	const struct kafka_api_info *api = kafka_api_find(header->api_key);
 	if (api == NULL || !kafka_api_supported(header->api_key, header->api_version)) {
@@ -273,9 +271,8 @@ enum keel_err kafka_encode_request(struct keel_wbuf *w, const struct kafka_reque
 }
 
 enum keel_err kafka_encode_response(struct keel_wbuf *w, int32_t correlation_id, int16_t api_key,
-				    int16_t version, const void *body,
-				    struct kafka_splice *splices, size_t splice_capacity,
-				    size_t *splice_count)
+                                    int16_t version, const void *body, struct kafka_splice *splices,
+                                    size_t splice_capacity, size_t *splice_count)
 {
 	const struct kafka_api_info *api = kafka_api_find(api_key);
 	if (api == NULL || !kafka_api_supported(api_key, version)) {
@@ -291,7 +288,7 @@ enum keel_err kafka_encode_response(struct keel_wbuf *w, int32_t correlation_id,
 	}
 	size_t count = 0;
 	enum keel_err err =
-		encode_body_into(w, api, version, true, body, splices, splice_capacity, &count);
+	        encode_body_into(w, api, version, true, body, splices, splice_capacity, &count);
 	if (err != KEEL_OK) {
 		return err;
 	}
@@ -306,9 +303,9 @@ enum keel_err kafka_encode_response(struct keel_wbuf *w, int32_t correlation_id,
 }
 
 enum keel_err kafka_decode_response(const void *frame, size_t size, int16_t api_key,
-				    int16_t version, struct keel_arena *arena,
-				    const struct kafka_limits *limits, int32_t *correlation_id,
-				    void *body, const char **why)
+                                    int16_t version, struct keel_arena *arena,
+                                    const struct kafka_limits *limits, int32_t *correlation_id,
+                                    void *body, const char **why)
 {
 	const struct kafka_api_info *api = kafka_api_find(api_key);
 	set_why(why, NULL);
@@ -327,12 +324,12 @@ enum keel_err kafka_decode_response(const void *frame, size_t size, int16_t api_
 		return io.err != KEEL_OK ? io.err : KEEL_SHORT;
 	}
 	return decode_rest(api, true, (const uint8_t *)frame + io.r.pos, size - io.r.pos, version,
-			   arena, limits, body, why);
+	                   arena, limits, body, why);
 }
 
 enum keel_err kafka_decode_body(const void *data, size_t size, int16_t api_key, int16_t version,
-				bool response, struct keel_arena *arena,
-				const struct kafka_limits *limits, void *body, const char **why)
+                                bool response, struct keel_arena *arena,
+                                const struct kafka_limits *limits, void *body, const char **why)
 {
 	const struct kafka_api_info *api = kafka_api_find(api_key);
 	set_why(why, NULL);
@@ -344,7 +341,7 @@ enum keel_err kafka_decode_body(const void *data, size_t size, int16_t api_key, 
 }
 
 enum keel_err kafka_encode_body(struct keel_wbuf *w, int16_t api_key, int16_t version,
-				bool response, const void *body)
+                                bool response, const void *body)
 {
 	const struct kafka_api_info *api = kafka_api_find(api_key);
 	if (api == NULL || !kafka_api_supported(api_key, version)) {
@@ -356,11 +353,11 @@ enum keel_err kafka_encode_body(struct keel_wbuf *w, int16_t api_key, int16_t ve
 /* ---- ApiVersions and unsupported requests ---- */
 
 enum keel_err kafka_api_versions_table(struct keel_arena *arena, unsigned sets,
-				       struct kafka_api_versions_response *out)
+                                       struct kafka_api_versions_response *out)
 {
 	memset(out, 0, sizeof(*out));
-	struct kafka_api_version *v = keel_arena_alloc(arena, sizeof(apis) / sizeof(apis[0]) *
-								     sizeof(*v));
+	struct kafka_api_version *v =
+	        keel_arena_alloc(arena, sizeof(apis) / sizeof(apis[0]) * sizeof(*v));
 	if (v == NULL) {
 		return KEEL_NOMEM;
 	}
@@ -368,7 +365,7 @@ enum keel_err kafka_api_versions_table(struct keel_arena *arena, unsigned sets,
 	for (size_t i = 0; i < KEEL_ARRAY_SIZE(apis); i++) {
 		if ((apis[i].set & sets) != 0) {
 			v[n++] = (struct kafka_api_version){apis[i].api_key, apis[i].min_version,
-							    apis[i].max_version};
+			                                    apis[i].max_version};
 		}
 	}
 	out->error_code = KAFKA_NONE;
@@ -379,7 +376,7 @@ enum keel_err kafka_api_versions_table(struct keel_arena *arena, unsigned sets,
 }
 
 enum keel_err kafka_encode_unsupported(struct keel_wbuf *w,
-				       const struct kafka_request_header *header, unsigned sets)
+                                       const struct kafka_request_header *header, unsigned sets)
 {
 	if (header->api_key != KAFKA_API_API_VERSIONS) {
 		return KEEL_UNSUPPORTED;

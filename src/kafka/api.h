@@ -118,7 +118,7 @@ int kafka_response_header_version(int16_t api_key, int16_t version);
  * KEEL_CORRUPT for a negative size, KEEL_TOOBIG above limits->max_frame_size.
  */
 enum keel_err kafka_frame_size(const void *data, size_t size, const struct kafka_limits *limits,
-			       uint32_t *frame_size);
+                               uint32_t *frame_size);
 
 struct kafka_request_header {
 	int16_t api_key;
@@ -151,7 +151,7 @@ union kafka_response_body {
  * one. Returns KEEL_SHORT/KEEL_CORRUPT when even that is not there.
  */
 enum keel_err kafka_decode_request_prefix(const void *frame, size_t size,
-					  struct kafka_request_header *header);
+                                          struct kafka_request_header *header);
 
 /*
  * Decodes a whole request frame. KEEL_UNSUPPORTED when the API or version is
@@ -160,13 +160,13 @@ enum keel_err kafka_decode_request_prefix(const void *frame, size_t size,
  * static description in *why (may be NULL).
  */
 enum keel_err kafka_decode_request(const void *frame, size_t size, struct keel_arena *arena,
-				   const struct kafka_limits *limits, struct kafka_request *req,
-				   const char **why);
+                                   const struct kafka_limits *limits, struct kafka_request *req,
+                                   const char **why);
 
 /* Encodes a whole request frame (size prefix included); `body` is the
  * struct for header->api_key. KEEL_UNSUPPORTED for an unsupported version. */
 enum keel_err kafka_encode_request(struct keel_wbuf *w, const struct kafka_request_header *header,
-				   const void *body);
+                                   const void *body);
 
 /*
  * Encodes a whole response frame (size prefix included) for a request of
@@ -176,25 +176,24 @@ enum keel_err kafka_encode_request(struct keel_wbuf *w, const struct kafka_reque
  * records' bytes; see kafka_splice in io.h.
  */
 enum keel_err kafka_encode_response(struct keel_wbuf *w, int32_t correlation_id, int16_t api_key,
-				    int16_t version, const void *body,
-				    struct kafka_splice *splices, size_t splice_capacity,
-				    size_t *splice_count);
+                                    int16_t version, const void *body, struct kafka_splice *splices,
+                                    size_t splice_capacity, size_t *splice_count);
 
 /*
  * Decodes a response frame to a request of (api_key, version) the caller
  * sent: *correlation_id and the body struct `body` (of response_size).
  */
 enum keel_err kafka_decode_response(const void *frame, size_t size, int16_t api_key,
-				    int16_t version, struct keel_arena *arena,
-				    const struct kafka_limits *limits, int32_t *correlation_id,
-				    void *body, const char **why);
+                                    int16_t version, struct keel_arena *arena,
+                                    const struct kafka_limits *limits, int32_t *correlation_id,
+                                    void *body, const char **why);
 
 /* Body-only codecs (no header, no size prefix), for tests and tools. */
 enum keel_err kafka_decode_body(const void *data, size_t size, int16_t api_key, int16_t version,
-				bool response, struct keel_arena *arena,
-				const struct kafka_limits *limits, void *body, const char **why);
+                                bool response, struct keel_arena *arena,
+                                const struct kafka_limits *limits, void *body, const char **why);
 enum keel_err kafka_encode_body(struct keel_wbuf *w, int16_t api_key, int16_t version,
-				bool response, const void *body);
+                                bool response, const void *body);
 
 /*
  * The answer to a request keel cannot serve at its version, done the way
@@ -206,11 +205,11 @@ enum keel_err kafka_encode_body(struct keel_wbuf *w, int16_t api_key, int16_t ve
  * does).
  */
 enum keel_err kafka_encode_unsupported(struct keel_wbuf *w,
-				       const struct kafka_request_header *header, unsigned sets);
+                                       const struct kafka_request_header *header, unsigned sets);
 
 /* The ApiVersions response body advertising the APIs in `sets` (a mask of
  * enum kafka_api_set); api_keys in the arena. error_code NONE, throttle 0. */
 enum keel_err kafka_api_versions_table(struct keel_arena *arena, unsigned sets,
-				       struct kafka_api_versions_response *out);
+                                       struct kafka_api_versions_response *out);
 
 #endif

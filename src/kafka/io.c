@@ -18,7 +18,7 @@ void kafka_limits_default(struct kafka_limits *limits)
 }
 
 void kafka_io_reader(struct kafka_io *io, const void *data, size_t size, int16_t version,
-		     bool flexible, struct keel_arena *arena, const struct kafka_limits *limits)
+                     bool flexible, struct keel_arena *arena, const struct kafka_limits *limits)
 {
 	KEEL_ASSERT(arena != NULL);
 	KEEL_ASSERT(limits != NULL);
@@ -256,23 +256,23 @@ void kio_records(struct kafka_io *io, struct kafka_records *v)
 		return;
 	}
 	io->splices[io->splice_count++] = (struct kafka_splice){
-		.offset = io->w->size,
-		.size = (size_t)v->size,
-		.topic_index = io->topic_at,
-		.partition_index = io->partition_at,
+	        .offset = io->w->size,
+	        .size = (size_t)v->size,
+	        .topic_index = io->topic_at,
+	        .partition_index = io->partition_at,
 	};
 }
 
 /* ---- fields present in some versions only ---- */
 
-#define KIO_IF(name, type)                                                             \
-	void kio_##name##_if(struct kafka_io *io, bool present, type *v, type def)     \
-	{                                                                              \
-		if (present) {                                                         \
-			kio_##name(io, v);                                             \
-		} else if (!io->writing) {                                             \
-			*v = def;                                                      \
-		}                                                                      \
+#define KIO_IF(name, type)                                                         \
+	void kio_##name##_if(struct kafka_io *io, bool present, type *v, type def) \
+	{                                                                          \
+		if (present) {                                                     \
+			kio_##name(io, v);                                         \
+		} else if (!io->writing) {                                         \
+			*v = def;                                                  \
+		}                                                                  \
 	}
 
 KIO_IF(i8, int8_t)
@@ -302,13 +302,14 @@ void kio_str_if(struct kafka_io *io, bool present, struct kafka_str *v, bool nul
 /* ---- arrays ---- */
 
 int32_t kio_array(struct kafka_io *io, int32_t *count, void **items, size_t item_size,
-		  size_t min_wire_size, bool nullable)
+                  size_t min_wire_size, bool nullable)
 {
 	KEEL_ASSERT(item_size > 0);
 	KEEL_ASSERT(min_wire_size > 0);
 	if (io->writing) {
 		if (*count < 0 && !nullable) {
-			kafka_io_fail(io, KEEL_INVAL, "a null array where this version cannot carry one");
+			kafka_io_fail(io, KEEL_INVAL,
+			              "a null array where this version cannot carry one");
 			return 0;
 		}
 		if (*count > 0 && *items == NULL) {
@@ -326,7 +327,8 @@ int32_t kio_array(struct kafka_io *io, int32_t *count, void **items, size_t item
 	}
 	if (n < 0) {
 		if (!nullable) {
-			kafka_io_fail(io, KEEL_CORRUPT, "a null array where the field is not nullable");
+			kafka_io_fail(io, KEEL_CORRUPT,
+			              "a null array where the field is not nullable");
 			return 0;
 		}
 		*count = -1;
@@ -363,7 +365,7 @@ void kio_i32_array(struct kafka_io *io, struct kafka_i32_array *a, bool nullable
 void kio_str_array(struct kafka_io *io, struct kafka_str_array *a, bool nullable)
 {
 	int32_t n = kio_array(io, &a->count, (void **)&a->items, sizeof(struct kafka_str),
-			      io->flexible ? 1 : 2, nullable);
+	                      io->flexible ? 1 : 2, nullable);
 	for (int32_t i = 0; i < n; i++) {
 		kio_str(io, &a->items[i], false);
 	}
@@ -428,12 +430,12 @@ static void read_tags(struct kafka_io *io, const struct kio_tag *tags, size_t co
 			}
 			struct kafka_io sub;
 			kafka_io_reader(&sub, body, size, io->version, io->flexible, io->arena,
-					io->limits);
+			                io->limits);
 			tags[i].walk(&sub, tags[i].obj);
 			if (kafka_io_finish(&sub) != KEEL_OK) {
 				kafka_io_fail(io, sub.err == KEEL_SHORT ? KEEL_CORRUPT : sub.err,
-					      sub.err == KEEL_SHORT ? "a tagged field is cut short"
-								    : sub.why);
+				              sub.err == KEEL_SHORT ? "a tagged field is cut short"
+				                                    : sub.why);
 				return;
 			}
 			*tags[i].present = true;

@@ -74,15 +74,15 @@ struct kafka_splice {
 };
 
 struct kafka_io {
-	struct keel_rbuf r;             /* decoding */
-	struct keel_wbuf *w;            /* encoding */
-	struct keel_arena *arena;       /* decoding: where arrays go */
+	struct keel_rbuf r;       /* decoding */
+	struct keel_wbuf *w;      /* encoding */
+	struct keel_arena *arena; /* decoding: where arrays go */
 	const struct kafka_limits *limits;
 	int16_t version;
 	bool writing;
 	bool flexible;
-	enum keel_err err;  /* first failure that is not a short read */
-	const char *why;    /* static text describing the first failure */
+	enum keel_err err; /* first failure that is not a short read */
+	const char *why;   /* static text describing the first failure */
 	/* Encoding a Fetch response with holes for its records (optional). */
 	struct kafka_splice *splices;
 	size_t splice_capacity;
@@ -91,7 +91,7 @@ struct kafka_io {
 };
 
 void kafka_io_reader(struct kafka_io *io, const void *data, size_t size, int16_t version,
-		     bool flexible, struct keel_arena *arena, const struct kafka_limits *limits);
+                     bool flexible, struct keel_arena *arena, const struct kafka_limits *limits);
 void kafka_io_writer(struct kafka_io *io, struct keel_wbuf *w, int16_t version, bool flexible);
 
 static inline bool kafka_io_ok(const struct kafka_io *io)
@@ -139,7 +139,7 @@ void kio_str_if(struct kafka_io *io, bool present, struct kafka_str *v, bool nul
  * of elements to walk (0 for null or on failure).
  */
 int32_t kio_array(struct kafka_io *io, int32_t *count, void **items, size_t item_size,
-		  size_t min_wire_size, bool nullable);
+                  size_t min_wire_size, bool nullable);
 
 /* Arrays of int32 and of strings, the two primitive arrays Kafka uses. */
 struct kafka_i32_array {

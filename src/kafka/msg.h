@@ -54,7 +54,7 @@ struct kafka_metadata_request {
 	/* v0: an empty array means all topics; v1+: null means all topics. */
 	struct kafka_metadata_request_topic *topics;
 	int32_t topic_count;
-	bool allow_auto_topic_creation;              /* v4+, default true */
+	bool allow_auto_topic_creation;             /* v4+, default true */
 	bool include_cluster_authorized_operations; /* v8-10 */
 	bool include_topic_authorized_operations;   /* v8+ */
 };
@@ -127,8 +127,8 @@ struct kafka_produce_partition_response {
 	int32_t index;
 	int16_t error_code;
 	int64_t base_offset;
-	int64_t log_append_time_ms; /* v2+, default -1 */
-	int64_t log_start_offset;   /* v5+, default -1 */
+	int64_t log_append_time_ms;                       /* v2+, default -1 */
+	int64_t log_start_offset;                         /* v5+, default -1 */
 	struct kafka_produce_record_error *record_errors; /* v8+ */
 	int32_t record_error_count;
 	struct kafka_str error_message; /* v8+, nullable */
@@ -241,8 +241,8 @@ struct kafka_fetch_response {
 /* ---- ListOffsets (2) ---- */
 
 /* Timestamps with a meaning in ListOffsets requests. */
-#define KAFKA_LIST_OFFSETS_LATEST ((int64_t)-1)
-#define KAFKA_LIST_OFFSETS_EARLIEST ((int64_t)-2)
+#define KAFKA_LIST_OFFSETS_LATEST        ((int64_t)-1)
+#define KAFKA_LIST_OFFSETS_EARLIEST      ((int64_t)-2)
 #define KAFKA_LIST_OFFSETS_MAX_TIMESTAMP ((int64_t)-3)
 
 struct kafka_list_offsets_partition {
@@ -364,11 +364,11 @@ struct kafka_create_topics_result {
 	struct kafka_str name;
 	struct kafka_uuid topic_id; /* v7+ */
 	int16_t error_code;
-	struct kafka_str error_message; /* v1+, nullable */
+	struct kafka_str error_message;   /* v1+, nullable */
 	bool has_topic_config_error_code; /* v5+, tagged field 0 */
 	int16_t topic_config_error_code;
-	int32_t num_partitions;     /* v5+, default -1 */
-	int16_t replication_factor; /* v5+, default -1 */
+	int32_t num_partitions;                     /* v5+, default -1 */
+	int16_t replication_factor;                 /* v5+, default -1 */
 	struct kafka_create_topics_config *configs; /* v5+, nullable */
 	int32_t config_count;
 };
@@ -442,8 +442,8 @@ struct kafka_create_partitions_response {
 /* ---- DescribeConfigs (32) ---- */
 
 /* Resource types of DescribeConfigs / IncrementalAlterConfigs. */
-#define KAFKA_RESOURCE_TOPIC 2
-#define KAFKA_RESOURCE_BROKER 4
+#define KAFKA_RESOURCE_TOPIC         2
+#define KAFKA_RESOURCE_BROKER        4
 #define KAFKA_RESOURCE_BROKER_LOGGER 8
 
 struct kafka_describe_configs_resource {
@@ -496,9 +496,9 @@ struct kafka_describe_configs_response {
 /* ---- IncrementalAlterConfigs (44) ---- */
 
 /* Config operations. */
-#define KAFKA_CONFIG_SET 0
-#define KAFKA_CONFIG_DELETE 1
-#define KAFKA_CONFIG_APPEND 2
+#define KAFKA_CONFIG_SET      0
+#define KAFKA_CONFIG_DELETE   1
+#define KAFKA_CONFIG_APPEND   2
 #define KAFKA_CONFIG_SUBTRACT 3
 
 struct kafka_alterable_config {
@@ -565,35 +565,35 @@ struct kafka_describe_cluster_response {
 
 typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 
-#define KAFKA_MESSAGES(X)                   \
-	X(api_versions)                     \
-	X(metadata)                         \
-	X(produce)                          \
-	X(fetch)                            \
-	X(list_offsets)                     \
-	X(offset_for_leader_epoch)          \
-	X(create_topics)                    \
-	X(delete_topics)                    \
-	X(create_partitions)                \
-	X(describe_configs)                 \
-	X(incremental_alter_configs)        \
-	X(describe_cluster)                 \
-	X(find_coordinator)                 \
-	X(join_group)                       \
-	X(heartbeat)                        \
-	X(leave_group)                      \
-	X(sync_group)                       \
-	X(offset_commit)                    \
-	X(offset_fetch)                     \
-	X(describe_groups)                  \
-	X(list_groups)                      \
-	X(delete_groups)                    \
-	X(init_producer_id)                 \
-	X(sasl_handshake)                   \
+#define KAFKA_MESSAGES(X)            \
+	X(api_versions)              \
+	X(metadata)                  \
+	X(produce)                   \
+	X(fetch)                     \
+	X(list_offsets)              \
+	X(offset_for_leader_epoch)   \
+	X(create_topics)             \
+	X(delete_topics)             \
+	X(create_partitions)         \
+	X(describe_configs)          \
+	X(incremental_alter_configs) \
+	X(describe_cluster)          \
+	X(find_coordinator)          \
+	X(join_group)                \
+	X(heartbeat)                 \
+	X(leave_group)               \
+	X(sync_group)                \
+	X(offset_commit)             \
+	X(offset_fetch)              \
+	X(describe_groups)           \
+	X(list_groups)               \
+	X(delete_groups)             \
+	X(init_producer_id)          \
+	X(sasl_handshake)            \
 	X(sasl_authenticate)
 
-#define KAFKA_WALK_DECL(name)                                                \
-	void kafka_walk_##name##_request(struct kafka_io *io, void *msg);    \
+#define KAFKA_WALK_DECL(name)                                             \
+	void kafka_walk_##name##_request(struct kafka_io *io, void *msg); \
 	void kafka_walk_##name##_response(struct kafka_io *io, void *msg);
 KAFKA_MESSAGES(KAFKA_WALK_DECL)
 #undef KAFKA_WALK_DECL

@@ -17,8 +17,8 @@ static void walk_create_topics_topic(struct kafka_io *io, struct kafka_create_to
 	kio_str(io, &t->name, false);
 	kio_i32(io, &t->num_partitions);
 	kio_i16(io, &t->replication_factor);
-	int32_t n = KW_ARRAY(io, t->assignments, t->assignment_count,
-			     4 + kw_arr(io) + kw_tags(io), false);
+	int32_t n = KW_ARRAY(io, t->assignments, t->assignment_count, 4 + kw_arr(io) + kw_tags(io),
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		kio_i32(io, &t->assignments[i].partition_index);
 		kio_i32_array(io, &t->assignments[i].broker_ids, false);
@@ -63,7 +63,7 @@ static void walk_create_topics_result(struct kafka_io *io, struct kafka_create_t
 	kio_i16_if(io, v >= 5, &t->replication_factor, -1);
 	if (v >= 5) {
 		int32_t n = KW_ARRAY(io, t->configs, t->config_count,
-				     2 * kw_str(io) + 3 + kw_tags(io), true);
+		                     2 * kw_str(io) + 3 + kw_tags(io), true);
 		for (int32_t i = 0; i < n; i++) {
 			struct kafka_create_topics_config *c = &t->configs[i];
 			kio_str(io, &c->name, false);
@@ -75,8 +75,7 @@ static void walk_create_topics_result(struct kafka_io *io, struct kafka_create_t
 		}
 	}
 	const struct kio_tag tags[] = {{0, &t->has_topic_config_error_code,
-					walk_topic_config_error_code,
-					&t->topic_config_error_code}};
+	                                walk_topic_config_error_code, &t->topic_config_error_code}};
 	kio_tags(io, tags, 1);
 }
 
@@ -100,7 +99,7 @@ void kafka_walk_delete_topics_request(struct kafka_io *io, void *msg)
 	int16_t v = io->version;
 	if (v >= 6) {
 		int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + 16 + kw_tags(io),
-				     false);
+		                     false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_str(io, &m->topics[i].name, true);
 			kio_uuid(io, &m->topics[i].topic_id);
@@ -118,8 +117,8 @@ void kafka_walk_delete_topics_response(struct kafka_io *io, void *msg)
 	struct kafka_delete_topics_response *m = msg;
 	int16_t v = io->version;
 	kio_i32_if(io, v >= 1, &m->throttle_time_ms, 0);
-	int32_t n = KW_ARRAY(io, m->responses, m->response_count, kw_str(io) + 2 + kw_tags(io),
-			     false);
+	int32_t n =
+	        KW_ARRAY(io, m->responses, m->response_count, kw_str(io) + 2 + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_delete_topics_result *r = &m->responses[i];
 		kio_str(io, &r->name, v >= 6);
@@ -137,13 +136,13 @@ void kafka_walk_create_partitions_request(struct kafka_io *io, void *msg)
 {
 	struct kafka_create_partitions_request *m = msg;
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count,
-			     kw_str(io) + 4 + kw_arr(io) + kw_tags(io), false);
+	                     kw_str(io) + 4 + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_create_partitions_topic *t = &m->topics[i];
 		kio_str(io, &t->name, false);
 		kio_i32(io, &t->count);
 		int32_t an = KW_ARRAY(io, t->assignments, t->assignment_count,
-				      kw_arr(io) + kw_tags(io), true);
+		                      kw_arr(io) + kw_tags(io), true);
 		for (int32_t j = 0; j < an; j++) {
 			kio_i32_array(io, &t->assignments[j].broker_ids, false);
 			kio_no_tags(io);
@@ -159,8 +158,8 @@ void kafka_walk_create_partitions_response(struct kafka_io *io, void *msg)
 {
 	struct kafka_create_partitions_response *m = msg;
 	kio_i32(io, &m->throttle_time_ms);
-	int32_t n = KW_ARRAY(io, m->results, m->result_count, 2 * kw_str(io) + 2 + kw_tags(io),
-			     false);
+	int32_t n =
+	        KW_ARRAY(io, m->results, m->result_count, 2 * kw_str(io) + 2 + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		kio_str(io, &m->results[i].name, false);
 		kio_i16(io, &m->results[i].error_code);
@@ -177,7 +176,7 @@ void kafka_walk_describe_configs_request(struct kafka_io *io, void *msg)
 	struct kafka_describe_configs_request *m = msg;
 	int16_t v = io->version;
 	int32_t n = KW_ARRAY(io, m->resources, m->resource_count,
-			     1 + kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	                     1 + kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_describe_configs_resource *r = &m->resources[i];
 		kio_i8(io, &r->resource_type);
@@ -201,7 +200,7 @@ static void walk_describe_configs_entry(struct kafka_io *io, struct kafka_descri
 	kio_bool(io, &c->is_sensitive);
 	if (v >= 1) {
 		int32_t n = KW_ARRAY(io, c->synonyms, c->synonym_count,
-				     2 * kw_str(io) + 1 + kw_tags(io), false);
+		                     2 * kw_str(io) + 1 + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_str(io, &c->synonyms[i].name, false);
 			kio_str(io, &c->synonyms[i].value, true);
@@ -227,7 +226,7 @@ void kafka_walk_describe_configs_response(struct kafka_io *io, void *msg)
 		kio_i8(io, &r->resource_type);
 		kio_str(io, &r->resource_name, false);
 		int32_t cn = KW_ARRAY(io, r->configs, r->config_count,
-				      2 * kw_str(io) + 3 + kw_tags(io), false);
+		                      2 * kw_str(io) + 3 + kw_tags(io), false);
 		for (int32_t j = 0; j < cn; j++) {
 			walk_describe_configs_entry(io, &r->configs[j]);
 		}
@@ -242,13 +241,13 @@ void kafka_walk_incremental_alter_configs_request(struct kafka_io *io, void *msg
 {
 	struct kafka_incremental_alter_configs_request *m = msg;
 	int32_t n = KW_ARRAY(io, m->resources, m->resource_count,
-			     1 + kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	                     1 + kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_alter_configs_resource *r = &m->resources[i];
 		kio_i8(io, &r->resource_type);
 		kio_str(io, &r->resource_name, false);
 		int32_t cn = KW_ARRAY(io, r->configs, r->config_count,
-				      2 * kw_str(io) + 1 + kw_tags(io), false);
+		                      2 * kw_str(io) + 1 + kw_tags(io), false);
 		for (int32_t j = 0; j < cn; j++) {
 			kio_str(io, &r->configs[j].name, false);
 			kio_i8(io, &r->configs[j].config_operation);
@@ -265,8 +264,8 @@ void kafka_walk_incremental_alter_configs_response(struct kafka_io *io, void *ms
 {
 	struct kafka_incremental_alter_configs_response *m = msg;
 	kio_i32(io, &m->throttle_time_ms);
-	int32_t n = KW_ARRAY(io, m->responses, m->response_count,
-			     3 + 2 * kw_str(io) + kw_tags(io), false);
+	int32_t n = KW_ARRAY(io, m->responses, m->response_count, 3 + 2 * kw_str(io) + kw_tags(io),
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_alter_configs_resource_response *r = &m->responses[i];
 		kio_i16(io, &r->error_code);
@@ -297,8 +296,8 @@ void kafka_walk_describe_cluster_response(struct kafka_io *io, void *msg)
 	kio_i8_if(io, io->version >= 1, &m->endpoint_type, 1);
 	kio_str(io, &m->cluster_id, false);
 	kio_i32(io, &m->controller_id);
-	int32_t n = KW_ARRAY(io, m->brokers, m->broker_count, 8 + 2 * kw_str(io) + kw_tags(io),
-			     false);
+	int32_t n =
+	        KW_ARRAY(io, m->brokers, m->broker_count, 8 + 2 * kw_str(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_describe_cluster_broker *b = &m->brokers[i];
 		kio_i32(io, &b->broker_id);

@@ -77,8 +77,8 @@ static void walk_metadata_topic(struct kafka_io *io, struct kafka_metadata_topic
 	kio_str(io, &t->name, v >= 12);
 	kio_uuid_if(io, v >= 10, &t->topic_id);
 	kio_bool_if(io, v >= 1, &t->is_internal, false);
-	size_t min = 10 + 2 * kw_arr(io) + (v >= 7 ? 4u : 0u) + (v >= 5 ? kw_arr(io) : 0u) +
-		     kw_tags(io);
+	size_t min =
+	        10 + 2 * kw_arr(io) + (v >= 7 ? 4u : 0u) + (v >= 5 ? kw_arr(io) : 0u) + kw_tags(io);
 	int32_t n = KW_ARRAY(io, t->partitions, t->partition_count, min, false);
 	for (int32_t i = 0; i < n; i++) {
 		walk_metadata_partition(io, &t->partitions[i]);
@@ -123,12 +123,12 @@ void kafka_walk_produce_request(struct kafka_io *io, void *msg)
 	kio_i16(io, &m->acks);
 	kio_i32(io, &m->timeout_ms);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_produce_topic *t = &m->topics[i];
 		kio_str(io, &t->name, false);
 		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count,
-				      4 + kw_arr(io) + kw_tags(io), false);
+		                      4 + kw_arr(io) + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			kio_i32(io, &t->partitions[j].index);
 			kio_records(io, &t->partitions[j].records);
@@ -140,7 +140,7 @@ void kafka_walk_produce_request(struct kafka_io *io, void *msg)
 }
 
 static void walk_produce_partition_response(struct kafka_io *io,
-					    struct kafka_produce_partition_response *p)
+                                            struct kafka_produce_partition_response *p)
 {
 	int16_t v = io->version;
 	kio_i32(io, &p->index);
@@ -150,7 +150,7 @@ static void walk_produce_partition_response(struct kafka_io *io,
 	kio_i64_if(io, v >= 5, &p->log_start_offset, -1);
 	if (v >= 8) {
 		int32_t n = KW_ARRAY(io, p->record_errors, p->record_error_count,
-				     4 + kw_str(io) + kw_tags(io), false);
+		                     4 + kw_str(io) + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_i32(io, &p->record_errors[i].batch_index);
 			kio_str(io, &p->record_errors[i].batch_index_error_message, true);
@@ -166,12 +166,12 @@ void kafka_walk_produce_response(struct kafka_io *io, void *msg)
 	struct kafka_produce_response *m = msg;
 	int16_t v = io->version;
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_produce_topic_response *t = &m->topics[i];
 		kio_str(io, &t->name, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 14 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 14 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			walk_produce_partition_response(io, &t->partitions[j]);
 		}
@@ -212,12 +212,12 @@ void kafka_walk_fetch_request(struct kafka_io *io, void *msg)
 	kio_i32_if(io, v >= 7, &m->session_id, 0);
 	kio_i32_if(io, v >= 7, &m->session_epoch, -1);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_fetch_topic *t = &m->topics[i];
 		kio_str(io, &t->topic, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 16 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 16 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			walk_fetch_partition(io, &t->partitions[j]);
 		}
@@ -225,7 +225,7 @@ void kafka_walk_fetch_request(struct kafka_io *io, void *msg)
 	}
 	if (v >= 7) {
 		n = KW_ARRAY(io, m->forgotten_topics, m->forgotten_topic_count,
-			     kw_str(io) + kw_arr(io) + kw_tags(io), false);
+		             kw_str(io) + kw_arr(io) + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_str(io, &m->forgotten_topics[i].topic, false);
 			kio_i32_array(io, &m->forgotten_topics[i].partitions, false);
@@ -271,7 +271,7 @@ static void walk_fetch_partition_data(struct kafka_io *io, struct kafka_fetch_pa
 	kio_i64_if(io, v >= 5, &p->log_start_offset, -1);
 	if (v >= 4) {
 		int32_t n = KW_ARRAY(io, p->aborted_transactions, p->aborted_transaction_count,
-				     16 + kw_tags(io), true);
+		                     16 + kw_tags(io), true);
 		for (int32_t i = 0; i < n; i++) {
 			kio_i64(io, &p->aborted_transactions[i].producer_id);
 			kio_i64(io, &p->aborted_transactions[i].first_offset);
@@ -281,9 +281,9 @@ static void walk_fetch_partition_data(struct kafka_io *io, struct kafka_fetch_pa
 	kio_i32_if(io, v >= 11, &p->preferred_read_replica, -1);
 	kio_records(io, &p->records);
 	const struct kio_tag tags[] = {
-		{0, &p->has_diverging_epoch, walk_epoch_end_offset, &p->diverging_epoch},
-		{1, &p->has_current_leader, walk_leader_id_and_epoch, &p->current_leader},
-		{2, &p->has_snapshot_id, walk_snapshot_id, &p->snapshot_id},
+	        {0, &p->has_diverging_epoch, walk_epoch_end_offset, &p->diverging_epoch},
+	        {1, &p->has_current_leader, walk_leader_id_and_epoch, &p->current_leader},
+	        {2, &p->has_snapshot_id, walk_snapshot_id, &p->snapshot_id},
 	};
 	kio_tags(io, tags, 3);
 }
@@ -296,12 +296,12 @@ void kafka_walk_fetch_response(struct kafka_io *io, void *msg)
 	kio_i16_if(io, v >= 7, &m->error_code, 0);
 	kio_i32_if(io, v >= 7, &m->session_id, 0);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_fetch_topic_response *t = &m->topics[i];
 		kio_str(io, &t->topic, false);
 		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count,
-				      14 + kw_arr(io) + kw_tags(io), false);
+		                      14 + kw_arr(io) + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			io->topic_at = (uint32_t)i;
 			io->partition_at = (uint32_t)j;
@@ -321,12 +321,12 @@ void kafka_walk_list_offsets_request(struct kafka_io *io, void *msg)
 	kio_i32(io, &m->replica_id);
 	kio_i8_if(io, v >= 2, &m->isolation_level, 0);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_list_offsets_topic *t = &m->topics[i];
 		kio_str(io, &t->name, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 12 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 12 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			struct kafka_list_offsets_partition *p = &t->partitions[j];
 			kio_i32(io, &p->partition_index);
@@ -345,12 +345,12 @@ void kafka_walk_list_offsets_response(struct kafka_io *io, void *msg)
 	int16_t v = io->version;
 	kio_i32_if(io, v >= 2, &m->throttle_time_ms, 0);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_list_offsets_topic_response *t = &m->topics[i];
 		kio_str(io, &t->name, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 22 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 22 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			struct kafka_list_offsets_partition_response *p = &t->partitions[j];
 			kio_i32(io, &p->partition_index);
@@ -373,12 +373,12 @@ void kafka_walk_offset_for_leader_epoch_request(struct kafka_io *io, void *msg)
 	int16_t v = io->version;
 	kio_i32_if(io, v >= 3, &m->replica_id, -2);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_offset_for_leader_topic *t = &m->topics[i];
 		kio_str(io, &t->topic, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 8 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 8 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			struct kafka_offset_for_leader_partition *p = &t->partitions[j];
 			kio_i32(io, &p->partition);
@@ -397,12 +397,12 @@ void kafka_walk_offset_for_leader_epoch_response(struct kafka_io *io, void *msg)
 	int16_t v = io->version;
 	kio_i32_if(io, v >= 2, &m->throttle_time_ms, 0);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_offset_for_leader_topic_result *t = &m->topics[i];
 		kio_str(io, &t->topic, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 14 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 14 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			struct kafka_epoch_end_offset *p = &t->partitions[j];
 			kio_i16(io, &p->error_code);

@@ -37,7 +37,7 @@ void kafka_walk_find_coordinator_response(struct kafka_io *io, void *msg)
 	kio_i32_if(io, v <= 3, &m->port, 0);
 	if (v >= 4) {
 		int32_t n = KW_ARRAY(io, m->coordinators, m->coordinator_count,
-				     3 * kw_str(io) + 10 + kw_tags(io), false);
+		                     3 * kw_str(io) + 10 + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			struct kafka_coordinator *c = &m->coordinators[i];
 			kio_str(io, &c->key, false);
@@ -65,7 +65,7 @@ void kafka_walk_join_group_request(struct kafka_io *io, void *msg)
 	kio_str_if(io, v >= 5, &m->group_instance_id, true);
 	kio_str(io, &m->protocol_type, false);
 	int32_t n = KW_ARRAY(io, m->protocols, m->protocol_count,
-			     kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	                     kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		kio_str(io, &m->protocols[i].name, false);
 		kio_bytes(io, &m->protocols[i].metadata, false);
@@ -127,8 +127,8 @@ void kafka_walk_leave_group_request(struct kafka_io *io, void *msg)
 	kio_str(io, &m->group_id, false);
 	kio_str_if(io, v <= 2, &m->member_id, false);
 	if (v >= 3) {
-		int32_t n = KW_ARRAY(io, m->members, m->member_count,
-				     2 * kw_str(io) + kw_tags(io), false);
+		int32_t n = KW_ARRAY(io, m->members, m->member_count, 2 * kw_str(io) + kw_tags(io),
+		                     false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_str(io, &m->members[i].member_id, false);
 			kio_str(io, &m->members[i].group_instance_id, true);
@@ -147,7 +147,7 @@ void kafka_walk_leave_group_response(struct kafka_io *io, void *msg)
 	kio_i16(io, &m->error_code);
 	if (v >= 3) {
 		int32_t n = KW_ARRAY(io, m->members, m->member_count,
-				     2 * kw_str(io) + 2 + kw_tags(io), false);
+		                     2 * kw_str(io) + 2 + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_str(io, &m->members[i].member_id, false);
 			kio_str(io, &m->members[i].group_instance_id, true);
@@ -171,7 +171,7 @@ void kafka_walk_sync_group_request(struct kafka_io *io, void *msg)
 	kio_str_if(io, v >= 5, &m->protocol_type, true);
 	kio_str_if(io, v >= 5, &m->protocol_name, true);
 	int32_t n = KW_ARRAY(io, m->assignments, m->assignment_count,
-			     kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	                     kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		kio_str(io, &m->assignments[i].member_id, false);
 		kio_bytes(io, &m->assignments[i].assignment, false);
@@ -198,8 +198,8 @@ static void walk_offset_commit_topic(struct kafka_io *io, struct kafka_offset_co
 {
 	int16_t v = io->version;
 	kio_str(io, &t->name, false);
-	int32_t n = KW_ARRAY(io, t->partitions, t->partition_count,
-			     12 + kw_str(io) + kw_tags(io), false);
+	int32_t n = KW_ARRAY(io, t->partitions, t->partition_count, 12 + kw_str(io) + kw_tags(io),
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_offset_commit_partition *p = &t->partitions[i];
 		kio_i32(io, &p->partition_index);
@@ -222,7 +222,7 @@ void kafka_walk_offset_commit_request(struct kafka_io *io, void *msg)
 	kio_str_if(io, v >= 7, &m->group_instance_id, true);
 	kio_i64_if(io, v >= 2 && v <= 4, &m->retention_time_ms, -1);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		walk_offset_commit_topic(io, &m->topics[i]);
 	}
@@ -234,12 +234,12 @@ void kafka_walk_offset_commit_response(struct kafka_io *io, void *msg)
 	struct kafka_offset_commit_response *m = msg;
 	kio_i32_if(io, io->version >= 3, &m->throttle_time_ms, 0);
 	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-			     false);
+	                     false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_offset_commit_topic_response *t = &m->topics[i];
 		kio_str(io, &t->name, false);
-		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 6 + kw_tags(io),
-				      false);
+		int32_t pn =
+		        KW_ARRAY(io, t->partitions, t->partition_count, 6 + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			kio_i32(io, &t->partitions[j].partition_index);
 			kio_i16(io, &t->partitions[j].error_code);
@@ -254,10 +254,10 @@ void kafka_walk_offset_commit_response(struct kafka_io *io, void *msg)
 
 /* The topic list of a request; null ("all topics") where `nullable`. */
 static void walk_offset_fetch_topics(struct kafka_io *io, struct kafka_offset_fetch_topic **topics,
-				     int32_t *count, bool nullable)
+                                     int32_t *count, bool nullable)
 {
 	int32_t n = kio_array(io, count, (void **)topics, sizeof(**topics),
-			      kw_str(io) + kw_arr(io) + kw_tags(io), nullable);
+	                      kw_str(io) + kw_arr(io) + kw_tags(io), nullable);
 	for (int32_t i = 0; i < n; i++) {
 		kio_str(io, &(*topics)[i].name, false);
 		kio_i32_array(io, &(*topics)[i].partition_indexes, false);
@@ -274,11 +274,11 @@ void kafka_walk_offset_fetch_request(struct kafka_io *io, void *msg)
 		walk_offset_fetch_topics(io, &m->topics, &m->topic_count, v >= 2);
 	} else {
 		int32_t n = KW_ARRAY(io, m->groups, m->group_count,
-				     kw_str(io) + kw_arr(io) + kw_tags(io), false);
+		                     kw_str(io) + kw_arr(io) + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			kio_str(io, &m->groups[i].group_id, false);
 			walk_offset_fetch_topics(io, &m->groups[i].topics,
-						 &m->groups[i].topic_count, true);
+			                         &m->groups[i].topic_count, true);
 			kio_no_tags(io);
 		}
 	}
@@ -287,17 +287,17 @@ void kafka_walk_offset_fetch_request(struct kafka_io *io, void *msg)
 }
 
 static void walk_offset_fetch_topic_responses(struct kafka_io *io,
-					      struct kafka_offset_fetch_topic_response **topics,
-					      int32_t *count)
+                                              struct kafka_offset_fetch_topic_response **topics,
+                                              int32_t *count)
 {
 	int16_t v = io->version;
 	int32_t n = kio_array(io, count, (void **)topics, sizeof(**topics),
-			      kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	                      kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_offset_fetch_topic_response *t = &(*topics)[i];
 		kio_str(io, &t->name, false);
 		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count,
-				      14 + kw_str(io) + kw_tags(io), false);
+		                      14 + kw_str(io) + kw_tags(io), false);
 		for (int32_t j = 0; j < pn; j++) {
 			struct kafka_offset_fetch_partition *p = &t->partitions[j];
 			kio_i32(io, &p->partition_index);
@@ -321,7 +321,7 @@ void kafka_walk_offset_fetch_response(struct kafka_io *io, void *msg)
 		kio_i16_if(io, v >= 2, &m->error_code, 0);
 	} else {
 		int32_t n = KW_ARRAY(io, m->groups, m->group_count,
-				     kw_str(io) + kw_arr(io) + 2 + kw_tags(io), false);
+		                     kw_str(io) + kw_arr(io) + 2 + kw_tags(io), false);
 		for (int32_t i = 0; i < n; i++) {
 			struct kafka_offset_fetch_group_response *g = &m->groups[i];
 			kio_str(io, &g->group_id, false);
@@ -352,7 +352,7 @@ static void walk_described_group(struct kafka_io *io, struct kafka_described_gro
 	kio_str(io, &g->protocol_type, false);
 	kio_str(io, &g->protocol_data, false);
 	int32_t n = KW_ARRAY(io, g->members, g->member_count,
-			     3 * kw_str(io) + 2 * kw_arr(io) + kw_tags(io), false);
+	                     3 * kw_str(io) + 2 * kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		struct kafka_described_group_member *mb = &g->members[i];
 		kio_str(io, &mb->member_id, false);
@@ -372,7 +372,7 @@ void kafka_walk_describe_groups_response(struct kafka_io *io, void *msg)
 	struct kafka_describe_groups_response *m = msg;
 	kio_i32_if(io, io->version >= 1, &m->throttle_time_ms, 0);
 	int32_t n = KW_ARRAY(io, m->groups, m->group_count,
-			     2 + 4 * kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	                     2 + 4 * kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
 		walk_described_group(io, &m->groups[i]);
 	}

@@ -14,12 +14,12 @@
 
 /* ---- FindCoordinator (10) ---- */
 
-#define KAFKA_COORDINATOR_GROUP 0
+#define KAFKA_COORDINATOR_GROUP       0
 #define KAFKA_COORDINATOR_TRANSACTION 1
 
 struct kafka_find_coordinator_request {
-	struct kafka_str key; /* v0-3 */
-	int8_t key_type;      /* v1+, default 0 (group) */
+	struct kafka_str key;                    /* v0-3 */
+	int8_t key_type;                         /* v1+, default 0 (group) */
 	struct kafka_str_array coordinator_keys; /* v4+ */
 };
 
@@ -33,12 +33,12 @@ struct kafka_coordinator {
 };
 
 struct kafka_find_coordinator_response {
-	int32_t throttle_time_ms;       /* v1+ */
-	int16_t error_code;             /* v0-3 */
-	struct kafka_str error_message; /* v1-3, nullable */
-	int32_t node_id;                /* v0-3 */
-	struct kafka_str host;          /* v0-3 */
-	int32_t port;                   /* v0-3 */
+	int32_t throttle_time_ms;               /* v1+ */
+	int16_t error_code;                     /* v0-3 */
+	struct kafka_str error_message;         /* v1-3, nullable */
+	int32_t node_id;                        /* v0-3 */
+	struct kafka_str host;                  /* v0-3 */
+	int32_t port;                           /* v0-3 */
 	struct kafka_coordinator *coordinators; /* v4+ */
 	int32_t coordinator_count;
 };
@@ -53,7 +53,7 @@ struct kafka_join_group_protocol {
 struct kafka_join_group_request {
 	struct kafka_str group_id;
 	int32_t session_timeout_ms;
-	int32_t rebalance_timeout_ms;       /* v1+, default -1 */
+	int32_t rebalance_timeout_ms; /* v1+, default -1 */
 	struct kafka_str member_id;
 	struct kafka_str group_instance_id; /* v5+, nullable */
 	struct kafka_str protocol_type;
@@ -154,8 +154,8 @@ struct kafka_sync_group_response {
 struct kafka_offset_commit_partition {
 	int32_t partition_index;
 	int64_t committed_offset;
-	int32_t committed_leader_epoch; /* v6+, default -1 */
-	int64_t commit_timestamp;       /* v1 only, default -1 */
+	int32_t committed_leader_epoch;      /* v6+, default -1 */
+	int64_t commit_timestamp;            /* v1 only, default -1 */
 	struct kafka_str committed_metadata; /* nullable */
 };
 
@@ -237,10 +237,10 @@ struct kafka_offset_fetch_group_response {
 };
 
 struct kafka_offset_fetch_response {
-	int32_t throttle_time_ms; /* v3+ */
+	int32_t throttle_time_ms;                         /* v3+ */
 	struct kafka_offset_fetch_topic_response *topics; /* v0-7 */
 	int32_t topic_count;
-	int16_t error_code; /* v2-7 */
+	int16_t error_code;                               /* v2-7 */
 	struct kafka_offset_fetch_group_response *groups; /* v8+ */
 	int32_t group_count;
 };

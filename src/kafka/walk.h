@@ -29,7 +29,7 @@ static inline size_t kw_tags(const struct kafka_io *io)
 }
 
 /* Walks the header of array field `arr` with count field `cnt`. */
-#define KW_ARRAY(io, arr, cnt, min_wire, nullable)                                       \
+#define KW_ARRAY(io, arr, cnt, min_wire, nullable) \
 	kio_array((io), &(cnt), (void **)&(arr), sizeof(*(arr)), (min_wire), (nullable))
 
 #endif

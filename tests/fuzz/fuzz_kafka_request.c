@@ -31,7 +31,7 @@ static void fuzz_frame(const uint8_t *frame, size_t size)
 		keel_wbuf_init_dynamic(&w, 256, 1 << 24);
 		KEEL_ASSERT(kafka_encode_request(&w, &req->header, &req->body) == KEEL_OK);
 		KEEL_ASSERT(kafka_decode_request(w.data + 4, w.size - 4, &arena, &limits, req,
-						 NULL) == KEEL_OK);
+		                                 NULL) == KEEL_OK);
 		keel_wbuf_free(&w);
 	}
 	free(req);

@@ -16,7 +16,7 @@ static int dump(const struct kafka_api_info *api, int16_t v, bool response)
 {
 	void *body = NULL;
 	bool ok = response ? kafka_sample_response(api->api_key, &body)
-			   : kafka_sample_request(api->api_key, &body);
+	                   : kafka_sample_request(api->api_key, &body);
 	if (!ok) {
 		fprintf(stderr, "no sample for %s\n", api->name);
 		return 1;

@@ -51,7 +51,7 @@ static void record(struct conn *c, const uint8_t *frame, size_t size)
 	}
 	char path[512];
 	snprintf(path, sizeof(path), "%s/c%d-%d-%d-v%d.bin", record_dir, c->id, c->frames,
-		 (int16_t)keel_load_be16(frame), (int16_t)keel_load_be16(frame + 2));
+	         (int16_t)keel_load_be16(frame), (int16_t)keel_load_be16(frame + 2));
 	FILE *f = fopen(path, "wb");
 	if (f != NULL) {
 		fwrite(frame, 1, size, f);
@@ -63,23 +63,29 @@ static enum keel_err answer_metadata(struct keel_wbuf *w, const struct kafka_req
 {
 	static int32_t replicas[] = {1};
 	struct kafka_metadata_broker broker = {1, kafka_str("127.0.0.1"), listen_port,
-					       KAFKA_STR_NULL};
+	                                       KAFKA_STR_NULL};
 	struct kafka_metadata_partition parts[2];
 	for (int32_t i = 0; i < 2; i++) {
-		parts[i] = (struct kafka_metadata_partition){
-			.partition_index = i, .leader_id = 1, .leader_epoch = 3,
-			.replica_nodes = {replicas, 1}, .isr_nodes = {replicas, 1}};
+		parts[i] = (struct kafka_metadata_partition){.partition_index = i,
+		                                             .leader_id = 1,
+		                                             .leader_epoch = 3,
+		                                             .replica_nodes = {replicas, 1},
+		                                             .isr_nodes = {replicas, 1}};
 	}
-	struct kafka_metadata_topic topic = {
-		.name = kafka_str("keel-test"), .partitions = parts, .partition_count = 2,
-		.topic_authorized_operations = INT32_MIN};
+	struct kafka_metadata_topic topic = {.name = kafka_str("keel-test"),
+	                                     .partitions = parts,
+	                                     .partition_count = 2,
+	                                     .topic_authorized_operations = INT32_MIN};
 	memset(topic.topic_id.b, 0x4b, sizeof(topic.topic_id.b));
-	struct kafka_metadata_response m = {
-		.brokers = &broker, .broker_count = 1, .cluster_id = kafka_str("keel-cluster"),
-		.controller_id = 1, .topics = &topic, .topic_count = 1,
-		.cluster_authorized_operations = INT32_MIN};
+	struct kafka_metadata_response m = {.brokers = &broker,
+	                                    .broker_count = 1,
+	                                    .cluster_id = kafka_str("keel-cluster"),
+	                                    .controller_id = 1,
+	                                    .topics = &topic,
+	                                    .topic_count = 1,
+	                                    .cluster_authorized_operations = INT32_MIN};
 	return kafka_encode_response(w, req->header.correlation_id, KAFKA_API_METADATA,
-				     req->header.api_version, &m, NULL, 0, NULL);
+	                             req->header.api_version, &m, NULL, 0, NULL);
 }
 
 /* Answers one frame; false closes the connection. */
@@ -103,8 +109,8 @@ static bool serve_frame(struct conn *c, const uint8_t *frame, size_t size)
 		err = kafka_api_versions_table(&arena, ADVERTISED, &r);
 		if (err == KEEL_OK) {
 			err = kafka_encode_response(&w, req.header.correlation_id,
-						    KAFKA_API_API_VERSIONS,
-						    req.header.api_version, &r, NULL, 0, NULL);
+			                            KAFKA_API_API_VERSIONS, req.header.api_version,
+			                            &r, NULL, 0, NULL);
 		}
 	} else if (req.header.api_key == KAFKA_API_METADATA) {
 		err = answer_metadata(&w, &req);
@@ -211,8 +217,8 @@ int main(int argc, char **argv)
 		if ((pfds[0].revents & POLLIN) != 0 && nconns < MAX_CONNS) {
 			int fd = accept(lfd, NULL, NULL);
 			if (fd >= 0) {
-				conns[nconns++] = (struct conn){fd, next_id++, 0,
-								malloc(MAX_FRAME + 4), 0};
+				conns[nconns++] =
+				        (struct conn){fd, next_id++, 0, malloc(MAX_FRAME + 4), 0};
 			}
 		}
 	}

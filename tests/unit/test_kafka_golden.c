@@ -22,7 +22,6 @@ struct golden {
 	struct kafka_request req;
 };
 
-
 /* Loads and decodes one captured frame; checks the re-encode and every
  * truncation on the way. */
 static void load(const char *name, int16_t api_key, int16_t version, struct golden *g)
@@ -58,7 +57,7 @@ static void load(const char *name, int16_t api_key, int16_t version, struct gold
 		uint8_t *copy = malloc(cut + 1);
 		memcpy(copy, g->data, cut);
 		assert_int_not_equal(kafka_decode_request(copy, cut, &arena, &limits, &req, NULL),
-				     KEEL_OK);
+		                     KEEL_OK);
 		free(copy);
 	}
 }
@@ -80,9 +79,9 @@ static void test_api_versions(void **state)
 	unload(&g);
 	load("confluent-api_versions-v3.bin", KAFKA_API_API_VERSIONS, 3, &g);
 	assert_true(kafka_str_eq(g.req.body.api_versions.client_software_name,
-				 "confluent-kafka-python"));
+	                         "confluent-kafka-python"));
 	assert_true(kafka_str_eq(g.req.body.api_versions.client_software_version,
-				 "1.7.0-rdkafka-2.0.2"));
+	                         "1.7.0-rdkafka-2.0.2"));
 	unload(&g);
 	load("kafka-python-api_versions-v0.bin", KAFKA_API_API_VERSIONS, 0, &g);
 	assert_true(kafka_str_eq(g.req.header.client_id, "kafka-python-2.0.2"));
@@ -213,11 +212,9 @@ static void test_admin(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_versions),
-		cmocka_unit_test(test_metadata),
-		cmocka_unit_test(test_produce),
-		cmocka_unit_test(test_fetch_and_list_offsets),
-		cmocka_unit_test(test_admin),
+	        cmocka_unit_test(test_api_versions), cmocka_unit_test(test_metadata),
+	        cmocka_unit_test(test_produce),      cmocka_unit_test(test_fetch_and_list_offsets),
+	        cmocka_unit_test(test_admin),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

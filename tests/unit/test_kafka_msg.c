@@ -15,12 +15,11 @@
 
 #include "test_kafka_util.h"
 
-
 static void *sample(int16_t api_key, bool response)
 {
 	void *body = NULL;
 	bool ok = response ? kafka_sample_response(api_key, &body)
-			   : kafka_sample_request(api_key, &body);
+	                   : kafka_sample_request(api_key, &body);
 	assert_true(ok);
 	return body;
 }
@@ -31,19 +30,20 @@ static void roundtrip_body(const struct kafka_api_info *api, int16_t v, bool res
 	struct keel_wbuf w1, w2;
 	keel_wbuf_init_dynamic(&w1, 64, 1 << 20);
 	keel_wbuf_init_dynamic(&w2, 64, 1 << 20);
-	assert_int_equal(kafka_encode_body(&w1, api->api_key, v, response, sample(api->api_key, response)),
-			 KEEL_OK);
+	assert_int_equal(
+	        kafka_encode_body(&w1, api->api_key, v, response, sample(api->api_key, response)),
+	        KEEL_OK);
 	size_t body_size = response ? api->response_size : api->request_size;
 	void *out = malloc(body_size);
 	for (size_t cut = 0; cut < w1.size; cut++) {
 		uint8_t *copy = malloc(cut + 1);
 		memcpy(copy, w1.data, cut);
 		enum keel_err e = kafka_decode_body(copy, cut, api->api_key, v, response, &arena,
-						    &limits, out, NULL);
+		                                    &limits, out, NULL);
 		if (e != KEEL_SHORT && e != KEEL_CORRUPT) {
 			print_error("%s %s v%d: prefix %zu of %zu gave %s\n", api->name,
-				    response ? "response" : "request", v, cut, w1.size,
-				    keel_errname(e));
+			            response ? "response" : "request", v, cut, w1.size,
+			            keel_errname(e));
 			fail();
 		}
 		free(copy);
@@ -51,7 +51,7 @@ static void roundtrip_body(const struct kafka_api_info *api, int16_t v, bool res
 	}
 	const char *why = NULL;
 	enum keel_err e = kafka_decode_body(w1.data, w1.size, api->api_key, v, response, &arena,
-					    &limits, out, &why);
+	                                    &limits, out, &why);
 	if (e != KEEL_OK) {
 		print_error("%s v%d: %s (%s)\n", api->name, v, keel_errname(e), why ? why : "");
 		fail();
@@ -88,49 +88,51 @@ static void test_frames_every_version(void **state)
 	for (size_t i = 0; i < count; i++) {
 		for (int16_t v = apis[i].min_version; v <= apis[i].max_version; v++) {
 			struct kafka_request_header h = {apis[i].api_key, v, 1000 + v,
-							 kafka_str("keel-cli")};
+			                                 kafka_str("keel-cli")};
 			struct keel_wbuf w;
 			keel_wbuf_init_dynamic(&w, 64, 1 << 20);
 			assert_int_equal(kafka_encode_request(&w, &h, sample(h.api_key, false)),
-					 KEEL_OK);
+			                 KEEL_OK);
 			uint32_t frame_size = 0;
 			assert_int_equal(kafka_frame_size(w.data, w.size, &limits, &frame_size),
-					 KEEL_OK);
+			                 KEEL_OK);
 			assert_int_equal(frame_size + 4, w.size);
 			/* Header v2 adds one byte (no tagged fields) after client_id. */
 			bool flexible = kafka_api_flexible(h.api_key, v);
 			assert_int_equal(kafka_request_header_version(h.api_key, v),
-					 flexible ? 2 : 1);
+			                 flexible ? 2 : 1);
 			if (flexible) {
 				assert_int_equal(w.data[4 + 10 + 8], 0);
 			}
 			struct kafka_request req;
-			assert_int_equal(kafka_decode_request(w.data + 4, frame_size, &arena, &limits,
-							      &req, NULL),
-					 KEEL_OK);
+			assert_int_equal(kafka_decode_request(w.data + 4, frame_size, &arena,
+			                                      &limits, &req, NULL),
+			                 KEEL_OK);
 			assert_int_equal(req.header.api_key, h.api_key);
 			assert_int_equal(req.header.api_version, v);
 			assert_int_equal(req.header.correlation_id, 1000 + v);
 			assert_true(kafka_str_eq(req.header.client_id, "keel-cli"));
 			struct keel_wbuf again;
 			keel_wbuf_init_dynamic(&again, 64, 1 << 20);
-			assert_int_equal(kafka_encode_request(&again, &req.header, &req.body), KEEL_OK);
+			assert_int_equal(kafka_encode_request(&again, &req.header, &req.body),
+			                 KEEL_OK);
 			assert_int_equal(again.size, w.size);
 			assert_memory_equal(again.data, w.data, w.size);
 			keel_wbuf_free(&again);
 
 			keel_wbuf_reset(&w);
 			assert_int_equal(kafka_encode_response(&w, 77, h.api_key, v,
-							       sample(h.api_key, true), NULL, 0, NULL),
-					 KEEL_OK);
+			                                       sample(h.api_key, true), NULL, 0,
+			                                       NULL),
+			                 KEEL_OK);
 			assert_int_equal(kafka_frame_size(w.data, w.size, &limits, &frame_size),
-					 KEEL_OK);
+			                 KEEL_OK);
 			assert_int_equal(frame_size + 4, w.size);
 			union kafka_response_body body;
 			int32_t corr = 0;
 			assert_int_equal(kafka_decode_response(w.data + 4, frame_size, h.api_key, v,
-							       &arena, &limits, &corr, &body, NULL),
-					 KEEL_OK);
+			                                       &arena, &limits, &corr, &body, NULL),
+			                 KEEL_OK);
 			assert_int_equal(corr, 77);
 			keel_wbuf_free(&w);
 			keel_arena_reset(&arena);
@@ -162,12 +164,12 @@ static void decode_sample_at(int16_t api_key, int16_t v, bool response, void *ou
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 64, 1 << 20);
 	assert_int_equal(kafka_encode_body(&w, api_key, v, response, sample(api_key, response)),
-			 KEEL_OK);
+	                 KEEL_OK);
 	/* The views point into w: copy to arena memory that outlives it. */
 	void *copy = keel_arena_dup(&arena, w.data, w.size);
-	assert_int_equal(kafka_decode_body(copy, w.size, api_key, v, response, &arena, &limits,
-					   out, NULL),
-			 KEEL_OK);
+	assert_int_equal(
+	        kafka_decode_body(copy, w.size, api_key, v, response, &arena, &limits, out, NULL),
+	        KEEL_OK);
 	keel_wbuf_free(&w);
 }
 
@@ -176,8 +178,8 @@ static void test_metadata_fields_by_version(void **state)
 	(void)state;
 	struct kafka_metadata_response m;
 	decode_sample_at(KAFKA_API_METADATA, 0, true, &m);
-	assert_int_equal(m.controller_id, -1);    /* v1+ */
-	assert_int_equal(m.cluster_id.len, -1);   /* v2+ */
+	assert_int_equal(m.controller_id, -1);  /* v1+ */
+	assert_int_equal(m.cluster_id.len, -1); /* v2+ */
 	assert_int_equal(m.brokers[0].rack.len, -1);
 	assert_int_equal(m.topics[0].partitions[0].leader_epoch, -1); /* v7+ */
 	assert_int_equal(m.topics[0].partitions[0].offline_replicas.count, 0);
@@ -234,7 +236,7 @@ static void test_fetch_fields_by_version(void **state)
 
 	struct kafka_fetch_request r;
 	decode_sample_at(KAFKA_API_FETCH, 4, false, &r);
-	assert_int_equal(r.session_epoch, -1); /* v7+ */
+	assert_int_equal(r.session_epoch, -1);                                /* v7+ */
 	assert_int_equal(r.topics[0].partitions[0].current_leader_epoch, -1); /* v9+ */
 	assert_int_equal(r.forgotten_topic_count, 0);
 	assert_int_equal(r.rack_id.len, 0);
@@ -315,7 +317,7 @@ static void test_group_fields_by_version(void **state)
 	assert_int_equal(ofr.groups[1].topic_count, -1); /* all topics */
 	struct kafka_offset_fetch_response ofs;
 	decode_sample_at(KAFKA_API_OFFSET_FETCH, 1, true, &ofs);
-	assert_int_equal(ofs.error_code, 0); /* v2-7 */
+	assert_int_equal(ofs.error_code, 0);                                      /* v2-7 */
 	assert_int_equal(ofs.topics[0].partitions[0].committed_leader_epoch, -1); /* v5+ */
 	decode_sample_at(KAFKA_API_OFFSET_FETCH, 7, true, &ofs);
 	assert_int_equal(ofs.error_code, KAFKA_NOT_COORDINATOR);
@@ -357,20 +359,21 @@ static void test_unsupported_versions(void **state)
 	struct kafka_request req;
 	const char *why = NULL;
 	assert_int_equal(kafka_decode_request(av9, sizeof(av9), &arena, &limits, &req, &why),
-			 KEEL_UNSUPPORTED);
+	                 KEEL_UNSUPPORTED);
 	assert_non_null(why);
 	assert_int_equal(req.header.correlation_id, 42);
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 64, 1 << 16);
-	assert_int_equal(kafka_encode_unsupported(&w, &req.header, KAFKA_SET_CORE | KAFKA_SET_ADMIN),
-			 KEEL_OK);
+	assert_int_equal(
+	        kafka_encode_unsupported(&w, &req.header, KAFKA_SET_CORE | KAFKA_SET_ADMIN),
+	        KEEL_OK);
 	uint32_t frame_size;
 	assert_int_equal(kafka_frame_size(w.data, w.size, &limits, &frame_size), KEEL_OK);
 	struct kafka_api_versions_response r;
 	int32_t corr;
 	assert_int_equal(kafka_decode_response(w.data + 4, frame_size, KAFKA_API_API_VERSIONS, 0,
-					       &arena, &limits, &corr, &r, NULL),
-			 KEEL_OK);
+	                                       &arena, &limits, &corr, &r, NULL),
+	                 KEEL_OK);
 	assert_int_equal(corr, 42);
 	assert_int_equal(r.error_code, KAFKA_UNSUPPORTED_VERSION);
 	/* Exactly the core and admin APIs, in table order. */
@@ -390,17 +393,18 @@ static void test_unsupported_versions(void **state)
 	assert_int_equal(k, 12);
 	/* Produce v2 (magic 1) and an unknown key: no answer, close. */
 	static const uint8_t produce2[] = {0, 0, 0, 2, 0, 0, 0, 5, 0xff, 0xff};
-	assert_int_equal(kafka_decode_request(produce2, sizeof(produce2), &arena, &limits, &req,
-					      NULL),
-			 KEEL_UNSUPPORTED);
+	assert_int_equal(
+	        kafka_decode_request(produce2, sizeof(produce2), &arena, &limits, &req, NULL),
+	        KEEL_UNSUPPORTED);
 	assert_int_equal(req.header.api_key, KAFKA_API_PRODUCE);
 	keel_wbuf_reset(&w);
-	assert_int_equal(kafka_encode_unsupported(&w, &req.header, KAFKA_SET_ALL), KEEL_UNSUPPORTED);
+	assert_int_equal(kafka_encode_unsupported(&w, &req.header, KAFKA_SET_ALL),
+	                 KEEL_UNSUPPORTED);
 	assert_int_equal(w.size, 0);
 	static const uint8_t unknown[] = {0x7f, 0, 0, 0, 0, 0, 0, 5, 0xff, 0xff};
-	assert_int_equal(kafka_decode_request(unknown, sizeof(unknown), &arena, &limits, &req,
-					      NULL),
-			 KEEL_UNSUPPORTED);
+	assert_int_equal(
+	        kafka_decode_request(unknown, sizeof(unknown), &arena, &limits, &req, NULL),
+	        KEEL_UNSUPPORTED);
 	/* A header cut short. */
 	assert_int_equal(kafka_decode_request(unknown, 7, &arena, &limits, &req, NULL), KEEL_SHORT);
 	keel_wbuf_free(&w);
@@ -419,7 +423,7 @@ static void test_api_versions_table_sets(void **state)
 		assert_int_not_equal(r.api_keys[i].api_key, KAFKA_API_JOIN_GROUP);
 		assert_int_not_equal(r.api_keys[i].api_key, KAFKA_API_CREATE_TOPICS);
 		has_fetch |= r.api_keys[i].api_key == KAFKA_API_FETCH &&
-			     r.api_keys[i].min_version == 4 && r.api_keys[i].max_version == 12;
+		             r.api_keys[i].min_version == 4 && r.api_keys[i].max_version == 12;
 	}
 	assert_true(has_fetch);
 	size_t count;
@@ -428,7 +432,7 @@ static void test_api_versions_table_sets(void **state)
 	assert_int_equal(r.api_key_count, count);
 	assert_int_equal(count, 25);
 	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_GROUP | KAFKA_SET_SASL, &r),
-			 KEEL_OK);
+	                 KEEL_OK);
 	assert_int_equal(r.api_key_count, 12);
 	keel_arena_reset(&arena);
 }
@@ -459,23 +463,23 @@ static void test_hostile_counts(void **state)
 	struct kafka_limits big = limits;
 	big.max_array_count = UINT32_MAX;
 	size_t before = arena.total;
-	assert_int_equal(kafka_decode_body(body, sizeof(body), KAFKA_API_METADATA, 4, false,
-					   &arena, &big, &r, NULL),
-			 KEEL_SHORT);
+	assert_int_equal(kafka_decode_body(body, sizeof(body), KAFKA_API_METADATA, 4, false, &arena,
+	                                   &big, &r, NULL),
+	                 KEEL_SHORT);
 	assert_int_equal(arena.total, before);
-	assert_int_equal(kafka_decode_body(body, sizeof(body), KAFKA_API_METADATA, 4, false,
-					   &arena, &limits, &r, NULL),
-			 KEEL_TOOBIG);
+	assert_int_equal(kafka_decode_body(body, sizeof(body), KAFKA_API_METADATA, 4, false, &arena,
+	                                   &limits, &r, NULL),
+	                 KEEL_TOOBIG);
 	struct kafka_limits one = limits;
 	one.max_array_count = 1;
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 64, 1 << 16);
 	assert_int_equal(kafka_encode_body(&w, KAFKA_API_METADATA, 4, false,
-					   sample(KAFKA_API_METADATA, false)),
-			 KEEL_OK);
+	                                   sample(KAFKA_API_METADATA, false)),
+	                 KEEL_OK);
 	assert_int_equal(kafka_decode_body(w.data, w.size, KAFKA_API_METADATA, 4, false, &arena,
-					   &one, &r, NULL),
-			 KEEL_TOOBIG);
+	                                   &one, &r, NULL),
+	                 KEEL_TOOBIG);
 	/* A null topic list cannot be sent at v0 (empty means all there). */
 	struct kafka_metadata_request all = {.topics = NULL, .topic_count = -1};
 	keel_wbuf_reset(&w);
@@ -496,14 +500,14 @@ static void test_fetch_splices(void **state)
 		struct keel_wbuf plain, spliced;
 		keel_wbuf_init_dynamic(&plain, 64, 1 << 16);
 		keel_wbuf_init_dynamic(&spliced, 64, 1 << 16);
-		assert_int_equal(kafka_encode_response(&plain, 5, KAFKA_API_FETCH, v, body, NULL, 0,
-						       NULL),
-				 KEEL_OK);
+		assert_int_equal(
+		        kafka_encode_response(&plain, 5, KAFKA_API_FETCH, v, body, NULL, 0, NULL),
+		        KEEL_OK);
 		struct kafka_splice holes[4];
 		size_t hole_count = 0;
 		assert_int_equal(kafka_encode_response(&spliced, 5, KAFKA_API_FETCH, v, body, holes,
-						       4, &hole_count),
-				 KEEL_OK);
+		                                       4, &hole_count),
+		                 KEEL_OK);
 		assert_int_equal(hole_count, 1); /* partition 1's records are null */
 		assert_int_equal(holes[0].topic_index, 0);
 		assert_int_equal(holes[0].partition_index, 0);
@@ -519,8 +523,8 @@ static void test_fetch_splices(void **state)
 		/* Too few slots: refused. */
 		keel_wbuf_reset(&spliced);
 		assert_int_equal(kafka_encode_response(&spliced, 5, KAFKA_API_FETCH, v, body, holes,
-						       0, &hole_count),
-				 KEEL_LIMIT);
+		                                       0, &hole_count),
+		                 KEEL_LIMIT);
 		keel_wbuf_free(&plain);
 		keel_wbuf_free(&spliced);
 	}
@@ -530,7 +534,7 @@ static void test_error_names(void **state)
 {
 	(void)state;
 	assert_string_equal(kafka_error_name(KAFKA_NOT_LEADER_OR_FOLLOWER),
-			    "NOT_LEADER_OR_FOLLOWER");
+	                    "NOT_LEADER_OR_FOLLOWER");
 	assert_int_equal(KAFKA_NOT_LEADER_OR_FOLLOWER, 6);
 	assert_int_equal(KAFKA_UNSUPPORTED_VERSION, 35);
 	assert_int_equal(KAFKA_FENCED_LEADER_EPOCH, 74);
@@ -541,19 +545,19 @@ static void test_error_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip_every_version),
-		cmocka_unit_test(test_frames_every_version),
-		cmocka_unit_test(test_header_versions),
-		cmocka_unit_test(test_metadata_fields_by_version),
-		cmocka_unit_test(test_fetch_fields_by_version),
-		cmocka_unit_test(test_admin_fields_by_version),
-		cmocka_unit_test(test_group_fields_by_version),
-		cmocka_unit_test(test_unsupported_versions),
-		cmocka_unit_test(test_api_versions_table_sets),
-		cmocka_unit_test(test_frame_size_limits),
-		cmocka_unit_test(test_hostile_counts),
-		cmocka_unit_test(test_fetch_splices),
-		cmocka_unit_test(test_error_names),
+	        cmocka_unit_test(test_roundtrip_every_version),
+	        cmocka_unit_test(test_frames_every_version),
+	        cmocka_unit_test(test_header_versions),
+	        cmocka_unit_test(test_metadata_fields_by_version),
+	        cmocka_unit_test(test_fetch_fields_by_version),
+	        cmocka_unit_test(test_admin_fields_by_version),
+	        cmocka_unit_test(test_group_fields_by_version),
+	        cmocka_unit_test(test_unsupported_versions),
+	        cmocka_unit_test(test_api_versions_table_sets),
+	        cmocka_unit_test(test_frame_size_limits),
+	        cmocka_unit_test(test_hostile_counts),
+	        cmocka_unit_test(test_fetch_splices),
+	        cmocka_unit_test(test_error_names),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,7 +14,6 @@
 
 #include "test_kafka_util.h"
 
-
 static void test_uvarint_encodings(void **state)
 {
 	(void)state;
@@ -23,12 +22,9 @@ static void test_uvarint_encodings(void **state)
 		uint8_t bytes[5];
 		size_t size;
 	} cases[] = {
-		{0, {0x00}, 1},
-		{1, {0x01}, 1},
-		{127, {0x7f}, 1},
-		{128, {0x80, 0x01}, 2},
-		{300, {0xac, 0x02}, 2},
-		{UINT32_MAX, {0xff, 0xff, 0xff, 0xff, 0x0f}, 5},
+	        {0, {0x00}, 1},         {1, {0x01}, 1},
+	        {127, {0x7f}, 1},       {128, {0x80, 0x01}, 2},
+	        {300, {0xac, 0x02}, 2}, {UINT32_MAX, {0xff, 0xff, 0xff, 0xff, 0x0f}, 5},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct keel_wbuf w;
@@ -97,7 +93,8 @@ static void test_overlong_varints_fail(void **state)
 	keel_rbuf_init(&r, big, sizeof(big));
 	kafka_read_uvarint(&r);
 	assert_false(keel_rbuf_ok(&r));
-	static const uint8_t eleven[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+	static const uint8_t eleven[] = {0xff, 0xff, 0xff, 0xff, 0xff,
+	                                 0xff, 0xff, 0xff, 0xff, 0x02};
 	keel_rbuf_init(&r, eleven, sizeof(eleven));
 	kafka_read_varlong(&r);
 	assert_false(keel_rbuf_ok(&r));
@@ -126,7 +123,8 @@ static void test_strings_both_forms(void **state)
 			assert_int_equal(w.size, sizeof(want));
 			assert_memory_equal(w.data, want, sizeof(want));
 		} else {
-			static const uint8_t want[] = {0, 5, 'h', 'e', 'l', 'l', 'o', 0xff, 0xff, 0, 0};
+			static const uint8_t want[] = {0,   5,    'h',  'e', 'l', 'l',
+			                               'o', 0xff, 0xff, 0,   0};
 			assert_int_equal(w.size, sizeof(want));
 			assert_memory_equal(w.data, want, sizeof(want));
 		}
@@ -256,8 +254,8 @@ static void test_tagged_fields(void **state)
 	assert_int_equal(w.size, sizeof(want));
 	assert_memory_equal(w.data, want, sizeof(want));
 	/* Known tag read back; an unknown tag before and after is skipped. */
-	static const uint8_t with_unknown[] = {3, 1, 2, 0xaa, 0xbb, 3, 8, 0, 0, 0, 9,
-					       0, 0, 0, 10, 40, 1, 0xcc};
+	static const uint8_t with_unknown[] = {3, 1, 2, 0xaa, 0xbb, 3,  8,  0, 0,
+	                                       0, 9, 0, 0,    0,    10, 40, 1, 0xcc};
 	struct two_ints got = {0, 0};
 	has = false;
 	const struct kio_tag rtags[] = {{3, &has, walk_two_ints, &got}};
@@ -308,14 +306,14 @@ static void test_str_helpers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_uvarint_encodings),
-		cmocka_unit_test(test_zigzag_varints),
-		cmocka_unit_test(test_overlong_varints_fail),
-		cmocka_unit_test(test_strings_both_forms),
-		cmocka_unit_test(test_bad_lengths_and_bools),
-		cmocka_unit_test(test_arrays_checked_before_allocation),
-		cmocka_unit_test(test_tagged_fields),
-		cmocka_unit_test(test_str_helpers),
+	        cmocka_unit_test(test_uvarint_encodings),
+	        cmocka_unit_test(test_zigzag_varints),
+	        cmocka_unit_test(test_overlong_varints_fail),
+	        cmocka_unit_test(test_strings_both_forms),
+	        cmocka_unit_test(test_bad_lengths_and_bools),
+	        cmocka_unit_test(test_arrays_checked_before_allocation),
+	        cmocka_unit_test(test_tagged_fields),
+	        cmocka_unit_test(test_str_helpers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
