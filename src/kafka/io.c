@@ -205,6 +205,10 @@ static void write_view(struct kafka_io *io, const void *ptr, int32_t len, bool n
 		kafka_io_fail(io, KEEL_INVAL, "a null where this version cannot carry one");
 		return;
 	}
+	if (len > 0 && ptr == NULL) {
+		kafka_io_fail(io, KEEL_INVAL, "a length without bytes");
+		return;
+	}
 	write_length(io, len < 0 ? -1 : len, wide);
 	if (len > 0) {
 		keel_wbuf_bytes(io->w, ptr, (size_t)len);

@@ -67,7 +67,7 @@ struct kafka_records {
  * resume at `offset`.
  */
 struct kafka_splice {
-	size_t offset;            /* position in the encoded bytes */
+	size_t offset;            /* position in the writer's bytes (w->data) */
 	size_t size;              /* record bytes the caller writes there */
 	uint32_t topic_index;     /* which topic of the response ... */
 	uint32_t partition_index; /* ... and which partition of it */

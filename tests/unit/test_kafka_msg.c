@@ -520,6 +520,20 @@ static void test_fetch_splices(void **state)
 		memcpy(joined + off + sizeof(sample_records), spliced.data + off,
 		       spliced.size - off);
 		assert_memory_equal(joined, plain.data, plain.size);
+		/* Without splices, records with a size but no bytes are refused. */
+		struct kafka_fetch_response *f = (struct kafka_fetch_response *)body;
+		const uint8_t *saved = f->topics[0].partitions[0].records.data;
+		f->topics[0].partitions[0].records.data = NULL;
+		keel_wbuf_reset(&plain);
+		assert_int_equal(kafka_encode_response(&plain, 5, KAFKA_API_FETCH, v, body, NULL, 0,
+						       NULL),
+				 KEEL_INVAL);
+		/* ... but a spliced encoding needs only the size (file-backed). */
+		keel_wbuf_reset(&spliced);
+		assert_int_equal(kafka_encode_response(&spliced, 5, KAFKA_API_FETCH, v, body, holes,
+						       4, &hole_count),
+				 KEEL_OK);
+		f->topics[0].partitions[0].records.data = saved;
 		/* Too few slots: refused. */
 		keel_wbuf_reset(&spliced);
 		assert_int_equal(kafka_encode_response(&spliced, 5, KAFKA_API_FETCH, v, body, holes,
