@@ -84,6 +84,12 @@ bool kafka_api_supported(int16_t api_key, int16_t version)
 	return api != NULL && version >= api->min_version && version <= api->max_version;
 }
 
+bool kafka_api_in_sets(int16_t api_key, unsigned sets)
+{
+	const struct kafka_api_info *api = kafka_api_find(api_key);
+	return api != NULL && (api->set & sets) != 0;
+}
+
 bool kafka_api_flexible(int16_t api_key, int16_t version)
 {
 	const struct kafka_api_info *api = kafka_api_find(api_key);

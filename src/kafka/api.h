@@ -103,6 +103,10 @@ const struct kafka_api_info *kafka_api_find(int16_t api_key);
 /* True when keel implements api_key at this version. */
 bool kafka_api_supported(int16_t api_key, int16_t version);
 
+/* True when api_key is one of the APIs in `sets` (a mask of enum
+ * kafka_api_set): what a broker that serves those sets answers. */
+bool kafka_api_in_sets(int16_t api_key, unsigned sets);
+
 /* Whether (api_key, version) is flexible; false for unknown APIs. */
 bool kafka_api_flexible(int16_t api_key, int16_t version);
 

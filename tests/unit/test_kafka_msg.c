@@ -431,6 +431,10 @@ static void test_api_versions_table_sets(void **state)
 	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_ALL, &r), KEEL_OK);
 	assert_int_equal(r.api_key_count, count);
 	assert_int_equal(count, 25);
+	assert_true(kafka_api_in_sets(KAFKA_API_JOIN_GROUP, KAFKA_SET_GROUP));
+	assert_false(kafka_api_in_sets(KAFKA_API_JOIN_GROUP, KAFKA_SET_CORE | KAFKA_SET_ADMIN));
+	assert_true(kafka_api_in_sets(KAFKA_API_DESCRIBE_CLUSTER, KAFKA_SET_ADMIN));
+	assert_false(kafka_api_in_sets(99, KAFKA_SET_ALL));
 	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_GROUP | KAFKA_SET_SASL, &r),
 	                 KEEL_OK);
 	assert_int_equal(r.api_key_count, 12);
