@@ -11,7 +11,9 @@ struct kafka_str kafka_str(const char *cstr)
 		return KAFKA_STR_NULL;
 	}
 	size_t n = strlen(cstr);
-	return (struct kafka_str){cstr, n > INT16_MAX ? INT16_MAX : (int32_t)n};
+	/* Over INT16_MAX is kept as is: the encoder refuses it, rather than
+	 * sending a string cut short. */
+	return (struct kafka_str){cstr, n > INT32_MAX ? INT32_MAX : (int32_t)n};
 }
 
 bool kafka_str_eq(struct kafka_str s, const char *cstr)
