@@ -247,8 +247,8 @@ static void set_why(const char **why, const char *text)
 	}
 }
 
-/* Walks a body that starts at the reader's position of `outer`, which must
- * then have been fully consumed. */
+/* Decodes data[0..size) as the whole body of a request or response of
+ * `api` at `version` (every byte must be consumed). */
 static enum keel_err decode_rest(const struct kafka_api_info *api, bool response,
                                  const uint8_t *data, size_t size, int16_t version,
                                  struct keel_arena *arena, const struct kafka_limits *limits,
@@ -293,7 +293,8 @@ enum keel_err kafka_decode_request(const void *frame, size_t size, struct keel_a
 	                   version, arena, limits, &req->body, why);
 }
 
-/* Writes the body with a size prefix patched over `total extra` bytes. */
+/* Appends the body (no size prefix); with `splices`, leaves holes for the
+ * records (see kafka_splice) and reports how many in *splice_count. */
 static enum keel_err encode_body_into(struct keel_wbuf *w, const struct kafka_api_info *api,
                                       int16_t version, bool response, const void *body,
                                       struct kafka_splice *splices, size_t splice_capacity,
