@@ -109,13 +109,13 @@ void kafka_write_uvarint(struct keel_wbuf *w, uint32_t v)
 void kafka_write_varint(struct keel_wbuf *w, int32_t v)
 {
 	uint32_t u = (uint32_t)v;
-	write_uvarint_bits(w, (u << 1) ^ (uint32_t)(v >> 31));
+	write_uvarint_bits(w, (u << 1) ^ (0u - (u >> 31))); /* zigzag */
 }
 
 void kafka_write_varlong(struct keel_wbuf *w, int64_t v)
 {
 	uint64_t u = (uint64_t)v;
-	write_uvarint_bits(w, (u << 1) ^ (uint64_t)(v >> 63));
+	write_uvarint_bits(w, (u << 1) ^ (0u - (u >> 63))); /* zigzag */
 }
 
 size_t kafka_uvarint_size(uint32_t v)
