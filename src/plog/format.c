@@ -65,10 +65,11 @@ enum plog_file_kind plog_parse_file_name(const char *name, int64_t *base_offset)
 		if (name[i] < '0' || name[i] > '9') {
 			return PLOG_FILE_OTHER;
 		}
-		v = v * 10 + (uint64_t)(name[i] - '0');
-	}
-	if (v > (uint64_t)INT64_MAX) {
-		return PLOG_FILE_OTHER;
+		uint64_t digit = (uint64_t)(name[i] - '0');
+		if (v > ((uint64_t)INT64_MAX - digit) / 10) {
+			return PLOG_FILE_OTHER; /* past the largest offset */
+		}
+		v = v * 10 + digit;
 	}
 	const enum plog_file_kind kinds[] = {PLOG_FILE_LOG, PLOG_FILE_INDEX, PLOG_FILE_TIMEINDEX};
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {

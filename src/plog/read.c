@@ -64,7 +64,6 @@ enum keel_err plog_read(struct plog *log, int64_t fetch_offset, int64_t max_offs
 	}
 	KEEL_ASSERT(end <= end_by_offset);
 	struct plog_batch last = first;
-	uint64_t pos = start;
 	/* next_offset: the end of the last batch included. */
 	if (end == seg->size_bytes) {
 		result->next_offset = seg->end_offset;
@@ -75,7 +74,6 @@ enum keel_err plog_read(struct plog *log, int64_t fetch_offset, int64_t max_offs
 		}
 		result->next_offset = last.base_offset;
 	}
-	(void)pos;
 	result->file = seg->file;
 	result->segment_base_offset = seg->base_offset;
 	result->position = start;
@@ -196,13 +194,24 @@ void plog_end_offset_for_epoch(const struct plog *log, int32_t epoch, int32_t *f
 
 static bool same_indexes(const struct plog_segment *a, const struct plog_segment *b)
 {
-	return a->index_count == b->index_count && a->time_count == b->time_count &&
-	       a->end_offset == b->end_offset && a->size_bytes == b->size_bytes &&
-	       a->max_timestamp == b->max_timestamp &&
-	       (a->index_count == 0 ||
-		memcmp(a->index, b->index, a->index_count * sizeof(*a->index)) == 0) &&
-	       (a->time_count == 0 ||
-		memcmp(a->times, b->times, a->time_count * sizeof(*a->times)) == 0);
+	if (a->index_count != b->index_count || a->time_count != b->time_count ||
+	    a->end_offset != b->end_offset || a->size_bytes != b->size_bytes ||
+	    a->max_timestamp != b->max_timestamp) {
+		return false;
+	}
+	for (uint32_t i = 0; i < a->index_count; i++) {
+		if (a->index[i].relative_offset != b->index[i].relative_offset ||
+		    a->index[i].position != b->index[i].position) {
+			return false;
+		}
+	}
+	for (uint32_t i = 0; i < a->time_count; i++) {
+		if (a->times[i].timestamp != b->times[i].timestamp ||
+		    a->times[i].relative_offset != b->times[i].relative_offset) {
+			return false;
+		}
+	}
+	return true;
 }
 
 enum keel_err plog_check(struct plog *log)
