@@ -104,6 +104,18 @@ uint64_t plog_size_bytes(const struct plog *log)
 	return total;
 }
 
+void plog_segment_info(const struct plog *log, uint32_t i, struct plog_segment_info *info)
+{
+	KEEL_ASSERT(i < log->segment_count);
+	const struct plog_segment *seg = log->segments[i];
+	info->base_offset = seg->base_offset;
+	info->end_offset = seg->end_offset;
+	info->size_bytes = seg->size_bytes;
+	info->max_timestamp = seg->max_timestamp;
+	info->index_entries = seg->index_count;
+	info->time_entries = seg->time_count;
+}
+
 uint32_t plog_find_segment(const struct plog *log, int64_t offset)
 {
 	KEEL_ASSERT(log->segment_count > 0);

@@ -126,6 +126,17 @@ static inline int64_t plog_durable_offset(const struct plog *log)
 /* Bytes of all segments. */
 uint64_t plog_size_bytes(const struct plog *log);
 
+/* One segment, for tools and tests: i < log->segment_count, 0 = oldest. */
+struct plog_segment_info {
+	int64_t base_offset;
+	int64_t end_offset;
+	uint64_t size_bytes;
+	int64_t max_timestamp; /* -1: no batch had one */
+	uint32_t index_entries;
+	uint32_t time_entries;
+};
+void plog_segment_info(const struct plog *log, uint32_t i, struct plog_segment_info *info);
+
 /* ---- appends ---- */
 
 struct plog_append_info {
