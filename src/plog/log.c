@@ -716,6 +716,13 @@ static enum keel_err recover_epochs(struct plog *log, const struct tail_epochs *
 {
 	bool changed = plog_epochs_truncate_end(&log->epochs, log->log_end_offset);
 	for (uint32_t i = 0; i < tail->count; i++) {
+		/* Epochs the checkpoint already has (it is written before the
+		 * data) start before its latest entry. */
+		const struct plog_epochs *e = &log->epochs;
+		if (e->count > 0 && tail->entries[i].epoch < plog_epochs_latest(e) &&
+		    tail->entries[i].start_offset < e->entries[e->count - 1].start_offset) {
+			continue;
+		}
 		bool added = false;
 		enum keel_err err = plog_epochs_assign(&log->epochs, tail->entries[i].epoch,
 						       tail->entries[i].start_offset, &added);

@@ -149,4 +149,72 @@ __attribute__((unused)) static uint8_t *read_all(struct plog *log, int64_t from,
 	return buf;
 }
 
+/* What the test appended: every batch as stored (after the rewrite). */
+struct model {
+	uint8_t *bytes;
+	size_t size;
+	int64_t batch_base[4096];
+	int64_t batch_ts[4096];
+	size_t batch_pos[4096];
+	size_t batch_count;
+};
+
+__attribute__((unused)) static void model_add(struct model *m, const uint8_t *batch, size_t size, int64_t base,
+		      int64_t max_ts)
+{
+	m->bytes = realloc(m->bytes, m->size + size);
+	assert_non_null(m->bytes);
+	memcpy(m->bytes + m->size, batch, size);
+	assert_true(m->batch_count < 4096);
+	m->batch_base[m->batch_count] = base;
+	m->batch_ts[m->batch_count] = max_ts;
+	m->batch_pos[m->batch_count] = m->size;
+	m->batch_count++;
+	m->size += size;
+}
+
+/* Appends n batches of 1..4 records with value sizes varying by i. */
+__attribute__((unused)) static void append_batches(struct plog_fixture *fx, struct model *m, int n, int32_t epoch,
+			   int64_t ts_base)
+{
+	for (int i = 0; i < n; i++) {
+		uint8_t buf[8192];
+		int32_t count = 1 + (int32_t)(m->batch_count % 4);
+		size_t size = build_batch(buf, sizeof(buf), count, ts_base + 100 * (int64_t)i, 3,
+					  (size_t)(20 + (m->batch_count * 37) % 300),
+					  (uint8_t)m->batch_count);
+		struct plog_append_info info;
+		int64_t end = plog_log_end_offset(&fx->log);
+		assert_int_equal(plog_append(&fx->log, buf, size, epoch, &info), KEEL_OK);
+		assert_int_equal(info.first_offset, end);
+		assert_int_equal(info.last_offset, end + count - 1);
+		assert_int_equal(info.batch_count, 1);
+		assert_int_equal(plog_log_end_offset(&fx->log), end + count);
+		model_add(m, buf, size, end, ts_base + 100 * (int64_t)i + 3 * (count - 1));
+	}
+}
+
+/* The bytes from the batch holding `offset` to the end of the model. */
+__attribute__((unused)) static size_t model_pos_of(const struct model *m, int64_t offset)
+{
+	for (size_t i = m->batch_count; i-- > 0;) {
+		if (m->batch_base[i] <= offset) {
+			return m->batch_pos[i];
+		}
+	}
+	return 0;
+}
+
+__attribute__((unused)) static void expect_log_equals_model(struct plog_fixture *fx, const struct model *m,
+				    uint64_t max_bytes)
+{
+	int64_t start = plog_log_start_offset(&fx->log);
+	size_t from = model_pos_of(m, start);
+	size_t size = 0;
+	uint8_t *all = read_all(&fx->log, start, max_bytes, &size);
+	assert_int_equal(size, m->size - from);
+	assert_memory_equal(all, m->bytes + from, size);
+	free(all);
+}
+
 #endif
