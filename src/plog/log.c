@@ -444,7 +444,7 @@ enum keel_err plog_append_follower(struct plog *log, const uint8_t *data, size_t
 				     batch.base_offset);
 			return KEEL_INVAL;
 		}
-		if (batch.leader_epoch < epoch) {
+		if (batch.leader_epoch < 0 || batch.leader_epoch < epoch) {
 			plog_set_why(log, "follower batch has an older leader epoch:",
 				     batch.leader_epoch);
 			return KEEL_STALE;
@@ -715,21 +715,21 @@ static enum keel_err load_segments(struct plog *log, struct listing *l,
 static enum keel_err recover_epochs(struct plog *log, const struct tail_epochs *tail)
 {
 	bool changed = plog_epochs_truncate_end(&log->epochs, log->log_end_offset);
+	/* As Kafka does: only epochs newer than the checkpoint's latest are
+	 * added; the checkpoint is written before the data, so older ones are
+	 * already there (and the epoch field is outside the CRC: a damaged
+	 * one must not make the log unopenable). */
 	for (uint32_t i = 0; i < tail->count; i++) {
-		/* Epochs the checkpoint already has (it is written before the
-		 * data) start before its latest entry. */
+		const struct plog_epoch_entry *t = &tail->entries[i];
 		const struct plog_epochs *e = &log->epochs;
-		if (e->count > 0 && tail->entries[i].epoch < plog_epochs_latest(e) &&
-		    tail->entries[i].start_offset < e->entries[e->count - 1].start_offset) {
+		if (t->epoch <= plog_epochs_latest(e) ||
+		    (e->count > 0 && t->start_offset < e->entries[e->count - 1].start_offset)) {
 			continue;
 		}
 		bool added = false;
-		enum keel_err err = plog_epochs_assign(&log->epochs, tail->entries[i].epoch,
-						       tail->entries[i].start_offset, &added);
+		enum keel_err err = plog_epochs_assign(&log->epochs, t->epoch, t->start_offset, &added);
 		if (err != KEEL_OK) {
-			plog_set_why(log, "leader epochs go backwards in the log at epoch",
-				     tail->entries[i].epoch);
-			return KEEL_CORRUPT;
+			return err;
 		}
 		changed = changed || added;
 	}
