@@ -31,7 +31,7 @@ static const char *suffix_of(enum plog_file_kind kind)
 	case PLOG_FILE_TIMEINDEX:
 		return ".timeindex";
 	default:
-		KEEL_ASSERT(!"no suffix for this kind");
+		KEEL_UNREACHABLE();
 		return "";
 	}
 }
