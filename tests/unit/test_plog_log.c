@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "plog/epoch.h"
 #include "test_plog_util.h"
@@ -611,6 +612,48 @@ static void test_topic_id(void **state)
 	plog_fixture_free(&fx);
 }
 
+/* The same code on the real file system (POSIX vfs, a temp directory):
+ * directory creation, listing, renames and reopen behave as on the fault vfs. */
+static void test_posix_round_trip(void **state)
+{
+	(void)state;
+	char root[] = "/tmp/keel-plog-XXXXXX";
+	assert_non_null(mkdtemp(root));
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/topic-3", root);
+	struct plog_fixture fx;
+	plog_fixture_init(&fx, 16);
+	struct wal_vfs posix;
+	wal_vfs_posix_init(&posix);
+	fx.config.vfs = &posix;
+	fx.config.dir = dir;
+	struct model m = {0};
+	assert_int_equal(plog_fixture_open(&fx), KEEL_OK);
+	append_batches(&fx, &m, 40, 2, 0);
+	assert_int_equal(plog_sync(&fx.log, NULL), KEEL_OK);
+	uint32_t segments = fx.log.segment_count;
+	assert_true(segments > 2);
+	plog_fixture_close(&fx);
+	assert_int_equal(plog_fixture_open(&fx), KEEL_OK);
+	assert_int_equal(fx.log.segment_count, segments);
+	assert_int_equal(fx.rec.rebuilt_indexes, 0);
+	assert_int_equal(plog_check(&fx.log), KEEL_OK);
+	expect_log_equals_model(&fx, &m, 3000);
+	/* Clean up through the log itself, then the directory. */
+	assert_int_equal(plog_reset(&fx.log, 0), KEEL_OK);
+	plog_fixture_close(&fx);
+	const char *names[] = {"00000000000000000000.log", PLOG_EPOCH_FILE};
+	for (size_t i = 0; i < 2; i++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		assert_int_equal(unlink(path), 0);
+	}
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(rmdir(root), 0);
+	plog_fixture_free(&fx);
+	free(m.bytes);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +672,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_index_is_rebuilt),
 		cmocka_unit_test(test_failed_sync_is_sticky),
 		cmocka_unit_test(test_topic_id),
+		cmocka_unit_test(test_posix_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
