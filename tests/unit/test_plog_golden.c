@@ -75,15 +75,9 @@ static void golden_path(char *out, size_t cap, const char *name)
 
 static uint8_t *disk_read(const char *name, size_t *size)
 {
-	char path[1024];
-	golden_path(path, sizeof(path), name);
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
-	uint8_t *data = malloc(1 << 16);
-	assert_non_null(data);
-	*size = fread(data, 1, 1 << 16, f);
-	fclose(f);
-	return data;
+	char rel[256];
+	snprintf(rel, sizeof(rel), "golden/%s", name);
+	return plog_test_data(rel, size);
 }
 
 static void test_script_writes_the_golden_bytes(void **state)
