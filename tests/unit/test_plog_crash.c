@@ -250,7 +250,8 @@ static uint64_t run_case(uint64_t budget, enum wal_vfs_crash_mode mode, bool los
 	return stats.mutations;
 }
 
-static void sweep(enum wal_vfs_crash_mode mode, bool lose_dir_ops, uint64_t seed)
+/* Every crash point, `seeds` times with different random crash outcomes. */
+static void sweep(enum wal_vfs_crash_mode mode, bool lose_dir_ops, uint64_t seed, int seeds)
 {
 	uint64_t total = run_case(0, mode, lose_dir_ops, seed, false);
 	assert_true(total > 50);
@@ -258,29 +259,31 @@ static void sweep(enum wal_vfs_crash_mode mode, bool lose_dir_ops, uint64_t seed
 		fprintf(stderr, "the script makes %llu mutations\n", (unsigned long long)total);
 	}
 	for (uint64_t n = 0; n <= total; n++) {
-		run_case(n, mode, lose_dir_ops, seed + n, true);
+		for (int k = 0; k < seeds; k++) {
+			run_case(n, mode, lose_dir_ops, seed + 1000 * (uint64_t)k + n, true);
+		}
 	}
 }
 
 static void test_crash_drop_unsynced(void **state)
 {
 	(void)state;
-	sweep(WAL_VFS_CRASH_DROP_UNSYNCED, false, 100);
-	sweep(WAL_VFS_CRASH_DROP_UNSYNCED, true, 200);
+	sweep(WAL_VFS_CRASH_DROP_UNSYNCED, false, 100, 1);
+	sweep(WAL_VFS_CRASH_DROP_UNSYNCED, true, 200, 2);
 }
 
 static void test_crash_torn(void **state)
 {
 	(void)state;
-	sweep(WAL_VFS_CRASH_TORN, false, 300);
-	sweep(WAL_VFS_CRASH_TORN, true, 400);
+	sweep(WAL_VFS_CRASH_TORN, false, 300, 2);
+	sweep(WAL_VFS_CRASH_TORN, true, 400, 2);
 }
 
 static void test_crash_scrambled(void **state)
 {
 	(void)state;
-	sweep(WAL_VFS_CRASH_SCRAMBLE, false, 500);
-	sweep(WAL_VFS_CRASH_SCRAMBLE, true, 600);
+	sweep(WAL_VFS_CRASH_SCRAMBLE, false, 500, 3);
+	sweep(WAL_VFS_CRASH_SCRAMBLE, true, 600, 3);
 }
 
 int main(void)
