@@ -487,10 +487,15 @@ enum keel_err plog_sync(struct plog *log, int64_t *durable_offset)
 
 /* ---- open and recovery ---- */
 
-struct listing {
+struct base_list {
 	int64_t *bases;
 	uint32_t count;
 	uint32_t capacity;
+};
+
+struct listing {
+	struct base_list logs;    /* segments */
+	struct base_list indexes; /* segments named by an .index or .timeindex */
 	bool has_epoch_file;
 	bool has_metadata;
 	bool failed;
@@ -503,19 +508,20 @@ static void list_one(void *arg, const char *name)
 	struct listing *l = arg;
 	int64_t base = 0;
 	enum plog_file_kind kind = plog_parse_file_name(name, &base);
-	if (kind == PLOG_FILE_LOG) {
-		if (l->count == l->capacity) {
-			uint32_t cap = l->capacity == 0 ? 16 : l->capacity * 2;
-			int64_t *n = l->count >= MAX_SEGMENTS ? NULL
-							      : realloc(l->bases, cap * sizeof(*n));
+	if (kind == PLOG_FILE_LOG || kind == PLOG_FILE_INDEX || kind == PLOG_FILE_TIMEINDEX) {
+		struct base_list *b = kind == PLOG_FILE_LOG ? &l->logs : &l->indexes;
+		if (b->count == b->capacity) {
+			uint32_t cap = b->capacity == 0 ? 16 : b->capacity * 2;
+			int64_t *n = b->count >= 2 * MAX_SEGMENTS ? NULL
+								  : realloc(b->bases, cap * sizeof(*n));
 			if (n == NULL) {
 				l->failed = true;
 				return;
 			}
-			l->bases = n;
-			l->capacity = cap;
+			b->bases = n;
+			b->capacity = cap;
 		}
-		l->bases[l->count++] = base;
+		b->bases[b->count++] = base;
 	} else if (kind == PLOG_FILE_TEMP && strlen(name) < 64 && l->temp_count < 8) {
 		memcpy(l->temps[l->temp_count++], name, strlen(name) + 1);
 	} else if (strcmp(name, PLOG_EPOCH_FILE) == 0) {
@@ -682,9 +688,9 @@ static enum keel_err recover_tail(struct plog *log, struct plog_segment *seg,
 static enum keel_err load_segments(struct plog *log, struct listing *l,
 				   struct tail_epochs *tail, struct plog_recovery *rec)
 {
-	qsort(l->bases, l->count, sizeof(*l->bases), compare_i64);
-	for (uint32_t i = 0; i < l->count; i++) {
-		struct plog_segment *seg = plog_segment_new(l->bases[i]);
+	const struct base_list *logs = &l->logs;
+	for (uint32_t i = 0; i < logs->count; i++) {
+		struct plog_segment *seg = plog_segment_new(logs->bases[i]);
 		if (seg == NULL) {
 			return KEEL_NOMEM;
 		}
@@ -697,7 +703,7 @@ static enum keel_err load_segments(struct plog *log, struct listing *l,
 		if (err != KEEL_OK) {
 			return err;
 		}
-		bool last = i + 1 == l->count;
+		bool last = i + 1 == logs->count;
 		err = last ? recover_tail(log, seg, tail, rec) : recover_older(log, seg, rec);
 		if (err != KEEL_OK) {
 			return err;
@@ -707,7 +713,24 @@ static enum keel_err load_segments(struct plog *log, struct listing *l,
 			return KEEL_CORRUPT;
 		}
 	}
-	rec->segment_count = l->count;
+	rec->segment_count = logs->count;
+	return KEEL_OK;
+}
+
+/* Index files whose segment is gone (a deletion cut short by a crash: the
+ * .log goes first) are removed. */
+static enum keel_err remove_stray_indexes(struct plog *log, const struct listing *l)
+{
+	for (uint32_t i = 0; i < l->indexes.count; i++) {
+		int64_t base = l->indexes.bases[i];
+		if (bsearch(&base, l->logs.bases, l->logs.count, sizeof(base), compare_i64) != NULL) {
+			continue;
+		}
+		enum keel_err err = plog_unlink_segment_files(log, base, true);
+		if (err != KEEL_OK) {
+			return err;
+		}
+	}
 	return KEEL_OK;
 }
 
@@ -805,13 +828,20 @@ static enum keel_err open_steps(struct plog *log, struct listing *l, struct tail
 		plog_set_why(log, "cannot list the partition directory", -1);
 		return err;
 	}
+	if (l->logs.count > 0) {
+		qsort(l->logs.bases, l->logs.count, sizeof(*l->logs.bases), compare_i64);
+	}
+	if ((err = remove_stray_indexes(log, l)) != KEEL_OK) {
+		plog_set_why(log, "cannot remove index files of a deleted segment", -1);
+		return err;
+	}
 	if (l->has_epoch_file && (err = load_epochs(log)) != KEEL_OK) {
 		return err;
 	}
 	if (l->has_metadata && (err = load_metadata(log)) != KEEL_OK) {
 		return err;
 	}
-	err = l->count == 0 ? plog_add_segment(log, 0) : load_segments(log, l, tail, rec);
+	err = l->logs.count == 0 ? plog_add_segment(log, 0) : load_segments(log, l, tail, rec);
 	if (err != KEEL_OK) {
 		if (log->why[0] == '\0') {
 			plog_set_why(log, "cannot open the segments", -1);
@@ -844,7 +874,8 @@ enum keel_err plog_open(struct plog *log, const struct plog_config *config,
 	struct listing l = {.temps = temps};
 	struct tail_epochs tail = {0};
 	err = log->scan_buf == NULL ? KEEL_NOMEM : open_steps(log, &l, &tail, rec);
-	free(l.bases);
+	free(l.logs.bases);
+	free(l.indexes.bases);
 	free(tail.entries);
 	if (err != KEEL_OK) {
 		char why[sizeof(log->why)];

@@ -632,6 +632,44 @@ static void test_damaged_index_is_rebuilt(void **state)
 	free(m.bytes);
 }
 
+/* Retention cut short by a crash after a segment's .log was unlinked: its
+ * index files are removed on the next open; temp files too. */
+static void test_stray_files_are_removed(void **state)
+{
+	(void)state;
+	struct plog_fixture fx;
+	struct model m = {0};
+	plog_fixture_init(&fx, 17);
+	assert_int_equal(plog_fixture_open(&fx), KEEL_OK);
+	append_batches(&fx, &m, 30, 1, 0);
+	int64_t first = seg_info(&fx.log, 0).base_offset;
+	int64_t second = seg_info(&fx.log, 1).base_offset;
+	plog_fixture_close(&fx);
+	char path[WAL_VFS_PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%020lld.log", TEST_PLOG_DIR, (long long)first);
+	assert_int_equal(wal_vfs_unlink(&fx.vfs, path), KEEL_OK);
+	snprintf(path, sizeof(path), "%s/%s.tmp", TEST_PLOG_DIR, PLOG_EPOCH_FILE);
+	struct wal_vfs_file *f;
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_CREATE, &f), KEEL_OK);
+	wal_vfs_close(f);
+	assert_int_equal(plog_fixture_open(&fx), KEEL_OK);
+	assert_int_equal(plog_log_start_offset(&fx.log), second);
+	const char *gone[] = {".index", ".timeindex"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%020lld%s", TEST_PLOG_DIR, (long long)first, gone[i]);
+		assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_READ_ONLY, &f), KEEL_NOENT);
+	}
+	snprintf(path, sizeof(path), "%s/%s.tmp", TEST_PLOG_DIR, PLOG_EPOCH_FILE);
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_READ_ONLY, &f), KEEL_NOENT);
+	/* The second segment's index files stay. */
+	snprintf(path, sizeof(path), "%s/%020lld.index", TEST_PLOG_DIR, (long long)second);
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_READ_ONLY, &f), KEEL_OK);
+	wal_vfs_close(f);
+	assert_int_equal(plog_check(&fx.log), KEEL_OK);
+	plog_fixture_free(&fx);
+	free(m.bytes);
+}
+
 static void test_failed_sync_is_sticky(void **state)
 {
 	(void)state;
@@ -737,6 +775,7 @@ int main(void)
 		cmocka_unit_test(test_bit_flip_in_tail_truncates),
 		cmocka_unit_test(test_bit_flip_in_older_segment_is_an_error),
 		cmocka_unit_test(test_damaged_index_is_rebuilt),
+		cmocka_unit_test(test_stray_files_are_removed),
 		cmocka_unit_test(test_failed_sync_is_sticky),
 		cmocka_unit_test(test_topic_id),
 		cmocka_unit_test(test_posix_round_trip),
