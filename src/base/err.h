@@ -35,6 +35,7 @@
 	X(STALE, "stale term or epoch")                                       \
 	X(CONFIG, "invalid configuration")                                    \
 	X(AUTH, "not authenticated or not authorized")
+	X(RANGE, "offset out of range")
 
 enum keel_err {
 #define KEEL_ERR_ENUM(name, msg) KEEL_##name,
