@@ -34,7 +34,7 @@
 	X(LIMIT, "limit reached")                                             \
 	X(STALE, "stale term or epoch")                                       \
 	X(CONFIG, "invalid configuration")                                    \
-	X(AUTH, "not authenticated or not authorized")
+	X(AUTH, "not authenticated or not authorized")                        \
 	X(RANGE, "offset out of range")
 
 enum keel_err {
