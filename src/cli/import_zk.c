@@ -272,7 +272,7 @@ static void print_dropped(void *ctx, const uint8_t *path, size_t size, int64_t o
 static void warn_kafka_paths(const struct zk_import *imp)
 {
 	static const char *const owned[] = {"/controller", "/controller_epoch", "/brokers",
-					    "/config"};
+					    "/config", "/admin", "/cluster"};
 	for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
 		if (zk_state_lookup(&imp->st, zk_bytes_str(owned[i])) != ZK_NODE_NONE) {
 			printf("warning: %s is imported, but keel's cluster controller owns it "

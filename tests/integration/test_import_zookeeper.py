@@ -260,7 +260,7 @@ def expected_view(served, ephemerals):
     return {p: tuple(n) for p, n in want.items()}
 
 
-KAFKA_VIEW = ("controller", "controller_epoch", "brokers", "config")
+KAFKA_VIEW = ("controller", "controller_epoch", "brokers", "config", "cluster", "admin")
 PROBE = "cutover-probe"  # the first write after the cut-over
 
 
@@ -327,7 +327,7 @@ def test_import_and_serve_from_three_servers(zk_dir):
             err, msg, _ = admin_call(leader.client_addr, 2,
                                      bytes([1]) + sid.to_bytes(8, "big") +
                                      len(s.peer_addr).to_bytes(2, "big") + s.peer_addr.encode(),
-                                     timeout=120)
+                                     timeout=120, secret=c.secret)
             assert err == 0, msg
         print("cut-over: import %.2fs; ZooKeeper stopped -> first write on keel %.2fs "
               "(import started %.2fs after the stop); import -> 3 servers members %.2fs" % (
