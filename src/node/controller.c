@@ -41,6 +41,7 @@
 #include "meta/zkview.h"
 #include "node/client_zk.h"
 #include "node/fsm.h"
+#include "node/metrics.h"
 #include "node/peers.h"
 #include "os/clock.h"
 #include "os/log.h"
@@ -70,6 +71,7 @@ struct ctl_waiter {
 	uint64_t request_id;  /* the id on the server the client is connected to */
 	uint64_t wait_index;  /* held: deliver once applied >= this */
 	uint64_t deadline_ms; /* held from_leader: give up then */
+	uint64_t started_ns;  /* held on the leader: when the controller took it */
 	int32_t zk_err;
 	uint8_t *request; /* body, for a NOT_CONTROLLER answer */
 	size_t request_size;
@@ -96,6 +98,11 @@ struct node_ctl {
 	struct keel_wbuf entry_buf;
 	size_t max_reply_bytes;
 	struct keel_list held;      /* of ctl_waiter */
+	/* Controller requests on the leader: taken -> answer released (decided,
+	 * committed and applied here). keel's controller has no event queue (a
+	 * request is decided in the loop turn it arrives in), so this is what
+	 * Kafka's EventQueueTimeMs + EventQueueProcessingTimeMs add up to. */
+	struct metrics_hist request_latency;
 	struct keel_list forwarded; /* of ctl_waiter */
 	uint32_t waiter_count;
 
@@ -279,6 +286,11 @@ void node_ctl_destroy(struct node *n)
 const struct meta_image *node_ctl_image(const struct node *n)
 {
 	return &ctl_of(n)->image;
+}
+
+const struct metrics_hist *node_ctl_request_latency(const struct node *n)
+{
+	return &ctl_of(n)->request_latency;
 }
 
 bool node_ctl_active(const struct node *n)
@@ -655,6 +667,10 @@ static void release_held(struct node *n)
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
 		if (w->wait_index <= n->applied_index) {
 			keel_list_remove(&w->link);
+			if (!w->from_leader && w->started_ns != 0) {
+				metrics_hist_observe(&c->request_latency,
+						     (keel_clock_mono_ns() - w->started_ns) / 1000u);
+			}
 			deliver(n, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
 				w->reply_size);
 			waiter_free(c, w);
@@ -871,6 +887,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
+	uint64_t started = keel_clock_mono_ns();
 	struct keel_wbuf *out = &c->reply_buf;
 	keel_wbuf_reset(out);
 	struct meta_batch *batch = NULL;
@@ -895,6 +912,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		return;
 	}
 	if (c->last_proposed_index <= n->applied_index) {
+		metrics_hist_observe(&c->request_latency, (keel_clock_mono_ns() - started) / 1000u);
 		deliver(n, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;
 	}
@@ -903,6 +921,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
+	w->started_ns = started;
 	w->peer = peer;
 	w->request_id = request_id;
 	w->wait_index = c->last_proposed_index;

@@ -51,6 +51,7 @@
 #include "base/err.h"
 #include "meta/image.h"
 #include "node/entry.h"
+#include "node/metrics.h"
 #include "node/node.h"
 
 /* Keel extension opcodes on the ZooKeeper client port: base + enum meta_api
@@ -121,6 +122,10 @@ bool node_ctl_active(const struct node *n);
 /* The metadata offset broker `id` last reported to this server's active
  * controller, or -1 (not active, no session or no heartbeat yet). */
 int64_t node_ctl_broker_offset(const struct node *n, int32_t id);
+
+/* Latency of controller requests on this server's active controller:
+ * taken -> answer released (decided, committed, applied). */
+const struct metrics_hist *node_ctl_request_latency(const struct node *n);
 
 /* Controller figures for /metrics and for mntr (controller_metrics.c). */
 void node_ctl_metrics(const struct node *n, struct keel_wbuf *w);

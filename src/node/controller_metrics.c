@@ -9,6 +9,11 @@
  * whose controller is active, and only that server knows how far each
  * broker's metadata lags (from the brokers' heartbeats), so only it reports
  * keel_controller_broker_metadata_lag.
+ *
+ * Kafka's EventQueueTimeMs has no counterpart to wait in: keel's controller
+ * decides a request in the loop turn it arrives in. keel_controller_request_
+ * seconds measures what a request costs there instead: from the controller
+ * taking it to its answer being released (decision, Raft commit, apply).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,6 +52,10 @@ void node_ctl_metrics(const struct node *n, struct keel_wbuf *w)
 		      "Brokers in controlled shutdown", s.brokers_in_controlled_shutdown);
 	metrics_gauge(w, NAME("MetadataOffset"), "Offset of the last applied metadata batch",
 		      (double)img->offset);
+	metrics_histogram(w, "keel_controller_request_seconds",
+			  "Controller requests on the active controller: taken to answered "
+			  "(decided, committed, applied; keel's controller has no event queue)",
+			  node_ctl_request_latency(n));
 	if (!node_ctl_active(n)) {
 		return;
 	}

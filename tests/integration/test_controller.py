@@ -849,6 +849,8 @@ def test_describe_filters_follow_a_broker_death(kafka):
     assert m["keel_controller_OfflinePartitionsCount"] == 0
     for b in (1, 2, 3):
         assert 'keel_controller_broker_metadata_lag{broker="%d"}' % b in m
+    # Every heartbeat and topic creation went through the active controller.
+    assert m["keel_controller_request_seconds_count"] >= 3
     for s in c.live():
         if s.id != leader.id:
             f = scrape(s)
