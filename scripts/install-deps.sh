@@ -8,6 +8,7 @@ packages=(
   libuv1-dev libcmocka-dev libssl-dev
   iproute2 procps psmisc netcat-openbsd
   python3 python3-kazoo python3-pytest
+  python3-kafka python3-confluent-kafka kcat  # Kafka wire checks (tests/kafka)
   zookeeper zookeeper-bin libzookeeper-mt-dev default-jre-headless
   default-jdk-headless  # jcmd: ZooKeeper's live heap in `make bench`
   gnuplot-nox
