@@ -33,7 +33,8 @@
 	X(TIMEOUT, "timed out")                                               \
 	X(LIMIT, "limit reached")                                             \
 	X(STALE, "stale term or epoch")                                       \
-	X(CONFIG, "invalid configuration")
+	X(CONFIG, "invalid configuration")                                    \
+	X(RANGE, "offset out of range")
 
 enum keel_err {
 #define KEEL_ERR_ENUM(name, msg) KEEL_##name,

@@ -22,6 +22,7 @@ int cli_version(int argc, char **argv);
 int cli_server(int argc, char **argv);
 int cli_wal(int argc, char **argv);
 int cli_log(int argc, char **argv);
+int cli_dump_log(int argc, char **argv);
 int cli_broker(int argc, char **argv);
 int cli_brokers(int argc, char **argv);
 int cli_topics(int argc, char **argv);

@@ -6,6 +6,7 @@
  *	keel shell             an interactive ZooKeeper session
  *	keel version           print the version
  *	keel log dump ...      decode a stopped server's log (logdump.c)
+ *	keel dump-log DIR      decode a partition directory's segments (dump_log.c)
  *	keel broker ...        run a broker (broker.c)
  *	keel brokers / topics  cluster metadata from the command line (topics.c)
  *
@@ -39,6 +40,7 @@ const struct cli_command cli_commands[] = {
 	{"version", cli_version, "print the version"},
 	{"wal", cli_wal, "inspect a write-ahead log (wal dump --data-dir DIR)"},
 	{"log", cli_log, "decode a stopped server's log (log dump --data-dir DIR)"},
+	{"dump-log", cli_dump_log, "decode a partition directory's segments (dump-log DIR)"},
 	{"broker", cli_broker, "run a broker: register, heartbeat, follow the metadata log"},
 	{"brokers", cli_brokers, "list the registered brokers and their state"},
 	{"topics", cli_topics, "create, delete, list or describe topics"},
