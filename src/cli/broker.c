@@ -50,6 +50,7 @@
 
 #include "base/alloc.h"
 #include "base/assert.h"
+#include "cli/broker_server.h"
 #include "cli/cli.h"
 #include "cli/meta_cli.h"
 #include "meta/follower.h"
@@ -75,6 +76,7 @@ struct broker_options {
 	int fetch_ms;
 	int shutdown_timeout_ms;
 	int duplicate_id_timeout_ms;
+	int handshake_timeout_ms;
 	const char *log_level;
 };
 
@@ -103,6 +105,8 @@ struct broker {
 	uint64_t next_register_ms;
 	uint64_t next_heartbeat_ms;
 	uint64_t next_fetch_ms;
+	struct broker_server *server; /* the Kafka listener (broker_server.c) */
+	int64_t offered_offset;       /* image offset last handed to it */
 	int64_t alter_offset; /* follower offset at the last AlterPartition */
 	uint64_t alter_sent_ms;
 };
@@ -121,12 +125,16 @@ static int usage(FILE *out)
 		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
-		"                   [--duplicate-id-timeout-ms MS] [--log-level LEVEL]\n\n"
+		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
+		"                   [--log-level LEVEL]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
 		"If another live broker holds the id for --duplicate-id-timeout-ms\n"
-		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n");
+		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
+		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
+		"partition logs under --data-dir; a client that sends no whole request\n"
+		"within --handshake-timeout-ms (default 10000) is disconnected.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -152,6 +160,7 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 	o->fetch_ms = 200;
 	o->shutdown_timeout_ms = 15000;
 	o->duplicate_id_timeout_ms = 30000;
+	o->handshake_timeout_ms = 10000;
 	o->log_level = "info";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -184,6 +193,9 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--duplicate-id-timeout-ms") == 0 &&
 			   parse_int(v, 0, 3600000, &n)) {
 			o->duplicate_id_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--handshake-timeout-ms") == 0 &&
+			   parse_int(v, 10, 3600000, &n)) {
+			o->handshake_timeout_ms = (int)n;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -529,6 +541,11 @@ static void do_fetch(struct broker *b, uint64_t now)
 {
 	for (int i = 0; i < FETCH_ROUNDS && !b->failed && fetch_once(b); i++) {
 	}
+	int64_t offset = meta_follower_offset(&b->follower);
+	if (b->server != NULL && offset != b->offered_offset) {
+		broker_server_offer_image(b->server, &b->follower.image);
+		b->offered_offset = offset;
+	}
 	b->next_fetch_ms = now + (uint64_t)b->opt.fetch_ms;
 }
 
@@ -739,7 +756,19 @@ int cli_broker(int argc, char **argv)
 	KEEL_INFO("keel broker %d (incarnation %s, rack %s) for servers %s, data in %s", b.opt.id,
 		  incarnation, b.opt.rack != NULL ? b.opt.rack : "none", b.opt.servers,
 		  b.opt.data_dir);
+	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
+					   b.opt.handshake_timeout_ms, 100u << 20};
+	b.server = broker_server_start(&so);
+	if (b.server == NULL) {
+		meta_follower_close(&b.follower);
+		keel_arena_close(&b.arena);
+		keel_wbuf_free(&b.req);
+		close(lock_fd);
+		return 1;
+	}
+	b.offered_offset = -1;
 	int status = broker_run(&b);
+	broker_server_stop(b.server);
 	if (b.kc_open) {
 		kc_close(&b.kc);
 	}

@@ -1,0 +1,410 @@
+"""Real Kafka clients against `keel broker` (docs/brokers.md): 3 servers and
+3 brokers as real processes; kcat, confluent-kafka (librdkafka) and
+kafka-python produce, read back in order, follow leadership, and bad input
+closes only the connection that sent it.
+
+One cluster serves the whole module (starting one is the slow part); each
+test uses its own topics.
+"""
+import os
+import socket
+import struct
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from harness import Cluster
+from test_controller import (SERVER_ARGS, Broker, describe_topic, keel, wait_active,
+                             wait_partitions)
+
+KCAT = "/usr/bin/kcat"
+
+
+@pytest.fixture(scope="module")
+def kc():
+    """(cluster, {id: Broker}, bootstrap) with 3 active brokers."""
+    c = Cluster(3, server_args=SERVER_ARGS)
+    brokers = {i: Broker(c, i, rack="r%d" % i) for i in (1, 2, 3)}
+    ok = False
+    try:
+        c.start()
+        c.wait_leader()
+        for b in brokers.values():
+            b.start()
+        wait_active(c, (1, 2, 3))
+        ok = True
+        yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
+    finally:
+        for b in brokers.values():
+            b.kill()
+            if not ok:
+                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
+        c.cleanup()
+
+
+def create(c, name, partitions=1, rf=1):
+    rc, out, err = keel("topics", "create", name, "--partitions", str(partitions),
+                        "--replication-factor", str(rf), "--servers", c.connect_string())
+    assert rc == 0, (out, err)
+    parts = wait_partitions(c, name, lambda p: len(p) == partitions and
+                            all(x["leader"] >= 0 for x in p.values()), 15, name + " led")
+    return parts
+
+
+def kcat(*args, stdin=None, timeout=60):
+    out = subprocess.run([KCAT] + list(args), input=stdin, capture_output=True,
+                         timeout=timeout)
+    assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-2000:])
+    return out.stdout.decode()
+
+
+def broker_with_leader(brokers, parts, p=0):
+    return brokers[parts[p]["leader"]]
+
+
+# ---- kcat ----
+
+def test_kcat_metadata_lists_brokers_and_topics(kc):
+    c, brokers, boot = kc
+    create(c, "meta-t", partitions=3)
+    out = kcat("-b", boot, "-L", "-J")
+    import json
+    md = json.loads(out)
+    assert sorted(b["id"] for b in md["brokers"]) == [1, 2, 3]
+    ports = {b["id"]: int(b["name"].rsplit(":", 1)[1]) for b in md["brokers"]}
+    assert ports == {i: b.port for i, b in brokers.items()}
+    topic = [t for t in md["topics"] if t["topic"] == "meta-t"][0]
+    parts = describe_topic(c, "meta-t")
+    assert {p["partition"]: p["leader"] for p in topic["partitions"]} == \
+        {i: p["leader"] for i, p in parts.items()}
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_kcat_produce_consume_every_codec(kc, codec):
+    c, brokers, boot = kc
+    topic = "codec-" + codec
+    create(c, topic)
+    lines = ["%s-message-%03d" % (codec, i) for i in range(200)]
+    kcat("-b", boot, "-P", "-t", topic, "-z", codec, "-K", ":", "-H", "h1=v1",
+         "-X", "linger.ms=5",
+         stdin="".join("k%d:%s\n" % (i % 7, l) for i, l in enumerate(lines)).encode())
+    out = kcat("-b", boot, "-C", "-t", topic, "-o", "beginning", "-e",
+               "-f", "%k|%s|%h|%o\n")
+    got = [l.split("|") for l in out.splitlines()]
+    assert [g[1] for g in got] == lines
+    assert [g[0] for g in got] == ["k%d" % (i % 7) for i in range(200)]
+    assert all(g[2] == "h1=v1" for g in got)
+    assert [int(g[3]) for g in got] == list(range(200))
+
+
+# ---- confluent-kafka ----
+
+def test_confluent_produce_then_consume_in_order(kc):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    c, brokers, boot = kc
+    parts = create(c, "cf-t", partitions=3)
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "linger.ms": 2})
+    acked = []
+    for i in range(300):
+        p.produce("cf-t", value=b"v%d" % i, key=b"k%d" % i, partition=i % 3,
+                  on_delivery=lambda err, msg: acked.append((err, msg.partition(),
+                                                             msg.offset())))
+    assert p.flush(30) == 0
+    assert all(e is None for e, _, _ in acked) and len(acked) == 300
+    for part in range(3):
+        offs = [o for _, pp, o in acked if pp == part]
+        assert sorted(offs) == list(range(100))
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "unused",
+                     "enable.auto.commit": False, "enable.partition.eof": True})
+    cons.assign([TopicPartition("cf-t", i, 0) for i in range(3)])
+    got = {0: [], 1: [], 2: []}
+    eofs = set()
+    deadline = time.time() + 30
+    while len(eofs) < 3 and time.time() < deadline:
+        m = cons.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            eofs.add(m.partition())
+            continue
+        got[m.partition()].append((m.offset(), m.key(), m.value()))
+    cons.close()
+    for part in range(3):
+        want = [i for i in range(300) if i % 3 == part]
+        assert [v for _, _, v in got[part]] == [b"v%d" % i for i in want]
+        assert [o for o, _, _ in got[part]] == list(range(100))
+    lo, hi = None, None
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "unused"})
+    lo, hi = cons.get_watermark_offsets(TopicPartition("cf-t", 0), timeout=10)
+    cons.close()
+    assert (lo, hi) == (0, 100)
+    assert parts  # created and led
+
+
+def test_confluent_long_poll_sees_new_data(kc):
+    """A consumer waiting at the end (max_wait) gets a record produced later."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    c, brokers, boot = kc
+    create(c, "poll-t")
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "unused",
+                     "fetch.wait.max.ms": 2000})
+    cons.assign([TopicPartition("poll-t", 0, 0)])
+    assert cons.poll(1.0) is None
+    p = Producer({"bootstrap.servers": boot})
+    p.produce("poll-t", value=b"late")
+    assert p.flush(10) == 0
+    deadline = time.time() + 15
+    m = None
+    while time.time() < deadline:
+        m = cons.poll(1.0)
+        if m is not None and not m.error():
+            break
+    cons.close()
+    assert m is not None and m.value() == b"late"
+
+
+# ---- kafka-python ----
+
+def test_kafka_python_produce_consume(kc):
+    import kafka
+    c, brokers, boot = kc
+    create(c, "kp-t", partitions=2)
+    prod = kafka.KafkaProducer(bootstrap_servers=boot.split(","), acks=1,
+                               api_version_auto_timeout_ms=10000)
+    futs = [prod.send("kp-t", value=b"x%d" % i, key=b"k", partition=i % 2)
+            for i in range(50)]
+    offs = [f.get(timeout=20).offset for f in futs]
+    prod.close()
+    assert sorted(offs) == sorted(list(range(25)) * 2)
+    cons = kafka.KafkaConsumer(bootstrap_servers=boot.split(","), enable_auto_commit=False,
+                               consumer_timeout_ms=5000, group_id=None)
+    tps = [kafka.TopicPartition("kp-t", i) for i in range(2)]
+    cons.assign(tps)
+    cons.seek_to_beginning()
+    got = {0: [], 1: []}
+    for m in cons:
+        got[m.partition].append(m.value)
+        if sum(len(v) for v in got.values()) == 50:
+            break
+    cons.close()
+    for part in range(2):
+        assert got[part] == [b"x%d" % i for i in range(50) if i % 2 == part]
+
+
+# ---- leadership ----
+
+def test_kill_leader_metadata_moves_and_produce_succeeds(kc):
+    """RF 2: only the leader holds data until replication lands; killing it
+    moves leadership, clients follow the metadata and produce to the new
+    leader. The killed broker comes back afterwards (module cluster)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient  # noqa: F401 (metadata only)
+    c, brokers, boot = kc
+    parts = create(c, "move-t", rf=2)
+    old = parts[0]["leader"]
+    brokers[old].kill()
+    try:
+        parts = wait_partitions(c, "move-t", lambda p: p[0]["leader"] not in (-1, old), 20,
+                                "leader moved off broker %d" % old)
+        new = parts[0]["leader"]
+        others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
+        out = kcat("-b", others, "-L", "-t", "move-t")
+        assert "leader %d" % new in out, out
+        p = Producer({"bootstrap.servers": others, "acks": "all"})
+        done = []
+        p.produce("move-t", value=b"after", on_delivery=lambda e, m: done.append(e))
+        assert p.flush(30) == 0 and done == [None]
+        out = kcat("-b", others, "-C", "-t", "move-t", "-o", "beginning", "-e")
+        assert out.splitlines() == ["after"]
+    finally:
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)
+
+
+# ---- durability ----
+
+def test_restart_recovers_acknowledged_records(kc):
+    c, brokers, boot = kc
+    parts = create(c, "dur-t")
+    lead = broker_with_leader(brokers, parts)
+    kcat("-b", boot, "-P", "-t", "dur-t", "-X", "acks=all",
+         stdin="".join("r%d\n" % i for i in range(100)).encode())
+    lead.kill()
+    lead.start()
+    wait_active(c, (1, 2, 3), timeout=30)
+    wait_partitions(c, "dur-t", lambda p: p[0]["leader"] == lead.id, 30, "leader back")
+    deadline = time.time() + 30
+    while True:
+        try:
+            out = kcat("-b", boot, "-C", "-t", "dur-t", "-o", "beginning", "-e", timeout=20)
+            if len(out.splitlines()) == 100:
+                break
+        except AssertionError:
+            pass
+        assert time.time() < deadline, "records not readable after restart"
+        time.sleep(0.5)
+    assert out.splitlines() == ["r%d" % i for i in range(100)]
+    assert "partition logs: " in lead.log()
+
+
+# ---- bad input ----
+
+def frame(body):
+    return struct.pack(">i", len(body)) + body
+
+
+def request(api_key, version, corr, body, client_id=b"t"):
+    return frame(struct.pack(">hhih", api_key, version, corr, len(client_id)) + client_id + body)
+
+
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return s
+
+
+def closed(s, timeout=10):
+    """True when the peer closes (after any bytes it sends)."""
+    s.settimeout(timeout)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def read_frame(s):
+    def exact(n):
+        b = b""
+        while len(b) < n:
+            d = s.recv(n - len(b))
+            assert d, "connection closed"
+            b += d
+        return b
+    size = struct.unpack(">i", exact(4))[0]
+    return exact(size)
+
+
+def still_serves(boot):
+    out = kcat("-b", boot, "-L")
+    assert "3 brokers" in out
+
+
+def produce_v3(topic, partition, records, acks=1, corr=7):
+    t = topic.encode()
+    body = struct.pack(">hhi", -1, acks, 5000) + struct.pack(">i", 1) + \
+        struct.pack(">h", len(t)) + t + struct.pack(">i", 1) + \
+        struct.pack(">i", partition) + struct.pack(">i", len(records)) + records
+    return request(0, 3, corr, body)
+
+
+def produce_error(resp):
+    # v3 response: corr, topics[1]: name, partitions[1]: index, error, ...
+    corr, n = struct.unpack_from(">ii", resp, 0)
+    nl = struct.unpack_from(">h", resp, 8)[0]
+    pos = 10 + nl
+    _count, _index, err = struct.unpack_from(">iih", resp, pos)
+    return err
+
+
+def test_bad_input_closes_only_that_connection(kc):
+    c, brokers, boot = kc
+    parts = create(c, "bad-t")
+    lead = broker_with_leader(brokers, parts)
+    kcat("-b", boot, "-P", "-t", "bad-t", stdin=b"good0\n")
+    # Garbage: a negative size.
+    s = connect(lead.port)
+    s.sendall(b"\xff\xff\xff\xfe junk")
+    assert closed(s)
+    # An oversized frame (over 100 MiB).
+    s = connect(lead.port)
+    s.sendall(struct.pack(">i", 200 << 20) + b"x" * 100)
+    assert closed(s)
+    # A header that does not decode.
+    s = connect(lead.port)
+    s.sendall(frame(b"\x00\x03"))
+    assert closed(s)
+    # An unknown API key: closed. ApiVersions at an unknown version: an answer.
+    s = connect(lead.port)
+    s.sendall(request(999, 0, 1, b""))
+    assert closed(s)
+    s = connect(lead.port)
+    s.sendall(request(18, 99, 42, b""))
+    resp = read_frame(s)
+    corr, err = struct.unpack_from(">ih", resp, 0)
+    assert (corr, err) == (42, 35)  # UNSUPPORTED_VERSION, with the table
+    s.close()
+    # An API the broker does not serve (JoinGroup): closed.
+    s = connect(lead.port)
+    s.sendall(request(11, 5, 3, b"\x00" * 20))
+    assert closed(s)
+    # A silent client: closed at the handshake deadline (10 s by default).
+    s = connect(lead.port)
+    assert closed(s, timeout=15)
+    still_serves(boot)
+    log = lead.log()
+    assert "no request within the handshake deadline" in log
+    assert "request frame over the size limit" in log
+
+
+def kafka_python_batch(value=b"hello"):
+    """A valid magic-2 batch built by kafka-python's own encoder."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 20)
+    b.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return bytes(b.build())
+
+
+def test_bad_batches_get_errors_and_leave_the_log_clean(kc):
+    c, brokers, boot = kc
+    parts = create(c, "batch-t")
+    lead = broker_with_leader(brokers, parts)
+    good = kafka_python_batch(b"first")
+    s = connect(lead.port)
+    s.sendall(produce_v3("batch-t", 0, good, corr=1))
+    assert produce_error(read_frame(s)) == 0
+    # A flipped byte in the records: CORRUPT_MESSAGE (CRC).
+    bad = bytearray(kafka_python_batch(b"second"))
+    bad[-1] ^= 0xFF
+    s.sendall(produce_v3("batch-t", 0, bytes(bad), corr=2))
+    assert produce_error(read_frame(s)) == 2
+    # A batchLength past the bytes sent: CORRUPT_MESSAGE.
+    bad = bytearray(kafka_python_batch(b"third"))
+    struct.pack_into(">i", bad, 8, len(bad) + 100)
+    s.sendall(produce_v3("batch-t", 0, bytes(bad), corr=3))
+    assert produce_error(read_frame(s)) == 2
+    # A magic 1 message set: UNSUPPORTED_FOR_MESSAGE_FORMAT.
+    msg = struct.pack(">bbq", 1, 0, 0) + struct.pack(">i", -1) + struct.pack(">i", 3) + b"old"
+    import binascii
+    msg = struct.pack(">I", binascii.crc32(msg)) + msg
+    legacy = struct.pack(">qi", 0, len(msg)) + msg
+    s.sendall(produce_v3("batch-t", 0, legacy, corr=4))
+    assert produce_error(read_frame(s)) == 43
+    # Magic 0 likewise.
+    msg0 = struct.pack(">bb", 0, 0) + struct.pack(">i", -1) + struct.pack(">i", 3) + b"old"
+    msg0 = struct.pack(">I", binascii.crc32(msg0)) + msg0
+    s.sendall(produce_v3("batch-t", 0, struct.pack(">qi", 0, len(msg0)) + msg0, corr=5))
+    assert produce_error(read_frame(s)) == 43
+    # The connection still works; the log holds only the good records.
+    s.sendall(produce_v3("batch-t", 0, kafka_python_batch(b"last"), corr=6))
+    assert produce_error(read_frame(s)) == 0
+    s.close()
+    out = kcat("-b", boot, "-C", "-t", "batch-t", "-o", "beginning", "-e", "-f", "%s@%o\n")
+    assert out.splitlines() == ["first@0", "last@1"]
+    # Unknown topic, and a partition this broker does not lead.
+    s = connect(lead.port)
+    s.sendall(produce_v3("no-such-topic", 0, kafka_python_batch(), corr=8))
+    assert produce_error(read_frame(s)) == 3
+    other = [b for i, b in brokers.items() if i != lead.id][0]
+    s2 = connect(other.port)
+    s2.sendall(produce_v3("batch-t", 0, kafka_python_batch(), corr=9))
+    assert produce_error(read_frame(s2)) == 6
+    s.close()
+    s2.close()
