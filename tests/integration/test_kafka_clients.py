@@ -6,6 +6,7 @@ closes only the connection that sent it.
 One cluster serves the whole module (starting one is the slow part); each
 test uses its own topics.
 """
+import json
 import os
 import socket
 import struct
@@ -34,6 +35,7 @@ def kc():
         for b in brokers.values():
             b.start()
         wait_active(c, (1, 2, 3))
+        c.kafka_brokers = brokers
         ok = True
         yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
     finally:
@@ -50,7 +52,33 @@ def create(c, name, partitions=1, rf=1):
     assert rc == 0, (out, err)
     parts = wait_partitions(c, name, lambda p: len(p) == partitions and
                             all(x["leader"] >= 0 for x in p.values()), 15, name + " led")
+    wait_brokers_see(c, brokers_of(c), name, parts)
     return parts
+
+
+def brokers_of(c):
+    return c.kafka_brokers
+
+
+def broker_metadata(port, topic):
+    out = subprocess.run([KCAT, "-b", "127.0.0.1:%d" % port, "-L", "-J", "-t", topic],
+                         capture_output=True, timeout=30)
+    if out.returncode != 0:
+        return {}
+    md = json.loads(out.stdout)
+    for t in md["topics"]:
+        if t["topic"] == topic and not t.get("error"):
+            return {p["partition"]: p["leader"] for p in t["partitions"]}
+    return {}
+
+
+def wait_brokers_see(c, brokers, topic, parts):
+    """Until every live broker's own image has the topic with these leaders."""
+    want = {i: p["leader"] for i, p in parts.items()}
+    for b in brokers.values():
+        if b.alive():
+            c.wait(lambda: broker_metadata(b.port, topic) == want, timeout=15,
+                   what="broker %d serves %s" % (b.id, topic), interval=0.1)
 
 
 def kcat(*args, stdin=None, timeout=60):
@@ -70,7 +98,6 @@ def test_kcat_metadata_lists_brokers_and_topics(kc):
     c, brokers, boot = kc
     create(c, "meta-t", partitions=3)
     out = kcat("-b", boot, "-L", "-J")
-    import json
     md = json.loads(out)
     assert sorted(b["id"] for b in md["brokers"]) == [1, 2, 3]
     ports = {b["id"]: int(b["name"].rsplit(":", 1)[1]) for b in md["brokers"]}
@@ -204,18 +231,24 @@ def test_kill_leader_metadata_moves_and_produce_succeeds(kc):
     c, brokers, boot = kc
     parts = create(c, "move-t", rf=2)
     old = parts[0]["leader"]
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "topic.metadata.refresh.interval.ms":
+                  1000, "retry.backoff.ms": 200, "message.timeout.ms": 60000})
+    done = []
+    p.produce("move-t", value=b"before", on_delivery=lambda e, m: done.append((e, m.offset())))
+    assert p.flush(30) == 0 and done == [(None, 0)]
     brokers[old].kill()
     try:
         parts = wait_partitions(c, "move-t", lambda p: p[0]["leader"] not in (-1, old), 20,
                                 "leader moved off broker %d" % old)
         new = parts[0]["leader"]
+        # Each surviving broker's own image follows the controller's.
+        wait_brokers_see(c, brokers, "move-t", parts)
         others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
-        out = kcat("-b", others, "-L", "-t", "move-t")
-        assert "leader %d" % new in out, out
-        p = Producer({"bootstrap.servers": others, "acks": "all"})
-        done = []
-        p.produce("move-t", value=b"after", on_delivery=lambda e, m: done.append(e))
-        assert p.flush(30) == 0 and done == [None]
+        assert "leader %d," % new in kcat("-b", others, "-L", "-t", "move-t")
+        # The same producer follows the metadata to the new leader. Without
+        # replication its log starts empty: "before" stayed on the dead one.
+        p.produce("move-t", value=b"after", on_delivery=lambda e, m: done.append((e, m.offset())))
+        assert p.flush(60) == 0 and done[1] == (None, 0), done
         out = kcat("-b", others, "-C", "-t", "move-t", "-o", "beginning", "-e")
         assert out.splitlines() == ["after"]
     finally:
