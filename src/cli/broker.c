@@ -3,12 +3,14 @@
  * (docs/controller.md). It registers, heartbeats, follows the metadata log
  * into its own image, logs every change of its role in a partition, asks
  * for ISR changes as a partition leader, and shuts down in a controlled way
- * on SIGTERM. (Carrying records for producers and consumers is a later
- * issue: partition data will live under --data-dir.)
+ * on SIGTERM. It also serves Kafka clients on --host/--port from partition
+ * logs under --data-dir: broker_server.c runs that on its own thread and
+ * gets every new image from here (docs/brokers.md).
  *
  *	keel broker --id N --servers HOSTS --data-dir DIR [--rack R]
  *	            [--host H] [--port P] [--heartbeat-interval-ms MS]
  *	            [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]
+ *	            [--handshake-timeout-ms MS]
  *
  *   START --BrokerRegistration--> REGISTERED, fenced
  *         (DUPLICATE_BROKER_REGISTRATION while an earlier run's session
@@ -31,7 +33,7 @@
  * `no longer a replica of sensor-data-0`. The broker leads a partition
  * exactly when its image — the committed log up to its offset — says so.
  *
- * One thread, one ZooKeeper session (src/client); the session only carries
+ * This thread holds one ZooKeeper session (src/client); the session only carries
  * the requests, liveness is the heartbeats. --data-dir holds
  * meta.properties (the broker id it belongs to) and a lock, so that two
  * brokers never share one directory.

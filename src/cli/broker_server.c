@@ -329,6 +329,8 @@ static void handle_frame(struct conn *c)
 		conn_close(c, line);
 		return;
 	}
+	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer, api->name,
+		   c->req.header.api_version, c->req.header.correlation_id);
 	if (broker_api_touches_logs(c->req.header.api_key) && s->sync_in_flight) {
 		c->wait = CONN_GATED;
 		return;
