@@ -161,7 +161,8 @@ void broker_metadata(struct broker_core *core, const struct kafka_metadata_reque
 	memset(out, 0, sizeof(*out));
 	out->cluster_authorized_operations = INT32_MIN;
 	/* keel's controller is not a broker; this broker answers for it (admin
-	 * requests sent here are forwarded), so it names itself. */
+	 * requests sent here are forwarded), so it names itself (below: when
+	 * its image lists it). */
 	out->controller_id = core->config.node_id;
 	out->cluster_id = KAFKA_STR_NULL;
 	if (!core->has_image) {
@@ -171,6 +172,15 @@ void broker_metadata(struct broker_core *core, const struct kafka_metadata_reque
 	out->cluster_id = kafka_str(meta_image_config(img, META_RESOURCE_BROKER, "",
 						      META_CONFIG_CLUSTER_ID));
 	metadata_brokers(core, arena, out);
+	/* Clients send admin requests to the controller id, and wait while it is
+	 * not among the brokers: this broker until it is listed itself. */
+	bool listed = false;
+	for (int32_t i = 0; i < out->broker_count; i++) {
+		listed |= out->brokers[i].node_id == core->config.node_id;
+	}
+	if (!listed) {
+		out->controller_id = out->broker_count > 0 ? out->brokers[0].node_id : -1;
+	}
 	bool all = rq->topic_count < 0 || (version == 0 && rq->topic_count == 0);
 	uint32_t n = all ? img->topic_count : (uint32_t)rq->topic_count;
 	if (n == 0 || ALLOC_ARRAY(arena, out->topics, n) == NULL) {

@@ -45,11 +45,12 @@
 #include "base/err.h"
 #include "kafka/api.h"
 #include "meta/image.h"
+#include "meta/proto.h"
 #include "plog/plog.h"
 #include "wal/vfs.h"
 
 /* The API sets a broker advertises in ApiVersions (kafka/api.h). */
-#define BROKER_API_SETS (KAFKA_SET_CORE)
+#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN)
 
 /* Longest topic name Kafka allows. */
 #define BROKER_TOPIC_MAX 249
@@ -144,6 +145,28 @@ void broker_offset_for_leader_epoch(struct broker_core *core,
 				    const struct kafka_offset_for_leader_epoch_request *rq,
 				    struct keel_arena *arena,
 				    struct kafka_offset_for_leader_epoch_response *out);
+
+/* ---- admin (admin.c) ---- */
+
+/* CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs
+ * go to the controller: broker_admin_request encodes the extension request
+ * (body in w, its opcode in *api; KEEL_UNSUPPORTED for an operation keel
+ * cannot forward, e.g. APPEND), and broker_admin_response builds the Kafka
+ * response from the controller's reply body — or, when reply is NULL or does
+ * not decode, with `fail` as every result's error. */
+bool broker_api_is_forwarded(int16_t api_key);
+enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
+				   struct keel_wbuf *w, enum meta_api *api);
+void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
+			   int16_t fail, struct keel_arena *arena, union kafka_response_body *out);
+
+/* Reads of the image: topic configs (the ones set; Kafka's defaults are
+ * not listed), broker and cluster-default configs, and the cluster. */
+void broker_describe_configs(struct broker_core *core,
+			     const struct kafka_describe_configs_request *rq,
+			     struct keel_arena *arena, struct kafka_describe_configs_response *out);
+void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
+			     struct kafka_describe_cluster_response *out);
 
 /* Whether a request of this API touches partition logs (the shell gates
  * those while a sync is in flight). */

@@ -66,6 +66,7 @@
 #define ALTER_RESEND_MS 2000
 #define KC_SESSION_TIMEOUT_MS 10000
 #define KC_CALL_TIMEOUT_MS 5000
+#define ADMIN_POLL_MS 50u
 
 struct broker_options {
 	int32_t id;
@@ -614,6 +615,30 @@ static bool leads_anything(const struct broker *b)
 	return false;
 }
 
+/* Admin requests from Kafka clients, forwarded to the controller as the
+ * CLI sends them (broker_server.h); one call each, no retry: a client
+ * retries on REQUEST_TIMED_OUT or NOT_CONTROLLER itself. */
+static void forward_admin(struct broker *b)
+{
+	struct broker_admin_job *job;
+	enum meta_api api;
+	const struct keel_wbuf *body;
+	while (b->server != NULL && broker_server_take_admin(b->server, &job, &api, &body)) {
+		struct kc_raw_reply reply;
+		int32_t err = meta_cli_call(&b->kc, api, body, &reply);
+		note_reachability(b, api, err);
+		KEEL_DEBUG("forwarded %s for a Kafka client: %s", meta_api_name(api),
+			   kc_err_message(err));
+		if (err != ZK_OK) {
+			KEEL_INFO("forwarding %s for a Kafka client: %s", meta_api_name(api),
+				  kc_err_message(err));
+			broker_server_admin_done(b->server, job, NULL, 0);
+		} else {
+			broker_server_admin_done(b->server, job, reply.body, reply.body_size);
+		}
+	}
+}
+
 /* ---- the loop ---- */
 
 static bool ensure_session(struct broker *b)
@@ -646,7 +671,8 @@ static void wait_for_work(struct broker *b, uint64_t now)
 	uint64_t next = b->next_fetch_ms;
 	uint64_t other = b->epoch < 0 ? b->next_register_ms : b->next_heartbeat_ms;
 	next = KEEL_MIN(next, other);
-	int ms = next > now ? (int)KEEL_MIN(next - now, 1000u) : 0;
+	/* At most ADMIN_POLL_MS, so that forwarded admin requests wait little. */
+	int ms = next > now ? (int)KEEL_MIN(next - now, ADMIN_POLL_MS) : 0;
 	if (ms == 0 || (stop_requested && !b->shutting_down)) {
 		return;
 	}
@@ -710,6 +736,7 @@ static int broker_run(struct broker *b)
 		if (b->epoch >= 0 && !b->shutting_down) {
 			do_alter_partition(b, meta_cli_now_ms());
 		}
+		forward_admin(b);
 		wait_for_work(b, meta_cli_now_ms());
 	}
 }

@@ -46,7 +46,17 @@
 #define MAX_WRITE_QUEUE_BYTES (64u << 20)
 #define ARENA_BLOCK (64u * 1024u)
 
-enum conn_wait { CONN_IDLE, CONN_WAIT_SYNC, CONN_WAIT_FETCH, CONN_GATED };
+enum conn_wait { CONN_IDLE, CONN_WAIT_SYNC, CONN_WAIT_FETCH, CONN_WAIT_ADMIN, CONN_GATED };
+
+/* An admin request on its way to the controller and back. */
+struct broker_admin_job {
+	struct broker_admin_job *next;
+	struct conn *conn;
+	enum meta_api api;
+	struct keel_wbuf body;
+	uint8_t *reply; /* NULL: no answer */
+	size_t reply_size;
+};
 
 struct conn {
 	uv_tcp_t tcp;
@@ -69,6 +79,7 @@ struct conn {
 	struct kafka_request req;
 	union kafka_response_body resp;
 	struct broker_produce_wait produce_wait;
+	struct broker_admin_job *admin_job; /* WAIT_ADMIN: out with the controller thread */
 };
 
 struct broker_server {
@@ -89,6 +100,8 @@ struct broker_server {
 	pthread_mutex_t mu; /* guards the fields below */
 	struct meta_image *offered;
 	bool stop;
+	struct broker_admin_job *admin_out;  /* to the controller thread (LIFO is fine: */
+	struct broker_admin_job *admin_back; /* one job per connection at a time) */
 };
 
 static void conn_process(struct conn *c);
@@ -96,6 +109,14 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out);
 static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b);
 
 /* ---- connections ---- */
+
+static void conn_free(struct conn *c)
+{
+	keel_arena_close(&c->req_arena);
+	keel_arena_close(&c->resp_arena);
+	free(c->buf);
+	free(c);
+}
 
 static void conn_handle_closed(uv_handle_t *h)
 {
@@ -111,10 +132,9 @@ static void conn_handle_closed(uv_handle_t *h)
 	if (c->next != NULL) {
 		c->next->prev = c->prev;
 	}
-	keel_arena_close(&c->req_arena);
-	keel_arena_close(&c->resp_arena);
-	free(c->buf);
-	free(c);
+	if (c->admin_job == NULL) {
+		conn_free(c);
+	} /* else freed when the job comes back */
 }
 
 static void conn_close(struct conn *c, const char *why)
@@ -237,6 +257,103 @@ static void fetch_try(struct conn *c, bool first)
 	}
 }
 
+/* Sends the current admin request to the controller thread; false when it
+ * was answered at once (it cannot be forwarded). */
+static bool forward_admin(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	struct broker_admin_job *job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		conn_close(c, "out of memory");
+		return true;
+	}
+	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
+	enum keel_err err = broker_admin_request(&c->req, &c->resp_arena, &job->body, &job->api);
+	if (err != KEEL_OK) {
+		keel_wbuf_free(&job->body);
+		free(job);
+		broker_admin_response(&c->req, NULL, 0,
+				      err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
+							      : KAFKA_UNKNOWN_SERVER_ERROR,
+				      &c->resp_arena, &c->resp);
+		conn_respond(c, &c->resp);
+		return false;
+	}
+	job->conn = c;
+	c->admin_job = job;
+	c->wait = CONN_WAIT_ADMIN;
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_out;
+	s->admin_out = job;
+	pthread_mutex_unlock(&s->mu);
+	return true;
+}
+
+/* Loop thread: the controller thread's answers. */
+static void admin_answers(struct broker_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	struct broker_admin_job *job = s->admin_back;
+	s->admin_back = NULL;
+	pthread_mutex_unlock(&s->mu);
+	while (job != NULL) {
+		struct broker_admin_job *next = job->next;
+		struct conn *c = job->conn;
+		c->admin_job = NULL;
+		if (c->closing) {
+			if (c->handles_open == 0) {
+				conn_free(c);
+			}
+		} else {
+			KEEL_ASSERT(c->wait == CONN_WAIT_ADMIN);
+			keel_arena_reset(&c->resp_arena);
+			broker_admin_response(&c->req, job->reply, job->reply_size,
+					      KAFKA_REQUEST_TIMED_OUT, &c->resp_arena, &c->resp);
+			conn_respond(c, &c->resp);
+			conn_finish(c);
+			conn_process(c);
+		}
+		keel_wbuf_free(&job->body);
+		free(job->reply);
+		free(job);
+		job = next;
+	}
+}
+
+bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job **job,
+			      enum meta_api *api, const struct keel_wbuf **body)
+{
+	pthread_mutex_lock(&s->mu);
+	struct broker_admin_job *j = s->admin_out;
+	if (j != NULL) {
+		s->admin_out = j->next;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (j == NULL) {
+		return false;
+	}
+	*job = j;
+	*api = j->api;
+	*body = &j->body;
+	return true;
+}
+
+void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
+			      const void *reply, size_t size)
+{
+	job->reply = NULL;
+	job->reply_size = 0;
+	if (reply != NULL && (job->reply = malloc(size > 0 ? size : 1)) != NULL) {
+		memcpy(job->reply, reply, size);
+		job->reply_size = size;
+	}
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_back;
+	s->admin_back = job;
+	pthread_mutex_unlock(&s->mu);
+	uv_async_send(&s->wakeup);
+}
+
 static void dispatch(struct conn *c)
 {
 	struct broker_core *core = &c->srv->core;
@@ -271,6 +388,23 @@ static void dispatch(struct conn *c)
 	case KAFKA_API_LIST_OFFSETS:
 		broker_list_offsets(core, &rq->body.list_offsets, a, &c->resp.list_offsets);
 		conn_respond(c, &c->resp.list_offsets);
+		break;
+	case KAFKA_API_DESCRIBE_CONFIGS:
+		broker_describe_configs(core, &rq->body.describe_configs, a,
+					&c->resp.describe_configs);
+		conn_respond(c, &c->resp.describe_configs);
+		break;
+	case KAFKA_API_DESCRIBE_CLUSTER:
+		broker_describe_cluster(core, a, &c->resp.describe_cluster);
+		conn_respond(c, &c->resp.describe_cluster);
+		break;
+	case KAFKA_API_CREATE_TOPICS:
+	case KAFKA_API_DELETE_TOPICS:
+	case KAFKA_API_CREATE_PARTITIONS:
+	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
+		if (forward_admin(c)) {
+			return;
+		}
 		break;
 	case KAFKA_API_OFFSET_FOR_LEADER_EPOCH:
 		broker_offset_for_leader_epoch(core, &rq->body.offset_for_leader_epoch, a,
@@ -572,6 +706,7 @@ static void on_wakeup(uv_async_t *a)
 	pthread_mutex_lock(&s->mu);
 	bool stop = s->stop;
 	pthread_mutex_unlock(&s->mu);
+	admin_answers(s);
 	if (stop) {
 		close_all(s);
 	}
@@ -677,6 +812,12 @@ void broker_server_stop(struct broker_server *s)
 	if (s->offered != NULL) {
 		meta_image_close(s->offered);
 		free(s->offered);
+	}
+	/* Jobs the controller thread never took (it has stopped). */
+	for (struct broker_admin_job *j = s->admin_out, *next; j != NULL; j = next) {
+		next = j->next;
+		keel_wbuf_free(&j->body);
+		free(j);
 	}
 	broker_core_close(&s->core);
 	pthread_mutex_destroy(&s->mu);

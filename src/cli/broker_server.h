@@ -8,9 +8,13 @@
 #ifndef KEEL_CLI_BROKER_SERVER_H
 #define KEEL_CLI_BROKER_SERVER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "meta/image.h"
+#include "meta/proto.h"
 
 struct broker_server;
 
@@ -29,6 +33,18 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 
 /* Hands a copy of `img` to the server (the latest offer wins). Any thread. */
 void broker_server_offer_image(struct broker_server *s, const struct meta_image *img);
+
+/*
+ * Admin requests to forward to the controller (docs/brokers.md). The
+ * controller thread takes one (false: none waiting), sends `*body` as
+ * opcode `*api`, and hands back the reply body (NULL: no answer) with
+ * broker_server_admin_done, which copies it. The job belongs to the server.
+ */
+struct broker_admin_job;
+bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job **job,
+			      enum meta_api *api, const struct keel_wbuf **body);
+void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
+			      const void *reply, size_t size);
 
 /* Stops serving (waits for syncs in flight), joins the thread, frees. */
 void broker_server_stop(struct broker_server *s);

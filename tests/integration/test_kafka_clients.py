@@ -36,6 +36,9 @@ def kc():
             b.start()
         wait_active(c, (1, 2, 3))
         c.kafka_brokers = brokers
+        for b in brokers.values():  # each broker's own image lists all three
+            c.wait(lambda: "3 brokers" in kcat("-b", "127.0.0.1:%d" % b.port, "-L"),
+                   timeout=15, what="broker %d lists 3 brokers" % b.id)
         ok = True
         yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
     finally:
@@ -441,3 +444,63 @@ def test_bad_batches_get_errors_and_leave_the_log_clean(kc):
     assert produce_error(read_frame(s2)) == 6
     s.close()
     s2.close()
+
+
+# ---- admin ----
+
+def incremental_alter_v0(corr, topic, key, value):
+    t, k, v = topic.encode(), key.encode(), value.encode()
+    body = struct.pack(">i", 1) + struct.pack(">bh", 2, len(t)) + t + struct.pack(">i", 1) + \
+        struct.pack(">h", len(k)) + k + struct.pack(">bh", 0, len(v)) + v + b"\x00"
+    return request(44, 0, corr, body)
+
+
+def test_confluent_admin_client(kc):
+    from confluent_kafka.admin import (AdminClient, ConfigResource, NewPartitions,
+                                       NewTopic)
+    c, brokers, boot = kc
+    admin = AdminClient({"bootstrap.servers": boot})
+    fs = admin.create_topics([NewTopic("adm-t", 2, 1, config={"retention.ms": "1000"})],
+                             operation_timeout=10)
+    fs["adm-t"].result(timeout=30)
+    parts = wait_partitions(c, "adm-t", lambda p: len(p) == 2, 15, "adm-t created")
+    wait_brokers_see(c, brokers, "adm-t", parts)
+    # A second create of the same name: TOPIC_ALREADY_EXISTS from the controller.
+    fs = admin.create_topics([NewTopic("adm-t", 1, 1)])
+    with pytest.raises(Exception) as e:
+        fs["adm-t"].result(timeout=30)
+    assert "TOPIC_ALREADY_EXISTS" in str(e.value) or "already exists" in str(e.value)
+    md = admin.list_topics(timeout=10)
+    assert len(md.topics["adm-t"].partitions) == 2
+    # DescribeConfigs from the broker's image.
+    res = ConfigResource(ConfigResource.Type.TOPIC, "adm-t")
+    cfg = admin.describe_configs([res])[res].result(timeout=30)
+    assert cfg["retention.ms"].value == "1000"
+    # IncrementalAlterConfigs (confluent-kafka 1.7 only has the legacy
+    # AlterConfigs, which keel does not serve): a raw v0 request.
+    lead = brokers[parts[0]["leader"]]
+    s = connect(lead.port)
+    s.sendall(incremental_alter_v0(5, "adm-t", "retention.ms", "2000"))
+    resp = read_frame(s)
+    s.close()
+    corr, _throttle, count, err = struct.unpack_from(">iiih", resp, 0)
+    assert (corr, count, err) == (5, 1, 0)
+    c.wait(lambda: admin.describe_configs([res])[res].result(timeout=30)["retention.ms"].value
+           == "2000", timeout=15, what="retention.ms altered")
+    # CreatePartitions, then DeleteTopics.
+    admin.create_partitions([NewPartitions("adm-t", 4)])["adm-t"].result(timeout=30)
+    wait_partitions(c, "adm-t", lambda p: len(p) == 4, 15, "adm-t grown to 4")
+    admin.delete_topics(["adm-t"], operation_timeout=10)["adm-t"].result(timeout=30)
+    c.wait(lambda: "adm-t" not in admin.list_topics(timeout=10).topics, timeout=15,
+           what="adm-t deleted")
+
+
+def test_kafka_python_admin_create_delete(kc):
+    import kafka.admin
+    c, brokers, boot = kc
+    admin = kafka.admin.KafkaAdminClient(bootstrap_servers=boot.split(","))
+    admin.create_topics([kafka.admin.NewTopic("kpa-t", 3, 1)])
+    wait_partitions(c, "kpa-t", lambda p: len(p) == 3, 15, "kpa-t created")
+    admin.delete_topics(["kpa-t"])
+    c.wait(lambda: "kpa-t" not in admin.list_topics(), timeout=15, what="kpa-t deleted")
+    admin.close()

@@ -216,7 +216,6 @@ static void test_metadata_and_offsets(void **state)
 	keel_arena_reset(&f->arena);
 	broker_metadata(&f->core, &mrq, 12, &f->arena, &mr);
 	assert_true(kafka_str_eq(mr.cluster_id, "cluster-x"));
-	assert_int_equal(mr.controller_id, NODE);
 	assert_int_equal(mr.topic_count, 1);
 	assert_int_equal(mr.topics[0].partition_count, 3);
 	assert_int_equal(mr.topics[0].partitions[1].leader_id, 2);
@@ -224,7 +223,27 @@ static void test_metadata_and_offsets(void **state)
 	/* Both brokers are fenced in this image: Kafka lists only live ones,
 	 * and their replicas are offline. */
 	assert_int_equal(mr.broker_count, 0);
+	assert_int_equal(mr.controller_id, -1); /* not a listed broker: none */
 	assert_int_equal(mr.topics[0].partitions[0].offline_replicas.count, 1);
+	/* Once this broker is unfenced it is listed, and names itself controller. */
+	struct meta_image img;
+	build_image(&img);
+	struct meta_record unfence = tm_broker_ref(META_REC_UNFENCE_BROKER, NODE, 1);
+	struct meta_apply_result res;
+	struct meta_changes ch;
+	meta_changes_init(&ch, 100);
+	assert_int_equal(tm_apply(&img, 2, 1, &unfence, 1, &res, &ch), KEEL_OK);
+	meta_changes_close(&ch);
+	struct broker_image_report rep;
+	broker_core_set_image(&f->core, &img, &rep);
+	meta_image_close(&img);
+	keel_arena_reset(&f->arena);
+	broker_metadata(&f->core, &mrq, 12, &f->arena, &mr);
+	assert_int_equal(mr.broker_count, 1);
+	assert_int_equal(mr.brokers[0].node_id, NODE);
+	assert_int_equal(mr.brokers[0].port, 9092);
+	assert_int_equal(mr.controller_id, NODE);
+	assert_int_equal(mr.topics[0].partitions[0].offline_replicas.count, 0);
 	struct kafka_metadata_request_topic want = {{{0}}, kafka_str("nope")};
 	mrq.topics = &want;
 	mrq.topic_count = 1;
