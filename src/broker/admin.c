@@ -313,7 +313,7 @@ void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply,
 		return;
 	}
 	default:
-		KEEL_ASSERT(!"broker_admin_response: not a forwarded API");
+		KEEL_UNREACHABLE(); /* only forwarded APIs come here */
 	}
 }
 
