@@ -84,6 +84,12 @@ bool kafka_api_supported(int16_t api_key, int16_t version)
 	return api != NULL && version >= api->min_version && version <= api->max_version;
 }
 
+bool kafka_api_in_sets(int16_t api_key, unsigned sets)
+{
+	const struct kafka_api_info *api = kafka_api_find(api_key);
+	return api != NULL && (api->set & sets) != 0;
+}
+
 bool kafka_api_flexible(int16_t api_key, int16_t version)
 {
 	const struct kafka_api_info *api = kafka_api_find(api_key);
@@ -124,16 +130,91 @@ enum keel_err kafka_frame_size(const void *data, size_t size, const struct kafka
 
 /* ---- headers ---- */
 
-/* The fixed part and client_id, as laid out in headers v1 and v2. */
-static void walk_header_start(struct kafka_io *io, struct kafka_request_header *h)
+/* Request header v0: key, version, correlation id; v1 adds client_id (an
+ * int16-length string even in v2); v2 adds tagged fields. */
+static void walk_request_header(struct kafka_io *io, struct kafka_request_header *h,
+                                int header_version)
 {
-	bool flexible = io->flexible;
+	io->flexible = false;
 	kio_i16(io, &h->api_key);
 	kio_i16(io, &h->api_version);
 	kio_i32(io, &h->correlation_id);
-	io->flexible = false; /* client_id keeps its int16 length in v2 */
-	kio_str(io, &h->client_id, true);
-	io->flexible = flexible;
+	if (header_version >= 1) {
+		kio_str(io, &h->client_id, true);
+	} else if (!io->writing) {
+		h->client_id = KAFKA_STR_NULL;
+	}
+	io->flexible = header_version >= 2;
+	kio_no_tags(io);
+}
+
+/* Response header v0: correlation id; v1 adds tagged fields. */
+static void walk_response_header(struct kafka_io *io, int32_t *correlation_id,
+                                 int header_version)
+{
+	io->flexible = header_version >= 1;
+	kio_i32(io, correlation_id);
+	kio_no_tags(io);
+}
+
+/* The outcome of a header walk over the start of a buffer; *header_size is
+ * what it consumed. */
+static enum keel_err header_read(const struct kafka_io *io, size_t *header_size)
+{
+	if (io->err != KEEL_OK) {
+		return io->err;
+	}
+	if (!keel_rbuf_ok(&io->r)) {
+		return KEEL_SHORT;
+	}
+	*header_size = io->r.pos;
+	return KEEL_OK;
+}
+
+enum keel_err kafka_decode_request_header(const void *data, size_t size, int header_version,
+                                          struct keel_arena *arena,
+                                          const struct kafka_limits *limits,
+                                          struct kafka_request_header *header,
+                                          size_t *header_size)
+{
+	KEEL_ASSERT(header_version >= 0 && header_version <= 2);
+	struct kafka_io io;
+	kafka_io_reader(&io, data, size, 0, false, arena, limits);
+	walk_request_header(&io, header, header_version);
+	return header_read(&io, header_size);
+}
+
+enum keel_err kafka_encode_request_header(struct keel_wbuf *w,
+                                          const struct kafka_request_header *header,
+                                          int header_version)
+{
+	KEEL_ASSERT(header_version >= 0 && header_version <= 2);
+	struct kafka_io io;
+	kafka_io_writer(&io, w, 0, false);
+	walk_request_header(&io, (struct kafka_request_header *)header, header_version);
+	return kafka_io_finish(&io);
+}
+
+enum keel_err kafka_decode_response_header(const void *data, size_t size, int header_version,
+                                           struct keel_arena *arena,
+                                           const struct kafka_limits *limits,
+                                           int32_t *correlation_id, size_t *header_size)
+{
+	KEEL_ASSERT(header_version >= 0 && header_version <= 1);
+	struct kafka_io io;
+	kafka_io_reader(&io, data, size, 0, false, arena, limits);
+	walk_response_header(&io, correlation_id, header_version);
+	return header_read(&io, header_size);
+}
+
+enum keel_err kafka_encode_response_header(struct keel_wbuf *w, int32_t correlation_id,
+                                           int header_version)
+{
+	KEEL_ASSERT(header_version >= 0 && header_version <= 1);
+	struct kafka_io io;
+	kafka_io_writer(&io, w, 0, false);
+	walk_response_header(&io, &correlation_id, header_version);
+	return kafka_io_finish(&io);
 }
 
 enum keel_err kafka_decode_request_prefix(const void *frame, size_t size,
@@ -166,8 +247,8 @@ static void set_why(const char **why, const char *text)
 	}
 }
 
-/* Walks a body that starts at the reader's position of `outer`, which must
- * then have been fully consumed. */
+/* Decodes data[0..size) as the whole body of a request or response of
+ * `api` at `version` (every byte must be consumed). */
 static enum keel_err decode_rest(const struct kafka_api_info *api, bool response,
                                  const uint8_t *data, size_t size, int16_t version,
                                  struct keel_arena *arena, const struct kafka_limits *limits,
@@ -194,33 +275,26 @@ enum keel_err kafka_decode_request(const void *frame, size_t size, struct keel_a
 		set_why(why, "the request header is cut short or corrupt");
 		return err;
 	}
-	const struct kafka_request_header *h = &req->header;
-	const struct kafka_api_info *api = kafka_api_find(h->api_key);
-	if (api == NULL || !kafka_api_supported(h->api_key, h->api_version)) {
+	int16_t key = req->header.api_key;
+	int16_t version = req->header.api_version;
+	const struct kafka_api_info *api = kafka_api_find(key);
+	if (api == NULL || !kafka_api_supported(key, version)) {
 		set_why(why, api == NULL ? "unknown API key" : "unsupported API version");
 		return KEEL_UNSUPPORTED;
 	}
-	size_t pos = 10 + (h->client_id.len > 0 ? (size_t)h->client_id.len : 0u);
-	const uint8_t *p = (const uint8_t *)frame + pos;
-	size_t left = size - pos;
-	bool flexible = kafka_api_flexible(h->api_key, h->api_version);
-	if (flexible) {
-		/* Header v2 ends with tagged fields (none known: all skipped). */
-		struct kafka_io io;
-		kafka_io_reader(&io, p, left, h->api_version, true, arena, limits);
-		kio_no_tags(&io);
-		if (!kafka_io_ok(&io)) {
-			set_why(why,
-			        io.err != KEEL_OK ? io.why : "the request header is cut short");
-			return io.err != KEEL_OK ? io.err : KEEL_SHORT;
-		}
-		p += io.r.pos;
-		left -= io.r.pos;
+	size_t header_size = 0;
+	err = kafka_decode_request_header(frame, size, kafka_request_header_version(key, version),
+	                                  arena, limits, &req->header, &header_size);
+	if (err != KEEL_OK) {
+		set_why(why, "the request header is cut short or corrupt");
+		return err;
 	}
-	return decode_rest(api, false, p, left, h->api_version, arena, limits, &req->body, why);
+	return decode_rest(api, false, (const uint8_t *)frame + header_size, size - header_size,
+	                   version, arena, limits, &req->body, why);
 }
 
-/* Writes the body with a size prefix patched over `total extra` bytes. */
+/* Appends the body (no size prefix); with `splices`, leaves holes for the
+ * records (see kafka_splice) and reports how many in *splice_count. */
 static enum keel_err encode_body_into(struct keel_wbuf *w, const struct kafka_api_info *api,
                                       int16_t version, bool response, const void *body,
                                       struct kafka_splice *splices, size_t splice_capacity,
@@ -258,12 +332,8 @@ enum keel_err kafka_encode_request(struct keel_wbuf *w, const struct kafka_reque
 	}
 	size_t start = w->size;
 	keel_wbuf_u32(w, 0);
-	struct kafka_io io;
-	bool flexible = kafka_api_flexible(header->api_key, header->api_version);
-	kafka_io_writer(&io, w, header->api_version, flexible);
-	walk_header_start(&io, (struct kafka_request_header *)header);
-	kio_no_tags(&io);
-	enum keel_err err = kafka_io_finish(&io);
+	enum keel_err err = kafka_encode_request_header(
+		w, header, kafka_request_header_version(header->api_key, header->api_version));
 	if (err == KEEL_OK) {
 		err = encode_body_into(w, api, header->api_version, false, body, NULL, 0, NULL);
 	}
@@ -282,13 +352,13 @@ enum keel_err kafka_encode_response(struct keel_wbuf *w, int32_t correlation_id,
 	KEEL_ASSERT(splices == NULL || splice_count != NULL);
 	size_t start = w->size;
 	keel_wbuf_u32(w, 0);
-	keel_wbuf_i32(w, correlation_id);
-	if (kafka_response_header_version(api_key, version) >= 1) {
-		kafka_write_uvarint(w, 0); /* no header tagged fields */
-	}
+	enum keel_err err = kafka_encode_response_header(
+		w, correlation_id, kafka_response_header_version(api_key, version));
 	size_t count = 0;
-	enum keel_err err =
-	        encode_body_into(w, api, version, true, body, splices, splice_capacity, &count);
+	if (err == KEEL_OK) {
+		err = encode_body_into(w, api, version, true, body, splices, splice_capacity,
+		                       &count);
+	}
 	if (err != KEEL_OK) {
 		return err;
 	}
@@ -313,18 +383,16 @@ enum keel_err kafka_decode_response(const void *frame, size_t size, int16_t api_
 		set_why(why, "unsupported API or version");
 		return KEEL_UNSUPPORTED;
 	}
-	struct kafka_io io;
-	kafka_io_reader(&io, frame, size, version, true, arena, limits);
-	kio_i32(&io, correlation_id);
-	if (kafka_response_header_version(api_key, version) >= 1) {
-		kio_no_tags(&io);
+	size_t header_size = 0;
+	enum keel_err err = kafka_decode_response_header(
+		frame, size, kafka_response_header_version(api_key, version), arena, limits,
+		correlation_id, &header_size);
+	if (err != KEEL_OK) {
+		set_why(why, "the response header is cut short or corrupt");
+		return err;
 	}
-	if (!kafka_io_ok(&io)) {
-		set_why(why, io.err != KEEL_OK ? io.why : "the response header is cut short");
-		return io.err != KEEL_OK ? io.err : KEEL_SHORT;
-	}
-	return decode_rest(api, true, (const uint8_t *)frame + io.r.pos, size - io.r.pos, version,
-	                   arena, limits, body, why);
+	return decode_rest(api, true, (const uint8_t *)frame + header_size, size - header_size,
+	                   version, arena, limits, body, why);
 }
 
 enum keel_err kafka_decode_body(const void *data, size_t size, int16_t api_key, int16_t version,

@@ -7,6 +7,8 @@
  *   request header v0  api_key i16 | api_version i16 | correlation_id i32
  *                  v1  ... | client_id nullable string (int16 length)
  *                  v2  ... | tagged fields   (client_id stays int16-length)
+ *                  (v0 is used only by ControlledShutdown v0, which keel
+ *                  does not serve; the header codecs below speak it)
  *   response header v0 correlation_id i32
  *                   v1 ... | tagged fields
  *
@@ -103,6 +105,10 @@ const struct kafka_api_info *kafka_api_find(int16_t api_key);
 /* True when keel implements api_key at this version. */
 bool kafka_api_supported(int16_t api_key, int16_t version);
 
+/* True when api_key is one of the APIs in `sets` (a mask of enum
+ * kafka_api_set): what a broker that serves those sets answers. */
+bool kafka_api_in_sets(int16_t api_key, unsigned sets);
+
 /* Whether (api_key, version) is flexible; false for unknown APIs. */
 bool kafka_api_flexible(int16_t api_key, int16_t version);
 
@@ -152,6 +158,26 @@ union kafka_response_body {
  */
 enum keel_err kafka_decode_request_prefix(const void *frame, size_t size,
                                           struct kafka_request_header *header);
+
+/*
+ * Headers alone, at an explicit header version (request 0-2, response
+ * 0-1); *header_size is the number of bytes the header took. Decoding
+ * skips the header's tagged fields; encoding writes none.
+ */
+enum keel_err kafka_decode_request_header(const void *data, size_t size, int header_version,
+                                          struct keel_arena *arena,
+                                          const struct kafka_limits *limits,
+                                          struct kafka_request_header *header,
+                                          size_t *header_size);
+enum keel_err kafka_encode_request_header(struct keel_wbuf *w,
+                                          const struct kafka_request_header *header,
+                                          int header_version);
+enum keel_err kafka_decode_response_header(const void *data, size_t size, int header_version,
+                                           struct keel_arena *arena,
+                                           const struct kafka_limits *limits,
+                                           int32_t *correlation_id, size_t *header_size);
+enum keel_err kafka_encode_response_header(struct keel_wbuf *w, int32_t correlation_id,
+                                           int header_version);
 
 /*
  * Decodes a whole request frame. KEEL_UNSUPPORTED when the API or version is

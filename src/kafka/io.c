@@ -173,8 +173,6 @@ static void write_length(struct kafka_io *io, int32_t n, bool wide)
 		kafka_write_uvarint(io->w, (uint32_t)(n + 1));
 	} else if (wide) {
 		keel_wbuf_i32(io->w, n);
-	} else if (n > INT16_MAX) {
-		kafka_io_fail(io, KEEL_INVAL, "a string is longer than 32767 bytes");
 	} else {
 		kafka_write_i16(io->w, (int16_t)n);
 	}
@@ -205,19 +203,34 @@ static void write_view(struct kafka_io *io, const void *ptr, int32_t len, bool n
 		kafka_io_fail(io, KEEL_INVAL, "a null where this version cannot carry one");
 		return;
 	}
+	if (len > 0 && ptr == NULL) {
+		kafka_io_fail(io, KEEL_INVAL, "a length without bytes");
+		return;
+	}
 	write_length(io, len < 0 ? -1 : len, wide);
 	if (len > 0) {
 		keel_wbuf_bytes(io->w, ptr, (size_t)len);
 	}
 }
 
+/* Kafka caps strings at 32767 bytes in both forms (compact included). */
+#define MAX_STRING_SIZE INT16_MAX
+
 void kio_str(struct kafka_io *io, struct kafka_str *v, bool nullable)
 {
 	if (io->writing) {
+		if (v->len > MAX_STRING_SIZE) {
+			kafka_io_fail(io, KEEL_INVAL, "a string is longer than 32767 bytes");
+			return;
+		}
 		write_view(io, v->ptr, v->len, nullable, false);
 		return;
 	}
 	int64_t len = read_length(io, false);
+	if (len > MAX_STRING_SIZE) {
+		kafka_io_fail(io, KEEL_CORRUPT, "a string is longer than 32767 bytes");
+		return;
+	}
 	const uint8_t *p = read_view(io, len, nullable);
 	bool ok = kafka_io_ok(io);
 	v->ptr = ok ? (const char *)p : NULL;

@@ -28,7 +28,9 @@
  *   KEEL_CORRUPT  a value that cannot be (negative length, bool not 0/1,
  *                 null where not nullable, over-long varint, bytes left over)
  *   KEEL_INVAL    (encoding) a null where the version cannot carry one, or
- *                 a count that does not match its items
+ *                 a count or length without its items or bytes, a string
+ *                 over 32767 bytes
+ *   KEEL_LIMIT    (encoding) more record sets than splice slots
  *   KEEL_NOMEM    the arena failed
  */
 #ifndef KEEL_KAFKA_IO_H
@@ -67,7 +69,7 @@ struct kafka_records {
  * resume at `offset`.
  */
 struct kafka_splice {
-	size_t offset;            /* position in the encoded bytes */
+	size_t offset;            /* position in the writer's bytes (w->data) */
 	size_t size;              /* record bytes the caller writes there */
 	uint32_t topic_index;     /* which topic of the response ... */
 	uint32_t partition_index; /* ... and which partition of it */

@@ -11,7 +11,9 @@ struct kafka_str kafka_str(const char *cstr)
 		return KAFKA_STR_NULL;
 	}
 	size_t n = strlen(cstr);
-	return (struct kafka_str){cstr, n > INT16_MAX ? INT16_MAX : (int32_t)n};
+	/* Over INT16_MAX is kept as is: the encoder refuses it, rather than
+	 * sending a string cut short. */
+	return (struct kafka_str){cstr, n > INT32_MAX ? INT32_MAX : (int32_t)n};
 }
 
 bool kafka_str_eq(struct kafka_str s, const char *cstr)
@@ -107,13 +109,13 @@ void kafka_write_uvarint(struct keel_wbuf *w, uint32_t v)
 void kafka_write_varint(struct keel_wbuf *w, int32_t v)
 {
 	uint32_t u = (uint32_t)v;
-	write_uvarint_bits(w, (u << 1) ^ (uint32_t)(v >> 31));
+	write_uvarint_bits(w, (u << 1) ^ (0u - (u >> 31))); /* zigzag */
 }
 
 void kafka_write_varlong(struct keel_wbuf *w, int64_t v)
 {
 	uint64_t u = (uint64_t)v;
-	write_uvarint_bits(w, (u << 1) ^ (uint64_t)(v >> 63));
+	write_uvarint_bits(w, (u << 1) ^ (0u - (u >> 63))); /* zigzag */
 }
 
 size_t kafka_uvarint_size(uint32_t v)

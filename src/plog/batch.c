@@ -7,6 +7,8 @@
 #include "base/buf.h"
 #include "base/crc32c.h"
 
+#include <string.h>
+
 /* A varint of a 64-bit zigzag value takes at most 10 bytes. */
 #define VARINT_MAX_BYTES 10
 
@@ -201,6 +203,30 @@ enum plog_batch_check plog_batch_walk_records(const struct plog_batch *batch, pl
 	return left == 0 ? PLOG_BATCH_OK : PLOG_BATCH_BAD_RECORDS;
 }
 
+/* Compressed records are not decompressed; what can be checked is that the
+ * payload starts like the codec's frame: gzip's member header, the LZ4 frame
+ * magic (Kafka's framing), the zstd frame magic. Snappy comes both raw
+ * (librdkafka) and in xerial framing (the Java client), so only its
+ * presence is checked. */
+static bool compressed_frame_ok(const struct plog_batch *b)
+{
+	static const uint8_t gzip[] = {0x1f, 0x8b};
+	static const uint8_t lz4[] = {0x04, 0x22, 0x4d, 0x18};
+	static const uint8_t zstd[] = {0x28, 0xb5, 0x2f, 0xfd};
+	const uint8_t *p = b->data + PLOG_BATCH_HEADER_SIZE;
+	size_t n = b->size - PLOG_BATCH_HEADER_SIZE;
+	switch (plog_batch_compression(b)) {
+	case PLOG_COMPRESSION_GZIP:
+		return n >= sizeof(gzip) && memcmp(p, gzip, sizeof(gzip)) == 0;
+	case PLOG_COMPRESSION_LZ4:
+		return n >= sizeof(lz4) && memcmp(p, lz4, sizeof(lz4)) == 0;
+	case PLOG_COMPRESSION_ZSTD:
+		return n >= sizeof(zstd) && memcmp(p, zstd, sizeof(zstd)) == 0;
+	default:
+		return n > 0;
+	}
+}
+
 enum plog_batch_check plog_batch_validate(const uint8_t *buf, size_t avail, uint32_t max_length,
 					  struct plog_batch *out)
 {
@@ -216,7 +242,7 @@ enum plog_batch_check plog_batch_validate(const uint8_t *buf, size_t avail, uint
 		return PLOG_BATCH_BAD_CRC;
 	}
 	if ((out->attributes & PLOG_ATTR_COMPRESSION_MASK) > PLOG_COMPRESSION_ZSTD ||
-	    (out->attributes & ~0x3f) != 0) {
+	    (out->attributes & ~PLOG_ATTR_KNOWN) != 0) {
 		return PLOG_BATCH_BAD_ATTRIBUTES;
 	}
 	if (out->record_count < 1 || out->last_offset_delta < 0 ||
@@ -226,8 +252,7 @@ enum plog_batch_check plog_batch_validate(const uint8_t *buf, size_t avail, uint
 	if (plog_batch_compression(out) == PLOG_COMPRESSION_NONE) {
 		return plog_batch_walk_records(out, NULL, NULL);
 	}
-	/* Compressed: at least one byte of payload (a codec's frame). */
-	return out->size > PLOG_BATCH_HEADER_SIZE ? PLOG_BATCH_OK : PLOG_BATCH_BAD_RECORDS;
+	return compressed_frame_ok(out) ? PLOG_BATCH_OK : PLOG_BATCH_BAD_RECORDS;
 }
 
 enum plog_batch_check plog_batch_next(const uint8_t *buf, size_t size, size_t *pos,

@@ -16,13 +16,16 @@
  * checksum (plog_batch_set_base_offset, plog_batch_set_leader_epoch).
  *
  * Validation (plog_batch_validate) checks, in this order: enough bytes for
- * the header and for batchLength; magic == 2; batchLength within [49, max]
- * (otherwise PLOG_BATCH_BAD_MAGIC, which callers map to UNSUPPORTED, not to
- * corruption); the CRC; the attributes (codec 0..4); recordCount >= 1 and
- * == lastOffsetDelta + 1; and, for uncompressed batches, the varint framing
- * of every record (lengths, key, value, headers, offset deltas 0..n-1) and
- * that the records fill the batch exactly. Compressed records are not
- * decompressed: the CRC covers them and the consumer decodes them.
+ * the header and for batchLength; magic == 2 (otherwise BAD_MAGIC, which
+ * callers map to UNSUPPORTED, not to corruption); batchLength within
+ * [49, max]; the CRC; the attributes (codec 0..4, no unknown bit);
+ * recordCount >= 1 and == lastOffsetDelta + 1; and, for uncompressed
+ * batches, the varint framing of every record (lengths, key, value,
+ * headers, offset deltas 0..n-1) and that the records fill the batch
+ * exactly. Compressed records are not decompressed (the CRC covers them and
+ * the consumer decodes them); their payload must start with the codec's
+ * frame magic (gzip, lz4, zstd) or at least be present (snappy, which comes
+ * raw or xerial-framed).
  *
  * Pure: no allocation, no I/O. Parsed batches point into the caller's
  * buffer and live as long as it does.
@@ -62,6 +65,9 @@ enum plog_compression {
 #define PLOG_ATTR_LOG_APPEND_TIME 0x08
 #define PLOG_ATTR_TRANSACTIONAL 0x10
 #define PLOG_ATTR_CONTROL 0x20
+#define PLOG_ATTR_DELETE_HORIZON 0x40 /* set by a log cleaner (KIP-534) */
+/* Bits a batch may carry; any other is refused as BAD_ATTRIBUTES. */
+#define PLOG_ATTR_KNOWN 0x7f
 
 struct plog_batch {
 	int64_t base_offset;

@@ -15,6 +15,11 @@
 
 #include "plog/plog.h"
 
+/* Positions in index entries are 32-bit: no segment grows past this. */
+#define PLOG_MAX_SEGMENT_BYTES ((uint64_t)INT32_MAX)
+/* Most segments one log may have. */
+#define PLOG_MAX_SEGMENTS 1000000u
+
 struct plog_segment {
 	int64_t base_offset;
 	int64_t end_offset;      /* the offset after its last batch */
@@ -84,7 +89,7 @@ enum keel_err plog_segment_position_of(struct plog *log, const struct plog_segme
 enum keel_err plog_segment_boundary_before(struct plog *log, const struct plog_segment *seg,
 					   uint64_t start, uint64_t limit, uint64_t *boundary);
 
-/* ---- log.c ---- */
+/* ---- log.c (recover.c: plog_open) ---- */
 
 /* Joins dir and a file name of this log ("<dir>/<name>"). */
 enum keel_err plog_path(const struct plog *log, char *out, size_t out_size, const char *name);
@@ -107,6 +112,12 @@ enum keel_err plog_unlink_segment_files(struct plog *log, int64_t base_offset, b
 
 /* Closes and unlinks a segment's three files (missing ones are fine). */
 enum keel_err plog_delete_segment_files(struct plog *log, struct plog_segment *seg);
+
+/* Appends a segment to the log's array (KEEL_NOMEM, KEEL_LIMIT). */
+enum keel_err plog_push_segment(struct plog *log, struct plog_segment *seg);
+
+/* Opens the segment's .log file with `flags` (wal_vfs_open_flag). */
+enum keel_err plog_open_segment_file(struct plog *log, struct plog_segment *seg, unsigned flags);
 
 /* Creates the empty file of a new active segment and appends it. */
 enum keel_err plog_add_segment(struct plog *log, int64_t base_offset);

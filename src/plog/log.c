@@ -1,6 +1,6 @@
 /*
- * log.c — a partition log's life: open and recovery, appends, sync, rolls,
- * the epoch and metadata files, close (plog.h).
+ * log.c — a partition log's life: appends, sync, rolls, the epoch and
+ * metadata files, close (plog.h); opening and recovery are in recover.c.
  *
  *   plog_open ──> OPEN ──(write/sync/delete fails)──> FAILED
  *                  │                                    │
@@ -13,13 +13,9 @@
 #include "plog/internal.h"
 
 #define DEFAULT_SEGMENT_BYTES (1024ull * 1024 * 1024)
-#define DEFAULT_RETENTION_MS (7ll * 24 * 3600 * 1000)
+#define SEVEN_DAYS_MS (7ll * 24 * 3600 * 1000)
 #define DEFAULT_INDEX_INTERVAL_BYTES 4096
 #define DEFAULT_MAX_BATCH_BYTES (1024u * 1024 + 12)
-/* Positions in index entries are 32-bit. */
-#define MAX_SEGMENT_BYTES ((uint64_t)INT32_MAX)
-#define SCAN_SLACK_BYTES (64u * 1024)
-#define MAX_SEGMENTS 1000000u
 
 void plog_config_init(struct plog_config *config, struct wal_vfs *vfs, const char *dir)
 {
@@ -27,9 +23,9 @@ void plog_config_init(struct plog_config *config, struct wal_vfs *vfs, const cha
 	config->vfs = vfs;
 	config->dir = dir;
 	config->segment_bytes = DEFAULT_SEGMENT_BYTES;
-	config->segment_ms = 7ll * 24 * 3600 * 1000;
+	config->segment_ms = SEVEN_DAYS_MS;
 	config->index_interval_bytes = DEFAULT_INDEX_INTERVAL_BYTES;
-	config->retention_ms = DEFAULT_RETENTION_MS;
+	config->retention_ms = SEVEN_DAYS_MS;
 	config->retention_bytes = -1;
 	config->max_batch_bytes = DEFAULT_MAX_BATCH_BYTES;
 }
@@ -192,10 +188,10 @@ enum keel_err plog_set_topic_id(struct plog *log, const uint8_t topic_id[PLOG_TO
 
 /* ---- segments ---- */
 
-static enum keel_err push_segment(struct plog *log, struct plog_segment *seg)
+enum keel_err plog_push_segment(struct plog *log, struct plog_segment *seg)
 {
 	if (log->segment_count == log->segment_capacity) {
-		if (log->segment_count >= MAX_SEGMENTS) {
+		if (log->segment_count >= PLOG_MAX_SEGMENTS) {
 			return KEEL_LIMIT;
 		}
 		uint32_t cap = log->segment_capacity == 0 ? 16 : log->segment_capacity * 2;
@@ -210,7 +206,7 @@ static enum keel_err push_segment(struct plog *log, struct plog_segment *seg)
 	return KEEL_OK;
 }
 
-static enum keel_err open_segment_file(struct plog *log, struct plog_segment *seg, unsigned flags)
+enum keel_err plog_open_segment_file(struct plog *log, struct plog_segment *seg, unsigned flags)
 {
 	char path[WAL_VFS_PATH_MAX];
 	enum keel_err err =
@@ -227,12 +223,12 @@ enum keel_err plog_add_segment(struct plog *log, int64_t base_offset)
 	if (seg == NULL) {
 		return KEEL_NOMEM;
 	}
-	enum keel_err err = open_segment_file(log, seg, WAL_VFS_CREATE | WAL_VFS_EXCLUSIVE);
+	enum keel_err err = plog_open_segment_file(log, seg, WAL_VFS_CREATE | WAL_VFS_EXCLUSIVE);
 	if (err == KEEL_OK) {
 		err = wal_vfs_sync_dir(log->config.vfs, log->dir);
 	}
 	if (err == KEEL_OK) {
-		err = push_segment(log, seg);
+		err = plog_push_segment(log, seg);
 	}
 	if (err != KEEL_OK) {
 		plog_segment_free(seg);
@@ -482,380 +478,6 @@ enum keel_err plog_sync(struct plog *log, int64_t *durable_offset)
 	if (durable_offset != NULL) {
 		*durable_offset = log->durable_offset;
 	}
-	return KEEL_OK;
-}
-
-/* ---- open and recovery ---- */
-
-struct listing {
-	int64_t *bases;
-	uint32_t count;
-	uint32_t capacity;
-	bool has_epoch_file;
-	bool has_metadata;
-	bool failed;
-	char (*temps)[64];
-	uint32_t temp_count;
-};
-
-static void list_one(void *arg, const char *name)
-{
-	struct listing *l = arg;
-	int64_t base = 0;
-	enum plog_file_kind kind = plog_parse_file_name(name, &base);
-	if (kind == PLOG_FILE_LOG) {
-		if (l->count == l->capacity) {
-			uint32_t cap = l->capacity == 0 ? 16 : l->capacity * 2;
-			int64_t *n = l->count >= MAX_SEGMENTS ? NULL
-							      : realloc(l->bases, cap * sizeof(*n));
-			if (n == NULL) {
-				l->failed = true;
-				return;
-			}
-			l->bases = n;
-			l->capacity = cap;
-		}
-		l->bases[l->count++] = base;
-	} else if (kind == PLOG_FILE_TEMP && strlen(name) < 64 && l->temp_count < 8) {
-		memcpy(l->temps[l->temp_count++], name, strlen(name) + 1);
-	} else if (strcmp(name, PLOG_EPOCH_FILE) == 0) {
-		l->has_epoch_file = true;
-	} else if (strcmp(name, PLOG_METADATA_FILE) == 0) {
-		l->has_metadata = true;
-	}
-}
-
-static int compare_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a;
-	int64_t y = *(const int64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Reads a small whole file of this directory (epoch checkpoint, metadata). */
-static enum keel_err read_small(struct plog *log, const char *name, uint64_t max_size,
-				uint8_t **data, size_t *size)
-{
-	char path[WAL_VFS_PATH_MAX];
-	enum keel_err err = plog_path(log, path, sizeof(path), name);
-	return err != KEEL_OK ? err : plog_read_file(log, path, max_size, data, size);
-}
-
-static enum keel_err load_epochs(struct plog *log)
-{
-	uint8_t *buf = NULL;
-	size_t size = 0;
-	uint32_t count = 0;
-	struct plog_epoch_entry *entries = NULL;
-	enum keel_err err = read_small(log, PLOG_EPOCH_FILE,
-				       plog_epoch_file_size(PLOG_EPOCH_MAX_ENTRIES), &buf, &size);
-	if (err == KEEL_OK && size >= PLOG_EPOCH_HEADER_SIZE) {
-		/* Sized by the header's count, which the decoder checks. */
-		uint32_t n = (uint32_t)((size - PLOG_EPOCH_HEADER_SIZE) / PLOG_EPOCH_ENTRY_SIZE);
-		entries = malloc((n > 0 ? n : 1) * sizeof(*entries));
-		err = entries == NULL ? KEEL_NOMEM : KEEL_OK;
-		count = n;
-	}
-	if (err == KEEL_OK) {
-		uint32_t max = count;
-		err = plog_epoch_file_decode(buf, size, entries, max, &count);
-		if (err != KEEL_OK) {
-			plog_set_why(log, "leader-epoch-checkpoint is damaged", -1);
-		}
-	}
-	if (err == KEEL_OK) {
-		err = plog_epochs_set(&log->epochs, entries, count);
-	}
-	free(buf);
-	free(entries);
-	return err;
-}
-
-static enum keel_err load_metadata(struct plog *log)
-{
-	uint8_t *buf = NULL;
-	size_t size = 0;
-	enum keel_err err = read_small(log, PLOG_METADATA_FILE, 4096, &buf, &size);
-	if (err == KEEL_OK) {
-		err = plog_metadata_decode(buf, size, log->topic_id);
-		if (err != KEEL_OK) {
-			plog_set_why(log, "partition.metadata is damaged", -1);
-		}
-	}
-	free(buf);
-	log->has_topic_id = err == KEEL_OK;
-	return err;
-}
-
-/* Epoch changes seen in the rescanned tail, applied after the cut. */
-struct tail_epochs {
-	struct plog_epoch_entry *entries;
-	uint32_t count;
-	uint32_t capacity;
-};
-
-static enum keel_err note_tail_epoch(void *arg, int32_t epoch, int64_t base_offset)
-{
-	struct tail_epochs *t = arg;
-	if (t->count == t->capacity) {
-		if (t->count >= PLOG_EPOCH_MAX_ENTRIES) {
-			return KEEL_LIMIT;
-		}
-		uint32_t cap = t->capacity == 0 ? 8 : t->capacity * 2;
-		struct plog_epoch_entry *n = realloc(t->entries, cap * sizeof(*n));
-		if (n == NULL) {
-			return KEEL_NOMEM;
-		}
-		t->entries = n;
-		t->capacity = cap;
-	}
-	t->entries[t->count++] = (struct plog_epoch_entry){epoch, base_offset};
-	return KEEL_OK;
-}
-
-/* An older (frozen) segment: trusted through its index files, or scanned;
- * any invalid batch in it is corruption. */
-static enum keel_err recover_older(struct plog *log, struct plog_segment *seg,
-				   struct plog_recovery *rec)
-{
-	uint64_t size = 0;
-	enum keel_err err = wal_vfs_size(seg->file, &size);
-	if (err != KEEL_OK) {
-		return err;
-	}
-	bool indexed = plog_segment_load_indexes(log, seg, size);
-	if (indexed && !log->config.verify_all_segments) {
-		return KEEL_OK;
-	}
-	enum plog_batch_check stop;
-	uint64_t stop_position = 0;
-	rec->scanned_segments++;
-	err = plog_segment_scan(log, seg, NULL, NULL, &stop, &stop_position);
-	if (err != KEEL_OK) {
-		return err;
-	}
-	if (stop != PLOG_BATCH_OK || seg->size_bytes == 0) {
-		char what[96] = "older segment damaged (";
-		size_t n = strlen(what);
-		const char *name = stop == PLOG_BATCH_OK ? "empty" : plog_batch_check_name(stop);
-		size_t m = strlen(name);
-		memcpy(what + n, name, m);
-		memcpy(what + n + m, ") at position", sizeof(") at position"));
-		plog_set_why(log, what, (int64_t)stop_position);
-		return KEEL_CORRUPT;
-	}
-	if (!indexed) {
-		rec->rebuilt_indexes++;
-		return plog_segment_write_indexes(log, seg);
-	}
-	return KEEL_OK;
-}
-
-/* The last segment: rescanned, cut at the first invalid batch, synced. */
-static enum keel_err recover_tail(struct plog *log, struct plog_segment *seg,
-				  struct tail_epochs *tail, struct plog_recovery *rec)
-{
-	uint64_t file_size = 0;
-	enum keel_err err = wal_vfs_size(seg->file, &file_size);
-	if (err != KEEL_OK) {
-		return err;
-	}
-	enum plog_batch_check stop;
-	uint64_t stop_position = 0;
-	rec->scanned_segments++;
-	err = plog_segment_scan(log, seg, note_tail_epoch, tail, &stop, &stop_position);
-	if (err != KEEL_OK) {
-		return err;
-	}
-	rec->tail_check = stop;
-	if (stop_position < file_size) {
-		rec->truncated_bytes = file_size - stop_position;
-		err = wal_vfs_truncate(seg->file, stop_position);
-		if (err != KEEL_OK) {
-			return err;
-		}
-	}
-	/* What a killed process left in the page cache becomes durable here. */
-	return wal_vfs_datasync(seg->file);
-}
-
-static enum keel_err load_segments(struct plog *log, struct listing *l,
-				   struct tail_epochs *tail, struct plog_recovery *rec)
-{
-	qsort(l->bases, l->count, sizeof(*l->bases), compare_i64);
-	for (uint32_t i = 0; i < l->count; i++) {
-		struct plog_segment *seg = plog_segment_new(l->bases[i]);
-		if (seg == NULL) {
-			return KEEL_NOMEM;
-		}
-		enum keel_err err = push_segment(log, seg);
-		if (err != KEEL_OK) {
-			plog_segment_free(seg);
-			return err;
-		}
-		err = open_segment_file(log, seg, 0);
-		if (err != KEEL_OK) {
-			return err;
-		}
-		bool last = i + 1 == l->count;
-		err = last ? recover_tail(log, seg, tail, rec) : recover_older(log, seg, rec);
-		if (err != KEEL_OK) {
-			return err;
-		}
-		if (i > 0 && log->segments[i - 1]->end_offset != seg->base_offset) {
-			plog_set_why(log, "segments do not follow on at offset", seg->base_offset);
-			return KEEL_CORRUPT;
-		}
-	}
-	rec->segment_count = l->count;
-	return KEEL_OK;
-}
-
-/* Cuts the epoch cache to the recovered log, completes it from the tail. */
-static enum keel_err recover_epochs(struct plog *log, const struct tail_epochs *tail)
-{
-	bool changed = plog_epochs_truncate_end(&log->epochs, log->log_end_offset);
-	/* As Kafka does: only epochs newer than the checkpoint's latest are
-	 * added; the checkpoint is written before the data, so older ones are
-	 * already there (and the epoch field is outside the CRC: a damaged
-	 * one must not make the log unopenable). */
-	for (uint32_t i = 0; i < tail->count; i++) {
-		const struct plog_epoch_entry *t = &tail->entries[i];
-		const struct plog_epochs *e = &log->epochs;
-		if (t->epoch <= plog_epochs_latest(e) ||
-		    (e->count > 0 && t->start_offset < e->entries[e->count - 1].start_offset)) {
-			continue;
-		}
-		bool added = false;
-		enum keel_err err = plog_epochs_assign(&log->epochs, t->epoch, t->start_offset, &added);
-		if (err != KEEL_OK) {
-			return err;
-		}
-		changed = changed || added;
-	}
-	changed = plog_epochs_truncate_start(&log->epochs, plog_log_start_offset(log)) || changed;
-	return changed ? plog_write_epochs(log) : KEEL_OK;
-}
-
-static enum keel_err make_dir(struct plog *log)
-{
-	enum keel_err err = wal_vfs_mkdir(log->config.vfs, log->dir);
-	if (err == KEEL_EXIST) {
-		return KEEL_OK;
-	}
-	if (err != KEEL_OK) {
-		return err;
-	}
-	/* Make the new directory's name durable in its parent. */
-	char parent[WAL_VFS_PATH_MAX];
-	size_t n = strlen(log->dir);
-	while (n > 1 && log->dir[n - 1] == '/') {
-		n--;
-	}
-	while (n > 0 && log->dir[n - 1] != '/') {
-		n--;
-	}
-	if (n == 0) {
-		memcpy(parent, ".", 2);
-	} else {
-		memcpy(parent, log->dir, n);
-		parent[n > 1 ? n - 1 : 1] = '\0';
-	}
-	return wal_vfs_sync_dir(log->config.vfs, parent);
-}
-
-static enum keel_err check_config(struct plog *log, const struct plog_config *config)
-{
-	if (config->vfs == NULL || config->dir == NULL ||
-	    strlen(config->dir) + PLOG_NAME_MAX + 2 > WAL_VFS_PATH_MAX) {
-		plog_set_why(log, "no vfs or a bad directory name", -1);
-		return KEEL_CONFIG;
-	}
-	if (config->segment_bytes < PLOG_BATCH_HEADER_SIZE ||
-	    config->segment_bytes > MAX_SEGMENT_BYTES ||
-	    config->max_batch_bytes < PLOG_BATCH_HEADER_SIZE ||
-	    config->max_batch_bytes > MAX_SEGMENT_BYTES / 2 || config->index_interval_bytes == 0) {
-		plog_set_why(log, "segment_bytes, max_batch_bytes or index_interval_bytes out of range",
-			     -1);
-		return KEEL_CONFIG;
-	}
-	return KEEL_OK;
-}
-
-static enum keel_err open_steps(struct plog *log, struct listing *l, struct tail_epochs *tail,
-				struct plog_recovery *rec)
-{
-	enum keel_err err = make_dir(log);
-	if (err != KEEL_OK) {
-		plog_set_why(log, "cannot create the partition directory", -1);
-		return err;
-	}
-	err = wal_vfs_list(log->config.vfs, log->dir, list_one, l);
-	if (err == KEEL_OK && l->failed) {
-		err = KEEL_NOMEM;
-	}
-	for (uint32_t i = 0; err == KEEL_OK && i < l->temp_count; i++) {
-		char path[WAL_VFS_PATH_MAX];
-		err = plog_path(log, path, sizeof(path), l->temps[i]);
-		if (err == KEEL_OK) {
-			err = wal_vfs_unlink(log->config.vfs, path);
-		}
-	}
-	if (err != KEEL_OK) {
-		plog_set_why(log, "cannot list the partition directory", -1);
-		return err;
-	}
-	if (l->has_epoch_file && (err = load_epochs(log)) != KEEL_OK) {
-		return err;
-	}
-	if (l->has_metadata && (err = load_metadata(log)) != KEEL_OK) {
-		return err;
-	}
-	err = l->count == 0 ? plog_add_segment(log, 0) : load_segments(log, l, tail, rec);
-	if (err != KEEL_OK) {
-		if (log->why[0] == '\0') {
-			plog_set_why(log, "cannot open the segments", -1);
-		}
-		return err;
-	}
-	log->log_end_offset = plog_active(log)->end_offset;
-	log->durable_offset = log->log_end_offset;
-	return recover_epochs(log, tail);
-}
-
-enum keel_err plog_open(struct plog *log, const struct plog_config *config,
-			struct plog_recovery *recovery)
-{
-	memset(log, 0, sizeof(*log));
-	struct plog_recovery scratch;
-	struct plog_recovery *rec = recovery != NULL ? recovery : &scratch;
-	memset(rec, 0, sizeof(*rec));
-	enum keel_err err = check_config(log, config);
-	if (err != KEEL_OK) {
-		return err;
-	}
-	log->config = *config;
-	memcpy(log->dir, config->dir, strlen(config->dir) + 1);
-	log->config.dir = log->dir;
-	plog_epochs_init(&log->epochs);
-	log->scan_buf_size = config->max_batch_bytes + SCAN_SLACK_BYTES;
-	log->scan_buf = malloc(log->scan_buf_size);
-	char temps[8][64];
-	struct listing l = {.temps = temps};
-	struct tail_epochs tail = {0};
-	err = log->scan_buf == NULL ? KEEL_NOMEM : open_steps(log, &l, &tail, rec);
-	free(l.bases);
-	free(tail.entries);
-	if (err != KEEL_OK) {
-		char why[sizeof(log->why)];
-		memcpy(why, log->why, sizeof(why));
-		log->state = PLOG_OPEN;
-		plog_close(log);
-		memcpy(log->why, why, sizeof(why));
-		return err;
-	}
-	rec->log_end_offset = log->log_end_offset;
-	log->state = PLOG_OPEN;
 	return KEEL_OK;
 }
 

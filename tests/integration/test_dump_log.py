@@ -104,3 +104,15 @@ def test_usage_and_missing_directory(tmp_path):
     assert rc == 2 and "cannot list" in out
     p = subprocess.run([KEEL, "dump-log"], capture_output=True, text=True)
     assert p.returncode == 2 and "usage: keel dump-log" in p.stderr
+
+
+def test_golden_directory_with_indexes_and_checkpoints():
+    """The committed directory written by the partition log itself
+    (tests/unit/data/plog/golden, see test_plog_golden.c)."""
+    rc, out = dump(os.path.join(DATA, "golden"))
+    assert rc == 0, out
+    assert "partition.metadata: topic id 101112131415161718191a1b1c1d1e1f" in out
+    assert "leader-epoch-checkpoint: 2 entries" in out
+    assert "epoch 3 starts at offset 0" in out and "epoch 4 starts at offset 9" in out
+    assert "5 batches, offsets 0..8; index files match" in out
+    assert "3 batches, offsets 9..14; active segment" in out

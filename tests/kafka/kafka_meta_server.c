@@ -4,7 +4,7 @@
  * kafka-python, confluent-kafka) check keel's wire format, and it can save
  * every request frame it receives as a golden vector.
  *
- *   kafka_meta_server BASE_PORT [RECORD_DIR] [SECONDS]
+ *   kafka_meta_server BASE_PORT [RECORD_DIR] [SECONDS] [all]
  *
  * Binds 127.0.0.1 on the first free port from BASE_PORT up (100 tries),
  * prints "port N" on stdout, and serves until killed or SECONDS (default
@@ -12,7 +12,9 @@
  * "keel-test" with partitions 0 and 1. Any other request closes that
  * connection. With RECORD_DIR, request frame number K of connection C is
  * written to RECORD_DIR/cC-K-<api_key>-v<version>.bin (the bytes after the
- * size prefix).
+ * size prefix). ApiVersions advertises the core and admin APIs, or every
+ * API keel has codecs for with `all`, and then also answers FindCoordinator
+ * (to record a client's JoinGroup).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,8 +31,6 @@
 
 #define MAX_CONNS 32
 #define MAX_FRAME (1u << 20)
-/* What a broker of issue 13 serves (no groups, idempotence or SASL yet). */
-#define ADVERTISED (KAFKA_SET_CORE | KAFKA_SET_ADMIN)
 
 struct conn {
 	int fd;
@@ -43,6 +43,8 @@ struct conn {
 static int listen_port;
 static const char *record_dir;
 static struct kafka_limits limits;
+/* What a broker of issue 13 serves (no groups, idempotence or SASL yet). */
+static unsigned advertised = KAFKA_SET_CORE | KAFKA_SET_ADMIN;
 
 static void record(struct conn *c, const uint8_t *frame, size_t size)
 {
@@ -88,6 +90,25 @@ static enum keel_err answer_metadata(struct keel_wbuf *w, const struct kafka_req
 	                             req->header.api_version, &m, NULL, 0, NULL);
 }
 
+/* With `all`: this server coordinates every group (so that a client goes
+ * on to JoinGroup, which is recorded and then refused). */
+static enum keel_err answer_find_coordinator(struct keel_wbuf *w, const struct kafka_request *req)
+{
+	const struct kafka_find_coordinator_request *q = &req->body.find_coordinator;
+	struct kafka_coordinator coordinators[8];
+	struct kafka_find_coordinator_response m = {
+		.error_message = KAFKA_STR_NULL, .node_id = 1, .host = kafka_str("127.0.0.1"),
+		.port = listen_port, .coordinators = coordinators};
+	for (int32_t i = 0; i < q->coordinator_keys.count && i < 8; i++) {
+		coordinators[i] = (struct kafka_coordinator){
+			q->coordinator_keys.items[i], 1,    kafka_str("127.0.0.1"),
+			listen_port,                  0, KAFKA_STR_NULL};
+		m.coordinator_count = i + 1;
+	}
+	return kafka_encode_response(w, req->header.correlation_id, KAFKA_API_FIND_COORDINATOR,
+				     req->header.api_version, &m, NULL, 0, NULL);
+}
+
 /* Answers one frame; false closes the connection. */
 static bool serve_frame(struct conn *c, const uint8_t *frame, size_t size)
 {
@@ -101,12 +122,12 @@ static bool serve_frame(struct conn *c, const uint8_t *frame, size_t size)
 	const char *why = NULL;
 	enum keel_err err = kafka_decode_request(frame, size, &arena, &limits, &req, &why);
 	if (err == KEEL_UNSUPPORTED) {
-		err = kafka_encode_unsupported(&w, &req.header, ADVERTISED);
+		err = kafka_encode_unsupported(&w, &req.header, advertised);
 	} else if (err != KEEL_OK) {
 		fprintf(stderr, "bad request: %s (%s)\n", keel_errname(err), why ? why : "");
 	} else if (req.header.api_key == KAFKA_API_API_VERSIONS) {
 		struct kafka_api_versions_response r;
-		err = kafka_api_versions_table(&arena, ADVERTISED, &r);
+		err = kafka_api_versions_table(&arena, advertised, &r);
 		if (err == KEEL_OK) {
 			err = kafka_encode_response(&w, req.header.correlation_id,
 			                            KAFKA_API_API_VERSIONS, req.header.api_version,
@@ -114,6 +135,9 @@ static bool serve_frame(struct conn *c, const uint8_t *frame, size_t size)
 		}
 	} else if (req.header.api_key == KAFKA_API_METADATA) {
 		err = answer_metadata(&w, &req);
+	} else if (req.header.api_key == KAFKA_API_FIND_COORDINATOR &&
+		   advertised == KAFKA_SET_ALL) {
+		err = answer_find_coordinator(&w, &req);
 	} else {
 		fprintf(stderr, "api %d not served here\n", req.header.api_key);
 		err = KEEL_UNSUPPORTED;
@@ -181,11 +205,14 @@ static int bind_listener(int base_port)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: kafka_meta_server BASE_PORT [RECORD_DIR] [SECONDS]\n");
+		fprintf(stderr, "usage: kafka_meta_server BASE_PORT [RECORD_DIR] [SECONDS] [all]\n");
 		return 2;
 	}
 	record_dir = argc > 2 && argv[2][0] != '\0' ? argv[2] : NULL;
 	int seconds = argc > 3 ? atoi(argv[3]) : 60;
+	if (argc > 4 && strcmp(argv[4], "all") == 0) {
+		advertised = KAFKA_SET_ALL;
+	}
 	kafka_limits_default(&limits);
 	limits.max_frame_size = MAX_FRAME;
 	int lfd = bind_listener(atoi(argv[1]));

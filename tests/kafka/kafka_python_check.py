@@ -77,7 +77,7 @@ EXPECTED = {
     (9, 'request'): ['group-a', 'orders', 1, 2],
     (9, 'response'): ['orders', 0, 42, 'meta', 0, 1, -1, None, 3],
     (10, 'request'): ['group-a'],
-    (10, 'response'): [0, 2, '10.0.0.2', 9092],
+    (10, 'response'): [2, '10.0.0.2', 9092],
     (11, 'request'): ['group-a', 10000, 'member-1', 'consumer', 'range', META, 'roundrobin',
                       META[:2]],
     (11, 'response'): [0, 7, 'range', 'member-1', 'member-1', 'member-1', META, 'member-2',

@@ -1,7 +1,7 @@
 /* Unit tests: request frames captured from real Kafka clients (kcat and
  * confluent-kafka on librdkafka 2.0.2, kafka-python 2.0.2) decode to what
  * the client sent, re-encode to the same bytes, and refuse every
- * truncation. The frames are in $KEEL_TEST_DATA/kafka/, recorded with
+ * truncation; kafkajs 2.2.4 frames too. The frames are in $KEEL_TEST_DATA/kafka/, recorded with
  * tests/kafka/kafka_meta_server (see docs/kafka-protocol.md). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -83,6 +83,9 @@ static void test_api_versions(void **state)
 	assert_true(kafka_str_eq(g.req.body.api_versions.client_software_version,
 	                         "1.7.0-rdkafka-2.0.2"));
 	unload(&g);
+	load("kafkajs-api_versions-v2.bin", KAFKA_API_API_VERSIONS, 2, &g);
+	assert_true(kafka_str_eq(g.req.header.client_id, "keel-js"));
+	unload(&g);
 	load("kafka-python-api_versions-v0.bin", KAFKA_API_API_VERSIONS, 0, &g);
 	assert_true(kafka_str_eq(g.req.header.client_id, "kafka-python-2.0.2"));
 	assert_int_equal(g.req.header.correlation_id, 1);
@@ -102,6 +105,11 @@ static void test_metadata(void **state)
 	unload(&g);
 	load("kafka-python-metadata-v1.bin", KAFKA_API_METADATA, 1, &g);
 	assert_int_equal(g.req.body.metadata.topic_count, -1);
+	unload(&g);
+	load("kafkajs-metadata-v6.bin", KAFKA_API_METADATA, 6, &g);
+	assert_int_equal(g.req.body.metadata.topic_count, 1);
+	assert_true(kafka_str_eq(g.req.body.metadata.topics[0].name, "keel-test"));
+	assert_false(g.req.body.metadata.allow_auto_topic_creation);
 	unload(&g);
 	load("kafka-python-metadata-v5.bin", KAFKA_API_METADATA, 5, &g);
 	assert_int_equal(g.req.body.metadata.topic_count, -1);
@@ -139,6 +147,11 @@ static void test_produce(void **state)
 	assert_int_equal(p->acks, 1);
 	assert_int_equal(p->timeout_ms, 3000);
 	check_batch(&p->topics[0].partitions[0].records, 70, "v");
+	unload(&g);
+	load("kafkajs-produce-v7.bin", KAFKA_API_PRODUCE, 7, &g);
+	p = &g.req.body.produce;
+	assert_int_equal(p->acks, -1);
+	check_batch(&p->topics[0].partitions[0].records, 81, "hello");
 	unload(&g);
 }
 
@@ -209,12 +222,48 @@ static void test_admin(void **state)
 	unload(&g);
 }
 
+/* Consumers in a group: kcat -G and a kafkajs consumer. */
+static void test_groups(void **state)
+{
+	(void)state;
+	static const char *const finds[] = {"kcat-find_coordinator-v2.bin",
+					    "kafkajs-find_coordinator-v2.bin"};
+	for (size_t i = 0; i < 2; i++) {
+		struct golden g;
+		load(finds[i], KAFKA_API_FIND_COORDINATOR, 2, &g);
+		assert_true(kafka_str_eq(g.req.body.find_coordinator.key, "keel-group"));
+		assert_int_equal(g.req.body.find_coordinator.key_type, KAFKA_COORDINATOR_GROUP);
+		unload(&g);
+	}
+	struct golden g;
+	load("kcat-join_group-v5.bin", KAFKA_API_JOIN_GROUP, 5, &g);
+	const struct kafka_join_group_request *j = &g.req.body.join_group;
+	assert_true(kafka_str_eq(j->group_id, "keel-group"));
+	assert_int_equal(j->session_timeout_ms, 45000);
+	assert_int_equal(j->rebalance_timeout_ms, 300000);
+	assert_true(kafka_str_eq(j->member_id, "")); /* first join (KIP-394) */
+	assert_int_equal(j->group_instance_id.len, -1);
+	assert_true(kafka_str_eq(j->protocol_type, "consumer"));
+	assert_int_equal(j->protocol_count, 2);
+	assert_true(kafka_str_eq(j->protocols[0].name, "range"));
+	assert_true(kafka_str_eq(j->protocols[1].name, "roundrobin"));
+	assert_non_null(memmem(j->protocols[0].metadata.ptr, (size_t)j->protocols[0].metadata.len,
+			       "keel-test", 9));
+	unload(&g);
+	load("kafkajs-join_group-v5.bin", KAFKA_API_JOIN_GROUP, 5, &g);
+	j = &g.req.body.join_group;
+	assert_int_equal(j->session_timeout_ms, 30000);
+	assert_int_equal(j->protocol_count, 1);
+	assert_true(kafka_str_eq(j->protocols[0].name, "RoundRobinAssigner"));
+	unload(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_api_versions), cmocka_unit_test(test_metadata),
 	        cmocka_unit_test(test_produce),      cmocka_unit_test(test_fetch_and_list_offsets),
-	        cmocka_unit_test(test_admin),
+	        cmocka_unit_test(test_admin),        cmocka_unit_test(test_groups),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

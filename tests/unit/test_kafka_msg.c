@@ -140,6 +140,71 @@ static void test_frames_every_version(void **state)
 	}
 }
 
+/* Headers alone at each version: known bytes, round trip, every cut. */
+static void test_header_codecs(void **state)
+{
+	(void)state;
+	static const uint8_t v0[] = {0, 7, 0, 0, 0, 0, 0, 9};
+	static const uint8_t v1[] = {0, 3, 0, 5, 0, 0, 0, 9, 0, 2, 'i', 'd'};
+	static const uint8_t v2[] = {0, 3, 0, 9, 0, 0, 0, 9, 0, 2, 'i', 'd', 0};
+	static const uint8_t *const wants[] = {v0, v1, v2};
+	static const size_t sizes[] = {sizeof(v0), sizeof(v1), sizeof(v2)};
+	static const int16_t keys[] = {7, 3, 3}, versions[] = {0, 5, 9};
+	for (int hv = 0; hv <= 2; hv++) {
+		struct kafka_request_header h = {keys[hv], versions[hv], 9, kafka_str("id")};
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 16, 1024);
+		assert_int_equal(kafka_encode_request_header(&w, &h, hv), KEEL_OK);
+		assert_int_equal(w.size, sizes[hv]);
+		assert_memory_equal(w.data, wants[hv], sizes[hv]);
+		struct kafka_request_header got;
+		size_t used = 0;
+		assert_int_equal(kafka_decode_request_header(w.data, w.size, hv, &arena, &limits,
+		                                             &got, &used),
+		                 KEEL_OK);
+		assert_int_equal(used, sizes[hv]);
+		assert_int_equal(got.api_key, keys[hv]);
+		assert_int_equal(got.api_version, versions[hv]);
+		assert_int_equal(got.correlation_id, 9);
+		if (hv == 0) {
+			assert_int_equal(got.client_id.len, -1);
+		} else {
+			assert_true(kafka_str_eq(got.client_id, "id"));
+		}
+		for (size_t cut = 0; cut < w.size; cut++) {
+			assert_int_equal(kafka_decode_request_header(w.data, cut, hv, &arena, &limits,
+			                                             &got, &used),
+			                 KEEL_SHORT);
+		}
+		keel_wbuf_free(&w);
+	}
+	/* A v2 header with an unknown tagged field: skipped, consumed. */
+	static const uint8_t tagged[] = {0, 3, 0, 9, 0, 0, 0, 9, 0xff, 0xff, 1, 5, 2, 0xaa, 0xbb};
+	struct kafka_request_header got;
+	size_t used = 0;
+	assert_int_equal(kafka_decode_request_header(tagged, sizeof(tagged), 2, &arena, &limits,
+	                                             &got, &used),
+	                 KEEL_OK);
+	assert_int_equal(used, sizeof(tagged));
+	assert_int_equal(got.client_id.len, -1);
+	for (int hv = 0; hv <= 1; hv++) {
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 16, 1024);
+		assert_int_equal(kafka_encode_response_header(&w, -7, hv), KEEL_OK);
+		assert_int_equal(w.size, 4u + (unsigned)hv);
+		int32_t corr = 0;
+		assert_int_equal(kafka_decode_response_header(w.data, w.size, hv, &arena, &limits,
+		                                              &corr, &used),
+		                 KEEL_OK);
+		assert_int_equal(corr, -7);
+		assert_int_equal(used, w.size);
+		assert_int_equal(kafka_decode_response_header(w.data, w.size - 1, hv, &arena,
+		                                              &limits, &corr, &used),
+		                 KEEL_SHORT);
+		keel_wbuf_free(&w);
+	}
+}
+
 static void test_header_versions(void **state)
 {
 	(void)state;
@@ -431,6 +496,10 @@ static void test_api_versions_table_sets(void **state)
 	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_ALL, &r), KEEL_OK);
 	assert_int_equal(r.api_key_count, count);
 	assert_int_equal(count, 25);
+	assert_true(kafka_api_in_sets(KAFKA_API_JOIN_GROUP, KAFKA_SET_GROUP));
+	assert_false(kafka_api_in_sets(KAFKA_API_JOIN_GROUP, KAFKA_SET_CORE | KAFKA_SET_ADMIN));
+	assert_true(kafka_api_in_sets(KAFKA_API_DESCRIBE_CLUSTER, KAFKA_SET_ADMIN));
+	assert_false(kafka_api_in_sets(99, KAFKA_SET_ALL));
 	assert_int_equal(kafka_api_versions_table(&arena, KAFKA_SET_GROUP | KAFKA_SET_SASL, &r),
 	                 KEEL_OK);
 	assert_int_equal(r.api_key_count, 12);
@@ -520,6 +589,20 @@ static void test_fetch_splices(void **state)
 		memcpy(joined + off + sizeof(sample_records), spliced.data + off,
 		       spliced.size - off);
 		assert_memory_equal(joined, plain.data, plain.size);
+		/* Without splices, records with a size but no bytes are refused. */
+		struct kafka_fetch_response *f = (struct kafka_fetch_response *)body;
+		const uint8_t *saved = f->topics[0].partitions[0].records.data;
+		f->topics[0].partitions[0].records.data = NULL;
+		keel_wbuf_reset(&plain);
+		assert_int_equal(kafka_encode_response(&plain, 5, KAFKA_API_FETCH, v, body, NULL, 0,
+						       NULL),
+				 KEEL_INVAL);
+		/* ... but a spliced encoding needs only the size (file-backed). */
+		keel_wbuf_reset(&spliced);
+		assert_int_equal(kafka_encode_response(&spliced, 5, KAFKA_API_FETCH, v, body, holes,
+						       4, &hole_count),
+				 KEEL_OK);
+		f->topics[0].partitions[0].records.data = saved;
 		/* Too few slots: refused. */
 		keel_wbuf_reset(&spliced);
 		assert_int_equal(kafka_encode_response(&spliced, 5, KAFKA_API_FETCH, v, body, holes,
@@ -547,6 +630,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_roundtrip_every_version),
 	        cmocka_unit_test(test_frames_every_version),
+	        cmocka_unit_test(test_header_codecs),
 	        cmocka_unit_test(test_header_versions),
 	        cmocka_unit_test(test_metadata_fields_by_version),
 	        cmocka_unit_test(test_fetch_fields_by_version),

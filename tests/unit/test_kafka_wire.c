@@ -292,6 +292,47 @@ static void test_tagged_fields(void **state)
 	keel_wbuf_free(&w);
 }
 
+/* Strings stop at 32767 bytes in both forms, reading and writing. */
+static void test_string_size_cap(void **state)
+{
+	(void)state;
+	char *big = malloc(40000);
+	memset(big, 'x', 40000);
+	for (int flexible = 0; flexible < 2; flexible++) {
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 16, 1 << 20);
+		struct kafka_io io;
+		kafka_io_writer(&io, &w, 0, flexible);
+		struct kafka_str s = {big, 32767};
+		kio_str(&io, &s, false);
+		assert_int_equal(kafka_io_finish(&io), KEEL_OK);
+		kafka_io_reader(&io, w.data, w.size, 0, flexible, &arena, &limits);
+		struct kafka_str r;
+		kio_str(&io, &r, false);
+		assert_int_equal(kafka_io_finish(&io), KEEL_OK);
+		assert_int_equal(r.len, 32767);
+		keel_wbuf_reset(&w);
+		kafka_io_writer(&io, &w, 0, flexible);
+		s.len = 32768;
+		kio_str(&io, &s, false);
+		assert_int_equal(kafka_io_finish(&io), KEEL_INVAL);
+		keel_wbuf_free(&w);
+	}
+	/* A compact string of 32768 bytes (uvarint 32769) is refused. */
+	uint8_t *wire = malloc(32768 + 3);
+	wire[0] = 0x81;
+	wire[1] = 0x80;
+	wire[2] = 0x02;
+	memset(wire + 3, 'y', 32768);
+	struct kafka_io io;
+	struct kafka_str r;
+	kafka_io_reader(&io, wire, 32768 + 3, 0, true, &arena, &limits);
+	kio_str(&io, &r, false);
+	assert_int_equal(kafka_io_finish(&io), KEEL_CORRUPT);
+	free(wire);
+	free(big);
+}
+
 static void test_str_helpers(void **state)
 {
 	(void)state;
@@ -313,6 +354,7 @@ int main(void)
 	        cmocka_unit_test(test_bad_lengths_and_bools),
 	        cmocka_unit_test(test_arrays_checked_before_allocation),
 	        cmocka_unit_test(test_tagged_fields),
+	        cmocka_unit_test(test_string_size_cap),
 	        cmocka_unit_test(test_str_helpers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -368,6 +368,72 @@ static void test_follower_append(void **state)
 	free(m.bytes);
 }
 
+/* Copies the leader's log from the follower's end until they are equal. */
+static void catch_up(struct plog *leader, struct plog *follower)
+{
+	int64_t end = plog_log_end_offset(leader);
+	while (plog_log_end_offset(follower) < end) {
+		struct plog_read_result r;
+		uint8_t buf[1 << 16];
+		assert_int_equal(plog_read(leader, plog_log_end_offset(follower), end, 2000, &r),
+				 KEEL_OK);
+		assert_int_equal(plog_read_copy(leader, &r, buf), KEEL_OK);
+		struct plog_append_info info;
+		assert_int_equal(plog_append_follower(follower, buf, r.size, &info), KEEL_OK);
+	}
+}
+
+/* KIP-101's scenario, through this layer's API: a leader writes batches a
+ * follower never got, dies; the follower leads a new epoch and writes
+ * others at the same offsets; the old leader comes back as a follower,
+ * asks for the end of its latest epoch, truncates there (not to a high
+ * watermark) and copies the new leader's log: both end byte-identical. */
+static void test_divergent_follower_truncates_by_epoch(void **state)
+{
+	(void)state;
+	struct plog_fixture a;
+	struct plog_fixture b;
+	struct model ma = {0};
+	struct model mb = {0};
+	plog_fixture_init(&a, 20);
+	plog_fixture_init(&b, 21);
+	assert_int_equal(plog_fixture_open(&a), KEEL_OK);
+	assert_int_equal(plog_fixture_open(&b), KEEL_OK);
+	append_batches(&a, &ma, 30, 1, 0);
+	catch_up(&a.log, &b.log);
+	int64_t replicated = plog_log_end_offset(&b.log);
+	append_batches(&a, &ma, 7, 1, 50000); /* never replicated */
+	append_batches(&b, &mb, 9, 2, 90000); /* b leads epoch 2 */
+	assert_true(plog_log_end_offset(&a.log) > replicated);
+
+	/* a, now a follower: where does its epoch 1 end on the leader? */
+	int32_t epoch;
+	int64_t end;
+	plog_end_offset_for_epoch(&b.log, plog_epochs_latest(&a.log.epochs), &epoch, &end);
+	assert_int_equal(epoch, 1);
+	assert_int_equal(end, replicated);
+	assert_int_equal(plog_truncate(&a.log, end), KEEL_OK);
+	assert_int_equal(plog_log_end_offset(&a.log), replicated);
+	catch_up(&b.log, &a.log);
+	size_t size_a = 0;
+	size_t size_b = 0;
+	uint8_t *all_a = read_all(&a.log, 0, 1 << 20, &size_a);
+	uint8_t *all_b = read_all(&b.log, 0, 1 << 20, &size_b);
+	assert_int_equal(size_a, size_b);
+	assert_memory_equal(all_a, all_b, size_a);
+	plog_end_offset_for_epoch(&a.log, 1, &epoch, &end);
+	assert_int_equal(end, replicated);
+	plog_end_offset_for_epoch(&a.log, 2, &epoch, &end);
+	assert_int_equal(end, plog_log_end_offset(&b.log));
+	assert_int_equal(plog_check(&a.log), KEEL_OK);
+	free(all_a);
+	free(all_b);
+	free(ma.bytes);
+	free(mb.bytes);
+	plog_fixture_free(&a);
+	plog_fixture_free(&b);
+}
+
 static void test_truncation(void **state)
 {
 	(void)state;
@@ -566,6 +632,44 @@ static void test_damaged_index_is_rebuilt(void **state)
 	free(m.bytes);
 }
 
+/* Retention cut short by a crash after a segment's .log was unlinked: its
+ * index files are removed on the next open; temp files too. */
+static void test_stray_files_are_removed(void **state)
+{
+	(void)state;
+	struct plog_fixture fx;
+	struct model m = {0};
+	plog_fixture_init(&fx, 17);
+	assert_int_equal(plog_fixture_open(&fx), KEEL_OK);
+	append_batches(&fx, &m, 30, 1, 0);
+	int64_t first = seg_info(&fx.log, 0).base_offset;
+	int64_t second = seg_info(&fx.log, 1).base_offset;
+	plog_fixture_close(&fx);
+	char path[WAL_VFS_PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%020lld.log", TEST_PLOG_DIR, (long long)first);
+	assert_int_equal(wal_vfs_unlink(&fx.vfs, path), KEEL_OK);
+	snprintf(path, sizeof(path), "%s/%s.tmp", TEST_PLOG_DIR, PLOG_EPOCH_FILE);
+	struct wal_vfs_file *f;
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_CREATE, &f), KEEL_OK);
+	wal_vfs_close(f);
+	assert_int_equal(plog_fixture_open(&fx), KEEL_OK);
+	assert_int_equal(plog_log_start_offset(&fx.log), second);
+	const char *gone[] = {".index", ".timeindex"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%020lld%s", TEST_PLOG_DIR, (long long)first, gone[i]);
+		assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_READ_ONLY, &f), KEEL_NOENT);
+	}
+	snprintf(path, sizeof(path), "%s/%s.tmp", TEST_PLOG_DIR, PLOG_EPOCH_FILE);
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_READ_ONLY, &f), KEEL_NOENT);
+	/* The second segment's index files stay. */
+	snprintf(path, sizeof(path), "%s/%020lld.index", TEST_PLOG_DIR, (long long)second);
+	assert_int_equal(wal_vfs_open(&fx.vfs, path, WAL_VFS_READ_ONLY, &f), KEEL_OK);
+	wal_vfs_close(f);
+	assert_int_equal(plog_check(&fx.log), KEEL_OK);
+	plog_fixture_free(&fx);
+	free(m.bytes);
+}
+
 static void test_failed_sync_is_sticky(void **state)
 {
 	(void)state;
@@ -664,12 +768,14 @@ int main(void)
 		cmocka_unit_test(test_epoch_cache),
 		cmocka_unit_test(test_epochs_in_the_log),
 		cmocka_unit_test(test_follower_append),
+		cmocka_unit_test(test_divergent_follower_truncates_by_epoch),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_segment_ms_roll),
 		cmocka_unit_test(test_bit_flip_in_tail_truncates),
 		cmocka_unit_test(test_bit_flip_in_older_segment_is_an_error),
 		cmocka_unit_test(test_damaged_index_is_rebuilt),
+		cmocka_unit_test(test_stray_files_are_removed),
 		cmocka_unit_test(test_failed_sync_is_sticky),
 		cmocka_unit_test(test_topic_id),
 		cmocka_unit_test(test_posix_round_trip),

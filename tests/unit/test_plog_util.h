@@ -73,6 +73,23 @@ __attribute__((unused)) static size_t build_batch(uint8_t *out, size_t cap, int3
 	return pos;
 }
 
+/* Reads $KEEL_TEST_DATA/plog/<name> (at most 64 KiB; one spare byte after
+ * it) into a fresh buffer the caller frees. */
+__attribute__((unused)) static uint8_t *plog_test_data(const char *name, size_t *size)
+{
+	const char *dir = getenv("KEEL_TEST_DATA");
+	assert_non_null(dir);
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/plog/%s", dir, name);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	uint8_t *buf = malloc((1 << 16) + 1);
+	assert_non_null(buf);
+	*size = fread(buf, 1, 1 << 16, f);
+	fclose(f);
+	return buf;
+}
+
 struct plog_fixture {
 	struct keel_rng rng;
 	struct wal_vfs vfs;
