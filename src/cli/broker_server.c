@@ -427,8 +427,7 @@ static void handle_frame(struct conn *c)
 	const char *why = NULL;
 	enum keel_err err =
 		kafka_decode_request(frame, size, &c->req_arena, &s->limits, &c->req, &why);
-	const struct kafka_api_info *api = kafka_api_find(c->req.header.api_key);
-	if (err == KEEL_OK && (api == NULL || (api->set & BROKER_API_SETS) == 0)) {
+	if (err == KEEL_OK && !kafka_api_in_sets(c->req.header.api_key, BROKER_API_SETS)) {
 		err = KEEL_UNSUPPORTED;
 	}
 	if (err == KEEL_UNSUPPORTED) {
@@ -463,7 +462,8 @@ static void handle_frame(struct conn *c)
 		conn_close(c, line);
 		return;
 	}
-	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer, api->name,
+	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer,
+		   kafka_api_find(c->req.header.api_key)->name,
 		   c->req.header.api_version, c->req.header.correlation_id);
 	if (broker_api_touches_logs(c->req.header.api_key) && s->sync_in_flight) {
 		c->wait = CONN_GATED;
