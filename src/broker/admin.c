@@ -44,7 +44,7 @@ bool broker_api_is_forwarded(int16_t api_key)
 }
 
 static enum keel_err encode_create_topics(const struct kafka_create_topics_request *rq,
-					  struct keel_arena *a, struct keel_wbuf *w)
+                                          struct keel_arena *a, struct keel_wbuf *w)
 {
 	struct meta_create_topic *t = NULL;
 	if (rq->topic_count > 0 && ALLOC_ARRAY(a, t, rq->topic_count) == NULL) {
@@ -63,17 +63,17 @@ static enum keel_err encode_create_topics(const struct kafka_create_topics_reque
 		/* Manual assignments are not forwarded: the controller places
 		 * replicas (docs/brokers.md). */
 		t[i] = (struct meta_create_topic){cstr(a, k->name), k->num_partitions,
-						  k->replication_factor, kv,
-						  (uint32_t)KEEL_MAX(k->config_count, 0)};
+		                                  k->replication_factor, kv,
+		                                  (uint32_t)KEEL_MAX(k->config_count, 0)};
 	}
 	struct meta_create_topics_request m = {t, (uint32_t)KEEL_MAX(rq->topic_count, 0),
-					       rq->validate_only};
+	                                       rq->validate_only};
 	return meta_encode_create_topics_request(w, &m);
 }
 
 static enum keel_err encode_delete_topics(const struct kafka_delete_topics_request *rq,
-					  int16_t version, struct keel_arena *a,
-					  struct keel_wbuf *w)
+                                          int16_t version, struct keel_arena *a,
+                                          struct keel_wbuf *w)
 {
 	int32_t n = version >= 6 ? rq->topic_count : rq->topic_names.count;
 	const char **names = NULL;
@@ -88,7 +88,7 @@ static enum keel_err encode_delete_topics(const struct kafka_delete_topics_reque
 }
 
 static enum keel_err encode_create_partitions(const struct kafka_create_partitions_request *rq,
-					      struct keel_arena *a, struct keel_wbuf *w)
+                                              struct keel_arena *a, struct keel_wbuf *w)
 {
 	struct meta_create_partitions_topic *t = NULL;
 	if (rq->topic_count > 0 && ALLOC_ARRAY(a, t, rq->topic_count) == NULL) {
@@ -99,7 +99,8 @@ static enum keel_err encode_create_partitions(const struct kafka_create_partitio
 		int32_t n = KEEL_MAX(k->assignment_count, 0);
 		const int32_t **rows = NULL;
 		uint32_t *sizes = NULL;
-		if (n > 0 && (ALLOC_ARRAY(a, rows, n) == NULL || ALLOC_ARRAY(a, sizes, n) == NULL)) {
+		if (n > 0 &&
+		    (ALLOC_ARRAY(a, rows, n) == NULL || ALLOC_ARRAY(a, sizes, n) == NULL)) {
 			return KEEL_NOMEM;
 		}
 		for (int32_t j = 0; j < n; j++) {
@@ -107,17 +108,17 @@ static enum keel_err encode_create_partitions(const struct kafka_create_partitio
 			sizes[j] = (uint32_t)KEEL_MAX(k->assignments[j].broker_ids.count, 0);
 		}
 		t[i] = (struct meta_create_partitions_topic){cstr(a, k->name), k->count,
-							     (const int32_t *const *)rows, sizes,
-							     (uint32_t)n};
+		                                             (const int32_t *const *)rows, sizes,
+		                                             (uint32_t)n};
 	}
 	struct meta_create_partitions_request m = {t, (uint32_t)KEEL_MAX(rq->topic_count, 0),
-						   rq->validate_only};
+	                                           rq->validate_only};
 	return meta_encode_create_partitions_request(w, &m);
 }
 
 /* KEEL_UNSUPPORTED for APPEND/SUBTRACT (list configs keel does not have). */
 static enum keel_err encode_alter_configs(const struct kafka_incremental_alter_configs_request *rq,
-					  struct keel_arena *a, struct keel_wbuf *w)
+                                          struct keel_arena *a, struct keel_wbuf *w)
 {
 	struct meta_alter_config_resource *r = NULL;
 	if (rq->resource_count > 0 && ALLOC_ARRAY(a, r, rq->resource_count) == NULL) {
@@ -136,20 +137,20 @@ static enum keel_err encode_alter_configs(const struct kafka_incremental_alter_c
 				return KEEL_UNSUPPORTED;
 			}
 			kv[j].key = cstr(a, c->name);
-			kv[j].value = c->config_operation == KAFKA_CONFIG_SET ? cstr(a, c->value)
-									      : NULL;
+			kv[j].value =
+			        c->config_operation == KAFKA_CONFIG_SET ? cstr(a, c->value) : NULL;
 		}
 		r[i] = (struct meta_alter_config_resource){(uint8_t)k->resource_type,
-							   cstr(a, k->resource_name), kv,
-							   (uint32_t)KEEL_MAX(k->config_count, 0)};
+		                                           cstr(a, k->resource_name), kv,
+		                                           (uint32_t)KEEL_MAX(k->config_count, 0)};
 	}
 	struct meta_alter_configs_request m = {r, (uint32_t)KEEL_MAX(rq->resource_count, 0),
-					       rq->validate_only};
+	                                       rq->validate_only};
 	return meta_encode_alter_configs_request(w, &m);
 }
 
 enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
-				   struct keel_wbuf *w, enum meta_api *api)
+                                   struct keel_wbuf *w, enum meta_api *api)
 {
 	switch (rq->header.api_key) {
 	case KAFKA_API_CREATE_TOPICS:
@@ -158,7 +159,7 @@ enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_a
 	case KAFKA_API_DELETE_TOPICS:
 		*api = META_API_DELETE_TOPICS;
 		return encode_delete_topics(&rq->body.delete_topics, rq->header.api_version, arena,
-					    w);
+		                            w);
 	case KAFKA_API_CREATE_PARTITIONS:
 		*api = META_API_CREATE_PARTITIONS;
 		return encode_create_partitions(&rq->body.create_partitions, arena, w);
@@ -178,8 +179,8 @@ static struct kafka_str kstr(const char *s)
 }
 
 static void create_topics_response(const struct kafka_create_topics_request *rq,
-				   const struct meta_create_topics_response *m, int16_t fail,
-				   struct keel_arena *a, struct kafka_create_topics_response *out)
+                                   const struct meta_create_topics_response *m, int16_t fail,
+                                   struct keel_arena *a, struct kafka_create_topics_response *out)
 {
 	if (rq->topic_count <= 0 || ALLOC_ARRAY(a, out->topics, rq->topic_count) == NULL) {
 		return;
@@ -207,8 +208,8 @@ static void create_topics_response(const struct kafka_create_topics_request *rq,
 }
 
 static void delete_topics_response(const struct kafka_delete_topics_request *rq, int16_t version,
-				   const struct meta_delete_topics_response *m, int16_t fail,
-				   struct keel_arena *a, struct kafka_delete_topics_response *out)
+                                   const struct meta_delete_topics_response *m, int16_t fail,
+                                   struct keel_arena *a, struct kafka_delete_topics_response *out)
 {
 	int32_t n = version >= 6 ? rq->topic_count : rq->topic_names.count;
 	if (n <= 0 || ALLOC_ARRAY(a, out->responses, n) == NULL) {
@@ -230,9 +231,9 @@ static void delete_topics_response(const struct kafka_delete_topics_request *rq,
 }
 
 static void create_partitions_response(const struct kafka_create_partitions_request *rq,
-				       const struct meta_create_partitions_response *m,
-				       int16_t fail, struct keel_arena *a,
-				       struct kafka_create_partitions_response *out)
+                                       const struct meta_create_partitions_response *m,
+                                       int16_t fail, struct keel_arena *a,
+                                       struct kafka_create_partitions_response *out)
 {
 	if (rq->topic_count <= 0 || ALLOC_ARRAY(a, out->results, rq->topic_count) == NULL) {
 		return;
@@ -251,12 +252,11 @@ static void create_partitions_response(const struct kafka_create_partitions_requ
 }
 
 static void alter_configs_response(const struct kafka_incremental_alter_configs_request *rq,
-				   const struct meta_alter_configs_response *m, int16_t fail,
-				   struct keel_arena *a,
-				   struct kafka_incremental_alter_configs_response *out)
+                                   const struct meta_alter_configs_response *m, int16_t fail,
+                                   struct keel_arena *a,
+                                   struct kafka_incremental_alter_configs_response *out)
 {
-	if (rq->resource_count <= 0 ||
-	    ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
+	if (rq->resource_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
 		return;
 	}
 	out->response_count = rq->resource_count;
@@ -274,7 +274,7 @@ static void alter_configs_response(const struct kafka_incremental_alter_configs_
 }
 
 void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
-			   int16_t fail, struct keel_arena *arena, union kafka_response_body *out)
+                           int16_t fail, struct keel_arena *arena, union kafka_response_body *out)
 {
 	memset(out, 0, sizeof(*out));
 	int16_t v = rq->header.api_version;
@@ -282,34 +282,34 @@ void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply,
 	switch (rq->header.api_key) {
 	case KAFKA_API_CREATE_TOPICS: {
 		struct meta_create_topics_response m;
-		ok = ok && meta_decode_create_topics_response(reply, size, arena, &m, NULL) ==
-				   KEEL_OK;
+		ok = ok &&
+		     meta_decode_create_topics_response(reply, size, arena, &m, NULL) == KEEL_OK;
 		create_topics_response(&rq->body.create_topics, ok ? &m : NULL, fail, arena,
-				       &out->create_topics);
+		                       &out->create_topics);
 		return;
 	}
 	case KAFKA_API_DELETE_TOPICS: {
 		struct meta_delete_topics_response m;
-		ok = ok && meta_decode_delete_topics_response(reply, size, arena, &m, NULL) ==
-				   KEEL_OK;
+		ok = ok &&
+		     meta_decode_delete_topics_response(reply, size, arena, &m, NULL) == KEEL_OK;
 		delete_topics_response(&rq->body.delete_topics, v, ok ? &m : NULL, fail, arena,
-				       &out->delete_topics);
+		                       &out->delete_topics);
 		return;
 	}
 	case KAFKA_API_CREATE_PARTITIONS: {
 		struct meta_create_partitions_response m;
 		ok = ok && meta_decode_create_partitions_response(reply, size, arena, &m, NULL) ==
-				   KEEL_OK;
-		create_partitions_response(&rq->body.create_partitions, ok ? &m : NULL, fail,
-					   arena, &out->create_partitions);
+		                   KEEL_OK;
+		create_partitions_response(&rq->body.create_partitions, ok ? &m : NULL, fail, arena,
+		                           &out->create_partitions);
 		return;
 	}
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS: {
 		struct meta_alter_configs_response m;
-		ok = ok && meta_decode_alter_configs_response(reply, size, arena, &m, NULL) ==
-				   KEEL_OK;
+		ok = ok &&
+		     meta_decode_alter_configs_response(reply, size, arena, &m, NULL) == KEEL_OK;
 		alter_configs_response(&rq->body.incremental_alter_configs, ok ? &m : NULL, fail,
-				       arena, &out->incremental_alter_configs);
+		                       arena, &out->incremental_alter_configs);
 		return;
 	}
 	default:
@@ -320,8 +320,8 @@ void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply,
 /* ---- answered from the image ---- */
 
 /* Kafka's config sources. */
-#define CONFIG_SOURCE_TOPIC 1
-#define CONFIG_SOURCE_DYNAMIC_BROKER 2
+#define CONFIG_SOURCE_TOPIC                  1
+#define CONFIG_SOURCE_DYNAMIC_BROKER         2
 #define CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER 4
 
 static bool wanted(const struct kafka_str_array *keys, const char *key)
@@ -338,8 +338,8 @@ static bool wanted(const struct kafka_str_array *keys, const char *key)
 }
 
 static void describe_resource(struct broker_core *core,
-			      const struct kafka_describe_configs_resource *res,
-			      struct keel_arena *a, struct kafka_describe_configs_result *out)
+                              const struct kafka_describe_configs_resource *res,
+                              struct keel_arena *a, struct kafka_describe_configs_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->resource_type = res->resource_type;
@@ -354,7 +354,7 @@ static void describe_resource(struct broker_core *core,
 		}
 	} else if (res->resource_type == KAFKA_RESOURCE_BROKER) {
 		source = name[0] == '\0' ? CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
-					 : CONFIG_SOURCE_DYNAMIC_BROKER;
+		                         : CONFIG_SOURCE_DYNAMIC_BROKER;
 	} else {
 		out->error_code = KAFKA_INVALID_REQUEST;
 		return;
@@ -363,8 +363,8 @@ static void describe_resource(struct broker_core *core,
 		return;
 	}
 	uint32_t first = 0;
-	uint32_t n = meta_image_config_range(&core->image, (uint8_t)res->resource_type, name,
-					     &first);
+	uint32_t n =
+	        meta_image_config_range(&core->image, (uint8_t)res->resource_type, name, &first);
 	if (n == 0 || ALLOC_ARRAY(a, out->configs, n) == NULL) {
 		return;
 	}
@@ -385,11 +385,12 @@ static void describe_resource(struct broker_core *core,
 }
 
 void broker_describe_configs(struct broker_core *core,
-			     const struct kafka_describe_configs_request *rq,
-			     struct keel_arena *arena, struct kafka_describe_configs_response *out)
+                             const struct kafka_describe_configs_request *rq,
+                             struct keel_arena *arena, struct kafka_describe_configs_response *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (rq->resource_count <= 0 || ALLOC_ARRAY(arena, out->results, rq->resource_count) == NULL) {
+	if (rq->resource_count <= 0 ||
+	    ALLOC_ARRAY(arena, out->results, rq->resource_count) == NULL) {
 		return;
 	}
 	out->result_count = rq->resource_count;
@@ -399,7 +400,7 @@ void broker_describe_configs(struct broker_core *core,
 }
 
 void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
-			     struct kafka_describe_cluster_response *out)
+                             struct kafka_describe_cluster_response *out)
 {
 	/* Metadata's broker list and cluster id, in DescribeCluster's shape. */
 	struct kafka_metadata_request all = {NULL, -1, false, false, false};
@@ -417,7 +418,7 @@ void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
 	out->broker_count = md.broker_count;
 	for (int32_t i = 0; i < md.broker_count; i++) {
 		out->brokers[i] = (struct kafka_describe_cluster_broker){
-			md.brokers[i].node_id, md.brokers[i].host, md.brokers[i].port,
-			md.brokers[i].rack};
+		        md.brokers[i].node_id, md.brokers[i].host, md.brokers[i].port,
+		        md.brokers[i].rack};
 	}
 }

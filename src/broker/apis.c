@@ -36,7 +36,7 @@ static const struct meta_topic *image_topic(const struct broker_core *core, stru
 }
 
 static int16_t lookup(struct broker_core *core, struct kafka_str topic, int32_t index,
-		      int32_t current_leader_epoch, struct broker_partition **out)
+                      int32_t current_leader_epoch, struct broker_partition **out)
 {
 	*out = NULL;
 	const struct meta_topic *t = image_topic(core, topic);
@@ -63,7 +63,7 @@ static int16_t lookup(struct broker_core *core, struct kafka_str topic, int32_t 
 /* ---- ApiVersions ---- */
 
 void broker_api_versions(struct broker_core *core, struct keel_arena *arena,
-			 struct kafka_api_versions_response *out)
+                         struct kafka_api_versions_response *out)
 {
 	(void)core;
 	if (kafka_api_versions_table(arena, BROKER_API_SETS, out) != KEEL_OK) {
@@ -85,7 +85,7 @@ static struct kafka_i32_array i32_array(struct keel_arena *arena, const int32_t 
 }
 
 static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
-			   struct keel_arena *arena, struct kafka_metadata_topic *out)
+                           struct keel_arena *arena, struct kafka_metadata_topic *out)
 {
 	const struct meta_image *img = &core->image;
 	out->error_code = KAFKA_NONE;
@@ -106,7 +106,7 @@ static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
 		mo->leader_id = mp->leader;
 		mo->leader_epoch = mp->leader_epoch;
 		mo->error_code =
-			mp->leader == META_NO_LEADER ? KAFKA_LEADER_NOT_AVAILABLE : KAFKA_NONE;
+		        mp->leader == META_NO_LEADER ? KAFKA_LEADER_NOT_AVAILABLE : KAFKA_NONE;
 		mo->replica_nodes = i32_array(arena, mp->replicas, mp->replica_count);
 		mo->isr_nodes = i32_array(arena, mp->isr, mp->isr_count);
 		int32_t offline[64];
@@ -133,7 +133,7 @@ static const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
 }
 
 static void metadata_brokers(struct broker_core *core, struct keel_arena *arena,
-			     struct kafka_metadata_response *out)
+                             struct kafka_metadata_response *out)
 {
 	const struct meta_image *img = &core->image;
 	if (img->broker_count == 0 || ALLOC_ARRAY(arena, out->brokers, img->broker_count) == NULL) {
@@ -156,7 +156,7 @@ static void metadata_brokers(struct broker_core *core, struct keel_arena *arena,
 }
 
 void broker_metadata(struct broker_core *core, const struct kafka_metadata_request *rq,
-		     int16_t version, struct keel_arena *arena, struct kafka_metadata_response *out)
+                     int16_t version, struct keel_arena *arena, struct kafka_metadata_response *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->cluster_authorized_operations = INT32_MIN;
@@ -169,8 +169,8 @@ void broker_metadata(struct broker_core *core, const struct kafka_metadata_reque
 		return;
 	}
 	const struct meta_image *img = &core->image;
-	out->cluster_id = kafka_str(meta_image_config(img, META_RESOURCE_BROKER, "",
-						      META_CONFIG_CLUSTER_ID));
+	out->cluster_id =
+	        kafka_str(meta_image_config(img, META_RESOURCE_BROKER, "", META_CONFIG_CLUSTER_ID));
 	metadata_brokers(core, arena, out);
 	/* Clients send admin requests to the controller id, and wait while it is
 	 * not among the brokers: this broker until it is listed itself. */
@@ -191,7 +191,7 @@ void broker_metadata(struct broker_core *core, const struct kafka_metadata_reque
 	for (uint32_t i = 0; i < n; i++) {
 		struct kafka_metadata_topic *mt = &out->topics[i];
 		const struct meta_topic *t =
-			all ? img->topics[i] : image_topic(core, rq->topics[i].name);
+		        all ? img->topics[i] : image_topic(core, rq->topics[i].name);
 		if (t != NULL) {
 			metadata_topic(core, t, arena, mt);
 			continue;
@@ -224,9 +224,9 @@ static int16_t append_error(enum keel_err err)
 }
 
 static int16_t produce_one(struct broker_core *core, struct kafka_str topic,
-			   struct kafka_produce_partition *pp,
-			   struct kafka_produce_partition_response *out,
-			   struct broker_partition **appended)
+                           struct kafka_produce_partition *pp,
+                           struct kafka_produce_partition_response *out,
+                           struct broker_partition **appended)
 {
 	struct broker_partition *p = NULL;
 	int16_t code = lookup(core, topic, pp->index, -1, &p);
@@ -240,7 +240,7 @@ static int16_t produce_one(struct broker_core *core, struct kafka_str topic,
 	/* The records are a view into the request frame, which the shell owns
 	 * and lets the leader rewrite (offsets and epoch, in place). */
 	enum keel_err err = plog_append(&p->log, (uint8_t *)(uintptr_t)pp->records.data,
-					(size_t)pp->records.size, p->leader_epoch, &info);
+	                                (size_t)pp->records.size, p->leader_epoch, &info);
 	out->log_start_offset = plog_log_start_offset(&p->log);
 	if (err != KEEL_OK) {
 		return append_error(err);
@@ -256,8 +256,8 @@ static int16_t produce_one(struct broker_core *core, struct kafka_str topic,
 }
 
 void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
-		    struct keel_arena *arena, struct kafka_produce_response *out,
-		    struct broker_produce_wait *wait)
+                    struct keel_arena *arena, struct kafka_produce_response *out,
+                    struct broker_produce_wait *wait)
 {
 	memset(out, 0, sizeof(*out));
 	memset(wait, 0, sizeof(*wait));
@@ -294,16 +294,16 @@ void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
 			op->log_start_offset = -1;
 			op->error_message = KAFKA_STR_NULL;
 			wait->parts[flat] = NULL;
-			op->error_code = acks_ok ? produce_one(core, pt->name, &pt->partitions[i], op,
-							       &wait->parts[flat])
-						 : KAFKA_INVALID_REQUIRED_ACKS;
+			op->error_code = acks_ok ? produce_one(core, pt->name, &pt->partitions[i],
+			                                       op, &wait->parts[flat])
+			                         : KAFKA_INVALID_REQUIRED_ACKS;
 			wait->needs_sync |= wait->parts[flat] != NULL;
 		}
 	}
 }
 
 void broker_produce_finish(const struct broker_produce_wait *wait,
-			   struct kafka_produce_response *out)
+                           struct kafka_produce_response *out)
 {
 	uint32_t flat = 0;
 	for (int32_t t = 0; t < out->topic_count; t++) {
@@ -322,8 +322,8 @@ void broker_produce_finish(const struct broker_produce_wait *wait,
 /* ---- Fetch ---- */
 
 static void fetch_one(struct broker_core *core, struct kafka_str topic,
-		      const struct kafka_fetch_partition *fp, struct keel_arena *arena,
-		      uint64_t budget, struct kafka_fetch_partition_data *out, size_t *bytes)
+                      const struct kafka_fetch_partition *fp, struct keel_arena *arena,
+                      uint64_t budget, struct kafka_fetch_partition_data *out, size_t *bytes)
 {
 	out->partition_index = fp->partition;
 	out->high_watermark = -1;
@@ -371,7 +371,7 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic,
 }
 
 void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq,
-		  struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes)
+                  struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes)
 {
 	memset(out, 0, sizeof(*out));
 	*bytes = 0;
@@ -404,7 +404,7 @@ void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq
 				fetch_one(core, ft->topic, &nothing, arena, 0, op, bytes);
 			} else {
 				fetch_one(core, ft->topic, &ft->partitions[i], arena,
-					  KEEL_MAX(budget, 1), op, bytes);
+				          KEEL_MAX(budget, 1), op, bytes);
 			}
 			ot->partition_count = i + 1;
 		}
@@ -414,16 +414,16 @@ void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq
 /* ---- ListOffsets ---- */
 
 static void list_one(struct broker_core *core, struct kafka_str topic,
-		     const struct kafka_list_offsets_partition *lp,
-		     struct kafka_list_offsets_partition_response *out)
+                     const struct kafka_list_offsets_partition *lp,
+                     struct kafka_list_offsets_partition_response *out)
 {
 	out->partition_index = lp->partition_index;
 	out->timestamp = -1;
 	out->offset = -1;
 	out->leader_epoch = -1;
 	struct broker_partition *p = NULL;
-	out->error_code = (int16_t)lookup(core, topic, lp->partition_index,
-					  lp->current_leader_epoch, &p);
+	out->error_code =
+	        (int16_t)lookup(core, topic, lp->partition_index, lp->current_leader_epoch, &p);
 	if (p == NULL) {
 		return;
 	}
@@ -450,7 +450,7 @@ static void list_one(struct broker_core *core, struct kafka_str topic,
 }
 
 void broker_list_offsets(struct broker_core *core, const struct kafka_list_offsets_request *rq,
-			 struct keel_arena *arena, struct kafka_list_offsets_response *out)
+                         struct keel_arena *arena, struct kafka_list_offsets_response *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (rq->topic_count > 0 && ALLOC_ARRAY(arena, out->topics, rq->topic_count) == NULL) {
@@ -477,9 +477,9 @@ void broker_list_offsets(struct broker_core *core, const struct kafka_list_offse
 /* ---- OffsetForLeaderEpoch ---- */
 
 void broker_offset_for_leader_epoch(struct broker_core *core,
-				    const struct kafka_offset_for_leader_epoch_request *rq,
-				    struct keel_arena *arena,
-				    struct kafka_offset_for_leader_epoch_response *out)
+                                    const struct kafka_offset_for_leader_epoch_request *rq,
+                                    struct keel_arena *arena,
+                                    struct kafka_offset_for_leader_epoch_response *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (rq->topic_count > 0 && ALLOC_ARRAY(arena, out->topics, rq->topic_count) == NULL) {
@@ -504,13 +504,13 @@ void broker_offset_for_leader_epoch(struct broker_core *core,
 			op->end_offset = -1;
 			struct broker_partition *p = NULL;
 			op->error_code = (int16_t)lookup(core, lt->topic, lp->partition,
-							 lp->current_leader_epoch, &p);
+			                                 lp->current_leader_epoch, &p);
 			if (p != NULL) {
 				plog_end_offset_for_epoch(&p->log, lp->leader_epoch,
-							  &op->leader_epoch, &op->end_offset);
+				                          &op->leader_epoch, &op->end_offset);
 				/* Clients may not look past what is durable. */
 				op->end_offset =
-					KEEL_MIN(op->end_offset, plog_durable_offset(&p->log));
+				        KEEL_MIN(op->end_offset, plog_durable_offset(&p->log));
 			}
 		}
 		ot->partition_count = lt->partition_count;

@@ -70,9 +70,9 @@ struct broker_partition {
 	int32_t leader_epoch; /* from the image */
 	bool open;            /* log is open */
 	struct plog log;
-	bool dirty;                /* appended since the last sync */
-	enum keel_err sync_err;    /* outcome of the last sync */
-	bool seen;                 /* scratch for broker_core_set_image */
+	bool dirty;             /* appended since the last sync */
+	enum keel_err sync_err; /* outcome of the last sync */
+	bool seen;              /* scratch for broker_core_set_image */
 };
 
 struct broker_core {
@@ -94,7 +94,7 @@ void broker_core_close(struct broker_core *core);
 struct broker_image_report {
 	uint32_t opened;
 	uint32_t closed;
-	uint32_t failed; /* partitions whose log did not open (core->why: the last) */
+	uint32_t failed;              /* partitions whose log did not open (core->why: the last) */
 	uint64_t recovered_bytes_cut; /* torn tails cut during recovery */
 };
 
@@ -104,11 +104,11 @@ struct broker_image_report {
  * in flight or any partition is dirty (broker_core_dirty()).
  */
 void broker_core_set_image(struct broker_core *core, struct meta_image *img,
-			   struct broker_image_report *report);
+                           struct broker_image_report *report);
 
 /* The partition this broker holds, or NULL. */
 struct broker_partition *broker_core_partition(struct broker_core *core, struct kafka_str topic,
-					       int32_t index);
+                                               int32_t index);
 
 bool broker_core_dirty(const struct broker_core *core);
 
@@ -127,24 +127,25 @@ struct broker_produce_wait {
 };
 
 void broker_api_versions(struct broker_core *core, struct keel_arena *arena,
-			 struct kafka_api_versions_response *out);
+                         struct kafka_api_versions_response *out);
 void broker_metadata(struct broker_core *core, const struct kafka_metadata_request *rq,
-		     int16_t version, struct keel_arena *arena, struct kafka_metadata_response *out);
+                     int16_t version, struct keel_arena *arena,
+                     struct kafka_metadata_response *out);
 /* `rq` is not const: plog_append stamps offsets into the records in place. */
 void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
-		    struct keel_arena *arena, struct kafka_produce_response *out,
-		    struct broker_produce_wait *wait);
+                    struct keel_arena *arena, struct kafka_produce_response *out,
+                    struct broker_produce_wait *wait);
 void broker_produce_finish(const struct broker_produce_wait *wait,
-			   struct kafka_produce_response *out);
+                           struct kafka_produce_response *out);
 /* Fills *out; *bytes is the record bytes it carries. */
 void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq,
-		  struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes);
+                  struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes);
 void broker_list_offsets(struct broker_core *core, const struct kafka_list_offsets_request *rq,
-			 struct keel_arena *arena, struct kafka_list_offsets_response *out);
+                         struct keel_arena *arena, struct kafka_list_offsets_response *out);
 void broker_offset_for_leader_epoch(struct broker_core *core,
-				    const struct kafka_offset_for_leader_epoch_request *rq,
-				    struct keel_arena *arena,
-				    struct kafka_offset_for_leader_epoch_response *out);
+                                    const struct kafka_offset_for_leader_epoch_request *rq,
+                                    struct keel_arena *arena,
+                                    struct kafka_offset_for_leader_epoch_response *out);
 
 /* ---- admin (admin.c) ---- */
 
@@ -156,17 +157,17 @@ void broker_offset_for_leader_epoch(struct broker_core *core,
  * not decode, with `fail` as every result's error. */
 bool broker_api_is_forwarded(int16_t api_key);
 enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
-				   struct keel_wbuf *w, enum meta_api *api);
+                                   struct keel_wbuf *w, enum meta_api *api);
 void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
-			   int16_t fail, struct keel_arena *arena, union kafka_response_body *out);
+                           int16_t fail, struct keel_arena *arena, union kafka_response_body *out);
 
 /* Reads of the image: topic configs (the ones set; Kafka's defaults are
  * not listed), broker and cluster-default configs, and the cluster. */
 void broker_describe_configs(struct broker_core *core,
-			     const struct kafka_describe_configs_request *rq,
-			     struct keel_arena *arena, struct kafka_describe_configs_response *out);
+                             const struct kafka_describe_configs_request *rq,
+                             struct keel_arena *arena, struct kafka_describe_configs_response *out);
 void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
-			     struct kafka_describe_cluster_response *out);
+                             struct kafka_describe_cluster_response *out);
 
 /* Whether a request of this API touches partition logs (the shell gates
  * those while a sync is in flight). */

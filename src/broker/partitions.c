@@ -57,7 +57,7 @@ static int compare_key(const char *topic_a, int32_t index_a, const char *topic_b
 
 /* Position of (topic, index) in core->parts, or where it would go. */
 static uint32_t find_slot(const struct broker_core *core, const char *topic, int32_t index,
-			  bool *found)
+                          bool *found)
 {
 	uint32_t lo = 0, hi = core->part_count;
 	while (lo < hi) {
@@ -79,7 +79,7 @@ static uint32_t find_slot(const struct broker_core *core, const char *topic, int
 }
 
 struct broker_partition *broker_core_partition(struct broker_core *core, struct kafka_str topic,
-					       int32_t index)
+                                               int32_t index)
 {
 	if (topic.len <= 0 || topic.len > BROKER_TOPIC_MAX) {
 		return NULL;
@@ -93,7 +93,7 @@ struct broker_partition *broker_core_partition(struct broker_core *core, struct 
 }
 
 static void set_why(struct broker_core *core, const struct broker_partition *p, const char *what,
-		    const char *detail)
+                    const char *detail)
 {
 	struct meta_fmt f;
 	meta_fmt_init(&f, core->why, sizeof(core->why));
@@ -110,7 +110,7 @@ static void set_why(struct broker_core *core, const struct broker_partition *p, 
 
 /* Opens p's log under <data_dir>/<topic>-<index>; false (core->why) on failure. */
 static bool open_partition(struct broker_core *core, struct broker_partition *p,
-			   struct broker_image_report *report)
+                           struct broker_image_report *report)
 {
 	char dir[WAL_VFS_PATH_MAX];
 	struct meta_fmt f;
@@ -168,9 +168,8 @@ static bool grow(struct broker_core *core)
 }
 
 /* Finds or adds the partition (topic, index) as a replica. */
-static void hold_partition(struct broker_core *core, const struct meta_topic *topic,
-			   int32_t index, const struct meta_partition *mp,
-			   struct broker_image_report *report)
+static void hold_partition(struct broker_core *core, const struct meta_topic *topic, int32_t index,
+                           const struct meta_partition *mp, struct broker_image_report *report)
 {
 	if (strlen(topic->name) > BROKER_TOPIC_MAX) {
 		return;
@@ -195,7 +194,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 		p->index = index;
 		memcpy(p->topic_id, topic->id, 16);
 		memmove(&core->parts[slot + 1], &core->parts[slot],
-			(core->part_count - slot) * sizeof(*core->parts));
+		        (core->part_count - slot) * sizeof(*core->parts));
 		core->parts[slot] = p;
 		core->part_count++;
 	}
@@ -212,7 +211,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 }
 
 void broker_core_set_image(struct broker_core *core, struct meta_image *img,
-			   struct broker_image_report *report)
+                           struct broker_image_report *report)
 {
 	KEEL_ASSERT(core->dirty_count == 0);
 	memset(report, 0, sizeof(*report));
@@ -229,7 +228,7 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 		for (uint32_t i = 0; i < topic->partition_count; i++) {
 			const struct meta_partition *mp = &topic->partitions[i];
 			if (meta_list_contains(mp->replicas, mp->replica_count,
-					       core->config.node_id)) {
+			                       core->config.node_id)) {
 				hold_partition(core, topic, (int32_t)i, mp, report);
 			}
 		}

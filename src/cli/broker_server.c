@@ -42,9 +42,9 @@
 #include "cli/broker_server.h"
 #include "os/log.h"
 
-#define READ_CHUNK (64u * 1024u)
+#define READ_CHUNK            (64u * 1024u)
 #define MAX_WRITE_QUEUE_BYTES (64u << 20)
-#define ARENA_BLOCK (64u * 1024u)
+#define ARENA_BLOCK           (64u * 1024u)
 
 enum conn_wait { CONN_IDLE, CONN_WAIT_SYNC, CONN_WAIT_FETCH, CONN_WAIT_ADMIN, CONN_GATED };
 
@@ -170,12 +170,12 @@ static void conn_respond(struct conn *c, const void *body)
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 4096, (size_t)c->srv->opt.max_frame_bytes + 4096);
 	const struct kafka_request_header *h = &c->req.header;
-	enum keel_err err = kafka_encode_response(&w, h->correlation_id, h->api_key,
-						  h->api_version, body, NULL, 0, NULL);
+	enum keel_err err = kafka_encode_response(&w, h->correlation_id, h->api_key, h->api_version,
+	                                          body, NULL, 0, NULL);
 	if (err != KEEL_OK) {
 		keel_wbuf_free(&w);
 		KEEL_WARN("kafka client %s: cannot encode the %s v%d response: %s", c->peer,
-			  kafka_api_find(h->api_key)->name, h->api_version, keel_errname(err));
+		          kafka_api_find(h->api_key)->name, h->api_version, keel_errname(err));
 		conn_close(c, NULL);
 		return;
 	}
@@ -243,7 +243,8 @@ static void fetch_try(struct conn *c, bool first)
 	keel_arena_reset(&c->resp_arena);
 	size_t bytes = 0;
 	broker_fetch(&c->srv->core, rq, &c->resp_arena, &c->resp.fetch, &bytes);
-	bool enough = bytes >= (size_t)KEEL_MAX(rq->min_bytes, 1) || fetch_has_error(&c->resp.fetch);
+	bool enough =
+	        bytes >= (size_t)KEEL_MAX(rq->min_bytes, 1) || fetch_has_error(&c->resp.fetch);
 	if (enough || rq->max_wait_ms <= 0 || c->fetch_expired) {
 		uv_timer_stop(&c->timer);
 		conn_respond(c, &c->resp.fetch);
@@ -273,9 +274,9 @@ static bool forward_admin(struct conn *c)
 		keel_wbuf_free(&job->body);
 		free(job);
 		broker_admin_response(&c->req, NULL, 0,
-				      err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
-							      : KAFKA_UNKNOWN_SERVER_ERROR,
-				      &c->resp_arena, &c->resp);
+		                      err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
+		                                              : KAFKA_UNKNOWN_SERVER_ERROR,
+		                      &c->resp_arena, &c->resp);
 		conn_respond(c, &c->resp);
 		return false;
 	}
@@ -308,7 +309,7 @@ static void admin_answers(struct broker_server *s)
 			KEEL_ASSERT(c->wait == CONN_WAIT_ADMIN);
 			keel_arena_reset(&c->resp_arena);
 			broker_admin_response(&c->req, job->reply, job->reply_size,
-					      KAFKA_REQUEST_TIMED_OUT, &c->resp_arena, &c->resp);
+			                      KAFKA_REQUEST_TIMED_OUT, &c->resp_arena, &c->resp);
 			conn_respond(c, &c->resp);
 			conn_finish(c);
 			conn_process(c);
@@ -321,7 +322,7 @@ static void admin_answers(struct broker_server *s)
 }
 
 bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job **job,
-			      enum meta_api *api, const struct keel_wbuf **body)
+                              enum meta_api *api, const struct keel_wbuf **body)
 {
 	pthread_mutex_lock(&s->mu);
 	struct broker_admin_job *j = s->admin_out;
@@ -339,7 +340,7 @@ bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job *
 }
 
 void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
-			      const void *reply, size_t size)
+                              const void *reply, size_t size)
 {
 	job->reply = NULL;
 	job->reply_size = 0;
@@ -367,7 +368,7 @@ static void dispatch(struct conn *c)
 		break;
 	case KAFKA_API_METADATA:
 		broker_metadata(core, &rq->body.metadata, rq->header.api_version, a,
-				&c->resp.metadata);
+		                &c->resp.metadata);
 		conn_respond(c, &c->resp.metadata);
 		break;
 	case KAFKA_API_PRODUCE:
@@ -391,7 +392,7 @@ static void dispatch(struct conn *c)
 		break;
 	case KAFKA_API_DESCRIBE_CONFIGS:
 		broker_describe_configs(core, &rq->body.describe_configs, a,
-					&c->resp.describe_configs);
+		                        &c->resp.describe_configs);
 		conn_respond(c, &c->resp.describe_configs);
 		break;
 	case KAFKA_API_DESCRIBE_CLUSTER:
@@ -408,7 +409,7 @@ static void dispatch(struct conn *c)
 		break;
 	case KAFKA_API_OFFSET_FOR_LEADER_EPOCH:
 		broker_offset_for_leader_epoch(core, &rq->body.offset_for_leader_epoch, a,
-					       &c->resp.offset_for_leader_epoch);
+		                               &c->resp.offset_for_leader_epoch);
 		conn_respond(c, &c->resp.offset_for_leader_epoch);
 		break;
 	default:
@@ -426,7 +427,7 @@ static void handle_frame(struct conn *c)
 	keel_arena_reset(&c->req_arena);
 	const char *why = NULL;
 	enum keel_err err =
-		kafka_decode_request(frame, size, &c->req_arena, &s->limits, &c->req, &why);
+	        kafka_decode_request(frame, size, &c->req_arena, &s->limits, &c->req, &why);
 	if (err == KEEL_OK && !kafka_api_in_sets(c->req.header.api_key, BROKER_API_SETS)) {
 		err = KEEL_UNSUPPORTED;
 	}
@@ -437,7 +438,7 @@ static void handle_frame(struct conn *c)
 			keel_wbuf_free(&w);
 			char line[96];
 			snprintf(line, sizeof(line), "unsupported API key %d version %d",
-				 c->req.header.api_key, c->req.header.api_version);
+			         c->req.header.api_key, c->req.header.api_version);
 			conn_close(c, line);
 			return;
 		}
@@ -446,7 +447,7 @@ static void handle_frame(struct conn *c)
 		uv_write_t *wr = malloc(sizeof(*wr));
 		uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
 		if (wr == NULL || (wr->data = data,
-				   uv_write(wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0)) {
+		                   uv_write(wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0)) {
 			free(data);
 			free(wr);
 			conn_close(c, "cannot write");
@@ -458,13 +459,13 @@ static void handle_frame(struct conn *c)
 	if (err != KEEL_OK) {
 		char line[160];
 		snprintf(line, sizeof(line), "bad request (%s%s%s)", keel_errname(err),
-			 why != NULL ? ": " : "", why != NULL ? why : "");
+		         why != NULL ? ": " : "", why != NULL ? why : "");
 		conn_close(c, line);
 		return;
 	}
 	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer,
-		   kafka_api_find(c->req.header.api_key)->name,
-		   c->req.header.api_version, c->req.header.correlation_id);
+	           kafka_api_find(c->req.header.api_key)->name, c->req.header.api_version,
+	           c->req.header.correlation_id);
 	if (broker_api_touches_logs(c->req.header.api_key) && s->sync_in_flight) {
 		c->wait = CONN_GATED;
 		return;
@@ -486,7 +487,7 @@ static void conn_process(struct conn *c)
 		enum keel_err err = kafka_frame_size(c->buf, c->len, &s->limits, &size);
 		if (err != KEEL_OK) {
 			conn_close(c, err == KEEL_TOOBIG ? "request frame over the size limit"
-							 : "bad frame size");
+			                                 : "bad frame size");
 			return;
 		}
 		size_t need = (size_t)size + 4;
@@ -662,13 +663,13 @@ static void apply_offered_image(struct broker_server *s)
 	free(img);
 	if (rep.opened > 0 || rep.closed > 0 || rep.failed > 0) {
 		KEEL_INFO("partition logs: %u opened, %u closed, %u failed (%u held)%s%s",
-			  rep.opened, rep.closed, rep.failed, s->core.part_count,
-			  rep.failed > 0 ? "; last failure: " : "",
-			  rep.failed > 0 ? s->core.why : "");
+		          rep.opened, rep.closed, rep.failed, s->core.part_count,
+		          rep.failed > 0 ? "; last failure: " : "",
+		          rep.failed > 0 ? s->core.why : "");
 	}
 	if (rep.recovered_bytes_cut > 0) {
 		KEEL_WARN("recovery cut %" PRIu64 " bytes of torn tails from partition logs",
-			  rep.recovered_bytes_cut);
+		          rep.recovered_bytes_cut);
 	}
 }
 
@@ -749,7 +750,7 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	}
 	if (rc != 0) {
 		fprintf(stderr, "keel broker: cannot listen on %s:%u: %s\n", options->host,
-			options->port, uv_strerror(rc));
+		        options->port, uv_strerror(rc));
 		uv_close((uv_handle_t *)&s->listener, NULL);
 		uv_run(&s->loop, UV_RUN_DEFAULT);
 		uv_loop_close(&s->loop);

@@ -42,9 +42,9 @@ void broker_server_offer_image(struct broker_server *s, const struct meta_image 
  */
 struct broker_admin_job;
 bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job **job,
-			      enum meta_api *api, const struct keel_wbuf **body);
+                              enum meta_api *api, const struct keel_wbuf **body);
 void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
-			      const void *reply, size_t size);
+                              const void *reply, size_t size);
 
 /* Stops serving (waits for syncs in flight), joins the thread, frees. */
 void broker_server_stop(struct broker_server *s);

@@ -35,7 +35,7 @@
 #include "plog/batch.h"
 
 #define BATCH_LINES 500
-#define MAX_LINE (1 << 20)
+#define MAX_LINE    (1 << 20)
 
 struct kclient {
 	const char *who;
@@ -97,14 +97,14 @@ static bool io_all(int fd, void *buf, size_t n, bool writing)
 }
 
 /* Sends one request and decodes its response into `resp` (in k->arena). */
-static bool call(struct kclient *k, int16_t api_key, int16_t version, const void *body,
-		 void *resp)
+static bool call(struct kclient *k, int16_t api_key, int16_t version, const void *body, void *resp)
 {
 	struct kafka_request_header h = {api_key, version, ++k->correlation_id,
-					 kafka_str("keel-cli")};
+	                                 kafka_str("keel-cli")};
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 4096, 64u << 20);
-	bool ok = kafka_encode_request(&w, &h, body) == KEEL_OK && io_all(k->fd, w.data, w.size, true);
+	bool ok = kafka_encode_request(&w, &h, body) == KEEL_OK &&
+	          io_all(k->fd, w.data, w.size, true);
 	keel_wbuf_free(&w);
 	uint8_t prefix[4];
 	uint32_t size = 0;
@@ -125,10 +125,10 @@ static bool call(struct kclient *k, int16_t api_key, int16_t version, const void
 	const char *why = NULL;
 	if (!io_all(k->fd, k->frame, size, false) ||
 	    kafka_decode_response(k->frame, size, api_key, version, &k->arena, &k->limits, &corr,
-				  resp, &why) != KEEL_OK ||
+	                          resp, &why) != KEEL_OK ||
 	    corr != h.correlation_id) {
 		fprintf(stderr, "%s: bad response from the broker%s%s\n", k->who,
-			why != NULL ? ": " : "", why != NULL ? why : "");
+		        why != NULL ? ": " : "", why != NULL ? why : "");
 		return false;
 	}
 	return true;
@@ -155,8 +155,8 @@ static int32_t connect_leader(struct kclient *k, const struct kargs *a, int32_t 
 	}
 	if (md.topic_count != 1 || md.topics[0].error_code != KAFKA_NONE) {
 		fprintf(stderr, "%s: topic '%s': %s\n", k->who, a->topic,
-			kafka_error_name(md.topic_count == 1 ? md.topics[0].error_code
-							     : KAFKA_UNKNOWN_SERVER_ERROR));
+		        kafka_error_name(md.topic_count == 1 ? md.topics[0].error_code
+		                                             : KAFKA_UNKNOWN_SERVER_ERROR));
 		return -1;
 	}
 	int32_t n = md.topics[0].partition_count;
@@ -176,7 +176,7 @@ static int32_t connect_leader(struct kclient *k, const struct kargs *a, int32_t 
 		}
 		char hp[300];
 		snprintf(hp, sizeof(hp), "%.*s:%d", (int)md.brokers[i].host.len,
-			 md.brokers[i].host.ptr, md.brokers[i].port);
+		         md.brokers[i].host.ptr, md.brokers[i].port);
 		int fd = dial(k->who, hp);
 		if (fd < 0) {
 			return -1;
@@ -199,7 +199,7 @@ static uint32_t murmur2(const uint8_t *data, size_t len)
 	size_t i = 0;
 	for (; i + 4 <= len; i += 4) {
 		uint32_t k = (uint32_t)data[i] | (uint32_t)data[i + 1] << 8 |
-			     (uint32_t)data[i + 2] << 16 | (uint32_t)data[i + 3] << 24;
+		             (uint32_t)data[i + 2] << 16 | (uint32_t)data[i + 3] << 24;
 		k *= m;
 		k ^= k >> 24;
 		k *= m;
@@ -225,14 +225,14 @@ static uint32_t murmur2(const uint8_t *data, size_t len)
 
 /* Appends one record (offset delta i) to w. */
 static void put_record(struct keel_wbuf *w, int32_t i, const char *key, const char *value,
-		       size_t value_len)
+                       size_t value_len)
 {
 	uint8_t head[64];
 	size_t klen = key != NULL ? strlen(key) : 0;
 	size_t n = 0;
-	head[n++] = 0;                              /* attributes */
-	n += plog_varint_write(head + n, 0);        /* timestamp delta */
-	n += plog_varint_write(head + n, i);        /* offset delta */
+	head[n++] = 0;                       /* attributes */
+	n += plog_varint_write(head + n, 0); /* timestamp delta */
+	n += plog_varint_write(head + n, i); /* offset delta */
 	n += plog_varint_write(head + n, key != NULL ? (int64_t)klen : -1);
 	uint8_t vlen[10];
 	size_t vn = plog_varint_write(vlen, (int64_t)value_len);
@@ -247,7 +247,7 @@ static void put_record(struct keel_wbuf *w, int32_t i, const char *key, const ch
 }
 
 static bool send_batch(struct kclient *k, const struct kargs *a, int32_t partition,
-		       struct keel_wbuf *b, int32_t count, int64_t now_ms)
+                       struct keel_wbuf *b, int32_t count, int64_t now_ms)
 {
 	uint8_t *p = b->data;
 	keel_store_be64(p, 0);
@@ -272,11 +272,11 @@ static bool send_batch(struct kclient *k, const struct kargs *a, int32_t partiti
 		return false;
 	}
 	int16_t err = rs.topic_count == 1 && rs.topics[0].partition_count == 1
-			      ? rs.topics[0].partitions[0].error_code
-			      : KAFKA_UNKNOWN_SERVER_ERROR;
+	                      ? rs.topics[0].partitions[0].error_code
+	                      : KAFKA_UNKNOWN_SERVER_ERROR;
 	if (err != KAFKA_NONE) {
 		fprintf(stderr, "%s: %s-%d: %s\n", k->who, a->topic, partition,
-			kafka_error_name(err));
+		        kafka_error_name(err));
 		return false;
 	}
 	return true;
@@ -291,7 +291,7 @@ static int produce(struct kclient *k, const struct kargs *a)
 	}
 	if (a->partition < 0 && a->key != NULL) {
 		partition = (int32_t)(murmur2((const uint8_t *)a->key, strlen(a->key)) %
-				      (uint32_t)count);
+		                      (uint32_t)count);
 	}
 	char *line = malloc(MAX_LINE);
 	struct keel_wbuf b;
@@ -347,7 +347,7 @@ static long print_records(const struct plog_batch *bt, int64_t from, long left)
 		}
 		const uint8_t *r = p + n, *rend = r + len;
 		p = rend;
-		r++; /* attributes */
+		r++;                                              /* attributes */
 		r += plog_varint_read(r, (size_t)(rend - r), &v); /* timestamp delta */
 		int64_t delta = 0;
 		r += plog_varint_read(r, (size_t)(rend - r), &delta);
@@ -375,9 +375,9 @@ static int consume(struct kclient *k, const struct kargs *a)
 	if (connect_leader(k, a, &partition) < 0) {
 		return 1;
 	}
-	struct kafka_list_offsets_partition lp = {
-		partition, -1,
-		a->from_beginning ? KAFKA_LIST_OFFSETS_EARLIEST : KAFKA_LIST_OFFSETS_LATEST};
+	struct kafka_list_offsets_partition lp = {partition, -1,
+	                                          a->from_beginning ? KAFKA_LIST_OFFSETS_EARLIEST
+	                                                            : KAFKA_LIST_OFFSETS_LATEST};
 	struct kafka_list_offsets_topic lt = {kafka_str(a->topic), &lp, 1};
 	struct kafka_list_offsets_request lrq = {-1, 0, &lt, 1};
 	struct kafka_list_offsets_response lr;
@@ -387,7 +387,7 @@ static int consume(struct kclient *k, const struct kargs *a)
 	}
 	if (lr.topics[0].partitions[0].error_code != KAFKA_NONE) {
 		fprintf(stderr, "%s: ListOffsets: %s\n", k->who,
-			kafka_error_name(lr.topics[0].partitions[0].error_code));
+		        kafka_error_name(lr.topics[0].partitions[0].error_code));
 		return 1;
 	}
 	int64_t offset = lr.topics[0].partitions[0].offset;
@@ -411,7 +411,7 @@ static int consume(struct kclient *k, const struct kargs *a)
 		const struct kafka_fetch_partition_data *pd = &rs.topics[0].partitions[0];
 		if (pd->error_code != KAFKA_NONE) {
 			fprintf(stderr, "%s: %s-%d: %s\n", k->who, a->topic, partition,
-				kafka_error_name(pd->error_code));
+			        kafka_error_name(pd->error_code));
 			return 1;
 		}
 		size_t pos = 0, size = pd->records.size > 0 ? (size_t)pd->records.size : 0;
@@ -422,8 +422,9 @@ static int consume(struct kclient *k, const struct kargs *a)
 				break; /* a partial batch at the end of the response */
 			}
 			if (plog_batch_compression(&bt) != PLOG_COMPRESSION_NONE) {
-				fprintf(stderr, "%s: skipping a compressed batch at offset %" PRId64
-						"\n", k->who, bt.base_offset);
+				fprintf(stderr,
+				        "%s: skipping a compressed batch at offset %" PRId64 "\n",
+				        k->who, bt.base_offset);
 			} else {
 				left -= print_records(&bt, offset, left);
 			}
@@ -439,11 +440,11 @@ static int usage(const char *cmd, FILE *out)
 {
 	if (strcmp(cmd, "produce") == 0) {
 		fprintf(out, "usage: keel produce --brokers HOST:PORT --topic T [--key K] "
-			     "[--partition P]\n\nSends stdin's lines as records (acks=all).\n");
+		             "[--partition P]\n\nSends stdin's lines as records (acks=all).\n");
 	} else {
 		fprintf(out, "usage: keel consume --brokers HOST:PORT --topic T [--partition P]\n"
-			     "                    [--from-beginning] [--max-messages N]\n\n"
-			     "Prints the values of one partition's records, one per line.\n");
+		             "                    [--from-beginning] [--max-messages N]\n\n"
+		             "Prints the values of one partition's records, one per line.\n");
 	}
 	return out == stdout ? 0 : 2;
 }
@@ -475,9 +476,10 @@ static int kafka_cli(const char *cmd, int argc, char **argv)
 		} else if (strcmp(arg, "--key") == 0 && strcmp(cmd, "produce") == 0) {
 			a.key = v;
 		} else if (strcmp(arg, "--partition") == 0 &&
-			   (a.partition = strtol(v, &end, 10), *end == '\0' && a.partition >= 0)) {
+		           (a.partition = strtol(v, &end, 10), *end == '\0' && a.partition >= 0)) {
 		} else if (strcmp(arg, "--max-messages") == 0 && strcmp(cmd, "consume") == 0 &&
-			   (a.max_messages = strtol(v, &end, 10), *end == '\0' && a.max_messages > 0)) {
+		           (a.max_messages = strtol(v, &end, 10),
+		            *end == '\0' && a.max_messages > 0)) {
 		} else {
 			fprintf(stderr, "%s: bad option '%s %s'\n", who, arg, v);
 			return usage(cmd, stderr);

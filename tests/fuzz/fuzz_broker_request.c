@@ -37,14 +37,14 @@ static void build(void)
 	broker_core_init(&fx.core, &bc);
 	static const int32_t r1[] = {1}, r2[] = {2};
 	struct meta_record recs[] = {
-		tm_register(1, 1, NULL),
-		tm_broker_ref(META_REC_UNFENCE_BROKER, 1, 1),
-		tm_register(2, 2, "r2"),
-		tm_topic("t", 5),
-		tm_partition(5, 0, r1, 1, r1, 1, 1),
-		tm_partition(5, 1, r1, 1, r1, 1, 1),
-		tm_partition(5, 2, r2, 1, r2, 1, 2),
-		tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", "1000"),
+	        tm_register(1, 1, NULL),
+	        tm_broker_ref(META_REC_UNFENCE_BROKER, 1, 1),
+	        tm_register(2, 2, "r2"),
+	        tm_topic("t", 5),
+	        tm_partition(5, 0, r1, 1, r1, 1, 1),
+	        tm_partition(5, 1, r1, 1, r1, 1, 1),
+	        tm_partition(5, 2, r2, 1, r2, 1, 2),
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", "1000"),
 	};
 	struct meta_image img;
 	meta_image_init(&img, NULL);
@@ -60,8 +60,7 @@ static void build(void)
 	fx.ready = true;
 }
 
-static void answer(struct kafka_request *rq, struct keel_arena *a,
-		   union kafka_response_body *out)
+static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_response_body *out)
 {
 	struct broker_core *core = &fx.core;
 	size_t bytes = 0;
@@ -72,7 +71,7 @@ static void answer(struct kafka_request *rq, struct keel_arena *a,
 		return;
 	case KAFKA_API_METADATA:
 		broker_metadata(core, &rq->body.metadata, rq->header.api_version, a,
-				&out->metadata);
+		                &out->metadata);
 		return;
 	case KAFKA_API_PRODUCE:
 		broker_produce(core, &rq->body.produce, a, &out->produce, &wait);
@@ -92,11 +91,11 @@ static void answer(struct kafka_request *rq, struct keel_arena *a,
 		return;
 	case KAFKA_API_OFFSET_FOR_LEADER_EPOCH:
 		broker_offset_for_leader_epoch(core, &rq->body.offset_for_leader_epoch, a,
-					       &out->offset_for_leader_epoch);
+		                               &out->offset_for_leader_epoch);
 		return;
 	case KAFKA_API_DESCRIBE_CONFIGS:
 		broker_describe_configs(core, &rq->body.describe_configs, a,
-					&out->describe_configs);
+		                        &out->describe_configs);
 		return;
 	case KAFKA_API_DESCRIBE_CLUSTER:
 		broker_describe_cluster(core, a, &out->describe_cluster);
@@ -108,7 +107,7 @@ static void answer(struct kafka_request *rq, struct keel_arena *a,
 		enum meta_api api;
 		enum keel_err err = broker_admin_request(rq, a, &w, &api);
 		KEEL_ASSERT(err == KEEL_OK || err == KEEL_UNSUPPORTED || err == KEEL_INVAL ||
-			    err == KEEL_TOOBIG);
+		            err == KEEL_TOOBIG);
 		keel_wbuf_free(&w);
 		broker_admin_response(rq, NULL, 0, KAFKA_REQUEST_TIMED_OUT, a, out);
 		return;
@@ -137,8 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct keel_wbuf w;
 		keel_wbuf_init_dynamic(&w, 256, 1 << 26);
 		KEEL_ASSERT(kafka_encode_response(&w, rq->header.correlation_id, rq->header.api_key,
-						  rq->header.api_version, out, NULL, 0,
-						  NULL) == KEEL_OK);
+		                                  rq->header.api_version, out, NULL, 0,
+		                                  NULL) == KEEL_OK);
 		keel_wbuf_free(&w);
 		for (uint32_t i = 0; i < fx.core.part_count; i++) {
 			KEEL_ASSERT(plog_check(&fx.core.parts[i]->log) == KEEL_OK);

@@ -30,13 +30,13 @@ static void build_image(struct meta_image *img)
 	static const int32_t r1[] = {1}, r21[] = {2, 1}, r2[] = {2};
 	meta_image_init(img, NULL);
 	struct meta_record recs[] = {
-		tm_register(1, 1, NULL),
-		tm_register(2, 2, NULL),
-		tm_topic("t", 5),
-		tm_partition(5, 0, r1, 1, r1, 1, 1),
-		tm_partition(5, 1, r21, 2, r21, 2, 2),
-		tm_partition(5, 2, r2, 1, r2, 1, 2),
-		tm_config(META_RESOURCE_BROKER, "", META_CONFIG_CLUSTER_ID, "cluster-x"),
+	        tm_register(1, 1, NULL),
+	        tm_register(2, 2, NULL),
+	        tm_topic("t", 5),
+	        tm_partition(5, 0, r1, 1, r1, 1, 1),
+	        tm_partition(5, 1, r21, 2, r21, 2, 2),
+	        tm_partition(5, 2, r2, 1, r2, 1, 2),
+	        tm_config(META_RESOURCE_BROKER, "", META_CONFIG_CLUSTER_ID, "cluster-x"),
 	};
 	struct meta_apply_result res;
 	struct meta_changes ch;
@@ -88,7 +88,7 @@ static int teardown(void **state)
 /* One produce of `data` to t-<partition>; returns the partition's error
  * after the sync (or before it, when nothing was appended). */
 static int16_t produce(struct fx *f, int32_t partition, uint8_t *data, size_t size,
-		       int64_t *base_offset, bool sync)
+                       int64_t *base_offset, bool sync)
 {
 	struct kafka_produce_partition pp = {partition, {data, (int32_t)size}};
 	struct kafka_produce_topic pt = {kafka_str("t"), &pp, 1};
@@ -111,7 +111,7 @@ static int16_t produce(struct fx *f, int32_t partition, uint8_t *data, size_t si
 }
 
 static int16_t fetch(struct fx *f, int32_t partition, int64_t offset, int32_t epoch,
-		     struct kafka_fetch_partition_data *pd, size_t *bytes)
+                     struct kafka_fetch_partition_data *pd, size_t *bytes)
 {
 	struct kafka_fetch_partition fp = {partition, epoch, offset, -1, -1, 1 << 20};
 	struct kafka_fetch_topic ft = {kafka_str("t"), &fp, 1};
@@ -167,18 +167,18 @@ static void test_partition_errors(void **state)
 	int64_t base = 0;
 	memcpy(copy, f->batch, f->batch_size);
 	assert_int_equal(produce(f, 1, copy, f->batch_size, &base, true),
-			 KAFKA_NOT_LEADER_OR_FOLLOWER);
+	                 KAFKA_NOT_LEADER_OR_FOLLOWER);
 	assert_int_equal(produce(f, 2, copy, f->batch_size, &base, true),
-			 KAFKA_NOT_LEADER_OR_FOLLOWER);
+	                 KAFKA_NOT_LEADER_OR_FOLLOWER);
 	assert_int_equal(produce(f, 3, copy, f->batch_size, &base, true),
-			 KAFKA_UNKNOWN_TOPIC_OR_PARTITION);
+	                 KAFKA_UNKNOWN_TOPIC_OR_PARTITION);
 	/* A flipped record byte: the CRC fails, nothing is appended. */
 	copy[f->batch_size - 1] ^= 0x5a;
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true), KAFKA_CORRUPT_MESSAGE);
 	memcpy(copy, f->batch, f->batch_size);
 	copy[16] = 1; /* magic 1 */
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true),
-			 KAFKA_UNSUPPORTED_FOR_MESSAGE_FORMAT);
+	                 KAFKA_UNSUPPORTED_FOR_MESSAGE_FORMAT);
 	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 0);
 	assert_non_null(p);
 	assert_int_equal(plog_log_end_offset(&p->log), 0);
@@ -200,12 +200,12 @@ static void test_failed_sync_is_not_acknowledged(void **state)
 	wal_vfs_fault_fail_nth(&f->vfs, WAL_VFS_OP_SYNC, 1, KEEL_IO);
 	int64_t base = 0;
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true),
-			 KAFKA_KAFKA_STORAGE_ERROR);
+	                 KAFKA_KAFKA_STORAGE_ERROR);
 	assert_int_equal(base, -1);
 	/* The log is failed (sticky): later produces fail too, reads see nothing. */
 	memcpy(copy, f->batch, f->batch_size);
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true),
-			 KAFKA_KAFKA_STORAGE_ERROR);
+	                 KAFKA_KAFKA_STORAGE_ERROR);
 }
 
 static void test_metadata_and_offsets(void **state)
@@ -256,10 +256,10 @@ static void test_metadata_and_offsets(void **state)
 	int64_t base;
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true), KAFKA_NONE);
 	struct kafka_list_offsets_partition lp[] = {{0, -1, KAFKA_LIST_OFFSETS_EARLIEST},
-						    {0, -1, KAFKA_LIST_OFFSETS_LATEST},
-						    {0, -1, 1010},
-						    {0, -1, 99999},
-						    {1, -1, KAFKA_LIST_OFFSETS_LATEST}};
+	                                            {0, -1, KAFKA_LIST_OFFSETS_LATEST},
+	                                            {0, -1, 1010},
+	                                            {0, -1, 99999},
+	                                            {1, -1, KAFKA_LIST_OFFSETS_LATEST}};
 	struct kafka_list_offsets_topic lt = {kafka_str("t"), lp, 5};
 	struct kafka_list_offsets_request lrq = {-1, 0, &lt, 1};
 	struct kafka_list_offsets_response lr;
@@ -284,7 +284,7 @@ static void test_crash_keeps_only_acknowledged(void **state)
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true), KAFKA_NONE);
 	memcpy(copy, f->batch, f->batch_size);
 	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, false), KAFKA_NONE);
-	assert_int_equal(base, 3); /* appended, never acknowledged */
+	assert_int_equal(base, 3);       /* appended, never acknowledged */
 	broker_core_sync_done(&f->core); /* as if the process died mid-sync */
 	broker_core_close(&f->core);
 	struct wal_vfs_crash crash = {WAL_VFS_CRASH_DROP_UNSYNCED, false};
@@ -318,15 +318,15 @@ static void test_image_drops_partitions(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_produce_is_served_only_once_durable, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_partition_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_failed_sync_is_not_acknowledged, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_metadata_and_offsets, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_crash_keeps_only_acknowledged, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_image_drops_partitions, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_produce_is_served_only_once_durable, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_partition_errors, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_failed_sync_is_not_acknowledged, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_metadata_and_offsets, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_crash_keeps_only_acknowledged, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_image_drops_partitions, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
