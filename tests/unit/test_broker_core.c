@@ -300,6 +300,53 @@ static void test_crash_keeps_only_acknowledged(void **state)
 	assert_int_equal(bytes, f->batch_size);
 }
 
+/* OffsetForLeaderEpoch answers from the epoch cache, never past what is
+ * durable; a fetch's max_bytes stops after the first batch that exceeds it. */
+static void test_epochs_and_fetch_budget(void **state)
+{
+	struct fx *f = *state;
+	uint8_t copy[4096];
+	int64_t base;
+	for (int i = 0; i < 3; i++) {
+		memcpy(copy, f->batch, f->batch_size);
+		assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true), KAFKA_NONE);
+	}
+	memcpy(copy, f->batch, f->batch_size);
+	assert_int_equal(produce(f, 0, copy, f->batch_size, &base, false), KAFKA_NONE);
+	struct kafka_offset_for_leader_partition lp[] = {{0, -1, 0}, {0, -1, 7}, {1, -1, 0}};
+	struct kafka_offset_for_leader_topic lt = {kafka_str("t"), lp, 3};
+	struct kafka_offset_for_leader_epoch_request rq = {-1, &lt, 1};
+	struct kafka_offset_for_leader_epoch_response out;
+	keel_arena_reset(&f->arena);
+	broker_offset_for_leader_epoch(&f->core, &rq, &f->arena, &out);
+	const struct kafka_epoch_end_offset *r = out.topics[0].partitions;
+	assert_int_equal(r[0].error_code, KAFKA_NONE);
+	assert_int_equal(r[0].leader_epoch, 0);
+	assert_int_equal(r[0].end_offset, 9); /* 12 appended, 9 durable */
+	assert_int_equal(r[1].error_code, KAFKA_NONE);
+	assert_int_equal(r[2].error_code, KAFKA_NOT_LEADER_OR_FOLLOWER);
+	broker_core_sync(&f->core);
+	broker_core_sync_done(&f->core);
+	/* max_bytes of one byte: still one whole batch, as Kafka does. */
+	struct kafka_fetch_partition fp = {0, -1, 0, -1, -1, 1 << 20};
+	struct kafka_fetch_topic ft = {kafka_str("t"), &fp, 1};
+	struct kafka_fetch_request frq;
+	memset(&frq, 0, sizeof(frq));
+	frq.max_bytes = 1;
+	frq.topics = &ft;
+	frq.topic_count = 1;
+	struct kafka_fetch_response fr;
+	size_t bytes = 0;
+	keel_arena_reset(&f->arena);
+	broker_fetch(&f->core, &frq, &f->arena, &fr, &bytes);
+	assert_int_equal(bytes, f->batch_size);
+	frq.max_bytes = (int32_t)(2 * f->batch_size);
+	keel_arena_reset(&f->arena);
+	broker_fetch(&f->core, &frq, &f->arena, &fr, &bytes);
+	assert_int_equal(bytes, 2 * f->batch_size);
+	assert_int_equal(fr.topics[0].partitions[0].high_watermark, 12);
+}
+
 static void test_image_drops_partitions(void **state)
 {
 	struct fx *f = *state;
@@ -326,6 +373,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_metadata_and_offsets, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_crash_keeps_only_acknowledged, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_epochs_and_fetch_budget, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_image_drops_partitions, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
