@@ -619,6 +619,8 @@ static void sync_work(uv_work_t *w)
 	broker_core_sync(&s->core);
 }
 
+static void apply_offered_image(struct broker_server *s);
+
 static void sync_done(uv_work_t *w, int status)
 {
 	(void)status;
@@ -641,6 +643,10 @@ static void sync_done(uv_work_t *w, int status)
 			c->wait = CONN_IDLE; /* the frame is handled again */
 		}
 	}
+	/* Nothing is dirty or waiting on a partition now: the moment for a new
+	 * image, before the next appends (under steady produce traffic there
+	 * may be no other). */
+	apply_offered_image(s);
 	for (struct conn *c = s->conns; c != NULL; c = c->next) {
 		if (!c->closing && c->wait == CONN_IDLE) {
 			conn_process(c);
