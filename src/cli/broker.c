@@ -627,13 +627,12 @@ static void forward_admin(struct broker *b)
 		struct kc_raw_reply reply;
 		int32_t err = meta_cli_call(&b->kc, api, body, &reply);
 		note_reachability(b, api, err);
-		KEEL_DEBUG("forwarded %s for a Kafka client: %s", meta_api_name(api),
-			   kc_err_message(err));
 		if (err != ZK_OK) {
 			KEEL_INFO("forwarding %s for a Kafka client: %s", meta_api_name(api),
 				  kc_err_message(err));
 			broker_server_admin_done(b->server, job, NULL, 0);
 		} else {
+			KEEL_DEBUG("forwarded %s for a Kafka client", meta_api_name(api));
 			broker_server_admin_done(b->server, job, reply.body, reply.body_size);
 		}
 	}

@@ -96,6 +96,7 @@ struct broker_server {
 	struct conn *conns;
 	bool sync_in_flight;
 	uint64_t sync_seq; /* syncs started */
+	uint64_t acked_produces; /* produce requests answered after a sync */
 	uint64_t conn_count;
 	pthread_mutex_t mu; /* guards the fields below */
 	struct meta_image *offered;
@@ -635,6 +636,7 @@ static void sync_done(uv_work_t *w, int status)
 		}
 		if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq) {
 			broker_produce_finish(&c->produce_wait, &c->resp.produce);
+			s->acked_produces++;
 			conn_respond(c, &c->resp.produce);
 			conn_finish(c);
 		} else if (c->wait == CONN_WAIT_FETCH) {
@@ -815,6 +817,9 @@ void broker_server_stop(struct broker_server *s)
 	pthread_mutex_unlock(&s->mu);
 	uv_async_send(&s->wakeup);
 	pthread_join(s->thread, NULL);
+	KEEL_INFO("served %" PRIu64 " connections; %" PRIu64 " produce requests acknowledged "
+		  "after %" PRIu64 " group syncs",
+		  s->conn_count, s->acked_produces, s->sync_seq);
 	uv_loop_close(&s->loop);
 	if (s->offered != NULL) {
 		meta_image_close(s->offered);
