@@ -323,7 +323,8 @@ void broker_produce_finish(const struct broker_produce_wait *wait,
 
 static void fetch_one(struct broker_core *core, struct kafka_str topic,
                       const struct kafka_fetch_partition *fp, struct keel_arena *arena,
-                      uint64_t budget, struct kafka_fetch_partition_data *out, size_t *bytes)
+                      uint64_t budget, struct kafka_fetch_partition_data *out, size_t *bytes,
+                      struct broker_fetch_range *range)
 {
 	out->partition_index = fp->partition;
 	out->high_watermark = -1;
@@ -361,7 +362,24 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic,
 		out->error_code = err != KEEL_OK ? KAFKA_KAFKA_STORAGE_ERROR : KAFKA_NONE;
 		return;
 	}
-	uint8_t *buf = r.size <= INT32_MAX ? keel_arena_alloc(arena, (size_t)r.size) : NULL;
+	if (r.size > INT32_MAX) {
+		out->error_code = KAFKA_KAFKA_STORAGE_ERROR;
+		return;
+	}
+	if (range != NULL) {
+		/* By reference: the shell sends the file's bytes itself. */
+		char *path = keel_arena_alloc(arena, WAL_VFS_PATH_MAX);
+		if (path == NULL || plog_segment_path(&p->log, r.segment_base_offset, path,
+		                                      WAL_VFS_PATH_MAX) != KEEL_OK) {
+			out->error_code = KAFKA_KAFKA_STORAGE_ERROR;
+			return;
+		}
+		*range = (struct broker_fetch_range){path, r.position, r.size};
+		out->records = (struct kafka_records){NULL, (int32_t)r.size};
+		*bytes += (size_t)r.size;
+		return;
+	}
+	uint8_t *buf = keel_arena_alloc(arena, (size_t)r.size);
 	if (buf == NULL || plog_read_copy(&p->log, &r, buf) != KEEL_OK) {
 		out->error_code = KAFKA_KAFKA_STORAGE_ERROR;
 		return;
@@ -373,8 +391,31 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic,
 void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq,
                   struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes)
 {
+	broker_fetch_ranges(core, rq, arena, out, bytes, NULL);
+}
+
+void broker_fetch_ranges(struct broker_core *core, const struct kafka_fetch_request *rq,
+                         struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes,
+                         struct broker_fetch_range **ranges)
+{
 	memset(out, 0, sizeof(*out));
 	*bytes = 0;
+	struct broker_fetch_range *flat = NULL;
+	if (ranges != NULL) {
+		uint32_t total = 0;
+		for (int32_t t = 0; t < rq->topic_count; t++) {
+			total += (uint32_t)KEEL_MAX(rq->topics[t].partition_count, 0);
+		}
+		*ranges = NULL;
+		if (total > 0 && ALLOC_ARRAY(arena, flat, total) == NULL) {
+			out->error_code = KAFKA_UNKNOWN_SERVER_ERROR;
+			return;
+		}
+		if (total > 0) {
+			memset(flat, 0, total * sizeof(*flat));
+		}
+		*ranges = flat;
+	}
 	out->error_code = KAFKA_NONE;
 	out->session_id = 0; /* no fetch sessions: every fetch is a full one */
 	if (rq->topic_count > 0 && ALLOC_ARRAY(arena, out->topics, rq->topic_count) == NULL) {
@@ -395,16 +436,17 @@ void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq
 		for (int32_t i = 0; i < ft->partition_count; i++) {
 			struct kafka_fetch_partition_data *op = &ot->partitions[i];
 			memset(op, 0, sizeof(*op));
+			struct broker_fetch_range *range = flat != NULL ? flat++ : NULL;
 			/* Past the response's max_bytes only the first batch is
 			 * forced in (as Kafka does); later partitions get none. */
 			uint64_t budget = *bytes < max_bytes ? max_bytes - *bytes : 0;
 			if (budget == 0 && *bytes > 0) {
 				struct kafka_fetch_partition nothing = ft->partitions[i];
 				nothing.partition_max_bytes = 0;
-				fetch_one(core, ft->topic, &nothing, arena, 0, op, bytes);
+				fetch_one(core, ft->topic, &nothing, arena, 0, op, bytes, range);
 			} else {
 				fetch_one(core, ft->topic, &ft->partitions[i], arena,
-				          KEEL_MAX(budget, 1), op, bytes);
+				          KEEL_MAX(budget, 1), op, bytes, range);
 			}
 			ot->partition_count = i + 1;
 		}

@@ -137,6 +137,23 @@ void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
                     struct broker_produce_wait *wait);
 void broker_produce_finish(const struct broker_produce_wait *wait,
                            struct kafka_produce_response *out);
+/* A fetched partition's records, by reference: `size` bytes at `position`
+ * of the segment file `path` (in the arena); size 0: none. Segment bytes
+ * below the log end never change (appends go after them), so the range
+ * stays valid while the file exists. */
+struct broker_fetch_range {
+	const char *path;
+	uint64_t position;
+	uint64_t size;
+};
+
+/* Like broker_fetch, without copying: records are {NULL, size} and
+ * (*ranges)[i] says where partition i's bytes are (i counts the response's
+ * partitions in order over all topics). Encode with splices (api.h). */
+void broker_fetch_ranges(struct broker_core *core, const struct kafka_fetch_request *rq,
+                         struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes,
+                         struct broker_fetch_range **ranges);
+
 /* Fills *out; *bytes is the record bytes it carries. */
 void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq,
                   struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes);

@@ -26,15 +26,19 @@
  * version the broker does not serve (ApiVersions gets its UNSUPPORTED_VERSION
  * answer first), or no whole request within the handshake deadline.
  *
- * Fetch copies the records out of the log (plog_read_copy); sendfile of the
- * segment ranges is a later step (docs/brokers.md).
+ * Fetch records go out with sendfile(2) from the segment files, between
+ * the encoded pieces of the response (conn_respond_fetch; docs/brokers.md).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/assert.h"
@@ -79,7 +83,8 @@ struct conn {
 	struct kafka_request req;
 	union kafka_response_body resp;
 	struct broker_produce_wait produce_wait;
-	struct broker_admin_job *admin_job; /* WAIT_ADMIN: out with the controller thread */
+	struct broker_fetch_range *fetch_ranges; /* the current Fetch's records */
+	struct broker_admin_job *admin_job;      /* WAIT_ADMIN: out with the controller thread */
 };
 
 struct broker_server {
@@ -95,8 +100,10 @@ struct broker_server {
 	struct kafka_limits limits;
 	struct conn *conns;
 	bool sync_in_flight;
-	uint64_t sync_seq; /* syncs started */
+	uint64_t sync_seq;       /* syncs started */
 	uint64_t acked_produces; /* produce requests answered after a sync */
+	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
+	uint64_t copied_bytes;   /* ... and read into memory first */
 	uint64_t conn_count;
 	pthread_mutex_t mu; /* guards the fields below */
 	struct meta_image *offered;
@@ -165,6 +172,28 @@ static void write_done(uv_write_t *wr, int status)
 	}
 }
 
+/* Queues `data` (malloc'd; owned from here on, freed when written); false
+ * when the connection was closed instead. */
+static bool conn_write_owned(struct conn *c, uint8_t *data, size_t n)
+{
+	uv_write_t *wr = malloc(sizeof(*wr));
+	if (wr == NULL) {
+		free(data);
+		conn_close(c, "out of memory");
+		return false;
+	}
+	wr->data = data;
+	uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
+	int rc = uv_write(wr, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+	if (rc < 0) {
+		free(data);
+		free(wr);
+		conn_close(c, uv_strerror(rc));
+		return false;
+	}
+	return true;
+}
+
 /* Encodes and queues the response to the current request. */
 static void conn_respond(struct conn *c, const void *body)
 {
@@ -182,20 +211,11 @@ static void conn_respond(struct conn *c, const void *body)
 	}
 	size_t size = 0;
 	uint8_t *data = keel_wbuf_release(&w, &size);
-	uv_write_t *wr = malloc(sizeof(*wr));
-	if (wr == NULL) {
-		free(data);
+	if (data == NULL) {
 		conn_close(c, "out of memory");
 		return;
 	}
-	wr->data = data;
-	uv_buf_t b = uv_buf_init((char *)data, (unsigned)size);
-	int rc = uv_write(wr, (uv_stream_t *)&c->tcp, &b, 1, write_done);
-	if (rc < 0) {
-		free(data);
-		free(wr);
-		conn_close(c, uv_strerror(rc));
-	}
+	conn_write_owned(c, data, size);
 }
 
 /* The current frame is answered: drop it from the buffer. */
@@ -207,6 +227,128 @@ static void conn_finish(struct conn *c)
 	c->len -= c->frame_bytes;
 	c->frame_bytes = 0;
 	c->wait = CONN_IDLE;
+}
+
+/* Queues a copy of n bytes; false when the connection was closed. */
+static bool conn_write_copy(struct conn *c, const uint8_t *data, size_t n)
+{
+	if (n == 0) {
+		return true;
+	}
+	uint8_t *copy = malloc(n);
+	if (copy == NULL) {
+		conn_close(c, "out of memory");
+		return false;
+	}
+	memcpy(copy, data, n);
+	return conn_write_owned(c, copy, n);
+}
+
+/* Sends a range of a segment file: with sendfile while everything queued
+ * before it has reached the kernel and the socket takes it, the rest read
+ * into memory and queued (ordering is kept either way). */
+static bool conn_send_file(struct conn *c, const struct broker_fetch_range *range)
+{
+	int fd = open(range->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		KEEL_WARN("kafka client %s: cannot open %s: %s", c->peer, range->path,
+		          strerror(errno));
+		conn_close(c, NULL);
+		return false;
+	}
+	uint64_t position = range->position, left = range->size;
+	uv_os_fd_t sock;
+	if (c->tcp.write_queue_size == 0 && uv_fileno((uv_handle_t *)&c->tcp, &sock) == 0) {
+		while (left > 0) {
+			off_t at = (off_t)position;
+			ssize_t n = sendfile(sock, fd, &at, (size_t)left);
+			if (n > 0) {
+				position += (uint64_t)n;
+				left -= (uint64_t)n;
+				c->srv->sendfile_bytes += (uint64_t)n;
+			} else if (n < 0 && errno == EINTR) {
+				continue;
+			} else {
+				break; /* EAGAIN (the socket is full) or an error: copy the rest */
+			}
+		}
+	}
+	bool ok = true;
+	if (left > 0) {
+		uint8_t *buf = malloc((size_t)left);
+		size_t got = 0;
+		while (buf != NULL && got < left) {
+			ssize_t n =
+			        pread(fd, buf + got, (size_t)left - got, (off_t)(position + got));
+			if (n < 0 && errno == EINTR) {
+				continue;
+			}
+			if (n <= 0) {
+				break;
+			}
+			got += (size_t)n;
+		}
+		if (buf == NULL || got < left) {
+			KEEL_WARN("kafka client %s: cannot read %s", c->peer, range->path);
+			conn_close(c, NULL);
+			ok = false;
+		} else {
+			ok = conn_write_copy(c, buf, (size_t)left);
+			c->srv->copied_bytes += left;
+		}
+		free(buf);
+	}
+	close(fd);
+	return ok;
+}
+
+/* Writes the current Fetch response: its encoded bytes with the records
+ * spliced in from the segment files. */
+static void conn_respond_fetch(struct conn *c)
+{
+	const struct kafka_request_header *h = &c->req.header;
+	const struct kafka_fetch_response *r = &c->resp.fetch;
+	size_t total = 0;
+	size_t *first =
+	        r->topic_count > 0
+	                ? keel_arena_alloc(&c->resp_arena, (size_t)r->topic_count * sizeof(*first))
+	                : NULL;
+	for (int32_t t = 0; t < r->topic_count && first != NULL; t++) {
+		first[t] = total;
+		total += (size_t)r->topics[t].partition_count;
+	}
+	struct kafka_splice *splices =
+	        total > 0 ? keel_arena_alloc(&c->resp_arena, total * sizeof(*splices)) : NULL;
+	if (total > 0 && (splices == NULL || first == NULL)) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 4096, (size_t)c->srv->opt.max_frame_bytes + 4096);
+	size_t count = 0;
+	enum keel_err err = kafka_encode_response(&w, h->correlation_id, h->api_key, h->api_version,
+	                                          r, splices, total, &count);
+	if (err != KEEL_OK) {
+		keel_wbuf_free(&w);
+		KEEL_WARN("kafka client %s: cannot encode the Fetch v%d response: %s", c->peer,
+		          h->api_version, keel_errname(err));
+		conn_close(c, NULL);
+		return;
+	}
+	size_t pos = 0;
+	bool ok = true;
+	for (size_t i = 0; ok && i < count; i++) {
+		const struct kafka_splice *sp = &splices[i];
+		const struct broker_fetch_range *range =
+		        &c->fetch_ranges[first[sp->topic_index] + sp->partition_index];
+		KEEL_ASSERT(range->size == sp->size);
+		ok = conn_write_copy(c, w.data + pos, sp->offset - pos) && conn_send_file(c, range);
+		pos = sp->offset;
+	}
+	if (ok) {
+		conn_write_copy(c, w.data + pos, w.size - pos);
+	}
+	keel_wbuf_free(&w);
 }
 
 static bool fetch_has_error(const struct kafka_fetch_response *r)
@@ -243,12 +385,13 @@ static void fetch_try(struct conn *c, bool first)
 	const struct kafka_fetch_request *rq = &c->req.body.fetch;
 	keel_arena_reset(&c->resp_arena);
 	size_t bytes = 0;
-	broker_fetch(&c->srv->core, rq, &c->resp_arena, &c->resp.fetch, &bytes);
+	broker_fetch_ranges(&c->srv->core, rq, &c->resp_arena, &c->resp.fetch, &bytes,
+	                    &c->fetch_ranges);
 	bool enough =
 	        bytes >= (size_t)KEEL_MAX(rq->min_bytes, 1) || fetch_has_error(&c->resp.fetch);
 	if (enough || rq->max_wait_ms <= 0 || c->fetch_expired) {
 		uv_timer_stop(&c->timer);
-		conn_respond(c, &c->resp.fetch);
+		conn_respond_fetch(c);
 		conn_finish(c);
 		return;
 	}
@@ -445,16 +588,11 @@ static void handle_frame(struct conn *c)
 		}
 		size_t n = 0;
 		uint8_t *data = keel_wbuf_release(&w, &n);
-		uv_write_t *wr = malloc(sizeof(*wr));
-		uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
-		if (wr == NULL || (wr->data = data,
-		                   uv_write(wr, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0)) {
-			free(data);
-			free(wr);
-			conn_close(c, "cannot write");
-			return;
+		if (data == NULL) {
+			conn_close(c, "out of memory");
+		} else if (conn_write_owned(c, data, n)) {
+			conn_finish(c);
 		}
-		conn_finish(c);
 		return;
 	}
 	if (err != KEEL_OK) {
@@ -818,8 +956,10 @@ void broker_server_stop(struct broker_server *s)
 	uv_async_send(&s->wakeup);
 	pthread_join(s->thread, NULL);
 	KEEL_INFO("served %" PRIu64 " connections; %" PRIu64 " produce requests acknowledged "
-		  "after %" PRIu64 " group syncs",
-		  s->conn_count, s->acked_produces, s->sync_seq);
+	          "after %" PRIu64 " group syncs; fetched %" PRIu64
+	          " record bytes with sendfile, %" PRIu64 " copied",
+	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
+	          s->copied_bytes);
 	uv_loop_close(&s->loop);
 	if (s->offered != NULL) {
 		meta_image_close(s->offered);
