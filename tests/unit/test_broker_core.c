@@ -158,6 +158,28 @@ static void test_produce_is_served_only_once_durable(void **state)
 	assert_int_equal(fetch(f, 0, 3, -1, &pd, &bytes), KAFKA_NONE);
 	assert_int_equal(pd.high_watermark, 6);
 	assert_int_equal(fetch(f, 0, 7, -1, &pd, &bytes), KAFKA_OFFSET_OUT_OF_RANGE);
+	/* By reference: the second batch's byte range in the first segment. */
+	struct kafka_fetch_partition fp[] = {{0, -1, 3, -1, -1, 1 << 20},
+	                                     {1, -1, 0, -1, -1, 1 << 20}};
+	struct kafka_fetch_topic ft = {kafka_str("t"), fp, 2};
+	struct kafka_fetch_request rq;
+	memset(&rq, 0, sizeof(rq));
+	rq.max_bytes = 1 << 20;
+	rq.topics = &ft;
+	rq.topic_count = 1;
+	struct kafka_fetch_response out;
+	struct broker_fetch_range *ranges = NULL;
+	keel_arena_reset(&f->arena);
+	broker_fetch_ranges(&f->core, &rq, &f->arena, &out, &bytes, &ranges);
+	assert_non_null(ranges);
+	assert_int_equal(bytes, f->batch_size);
+	assert_null(out.topics[0].partitions[0].records.data);
+	assert_int_equal(out.topics[0].partitions[0].records.size, (int32_t)f->batch_size);
+	assert_string_equal(ranges[0].path, "/data/t-0/00000000000000000000.log");
+	assert_int_equal(ranges[0].position, f->batch_size);
+	assert_int_equal(ranges[0].size, f->batch_size);
+	assert_int_equal(out.topics[0].partitions[1].error_code, KAFKA_NOT_LEADER_OR_FOLLOWER);
+	assert_int_equal(ranges[1].size, 0);
 }
 
 static void test_partition_errors(void **state)
