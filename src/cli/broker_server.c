@@ -659,7 +659,9 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 {
 	(void)suggested;
 	struct conn *c = h->data;
-	if (c->cap - c->len < READ_CHUNK / 4 && c->cap < READ_CHUNK * 4) {
+	/* Never move the buffer under a request that waits: its decoded
+	 * fields point into the frame at the head of it. */
+	if (c->wait == CONN_IDLE && c->cap - c->len < READ_CHUNK / 4 && c->cap < READ_CHUNK * 4) {
 		size_t cap = c->cap * 2;
 		uint8_t *n = realloc(c->buf, cap);
 		if (n != NULL) {
@@ -674,6 +676,12 @@ static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
 {
 	(void)b;
 	struct conn *c = stream->data;
+	if (nread == UV_ENOBUFS) {
+		/* No room while a request waits: read again once it is answered. */
+		uv_read_stop(stream);
+		c->reading = false;
+		return;
+	}
 	if (nread < 0) {
 		conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
 		return;
