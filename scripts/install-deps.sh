@@ -9,6 +9,7 @@ packages=(
   iproute2 procps psmisc netcat-openbsd
   python3 python3-kazoo python3-pytest
   python3-kafka python3-confluent-kafka kcat  # Kafka wire checks (tests/kafka)
+  librdkafka-dev  # Kafka clients against keel brokers (tests/integration)
   zookeeper zookeeper-bin libzookeeper-mt-dev default-jre-headless
   default-jdk-headless  # jcmd: ZooKeeper's live heap in `make bench`
   gnuplot-nox

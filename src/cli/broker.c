@@ -3,12 +3,14 @@
  * (docs/controller.md). It registers, heartbeats, follows the metadata log
  * into its own image, logs every change of its role in a partition, asks
  * for ISR changes as a partition leader, and shuts down in a controlled way
- * on SIGTERM. (Carrying records for producers and consumers is a later
- * issue: partition data will live under --data-dir.)
+ * on SIGTERM. It also serves Kafka clients on --host/--port from partition
+ * logs under --data-dir: broker_server.c runs that on its own thread and
+ * gets every new image from here (docs/brokers.md).
  *
  *	keel broker --id N --servers HOSTS --data-dir DIR [--rack R]
  *	            [--host H] [--port P] [--heartbeat-interval-ms MS]
  *	            [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]
+ *	            [--handshake-timeout-ms MS]
  *
  *   START --BrokerRegistration--> REGISTERED, fenced
  *         (DUPLICATE_BROKER_REGISTRATION while an earlier run's session
@@ -31,7 +33,7 @@
  * `no longer a replica of sensor-data-0`. The broker leads a partition
  * exactly when its image — the committed log up to its offset — says so.
  *
- * One thread, one ZooKeeper session (src/client); the session only carries
+ * This thread holds one ZooKeeper session (src/client); the session only carries
  * the requests, liveness is the heartbeats. --data-dir holds
  * meta.properties (the broker id it belongs to) and a lock, so that two
  * brokers never share one directory.
@@ -50,6 +52,7 @@
 
 #include "base/alloc.h"
 #include "base/assert.h"
+#include "cli/broker_server.h"
 #include "cli/cli.h"
 #include "cli/meta_cli.h"
 #include "meta/follower.h"
@@ -63,6 +66,7 @@
 #define ALTER_RESEND_MS 2000
 #define KC_SESSION_TIMEOUT_MS 10000
 #define KC_CALL_TIMEOUT_MS 5000
+#define ADMIN_POLL_MS 50u
 
 struct broker_options {
 	int32_t id;
@@ -75,6 +79,7 @@ struct broker_options {
 	int fetch_ms;
 	int shutdown_timeout_ms;
 	int duplicate_id_timeout_ms;
+	int handshake_timeout_ms;
 	const char *log_level;
 };
 
@@ -103,6 +108,8 @@ struct broker {
 	uint64_t next_register_ms;
 	uint64_t next_heartbeat_ms;
 	uint64_t next_fetch_ms;
+	struct broker_server *server; /* the Kafka listener (broker_server.c) */
+	int64_t offered_offset;       /* image offset last handed to it */
 	int64_t alter_offset; /* follower offset at the last AlterPartition */
 	uint64_t alter_sent_ms;
 };
@@ -121,12 +128,16 @@ static int usage(FILE *out)
 		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
-		"                   [--duplicate-id-timeout-ms MS] [--log-level LEVEL]\n\n"
+		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
+		"                   [--log-level LEVEL]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
 		"If another live broker holds the id for --duplicate-id-timeout-ms\n"
-		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n");
+		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
+		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
+		"partition logs under --data-dir; a client that sends no whole request\n"
+		"within --handshake-timeout-ms (default 10000) is disconnected.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -152,6 +163,7 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 	o->fetch_ms = 200;
 	o->shutdown_timeout_ms = 15000;
 	o->duplicate_id_timeout_ms = 30000;
+	o->handshake_timeout_ms = 10000;
 	o->log_level = "info";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -184,6 +196,9 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--duplicate-id-timeout-ms") == 0 &&
 			   parse_int(v, 0, 3600000, &n)) {
 			o->duplicate_id_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--handshake-timeout-ms") == 0 &&
+			   parse_int(v, 10, 3600000, &n)) {
+			o->handshake_timeout_ms = (int)n;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -529,6 +544,11 @@ static void do_fetch(struct broker *b, uint64_t now)
 {
 	for (int i = 0; i < FETCH_ROUNDS && !b->failed && fetch_once(b); i++) {
 	}
+	int64_t offset = meta_follower_offset(&b->follower);
+	if (b->server != NULL && offset != b->offered_offset) {
+		broker_server_offer_image(b->server, &b->follower.image);
+		b->offered_offset = offset;
+	}
 	b->next_fetch_ms = now + (uint64_t)b->opt.fetch_ms;
 }
 
@@ -595,6 +615,29 @@ static bool leads_anything(const struct broker *b)
 	return false;
 }
 
+/* Admin requests from Kafka clients, forwarded to the controller as the
+ * CLI sends them (broker_server.h); one call each, no retry: a client
+ * retries on REQUEST_TIMED_OUT or NOT_CONTROLLER itself. */
+static void forward_admin(struct broker *b)
+{
+	struct broker_admin_job *job;
+	enum meta_api api;
+	const struct keel_wbuf *body;
+	while (b->server != NULL && broker_server_take_admin(b->server, &job, &api, &body)) {
+		struct kc_raw_reply reply;
+		int32_t err = meta_cli_call(&b->kc, api, body, &reply);
+		note_reachability(b, api, err);
+		if (err != ZK_OK) {
+			KEEL_INFO("forwarding %s for a Kafka client: %s", meta_api_name(api),
+				  kc_err_message(err));
+			broker_server_admin_done(b->server, job, NULL, 0);
+		} else {
+			KEEL_DEBUG("forwarded %s for a Kafka client", meta_api_name(api));
+			broker_server_admin_done(b->server, job, reply.body, reply.body_size);
+		}
+	}
+}
+
 /* ---- the loop ---- */
 
 static bool ensure_session(struct broker *b)
@@ -627,7 +670,8 @@ static void wait_for_work(struct broker *b, uint64_t now)
 	uint64_t next = b->next_fetch_ms;
 	uint64_t other = b->epoch < 0 ? b->next_register_ms : b->next_heartbeat_ms;
 	next = KEEL_MIN(next, other);
-	int ms = next > now ? (int)KEEL_MIN(next - now, 1000u) : 0;
+	/* At most ADMIN_POLL_MS, so that forwarded admin requests wait little. */
+	int ms = next > now ? (int)KEEL_MIN(next - now, ADMIN_POLL_MS) : 0;
 	if (ms == 0 || (stop_requested && !b->shutting_down)) {
 		return;
 	}
@@ -691,6 +735,7 @@ static int broker_run(struct broker *b)
 		if (b->epoch >= 0 && !b->shutting_down) {
 			do_alter_partition(b, meta_cli_now_ms());
 		}
+		forward_admin(b);
 		wait_for_work(b, meta_cli_now_ms());
 	}
 }
@@ -739,7 +784,19 @@ int cli_broker(int argc, char **argv)
 	KEEL_INFO("keel broker %d (incarnation %s, rack %s) for servers %s, data in %s", b.opt.id,
 		  incarnation, b.opt.rack != NULL ? b.opt.rack : "none", b.opt.servers,
 		  b.opt.data_dir);
+	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
+					   b.opt.handshake_timeout_ms, 100u << 20};
+	b.server = broker_server_start(&so);
+	if (b.server == NULL) {
+		meta_follower_close(&b.follower);
+		keel_arena_close(&b.arena);
+		keel_wbuf_free(&b.req);
+		close(lock_fd);
+		return 1;
+	}
+	b.offered_offset = -1;
 	int status = broker_run(&b);
+	broker_server_stop(b.server);
 	if (b.kc_open) {
 		kc_close(&b.kc);
 	}

@@ -25,6 +25,8 @@ int cli_log(int argc, char **argv);
 int cli_dump_log(int argc, char **argv);
 int cli_broker(int argc, char **argv);
 int cli_brokers(int argc, char **argv);
+int cli_produce(int argc, char **argv);
+int cli_consume(int argc, char **argv);
 int cli_topics(int argc, char **argv);
 int cli_configs(int argc, char **argv);
 int cli_leader_election(int argc, char **argv);

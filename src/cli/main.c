@@ -45,6 +45,8 @@ const struct cli_command cli_commands[] = {
 	{"dump-log", cli_dump_log, "decode a partition directory's segments (dump-log DIR)"},
 	{"broker", cli_broker, "run a broker: register, heartbeat, follow the metadata log"},
 	{"brokers", cli_brokers, "list the registered brokers and their state"},
+	{"produce", cli_produce, "send stdin's lines to a topic through a Kafka broker"},
+	{"consume", cli_consume, "print a partition's records from a Kafka broker"},
 	{"topics", cli_topics, "create, delete, list or describe topics"},
 	{"configs", cli_configs, "describe or alter topic, broker and cluster configs"},
 	{"leader-election", cli_leader_election,

@@ -240,6 +240,22 @@ static void print_topic(const struct topics_args *a, const struct meta_describe_
 	}
 }
 
+/* Where Kafka clients reach each broker (the leaders above among them). */
+static void print_brokers(const struct meta_describe_cluster_response *rs)
+{
+	printf("Brokers:\n");
+	for (uint32_t i = 0; i < rs->broker_count; i++) {
+		const struct meta_describe_broker *b = &rs->brokers[i];
+		printf("\tBroker: %d\tEndpoint: ", b->id);
+		for (uint32_t e = 0; e < b->endpoint_count; e++) {
+			printf("%s%s://%s:%u", e > 0 ? "," : "", b->endpoints[e].name,
+			       b->endpoints[e].host, b->endpoints[e].port);
+		}
+		printf("\tRack: %s\tState: %s\n", b->rack != NULL ? b->rack : "none",
+		       b->fenced ? "fenced" : b->in_controlled_shutdown ? "shutting-down" : "active");
+	}
+}
+
 static bool is_pattern(const char *name)
 {
 	return name != NULL && strpbrk(name, "*?[") != NULL;
@@ -254,7 +270,7 @@ static int topics_read(struct kc_client *c, const struct topics_args *a)
 	bool list = strcmp(a->action, "list") == 0;
 	/* A pattern is matched here, over every topic; a plain name is asked for. */
 	const char *ask = list || is_pattern(a->name) ? NULL : a->name;
-	int status = describe(c, who, ask, any_filter(a), true, &arena, &rs);
+	int status = describe(c, who, ask, any_filter(a) || !list, true, &arena, &rs);
 	uint32_t matched = 0;
 	for (uint32_t i = 0; status == 0 && i < rs.topic_count; i++) {
 		const struct meta_describe_topic *t = &rs.topics[i];
@@ -275,6 +291,9 @@ static int topics_read(struct kc_client *c, const struct topics_args *a)
 	if (status == 0 && matched == 0 && a->name != NULL && !any_filter(a)) {
 		fprintf(stderr, "%s: no topic matches '%s'\n", who, a->name);
 		status = 1;
+	}
+	if (status == 0 && !list && !any_filter(a)) {
+		print_brokers(&rs);
 	}
 	keel_arena_close(&arena);
 	return status;

@@ -1,0 +1,424 @@
+/*
+ * admin.c — the admin APIs. CreateTopics, DeleteTopics, CreatePartitions
+ * and IncrementalAlterConfigs change the metadata log, so they go to keel's
+ * controller as the extension requests the CLI sends (meta/proto.h):
+ * broker_admin_request() encodes that request, the shell has the
+ * controller thread send it, and broker_admin_response() turns the reply
+ * (or the failure to get one) into the Kafka response. DescribeConfigs and
+ * DescribeCluster are reads of this broker's image, answered here.
+ */
+#include <string.h>
+
+#include "base/assert.h"
+#include "broker/broker.h"
+#include "meta/proto.h"
+#include "meta/record.h"
+
+#define ALLOC_ARRAY(arena, ptr, n) ((ptr) = keel_arena_alloc((arena), (size_t)(n) * sizeof(*(ptr))))
+
+/* A NUL-terminated copy in the arena ("" for null or on failure). */
+static const char *cstr(struct keel_arena *arena, struct kafka_str s)
+{
+	if (s.len <= 0) {
+		return "";
+	}
+	char *c = keel_arena_alloc(arena, (size_t)s.len + 1);
+	if (c == NULL) {
+		return "";
+	}
+	memcpy(c, s.ptr, (size_t)s.len);
+	c[s.len] = '\0';
+	return c;
+}
+
+static const char *cstr_or_null(struct keel_arena *arena, struct kafka_str s)
+{
+	return s.len < 0 ? NULL : cstr(arena, s);
+}
+
+bool broker_api_is_forwarded(int16_t api_key)
+{
+	return api_key == KAFKA_API_CREATE_TOPICS || api_key == KAFKA_API_DELETE_TOPICS ||
+	       api_key == KAFKA_API_CREATE_PARTITIONS ||
+	       api_key == KAFKA_API_INCREMENTAL_ALTER_CONFIGS;
+}
+
+static enum keel_err encode_create_topics(const struct kafka_create_topics_request *rq,
+                                          struct keel_arena *a, struct keel_wbuf *w)
+{
+	struct meta_create_topic *t = NULL;
+	if (rq->topic_count > 0 && ALLOC_ARRAY(a, t, rq->topic_count) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		const struct kafka_create_topics_topic *k = &rq->topics[i];
+		struct meta_config_kv *kv = NULL;
+		if (k->config_count > 0 && ALLOC_ARRAY(a, kv, k->config_count) == NULL) {
+			return KEEL_NOMEM;
+		}
+		for (int32_t j = 0; j < k->config_count; j++) {
+			kv[j].key = cstr(a, k->configs[j].name);
+			kv[j].value = cstr_or_null(a, k->configs[j].value);
+		}
+		/* Manual assignments are not forwarded: the controller places
+		 * replicas (docs/brokers.md). */
+		t[i] = (struct meta_create_topic){cstr(a, k->name), k->num_partitions,
+		                                  k->replication_factor, kv,
+		                                  (uint32_t)KEEL_MAX(k->config_count, 0)};
+	}
+	struct meta_create_topics_request m = {t, (uint32_t)KEEL_MAX(rq->topic_count, 0),
+	                                       rq->validate_only};
+	return meta_encode_create_topics_request(w, &m);
+}
+
+static enum keel_err encode_delete_topics(const struct kafka_delete_topics_request *rq,
+                                          int16_t version, struct keel_arena *a,
+                                          struct keel_wbuf *w)
+{
+	int32_t n = version >= 6 ? rq->topic_count : rq->topic_names.count;
+	const char **names = NULL;
+	if (n > 0 && ALLOC_ARRAY(a, names, n) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < n; i++) {
+		names[i] = cstr(a, version >= 6 ? rq->topics[i].name : rq->topic_names.items[i]);
+	}
+	struct meta_delete_topics_request m = {names, (uint32_t)KEEL_MAX(n, 0)};
+	return meta_encode_delete_topics_request(w, &m);
+}
+
+static enum keel_err encode_create_partitions(const struct kafka_create_partitions_request *rq,
+                                              struct keel_arena *a, struct keel_wbuf *w)
+{
+	struct meta_create_partitions_topic *t = NULL;
+	if (rq->topic_count > 0 && ALLOC_ARRAY(a, t, rq->topic_count) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		const struct kafka_create_partitions_topic *k = &rq->topics[i];
+		int32_t n = KEEL_MAX(k->assignment_count, 0);
+		const int32_t **rows = NULL;
+		uint32_t *sizes = NULL;
+		if (n > 0 &&
+		    (ALLOC_ARRAY(a, rows, n) == NULL || ALLOC_ARRAY(a, sizes, n) == NULL)) {
+			return KEEL_NOMEM;
+		}
+		for (int32_t j = 0; j < n; j++) {
+			rows[j] = k->assignments[j].broker_ids.items;
+			sizes[j] = (uint32_t)KEEL_MAX(k->assignments[j].broker_ids.count, 0);
+		}
+		t[i] = (struct meta_create_partitions_topic){cstr(a, k->name), k->count,
+		                                             (const int32_t *const *)rows, sizes,
+		                                             (uint32_t)n};
+	}
+	struct meta_create_partitions_request m = {t, (uint32_t)KEEL_MAX(rq->topic_count, 0),
+	                                           rq->validate_only};
+	return meta_encode_create_partitions_request(w, &m);
+}
+
+/* KEEL_UNSUPPORTED for APPEND/SUBTRACT (list configs keel does not have). */
+static enum keel_err encode_alter_configs(const struct kafka_incremental_alter_configs_request *rq,
+                                          struct keel_arena *a, struct keel_wbuf *w)
+{
+	struct meta_alter_config_resource *r = NULL;
+	if (rq->resource_count > 0 && ALLOC_ARRAY(a, r, rq->resource_count) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < rq->resource_count; i++) {
+		const struct kafka_alter_configs_resource *k = &rq->resources[i];
+		struct meta_config_kv *kv = NULL;
+		if (k->config_count > 0 && ALLOC_ARRAY(a, kv, k->config_count) == NULL) {
+			return KEEL_NOMEM;
+		}
+		for (int32_t j = 0; j < k->config_count; j++) {
+			const struct kafka_alterable_config *c = &k->configs[j];
+			if (c->config_operation != KAFKA_CONFIG_SET &&
+			    c->config_operation != KAFKA_CONFIG_DELETE) {
+				return KEEL_UNSUPPORTED;
+			}
+			kv[j].key = cstr(a, c->name);
+			kv[j].value =
+			        c->config_operation == KAFKA_CONFIG_SET ? cstr(a, c->value) : NULL;
+		}
+		r[i] = (struct meta_alter_config_resource){(uint8_t)k->resource_type,
+		                                           cstr(a, k->resource_name), kv,
+		                                           (uint32_t)KEEL_MAX(k->config_count, 0)};
+	}
+	struct meta_alter_configs_request m = {r, (uint32_t)KEEL_MAX(rq->resource_count, 0),
+	                                       rq->validate_only};
+	return meta_encode_alter_configs_request(w, &m);
+}
+
+enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
+                                   struct keel_wbuf *w, enum meta_api *api)
+{
+	switch (rq->header.api_key) {
+	case KAFKA_API_CREATE_TOPICS:
+		*api = META_API_CREATE_TOPICS;
+		return encode_create_topics(&rq->body.create_topics, arena, w);
+	case KAFKA_API_DELETE_TOPICS:
+		*api = META_API_DELETE_TOPICS;
+		return encode_delete_topics(&rq->body.delete_topics, rq->header.api_version, arena,
+		                            w);
+	case KAFKA_API_CREATE_PARTITIONS:
+		*api = META_API_CREATE_PARTITIONS;
+		return encode_create_partitions(&rq->body.create_partitions, arena, w);
+	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
+		*api = META_API_ALTER_CONFIGS;
+		return encode_alter_configs(&rq->body.incremental_alter_configs, arena, w);
+	default:
+		return KEEL_INVAL;
+	}
+}
+
+/* ---- responses ---- */
+
+static struct kafka_str kstr(const char *s)
+{
+	return s != NULL ? kafka_str(s) : KAFKA_STR_NULL;
+}
+
+static void create_topics_response(const struct kafka_create_topics_request *rq,
+                                   const struct meta_create_topics_response *m, int16_t fail,
+                                   struct keel_arena *a, struct kafka_create_topics_response *out)
+{
+	if (rq->topic_count <= 0 || ALLOC_ARRAY(a, out->topics, rq->topic_count) == NULL) {
+		return;
+	}
+	out->topic_count = rq->topic_count;
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		struct kafka_create_topics_result *r = &out->topics[i];
+		memset(r, 0, sizeof(*r));
+		r->name = rq->topics[i].name;
+		r->error_code = fail;
+		r->error_message = KAFKA_STR_NULL;
+		r->num_partitions = -1;
+		r->replication_factor = -1;
+		r->config_count = -1;
+		if (m == NULL || (uint32_t)i >= m->topic_count) {
+			continue;
+		}
+		const struct meta_create_topic_result *t = &m->topics[i];
+		memcpy(r->topic_id.b, t->topic_id, 16);
+		r->error_code = t->error;
+		r->error_message = kstr(t->error_message);
+		r->num_partitions = t->error == META_ERR_NONE ? t->num_partitions : -1;
+		r->replication_factor = t->error == META_ERR_NONE ? t->replication_factor : -1;
+	}
+}
+
+static void delete_topics_response(const struct kafka_delete_topics_request *rq, int16_t version,
+                                   const struct meta_delete_topics_response *m, int16_t fail,
+                                   struct keel_arena *a, struct kafka_delete_topics_response *out)
+{
+	int32_t n = version >= 6 ? rq->topic_count : rq->topic_names.count;
+	if (n <= 0 || ALLOC_ARRAY(a, out->responses, n) == NULL) {
+		return;
+	}
+	out->response_count = n;
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_delete_topics_result *r = &out->responses[i];
+		memset(r, 0, sizeof(*r));
+		r->name = version >= 6 ? rq->topics[i].name : rq->topic_names.items[i];
+		r->error_code = fail;
+		r->error_message = KAFKA_STR_NULL;
+		if (m != NULL && (uint32_t)i < m->result_count) {
+			memcpy(r->topic_id.b, m->results[i].topic_id, 16);
+			r->error_code = m->results[i].error;
+			r->error_message = kstr(m->results[i].error_message);
+		}
+	}
+}
+
+static void create_partitions_response(const struct kafka_create_partitions_request *rq,
+                                       const struct meta_create_partitions_response *m,
+                                       int16_t fail, struct keel_arena *a,
+                                       struct kafka_create_partitions_response *out)
+{
+	if (rq->topic_count <= 0 || ALLOC_ARRAY(a, out->results, rq->topic_count) == NULL) {
+		return;
+	}
+	out->result_count = rq->topic_count;
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		struct kafka_create_partitions_result *r = &out->results[i];
+		r->name = rq->topics[i].name;
+		r->error_code = fail;
+		r->error_message = KAFKA_STR_NULL;
+		if (m != NULL && (uint32_t)i < m->result_count) {
+			r->error_code = m->results[i].error;
+			r->error_message = kstr(m->results[i].error_message);
+		}
+	}
+}
+
+static void alter_configs_response(const struct kafka_incremental_alter_configs_request *rq,
+                                   const struct meta_alter_configs_response *m, int16_t fail,
+                                   struct keel_arena *a,
+                                   struct kafka_incremental_alter_configs_response *out)
+{
+	if (rq->resource_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
+		return;
+	}
+	out->response_count = rq->resource_count;
+	for (int32_t i = 0; i < rq->resource_count; i++) {
+		struct kafka_alter_configs_resource_response *r = &out->responses[i];
+		r->resource_type = rq->resources[i].resource_type;
+		r->resource_name = rq->resources[i].resource_name;
+		r->error_code = fail;
+		r->error_message = KAFKA_STR_NULL;
+		if (m != NULL && (uint32_t)i < m->result_count) {
+			r->error_code = m->results[i].error;
+			r->error_message = kstr(m->results[i].error_message);
+		}
+	}
+}
+
+void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
+                           int16_t fail, struct keel_arena *arena, union kafka_response_body *out)
+{
+	memset(out, 0, sizeof(*out));
+	int16_t v = rq->header.api_version;
+	bool ok = reply != NULL;
+	switch (rq->header.api_key) {
+	case KAFKA_API_CREATE_TOPICS: {
+		struct meta_create_topics_response m;
+		ok = ok &&
+		     meta_decode_create_topics_response(reply, size, arena, &m, NULL) == KEEL_OK;
+		create_topics_response(&rq->body.create_topics, ok ? &m : NULL, fail, arena,
+		                       &out->create_topics);
+		return;
+	}
+	case KAFKA_API_DELETE_TOPICS: {
+		struct meta_delete_topics_response m;
+		ok = ok &&
+		     meta_decode_delete_topics_response(reply, size, arena, &m, NULL) == KEEL_OK;
+		delete_topics_response(&rq->body.delete_topics, v, ok ? &m : NULL, fail, arena,
+		                       &out->delete_topics);
+		return;
+	}
+	case KAFKA_API_CREATE_PARTITIONS: {
+		struct meta_create_partitions_response m;
+		ok = ok && meta_decode_create_partitions_response(reply, size, arena, &m, NULL) ==
+		                   KEEL_OK;
+		create_partitions_response(&rq->body.create_partitions, ok ? &m : NULL, fail, arena,
+		                           &out->create_partitions);
+		return;
+	}
+	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS: {
+		struct meta_alter_configs_response m;
+		ok = ok &&
+		     meta_decode_alter_configs_response(reply, size, arena, &m, NULL) == KEEL_OK;
+		alter_configs_response(&rq->body.incremental_alter_configs, ok ? &m : NULL, fail,
+		                       arena, &out->incremental_alter_configs);
+		return;
+	}
+	default:
+		KEEL_UNREACHABLE(); /* only forwarded APIs come here */
+	}
+}
+
+/* ---- answered from the image ---- */
+
+/* Kafka's config sources. */
+#define CONFIG_SOURCE_TOPIC                  1
+#define CONFIG_SOURCE_DYNAMIC_BROKER         2
+#define CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER 4
+
+static bool wanted(const struct kafka_str_array *keys, const char *key)
+{
+	if (keys->count < 0) {
+		return true;
+	}
+	for (int32_t i = 0; i < keys->count; i++) {
+		if (kafka_str_eq(keys->items[i], key)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void describe_resource(struct broker_core *core,
+                              const struct kafka_describe_configs_resource *res,
+                              struct keel_arena *a, struct kafka_describe_configs_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->resource_type = res->resource_type;
+	out->resource_name = res->resource_name;
+	out->error_message = KAFKA_STR_NULL;
+	const char *name = cstr(a, res->resource_name);
+	int8_t source = CONFIG_SOURCE_TOPIC;
+	if (res->resource_type == KAFKA_RESOURCE_TOPIC) {
+		if (!core->has_image || meta_image_topic(&core->image, name) == NULL) {
+			out->error_code = KAFKA_UNKNOWN_TOPIC_OR_PARTITION;
+			return;
+		}
+	} else if (res->resource_type == KAFKA_RESOURCE_BROKER) {
+		source = name[0] == '\0' ? CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
+		                         : CONFIG_SOURCE_DYNAMIC_BROKER;
+	} else {
+		out->error_code = KAFKA_INVALID_REQUEST;
+		return;
+	}
+	if (!core->has_image) {
+		return;
+	}
+	uint32_t first = 0;
+	uint32_t n =
+	        meta_image_config_range(&core->image, (uint8_t)res->resource_type, name, &first);
+	if (n == 0 || ALLOC_ARRAY(a, out->configs, n) == NULL) {
+		return;
+	}
+	int32_t count = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct meta_config_entry *e = &core->image.configs[first + i];
+		if (!wanted(&res->configuration_keys, e->key)) {
+			continue;
+		}
+		struct kafka_describe_configs_entry *c = &out->configs[count++];
+		memset(c, 0, sizeof(*c));
+		c->name = kafka_str(e->key);
+		c->value = kafka_str(e->value);
+		c->config_source = source;
+		c->documentation = KAFKA_STR_NULL;
+	}
+	out->config_count = count;
+}
+
+void broker_describe_configs(struct broker_core *core,
+                             const struct kafka_describe_configs_request *rq,
+                             struct keel_arena *arena, struct kafka_describe_configs_response *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (rq->resource_count <= 0 ||
+	    ALLOC_ARRAY(arena, out->results, rq->resource_count) == NULL) {
+		return;
+	}
+	out->result_count = rq->resource_count;
+	for (int32_t i = 0; i < rq->resource_count; i++) {
+		describe_resource(core, &rq->resources[i], arena, &out->results[i]);
+	}
+}
+
+void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
+                             struct kafka_describe_cluster_response *out)
+{
+	/* Metadata's broker list and cluster id, in DescribeCluster's shape. */
+	struct kafka_metadata_request all = {NULL, -1, false, false, false};
+	struct kafka_metadata_response md;
+	broker_metadata(core, &all, 0, arena, &md);
+	memset(out, 0, sizeof(*out));
+	out->error_message = KAFKA_STR_NULL;
+	out->endpoint_type = 1;
+	out->cluster_id = md.cluster_id.len >= 0 ? md.cluster_id : kafka_str("");
+	out->controller_id = md.controller_id;
+	out->cluster_authorized_operations = INT32_MIN;
+	if (md.broker_count <= 0 || ALLOC_ARRAY(arena, out->brokers, md.broker_count) == NULL) {
+		return;
+	}
+	out->broker_count = md.broker_count;
+	for (int32_t i = 0; i < md.broker_count; i++) {
+		out->brokers[i] = (struct kafka_describe_cluster_broker){
+		        md.brokers[i].node_id, md.brokers[i].host, md.brokers[i].port,
+		        md.brokers[i].rack};
+	}
+}

@@ -1,0 +1,193 @@
+/*
+ * broker.h — the broker core: a Kafka broker's answers to decoded requests,
+ * given its metadata image and its partition logs. Pure: no libuv, no
+ * clock, no randomness; files only through the injected wal_vfs (plog).
+ * The libuv shell (src/cli/broker_server.c) frames requests, decodes them
+ * (src/kafka), calls in here and writes the responses.
+ *
+ * Partitions. The core holds one `struct broker_partition` for every
+ * partition the current image lists this broker as a replica of, with its
+ * plog open under <data_dir>/<topic>-<partition>/. broker_core_set_image()
+ * opens the new ones (recovering what is on disk), closes the ones this
+ * broker no longer holds, and records for each whether this broker leads it
+ * and at which leader epoch. A partition is served (Produce, Fetch,
+ * ListOffsets, OffsetForLeaderEpoch) exactly when the image says this broker
+ * leads it: NOT_LEADER_OR_FOLLOWER otherwise, UNKNOWN_TOPIC_OR_PARTITION
+ * when the image has no such partition. A directory whose partition.metadata
+ * names another topic id (a deleted topic re-created under the same name)
+ * is emptied before use.
+ *
+ * Durability (the rule that matters). Produce appends (plog_append) but
+ * does not sync: it marks the partition dirty and the shell must hold the
+ * response until broker_core_sync() (on a worker thread) and then
+ * broker_core_sync_done() (on the loop thread) ran; broker_produce_finish()
+ * then turns the partitions whose sync failed into KAFKA_STORAGE_ERROR.
+ * Every produce that reached the log between two syncs shares one
+ * fdatasync per partition (group commit). The high watermark served to
+ * consumers is the durable offset, so nothing unsynced is ever read.
+ *
+ * Threading. One thread at a time: while broker_core_sync() runs on the
+ * worker, the loop thread must not call anything else here (the shell gates
+ * every request that touches a partition until the sync is done).
+ *
+ * Memory. Responses are built in the caller's arena and point into the
+ * request (topic names) and the arena (records copied out of the log); both
+ * must live until the response is encoded.
+ */
+#ifndef KEEL_BROKER_BROKER_H
+#define KEEL_BROKER_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "kafka/api.h"
+#include "meta/image.h"
+#include "meta/proto.h"
+#include "plog/plog.h"
+#include "wal/vfs.h"
+
+/* The API sets a broker advertises in ApiVersions (kafka/api.h). */
+#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN)
+
+/* Longest topic name Kafka allows. */
+#define BROKER_TOPIC_MAX 249
+
+struct broker_config {
+	struct wal_vfs *vfs;  /* not owned */
+	const char *data_dir; /* copied */
+	int32_t node_id;
+	uint32_t max_batch_bytes; /* largest batch a produce may carry */
+};
+
+struct broker_partition {
+	char topic[BROKER_TOPIC_MAX + 1];
+	int32_t index;
+	uint8_t topic_id[16];
+	bool leader;          /* the image says this broker leads it */
+	int32_t leader_epoch; /* from the image */
+	bool open;            /* log is open */
+	struct plog log;
+	bool dirty;             /* appended since the last sync */
+	enum keel_err sync_err; /* outcome of the last sync */
+	bool seen;              /* scratch for broker_core_set_image */
+};
+
+struct broker_core {
+	struct broker_config config;
+	char data_dir[WAL_VFS_PATH_MAX];
+	struct meta_image image; /* the latest image handed in */
+	bool has_image;
+	struct broker_partition **parts; /* sorted by (topic, index) */
+	uint32_t part_count;
+	uint32_t part_capacity;
+	uint32_t dirty_count;
+	char why[256]; /* detail of the last failure to open a partition */
+};
+
+void broker_core_init(struct broker_core *core, const struct broker_config *config);
+void broker_core_close(struct broker_core *core);
+
+/* What changed in the set of open partitions, for the shell's log. */
+struct broker_image_report {
+	uint32_t opened;
+	uint32_t closed;
+	uint32_t failed;              /* partitions whose log did not open (core->why: the last) */
+	uint64_t recovered_bytes_cut; /* torn tails cut during recovery */
+};
+
+/*
+ * Takes the contents of *img (which is left empty) as the current image and
+ * brings the partitions in line with it. Must not be called while a sync is
+ * in flight or any partition is dirty (broker_core_dirty()).
+ */
+void broker_core_set_image(struct broker_core *core, struct meta_image *img,
+                           struct broker_image_report *report);
+
+/* The partition this broker holds, or NULL. */
+struct broker_partition *broker_core_partition(struct broker_core *core, struct kafka_str topic,
+                                               int32_t index);
+
+bool broker_core_dirty(const struct broker_core *core);
+
+/* Worker thread: plog_sync of every dirty partition (sets sync_err). */
+void broker_core_sync(struct broker_core *core);
+/* Loop thread, after broker_core_sync: clears the dirty marks. */
+void broker_core_sync_done(struct broker_core *core);
+
+/* ---- the APIs ---- */
+
+/* Which partitions a produce appended to, to finish it after the sync. */
+struct broker_produce_wait {
+	struct broker_partition **parts; /* [i] for response partition i (flattened), or NULL */
+	uint32_t count;
+	bool needs_sync; /* at least one append */
+};
+
+void broker_api_versions(struct broker_core *core, struct keel_arena *arena,
+                         struct kafka_api_versions_response *out);
+void broker_metadata(struct broker_core *core, const struct kafka_metadata_request *rq,
+                     int16_t version, struct keel_arena *arena,
+                     struct kafka_metadata_response *out);
+/* `rq` is not const: plog_append stamps offsets into the records in place. */
+void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
+                    struct keel_arena *arena, struct kafka_produce_response *out,
+                    struct broker_produce_wait *wait);
+void broker_produce_finish(const struct broker_produce_wait *wait,
+                           struct kafka_produce_response *out);
+/* A fetched partition's records, by reference: `size` bytes at `position`
+ * of the segment file `path` (in the arena); size 0: none. Segment bytes
+ * below the log end never change (appends go after them), so the range
+ * stays valid while the file exists. */
+struct broker_fetch_range {
+	const char *path;
+	uint64_t position;
+	uint64_t size;
+};
+
+/* Like broker_fetch, without copying: records are {NULL, size} and
+ * (*ranges)[i] says where partition i's bytes are (i counts the response's
+ * partitions in order over all topics). Encode with splices (api.h). */
+void broker_fetch_ranges(struct broker_core *core, const struct kafka_fetch_request *rq,
+                         struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes,
+                         struct broker_fetch_range **ranges);
+
+/* Fills *out; *bytes is the record bytes it carries. */
+void broker_fetch(struct broker_core *core, const struct kafka_fetch_request *rq,
+                  struct keel_arena *arena, struct kafka_fetch_response *out, size_t *bytes);
+void broker_list_offsets(struct broker_core *core, const struct kafka_list_offsets_request *rq,
+                         struct keel_arena *arena, struct kafka_list_offsets_response *out);
+void broker_offset_for_leader_epoch(struct broker_core *core,
+                                    const struct kafka_offset_for_leader_epoch_request *rq,
+                                    struct keel_arena *arena,
+                                    struct kafka_offset_for_leader_epoch_response *out);
+
+/* ---- admin (admin.c) ---- */
+
+/* CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs
+ * go to the controller: broker_admin_request encodes the extension request
+ * (body in w, its opcode in *api; KEEL_UNSUPPORTED for an operation keel
+ * cannot forward, e.g. APPEND), and broker_admin_response builds the Kafka
+ * response from the controller's reply body — or, when reply is NULL or does
+ * not decode, with `fail` as every result's error. */
+bool broker_api_is_forwarded(int16_t api_key);
+enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
+                                   struct keel_wbuf *w, enum meta_api *api);
+void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
+                           int16_t fail, struct keel_arena *arena, union kafka_response_body *out);
+
+/* Reads of the image: topic configs (the ones set; Kafka's defaults are
+ * not listed), broker and cluster-default configs, and the cluster. */
+void broker_describe_configs(struct broker_core *core,
+                             const struct kafka_describe_configs_request *rq,
+                             struct keel_arena *arena, struct kafka_describe_configs_response *out);
+void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
+                             struct kafka_describe_cluster_response *out);
+
+/* Whether a request of this API touches partition logs (the shell gates
+ * those while a sync is in flight). */
+bool broker_api_touches_logs(int16_t api_key);
+
+#endif

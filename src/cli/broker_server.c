@@ -1,0 +1,985 @@
+/*
+ * broker_server.c — the libuv shell around the broker core: listener,
+ * per-connection framing, responses in request order, fdatasync on a
+ * worker, long-polling fetches, and the metadata image handed over from the
+ * controller thread.
+ *
+ * One request per connection at a time, as Kafka does: a connection's next
+ * frame is not looked at until the current one is answered, so responses
+ * leave in request order. The current frame stays at the head of the read
+ * buffer (the decoded request points into it) until it is answered.
+ *
+ *   IDLE --frame--> answered at once, or
+ *        --Produce (acks 1/-1) appended--> WAIT_SYNC --sync done--> answered
+ *        --Fetch below min_bytes--> WAIT_FETCH --data durable or max_wait--> answered
+ *        --touches logs while a sync is in flight--> GATED --sync done--> IDLE
+ *           (the frame is handled again from the start)
+ *
+ * Durability: appends happen on the loop thread; a uv_prepare hook starts
+ * one sync (uv_queue_work: plog_sync of every dirty partition) when there
+ * are dirty partitions and none is in flight, so all the produces handled
+ * in one loop turn share it. While it runs no request touches a log (the
+ * core is single-threaded), and no new image is applied.
+ *
+ * Bad input closes only the offending connection: a frame over the size
+ * limit or with a negative size, a request that does not decode, an API or
+ * version the broker does not serve (ApiVersions gets its UNSUPPORTED_VERSION
+ * answer first), or no whole request within the handshake deadline.
+ *
+ * Fetch records go out with sendfile(2) from the segment files, between
+ * the encoded pieces of the response (conn_respond_fetch; docs/brokers.md).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "base/assert.h"
+#include "broker/broker.h"
+#include "cli/broker_server.h"
+#include "os/log.h"
+
+#define READ_CHUNK            (64u * 1024u)
+#define MAX_WRITE_QUEUE_BYTES (64u << 20)
+#define ARENA_BLOCK           (64u * 1024u)
+
+enum conn_wait { CONN_IDLE, CONN_WAIT_SYNC, CONN_WAIT_FETCH, CONN_WAIT_ADMIN, CONN_GATED };
+
+/* An admin request on its way to the controller and back. */
+struct broker_admin_job {
+	struct broker_admin_job *next;
+	struct conn *conn;
+	enum meta_api api;
+	struct keel_wbuf body;
+	uint8_t *reply; /* NULL: no answer */
+	size_t reply_size;
+};
+
+struct conn {
+	uv_tcp_t tcp;
+	uv_timer_t timer; /* handshake deadline, then fetch waits */
+	struct broker_server *srv;
+	struct conn *prev, *next;
+	char peer[64];
+	uint8_t *buf;
+	size_t len, cap;
+	size_t frame_bytes; /* the current frame, prefix included (0: none) */
+	bool got_request;
+	bool reading;
+	bool closing;
+	int handles_open;
+	enum conn_wait wait;
+	uint64_t wait_sync_seq; /* WAIT_SYNC: the sync that covers it */
+	bool fetch_expired;
+	struct keel_arena req_arena;  /* the decoded request */
+	struct keel_arena resp_arena; /* the response body */
+	struct kafka_request req;
+	union kafka_response_body resp;
+	struct broker_produce_wait produce_wait;
+	struct broker_fetch_range *fetch_ranges; /* the current Fetch's records */
+	struct broker_admin_job *admin_job;      /* WAIT_ADMIN: out with the controller thread */
+};
+
+struct broker_server {
+	struct broker_server_options opt;
+	uv_loop_t loop;
+	uv_tcp_t listener;
+	uv_async_t wakeup; /* an image was offered, or stop */
+	uv_prepare_t prepare;
+	uv_work_t work;
+	pthread_t thread;
+	struct wal_vfs vfs;
+	struct broker_core core;
+	struct kafka_limits limits;
+	struct conn *conns;
+	bool sync_in_flight;
+	uint64_t sync_seq;       /* syncs started */
+	uint64_t acked_produces; /* produce requests answered after a sync */
+	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
+	uint64_t copied_bytes;   /* ... and read into memory first */
+	uint64_t conn_count;
+	pthread_mutex_t mu; /* guards the fields below */
+	struct meta_image *offered;
+	bool stop;
+	struct broker_admin_job *admin_out;  /* to the controller thread (LIFO is fine: */
+	struct broker_admin_job *admin_back; /* one job per connection at a time) */
+};
+
+static void conn_process(struct conn *c);
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out);
+static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b);
+
+/* ---- connections ---- */
+
+static void conn_free(struct conn *c)
+{
+	keel_arena_close(&c->req_arena);
+	keel_arena_close(&c->resp_arena);
+	free(c->buf);
+	free(c);
+}
+
+static void conn_handle_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+	if (--c->handles_open > 0) {
+		return;
+	}
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		c->srv->conns = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	if (c->admin_job == NULL) {
+		conn_free(c);
+	} /* else freed when the job comes back */
+}
+
+static void conn_close(struct conn *c, const char *why)
+{
+	if (c->closing) {
+		return;
+	}
+	if (why != NULL) {
+		KEEL_INFO("kafka client %s: %s: closing the connection", c->peer, why);
+	}
+	c->closing = true;
+	uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+	uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
+}
+
+static void write_done(uv_write_t *wr, int status)
+{
+	struct conn *c = wr->handle->data;
+	free(wr->data);
+	free(wr);
+	if (status < 0) {
+		conn_close(c, uv_strerror(status));
+		return;
+	}
+	if (!c->closing && c->wait == CONN_IDLE) {
+		conn_process(c);
+	}
+}
+
+/* Queues `data` (malloc'd; owned from here on, freed when written); false
+ * when the connection was closed instead. */
+static bool conn_write_owned(struct conn *c, uint8_t *data, size_t n)
+{
+	uv_write_t *wr = malloc(sizeof(*wr));
+	if (wr == NULL) {
+		free(data);
+		conn_close(c, "out of memory");
+		return false;
+	}
+	wr->data = data;
+	uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
+	int rc = uv_write(wr, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+	if (rc < 0) {
+		free(data);
+		free(wr);
+		conn_close(c, uv_strerror(rc));
+		return false;
+	}
+	return true;
+}
+
+/* Encodes and queues the response to the current request. */
+static void conn_respond(struct conn *c, const void *body)
+{
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 4096, (size_t)c->srv->opt.max_frame_bytes + 4096);
+	const struct kafka_request_header *h = &c->req.header;
+	enum keel_err err = kafka_encode_response(&w, h->correlation_id, h->api_key, h->api_version,
+	                                          body, NULL, 0, NULL);
+	if (err != KEEL_OK) {
+		keel_wbuf_free(&w);
+		KEEL_WARN("kafka client %s: cannot encode the %s v%d response: %s", c->peer,
+		          kafka_api_find(h->api_key)->name, h->api_version, keel_errname(err));
+		conn_close(c, NULL);
+		return;
+	}
+	size_t size = 0;
+	uint8_t *data = keel_wbuf_release(&w, &size);
+	if (data == NULL) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	conn_write_owned(c, data, size);
+}
+
+/* The current frame is answered: drop it from the buffer. */
+static void conn_finish(struct conn *c)
+{
+	KEEL_ASSERT(c->frame_bytes > 0);
+	KEEL_ASSERT(c->frame_bytes <= c->len);
+	memmove(c->buf, c->buf + c->frame_bytes, c->len - c->frame_bytes);
+	c->len -= c->frame_bytes;
+	c->frame_bytes = 0;
+	c->wait = CONN_IDLE;
+}
+
+/* Queues a copy of n bytes; false when the connection was closed. */
+static bool conn_write_copy(struct conn *c, const uint8_t *data, size_t n)
+{
+	if (n == 0) {
+		return true;
+	}
+	uint8_t *copy = malloc(n);
+	if (copy == NULL) {
+		conn_close(c, "out of memory");
+		return false;
+	}
+	memcpy(copy, data, n);
+	return conn_write_owned(c, copy, n);
+}
+
+/* Sends a range of a segment file: with sendfile while everything queued
+ * before it has reached the kernel and the socket takes it, the rest read
+ * into memory and queued (ordering is kept either way). */
+static bool conn_send_file(struct conn *c, const struct broker_fetch_range *range)
+{
+	int fd = open(range->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		KEEL_WARN("kafka client %s: cannot open %s: %s", c->peer, range->path,
+		          strerror(errno));
+		conn_close(c, NULL);
+		return false;
+	}
+	uint64_t position = range->position, left = range->size;
+	uv_os_fd_t sock;
+	if (c->tcp.write_queue_size == 0 && uv_fileno((uv_handle_t *)&c->tcp, &sock) == 0) {
+		while (left > 0) {
+			off_t at = (off_t)position;
+			ssize_t n = sendfile(sock, fd, &at, (size_t)left);
+			if (n > 0) {
+				position += (uint64_t)n;
+				left -= (uint64_t)n;
+				c->srv->sendfile_bytes += (uint64_t)n;
+			} else if (n < 0 && errno == EINTR) {
+				continue;
+			} else {
+				break; /* EAGAIN (the socket is full) or an error: copy the rest */
+			}
+		}
+	}
+	bool ok = true;
+	if (left > 0) {
+		uint8_t *buf = malloc((size_t)left);
+		size_t got = 0;
+		while (buf != NULL && got < left) {
+			ssize_t n =
+			        pread(fd, buf + got, (size_t)left - got, (off_t)(position + got));
+			if (n < 0 && errno == EINTR) {
+				continue;
+			}
+			if (n <= 0) {
+				break;
+			}
+			got += (size_t)n;
+		}
+		if (buf == NULL || got < left) {
+			KEEL_WARN("kafka client %s: cannot read %s", c->peer, range->path);
+			conn_close(c, NULL);
+			ok = false;
+		} else {
+			ok = conn_write_copy(c, buf, (size_t)left);
+			c->srv->copied_bytes += left;
+		}
+		free(buf);
+	}
+	close(fd);
+	return ok;
+}
+
+/* Writes the current Fetch response: its encoded bytes with the records
+ * spliced in from the segment files. */
+static void conn_respond_fetch(struct conn *c)
+{
+	const struct kafka_request_header *h = &c->req.header;
+	const struct kafka_fetch_response *r = &c->resp.fetch;
+	size_t total = 0;
+	size_t *first =
+	        r->topic_count > 0
+	                ? keel_arena_alloc(&c->resp_arena, (size_t)r->topic_count * sizeof(*first))
+	                : NULL;
+	for (int32_t t = 0; t < r->topic_count && first != NULL; t++) {
+		first[t] = total;
+		total += (size_t)r->topics[t].partition_count;
+	}
+	struct kafka_splice *splices =
+	        total > 0 ? keel_arena_alloc(&c->resp_arena, total * sizeof(*splices)) : NULL;
+	if (total > 0 && (splices == NULL || first == NULL)) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 4096, (size_t)c->srv->opt.max_frame_bytes + 4096);
+	size_t count = 0;
+	enum keel_err err = kafka_encode_response(&w, h->correlation_id, h->api_key, h->api_version,
+	                                          r, splices, total, &count);
+	if (err != KEEL_OK) {
+		keel_wbuf_free(&w);
+		KEEL_WARN("kafka client %s: cannot encode the Fetch v%d response: %s", c->peer,
+		          h->api_version, keel_errname(err));
+		conn_close(c, NULL);
+		return;
+	}
+	size_t pos = 0;
+	bool ok = true;
+	for (size_t i = 0; ok && i < count; i++) {
+		const struct kafka_splice *sp = &splices[i];
+		const struct broker_fetch_range *range =
+		        &c->fetch_ranges[first[sp->topic_index] + sp->partition_index];
+		KEEL_ASSERT(range->size == sp->size);
+		ok = conn_write_copy(c, w.data + pos, sp->offset - pos) && conn_send_file(c, range);
+		pos = sp->offset;
+	}
+	if (ok) {
+		conn_write_copy(c, w.data + pos, w.size - pos);
+	}
+	keel_wbuf_free(&w);
+}
+
+static bool fetch_has_error(const struct kafka_fetch_response *r)
+{
+	for (int32_t t = 0; t < r->topic_count; t++) {
+		for (int32_t i = 0; i < r->topics[t].partition_count; i++) {
+			if (r->topics[t].partitions[i].error_code != KAFKA_NONE) {
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static void fetch_try(struct conn *c, bool first);
+
+static void fetch_timer_fired(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	if (c->closing || c->wait != CONN_WAIT_FETCH) {
+		return;
+	}
+	c->fetch_expired = true;
+	if (c->srv->sync_in_flight) {
+		return; /* answered when the sync is done */
+	}
+	fetch_try(c, false);
+	conn_process(c);
+}
+
+/* A (re)try of the current Fetch; answers it when it has enough. */
+static void fetch_try(struct conn *c, bool first)
+{
+	const struct kafka_fetch_request *rq = &c->req.body.fetch;
+	keel_arena_reset(&c->resp_arena);
+	size_t bytes = 0;
+	broker_fetch_ranges(&c->srv->core, rq, &c->resp_arena, &c->resp.fetch, &bytes,
+	                    &c->fetch_ranges);
+	bool enough =
+	        bytes >= (size_t)KEEL_MAX(rq->min_bytes, 1) || fetch_has_error(&c->resp.fetch);
+	if (enough || rq->max_wait_ms <= 0 || c->fetch_expired) {
+		uv_timer_stop(&c->timer);
+		conn_respond_fetch(c);
+		conn_finish(c);
+		return;
+	}
+	if (first) {
+		c->wait = CONN_WAIT_FETCH;
+		c->fetch_expired = false;
+		uv_timer_start(&c->timer, fetch_timer_fired, (uint64_t)rq->max_wait_ms, 0);
+	}
+}
+
+/* Sends the current admin request to the controller thread; false when it
+ * was answered at once (it cannot be forwarded). */
+static bool forward_admin(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	struct broker_admin_job *job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		conn_close(c, "out of memory");
+		return true;
+	}
+	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
+	enum keel_err err = broker_admin_request(&c->req, &c->resp_arena, &job->body, &job->api);
+	if (err != KEEL_OK) {
+		keel_wbuf_free(&job->body);
+		free(job);
+		broker_admin_response(&c->req, NULL, 0,
+		                      err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
+		                                              : KAFKA_UNKNOWN_SERVER_ERROR,
+		                      &c->resp_arena, &c->resp);
+		conn_respond(c, &c->resp);
+		return false;
+	}
+	job->conn = c;
+	c->admin_job = job;
+	c->wait = CONN_WAIT_ADMIN;
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_out;
+	s->admin_out = job;
+	pthread_mutex_unlock(&s->mu);
+	return true;
+}
+
+/* Loop thread: the controller thread's answers. */
+static void admin_answers(struct broker_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	struct broker_admin_job *job = s->admin_back;
+	s->admin_back = NULL;
+	pthread_mutex_unlock(&s->mu);
+	while (job != NULL) {
+		struct broker_admin_job *next = job->next;
+		struct conn *c = job->conn;
+		c->admin_job = NULL;
+		if (c->closing) {
+			if (c->handles_open == 0) {
+				conn_free(c);
+			}
+		} else {
+			KEEL_ASSERT(c->wait == CONN_WAIT_ADMIN);
+			keel_arena_reset(&c->resp_arena);
+			broker_admin_response(&c->req, job->reply, job->reply_size,
+			                      KAFKA_REQUEST_TIMED_OUT, &c->resp_arena, &c->resp);
+			conn_respond(c, &c->resp);
+			conn_finish(c);
+			conn_process(c);
+		}
+		keel_wbuf_free(&job->body);
+		free(job->reply);
+		free(job);
+		job = next;
+	}
+}
+
+bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job **job,
+                              enum meta_api *api, const struct keel_wbuf **body)
+{
+	pthread_mutex_lock(&s->mu);
+	struct broker_admin_job *j = s->admin_out;
+	if (j != NULL) {
+		s->admin_out = j->next;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (j == NULL) {
+		return false;
+	}
+	*job = j;
+	*api = j->api;
+	*body = &j->body;
+	return true;
+}
+
+void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
+                              const void *reply, size_t size)
+{
+	job->reply = NULL;
+	job->reply_size = 0;
+	if (reply != NULL && (job->reply = malloc(size > 0 ? size : 1)) != NULL) {
+		memcpy(job->reply, reply, size);
+		job->reply_size = size;
+	}
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_back;
+	s->admin_back = job;
+	pthread_mutex_unlock(&s->mu);
+	uv_async_send(&s->wakeup);
+}
+
+static void dispatch(struct conn *c)
+{
+	struct broker_core *core = &c->srv->core;
+	struct kafka_request *rq = &c->req;
+	struct keel_arena *a = &c->resp_arena;
+	keel_arena_reset(a);
+	switch (rq->header.api_key) {
+	case KAFKA_API_API_VERSIONS:
+		broker_api_versions(core, a, &c->resp.api_versions);
+		conn_respond(c, &c->resp.api_versions);
+		break;
+	case KAFKA_API_METADATA:
+		broker_metadata(core, &rq->body.metadata, rq->header.api_version, a,
+		                &c->resp.metadata);
+		conn_respond(c, &c->resp.metadata);
+		break;
+	case KAFKA_API_PRODUCE:
+		broker_produce(core, &rq->body.produce, a, &c->resp.produce, &c->produce_wait);
+		if (rq->body.produce.acks == 0) {
+			break; /* acks=0: no response at all */
+		}
+		if (c->produce_wait.needs_sync) {
+			c->wait = CONN_WAIT_SYNC;
+			c->wait_sync_seq = c->srv->sync_seq + 1;
+			return;
+		}
+		conn_respond(c, &c->resp.produce);
+		break;
+	case KAFKA_API_FETCH:
+		fetch_try(c, true);
+		return;
+	case KAFKA_API_LIST_OFFSETS:
+		broker_list_offsets(core, &rq->body.list_offsets, a, &c->resp.list_offsets);
+		conn_respond(c, &c->resp.list_offsets);
+		break;
+	case KAFKA_API_DESCRIBE_CONFIGS:
+		broker_describe_configs(core, &rq->body.describe_configs, a,
+		                        &c->resp.describe_configs);
+		conn_respond(c, &c->resp.describe_configs);
+		break;
+	case KAFKA_API_DESCRIBE_CLUSTER:
+		broker_describe_cluster(core, a, &c->resp.describe_cluster);
+		conn_respond(c, &c->resp.describe_cluster);
+		break;
+	case KAFKA_API_CREATE_TOPICS:
+	case KAFKA_API_DELETE_TOPICS:
+	case KAFKA_API_CREATE_PARTITIONS:
+	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
+		if (forward_admin(c)) {
+			return;
+		}
+		break;
+	case KAFKA_API_OFFSET_FOR_LEADER_EPOCH:
+		broker_offset_for_leader_epoch(core, &rq->body.offset_for_leader_epoch, a,
+		                               &c->resp.offset_for_leader_epoch);
+		conn_respond(c, &c->resp.offset_for_leader_epoch);
+		break;
+	default:
+		KEEL_UNREACHABLE(); /* handle_frame admits only BROKER_API_SETS */
+	}
+	conn_finish(c);
+}
+
+/* Handles the frame at the head of the buffer (c->frame_bytes long). */
+static void handle_frame(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	const uint8_t *frame = c->buf + 4;
+	size_t size = c->frame_bytes - 4;
+	keel_arena_reset(&c->req_arena);
+	const char *why = NULL;
+	enum keel_err err =
+	        kafka_decode_request(frame, size, &c->req_arena, &s->limits, &c->req, &why);
+	if (err == KEEL_OK && !kafka_api_in_sets(c->req.header.api_key, BROKER_API_SETS)) {
+		err = KEEL_UNSUPPORTED;
+	}
+	if (err == KEEL_UNSUPPORTED) {
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 1024, 1u << 20);
+		if (kafka_encode_unsupported(&w, &c->req.header, BROKER_API_SETS) != KEEL_OK) {
+			keel_wbuf_free(&w);
+			char line[96];
+			snprintf(line, sizeof(line), "unsupported API key %d version %d",
+			         c->req.header.api_key, c->req.header.api_version);
+			conn_close(c, line);
+			return;
+		}
+		size_t n = 0;
+		uint8_t *data = keel_wbuf_release(&w, &n);
+		if (data == NULL) {
+			conn_close(c, "out of memory");
+		} else if (conn_write_owned(c, data, n)) {
+			conn_finish(c);
+		}
+		return;
+	}
+	if (err != KEEL_OK) {
+		char line[160];
+		snprintf(line, sizeof(line), "bad request (%s%s%s)", keel_errname(err),
+		         why != NULL ? ": " : "", why != NULL ? why : "");
+		conn_close(c, line);
+		return;
+	}
+	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer,
+	           kafka_api_find(c->req.header.api_key)->name, c->req.header.api_version,
+	           c->req.header.correlation_id);
+	if (broker_api_touches_logs(c->req.header.api_key) && s->sync_in_flight) {
+		c->wait = CONN_GATED;
+		return;
+	}
+	dispatch(c);
+}
+
+static void conn_process(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	while (!c->closing && c->wait == CONN_IDLE) {
+		if (c->tcp.write_queue_size > MAX_WRITE_QUEUE_BYTES) {
+			break; /* resumed by write_done */
+		}
+		if (c->len < 4) {
+			break;
+		}
+		uint32_t size = 0;
+		enum keel_err err = kafka_frame_size(c->buf, c->len, &s->limits, &size);
+		if (err != KEEL_OK) {
+			conn_close(c, err == KEEL_TOOBIG ? "request frame over the size limit"
+			                                 : "bad frame size");
+			return;
+		}
+		size_t need = (size_t)size + 4;
+		if (c->len < need) {
+			if (c->cap < need) {
+				uint8_t *n = realloc(c->buf, need);
+				if (n == NULL) {
+					conn_close(c, "out of memory");
+					return;
+				}
+				c->buf = n;
+				c->cap = need;
+			}
+			break;
+		}
+		if (!c->got_request) {
+			c->got_request = true;
+			uv_timer_stop(&c->timer);
+		}
+		c->frame_bytes = need;
+		handle_frame(c);
+	}
+	if (!c->closing && !c->reading && c->len < c->cap) {
+		c->reading = true;
+		uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read);
+	}
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+{
+	(void)suggested;
+	struct conn *c = h->data;
+	/* Never move the buffer under a request that waits: its decoded
+	 * fields point into the frame at the head of it. */
+	if (c->wait == CONN_IDLE && c->cap - c->len < READ_CHUNK / 4 && c->cap < READ_CHUNK * 4) {
+		size_t cap = c->cap * 2;
+		uint8_t *n = realloc(c->buf, cap);
+		if (n != NULL) {
+			c->buf = n;
+			c->cap = cap;
+		}
+	}
+	*out = uv_buf_init((char *)c->buf + c->len, (unsigned)(c->cap - c->len));
+}
+
+static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
+{
+	(void)b;
+	struct conn *c = stream->data;
+	if (nread == UV_ENOBUFS) {
+		/* No room while a request waits: read again once it is answered. */
+		uv_read_stop(stream);
+		c->reading = false;
+		return;
+	}
+	if (nread < 0) {
+		conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
+		return;
+	}
+	c->len += (size_t)nread;
+	if (c->len == c->cap) {
+		/* Full while a request waits: stop until it is answered. */
+		uv_read_stop(stream);
+		c->reading = false;
+	}
+	conn_process(c);
+}
+
+static void handshake_expired(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	if (!c->got_request) {
+		conn_close(c, "no request within the handshake deadline");
+	}
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct broker_server *s = server->data;
+	if (status < 0) {
+		KEEL_WARN("kafka listener: %s", uv_strerror(status));
+		return;
+	}
+	struct conn *c = calloc(1, sizeof(*c));
+	if (c == NULL || (c->buf = malloc(READ_CHUNK)) == NULL) {
+		free(c);
+		return;
+	}
+	c->cap = READ_CHUNK;
+	c->srv = s;
+	keel_arena_init(&c->req_arena, ARENA_BLOCK);
+	keel_arena_init(&c->resp_arena, ARENA_BLOCK);
+	uv_tcp_init(&s->loop, &c->tcp);
+	uv_timer_init(&s->loop, &c->timer);
+	c->tcp.data = c;
+	c->timer.data = c;
+	c->handles_open = 2;
+	c->next = s->conns;
+	if (s->conns != NULL) {
+		s->conns->prev = c;
+	}
+	s->conns = c;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+		conn_close(c, NULL);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	struct sockaddr_storage addr;
+	int len = sizeof(addr);
+	snprintf(c->peer, sizeof(c->peer), "?");
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &len) == 0) {
+		char ip[48] = "?";
+		int port = 0;
+		if (addr.ss_family == AF_INET) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&addr;
+			uv_ip4_name(in, ip, sizeof(ip));
+			port = ntohs(in->sin_port);
+		} else if (addr.ss_family == AF_INET6) {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr;
+			uv_ip6_name(in6, ip, sizeof(ip));
+			port = ntohs(in6->sin6_port);
+		}
+		snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+	}
+	s->conn_count++;
+	KEEL_DEBUG("kafka client %s connected", c->peer);
+	uv_timer_start(&c->timer, handshake_expired, (uint64_t)s->opt.handshake_timeout_ms, 0);
+	c->reading = true;
+	uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read);
+}
+
+/* ---- syncs and images ---- */
+
+static void sync_work(uv_work_t *w)
+{
+	struct broker_server *s = w->data;
+	broker_core_sync(&s->core);
+}
+
+static void apply_offered_image(struct broker_server *s);
+
+static void sync_done(uv_work_t *w, int status)
+{
+	(void)status;
+	struct broker_server *s = w->data;
+	KEEL_ASSERT(s->sync_in_flight);
+	s->sync_in_flight = false;
+	broker_core_sync_done(&s->core);
+	/* First answer what this sync made durable, then let everyone else on. */
+	for (struct conn *c = s->conns; c != NULL; c = c->next) {
+		if (c->closing) {
+			continue;
+		}
+		if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq) {
+			broker_produce_finish(&c->produce_wait, &c->resp.produce);
+			s->acked_produces++;
+			conn_respond(c, &c->resp.produce);
+			conn_finish(c);
+		} else if (c->wait == CONN_WAIT_FETCH) {
+			fetch_try(c, false);
+		} else if (c->wait == CONN_GATED) {
+			c->wait = CONN_IDLE; /* the frame is handled again */
+		}
+	}
+	/* Nothing is dirty or waiting on a partition now: the moment for a new
+	 * image, before the next appends (under steady produce traffic there
+	 * may be no other). */
+	apply_offered_image(s);
+	for (struct conn *c = s->conns; c != NULL; c = c->next) {
+		if (!c->closing && c->wait == CONN_IDLE) {
+			conn_process(c);
+		}
+	}
+}
+
+static void apply_offered_image(struct broker_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	struct meta_image *img = s->offered;
+	s->offered = NULL;
+	pthread_mutex_unlock(&s->mu);
+	if (img == NULL) {
+		return;
+	}
+	struct broker_image_report rep;
+	broker_core_set_image(&s->core, img, &rep);
+	meta_image_close(img);
+	free(img);
+	if (rep.opened > 0 || rep.closed > 0 || rep.failed > 0) {
+		KEEL_INFO("partition logs: %u opened, %u closed, %u failed (%u held)%s%s",
+		          rep.opened, rep.closed, rep.failed, s->core.part_count,
+		          rep.failed > 0 ? "; last failure: " : "",
+		          rep.failed > 0 ? s->core.why : "");
+	}
+	if (rep.recovered_bytes_cut > 0) {
+		KEEL_WARN("recovery cut %" PRIu64 " bytes of torn tails from partition logs",
+		          rep.recovered_bytes_cut);
+	}
+}
+
+/* Before each wait for I/O: start a sync, or apply a new image. */
+static void on_prepare(uv_prepare_t *p)
+{
+	struct broker_server *s = p->data;
+	if (s->sync_in_flight) {
+		return;
+	}
+	if (broker_core_dirty(&s->core)) {
+		s->sync_in_flight = true;
+		s->sync_seq++;
+		s->work.data = s;
+		int rc = uv_queue_work(&s->loop, &s->work, sync_work, sync_done);
+		KEEL_ASSERT(rc == 0);
+		return;
+	}
+	apply_offered_image(s);
+}
+
+static void close_all(struct broker_server *s)
+{
+	for (struct conn *c = s->conns; c != NULL; c = c->next) {
+		conn_close(c, NULL);
+	}
+	uv_close((uv_handle_t *)&s->listener, NULL);
+	uv_close((uv_handle_t *)&s->wakeup, NULL);
+	uv_close((uv_handle_t *)&s->prepare, NULL);
+}
+
+static void on_wakeup(uv_async_t *a)
+{
+	struct broker_server *s = a->data;
+	pthread_mutex_lock(&s->mu);
+	bool stop = s->stop;
+	pthread_mutex_unlock(&s->mu);
+	admin_answers(s);
+	if (stop) {
+		close_all(s);
+	}
+	/* An offered image is applied by on_prepare, which runs next. */
+}
+
+static void *server_thread(void *arg)
+{
+	struct broker_server *s = arg;
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+struct broker_server *broker_server_start(const struct broker_server_options *options)
+{
+	struct broker_server *s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		return NULL;
+	}
+	s->opt = *options;
+	kafka_limits_default(&s->limits);
+	s->limits.max_frame_size = options->max_frame_bytes;
+	wal_vfs_posix_init(&s->vfs);
+	struct broker_config bc = {&s->vfs, options->data_dir, options->node_id, 0};
+	broker_core_init(&s->core, &bc);
+	pthread_mutex_init(&s->mu, NULL);
+	uv_loop_init(&s->loop);
+	uv_tcp_init(&s->loop, &s->listener);
+	s->listener.data = s;
+	struct sockaddr_storage addr;
+	int rc = uv_ip4_addr(options->host, options->port, (struct sockaddr_in *)&addr);
+	if (rc != 0) {
+		rc = uv_ip6_addr(options->host, options->port, (struct sockaddr_in6 *)&addr);
+	}
+	if (rc == 0) {
+		rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
+	}
+	if (rc == 0) {
+		rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "keel broker: cannot listen on %s:%u: %s\n", options->host,
+		        options->port, uv_strerror(rc));
+		uv_close((uv_handle_t *)&s->listener, NULL);
+		uv_run(&s->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&s->loop);
+		broker_core_close(&s->core);
+		pthread_mutex_destroy(&s->mu);
+		free(s);
+		return NULL;
+	}
+	uv_async_init(&s->loop, &s->wakeup, on_wakeup);
+	s->wakeup.data = s;
+	uv_prepare_init(&s->loop, &s->prepare);
+	s->prepare.data = s;
+	uv_prepare_start(&s->prepare, on_prepare);
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	rc = pthread_create(&s->thread, NULL, server_thread, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	KEEL_ASSERT(rc == 0);
+	KEEL_INFO("serving Kafka clients on %s:%u", options->host, options->port);
+	return s;
+}
+
+void broker_server_offer_image(struct broker_server *s, const struct meta_image *img)
+{
+	struct meta_image *copy = malloc(sizeof(*copy));
+	if (copy == NULL) {
+		return;
+	}
+	meta_image_init(copy, &img->limits);
+	if (meta_image_clone(copy, img) != KEEL_OK) {
+		meta_image_close(copy);
+		free(copy);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	struct meta_image *old = s->offered;
+	s->offered = copy;
+	pthread_mutex_unlock(&s->mu);
+	if (old != NULL) {
+		meta_image_close(old);
+		free(old);
+	}
+	uv_async_send(&s->wakeup);
+}
+
+void broker_server_stop(struct broker_server *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_mutex_unlock(&s->mu);
+	uv_async_send(&s->wakeup);
+	pthread_join(s->thread, NULL);
+	KEEL_INFO("served %" PRIu64 " connections; %" PRIu64 " produce requests acknowledged "
+	          "after %" PRIu64 " group syncs; fetched %" PRIu64
+	          " record bytes with sendfile, %" PRIu64 " copied",
+	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
+	          s->copied_bytes);
+	uv_loop_close(&s->loop);
+	if (s->offered != NULL) {
+		meta_image_close(s->offered);
+		free(s->offered);
+	}
+	/* Jobs the controller thread never took (it has stopped). */
+	for (struct broker_admin_job *j = s->admin_out, *next; j != NULL; j = next) {
+		next = j->next;
+		keel_wbuf_free(&j->body);
+		free(j);
+	}
+	broker_core_close(&s->core);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}

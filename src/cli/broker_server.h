@@ -1,0 +1,52 @@
+/*
+ * broker_server.h — the Kafka side of `keel broker`: a libuv loop on its own
+ * thread that accepts Kafka clients on --host/--port and answers them
+ * through the broker core (src/broker). The controller conversation stays
+ * on the calling thread (broker.c) and hands each new metadata image over
+ * with broker_server_offer_image().
+ */
+#ifndef KEEL_CLI_BROKER_SERVER_H
+#define KEEL_CLI_BROKER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "meta/image.h"
+#include "meta/proto.h"
+
+struct broker_server;
+
+struct broker_server_options {
+	int32_t node_id;
+	const char *host;
+	uint16_t port;
+	const char *data_dir;
+	int handshake_timeout_ms; /* a connection with no whole request by then is closed */
+	uint32_t max_frame_bytes; /* the largest request frame accepted */
+};
+
+/* Binds and listens (errors printed, NULL returned), then serves on a new
+ * thread with SIGTERM/SIGINT blocked (the caller's thread handles them). */
+struct broker_server *broker_server_start(const struct broker_server_options *options);
+
+/* Hands a copy of `img` to the server (the latest offer wins). Any thread. */
+void broker_server_offer_image(struct broker_server *s, const struct meta_image *img);
+
+/*
+ * Admin requests to forward to the controller (docs/brokers.md). The
+ * controller thread takes one (false: none waiting), sends `*body` as
+ * opcode `*api`, and hands back the reply body (NULL: no answer) with
+ * broker_server_admin_done, which copies it. The job belongs to the server.
+ */
+struct broker_admin_job;
+bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job **job,
+                              enum meta_api *api, const struct keel_wbuf **body);
+void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
+                              const void *reply, size_t size);
+
+/* Stops serving (waits for syncs in flight), joins the thread, frees. */
+void broker_server_stop(struct broker_server *s);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * fuzz_broker_request.c — whole Kafka request frames through the broker
+ * core (src/broker), as the shell hands them over: decode, answer from a
+ * core with a topic "t" (partitions 0 and 1 led by this broker, 2 by
+ * another) on the fault vfs, sync what a produce appended, encode the
+ * response. The response must always encode, and the partition logs must
+ * always pass plog_check (no input leaves a log corrupt). The core is
+ * rebuilt every REBUILD_EVERY inputs so that the logs stay small.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "base/rng.h"
+#include "broker/broker.h"
+#include "../unit/test_meta_util.h"
+
+#define REBUILD_EVERY 256
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct {
+	bool ready;
+	unsigned inputs;
+	struct keel_rng rng;
+	struct wal_vfs vfs;
+	struct broker_core core;
+} fx;
+
+static void build(void)
+{
+	keel_rng_seed(&fx.rng, 1);
+	struct wal_vfs_fault_config vc = {.rng = &fx.rng};
+	KEEL_ASSERT(wal_vfs_fault_init(&fx.vfs, &vc) == KEEL_OK);
+	KEEL_ASSERT(wal_vfs_mkdir(&fx.vfs, "/d") == KEEL_OK);
+	struct broker_config bc = {&fx.vfs, "/d", 1, 65536};
+	broker_core_init(&fx.core, &bc);
+	static const int32_t r1[] = {1}, r2[] = {2};
+	struct meta_record recs[] = {
+	        tm_register(1, 1, NULL),
+	        tm_broker_ref(META_REC_UNFENCE_BROKER, 1, 1),
+	        tm_register(2, 2, "r2"),
+	        tm_topic("t", 5),
+	        tm_partition(5, 0, r1, 1, r1, 1, 1),
+	        tm_partition(5, 1, r1, 1, r1, 1, 1),
+	        tm_partition(5, 2, r2, 1, r2, 1, 2),
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", "1000"),
+	};
+	struct meta_image img;
+	meta_image_init(&img, NULL);
+	struct meta_apply_result res;
+	struct meta_changes ch;
+	meta_changes_init(&ch, 100);
+	KEEL_ASSERT(tm_apply(&img, 1, 1, recs, 8, &res, &ch) == KEEL_OK);
+	meta_changes_close(&ch);
+	struct broker_image_report rep;
+	broker_core_set_image(&fx.core, &img, &rep);
+	meta_image_close(&img);
+	KEEL_ASSERT(rep.opened == 2);
+	fx.ready = true;
+}
+
+static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_response_body *out)
+{
+	struct broker_core *core = &fx.core;
+	size_t bytes = 0;
+	struct broker_produce_wait wait;
+	switch (rq->header.api_key) {
+	case KAFKA_API_API_VERSIONS:
+		broker_api_versions(core, a, &out->api_versions);
+		return;
+	case KAFKA_API_METADATA:
+		broker_metadata(core, &rq->body.metadata, rq->header.api_version, a,
+		                &out->metadata);
+		return;
+	case KAFKA_API_PRODUCE:
+		broker_produce(core, &rq->body.produce, a, &out->produce, &wait);
+		if (wait.needs_sync) {
+			KEEL_ASSERT(broker_core_dirty(core));
+			broker_core_sync(core);
+			broker_core_sync_done(core);
+			broker_produce_finish(&wait, &out->produce);
+		}
+		KEEL_ASSERT(!broker_core_dirty(core));
+		return;
+	case KAFKA_API_FETCH:
+		broker_fetch(core, &rq->body.fetch, a, &out->fetch, &bytes);
+		return;
+	case KAFKA_API_LIST_OFFSETS:
+		broker_list_offsets(core, &rq->body.list_offsets, a, &out->list_offsets);
+		return;
+	case KAFKA_API_OFFSET_FOR_LEADER_EPOCH:
+		broker_offset_for_leader_epoch(core, &rq->body.offset_for_leader_epoch, a,
+		                               &out->offset_for_leader_epoch);
+		return;
+	case KAFKA_API_DESCRIBE_CONFIGS:
+		broker_describe_configs(core, &rq->body.describe_configs, a,
+		                        &out->describe_configs);
+		return;
+	case KAFKA_API_DESCRIBE_CLUSTER:
+		broker_describe_cluster(core, a, &out->describe_cluster);
+		return;
+	default: {
+		KEEL_ASSERT(broker_api_is_forwarded(rq->header.api_key));
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 256, 1 << 24);
+		enum meta_api api;
+		enum keel_err err = broker_admin_request(rq, a, &w, &api);
+		KEEL_ASSERT(err == KEEL_OK || err == KEEL_UNSUPPORTED || err == KEEL_INVAL ||
+		            err == KEEL_TOOBIG);
+		keel_wbuf_free(&w);
+		broker_admin_response(rq, NULL, 0, KAFKA_REQUEST_TIMED_OUT, a, out);
+		return;
+	}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!fx.ready) {
+		build();
+	}
+	struct kafka_limits limits;
+	kafka_limits_default(&limits);
+	limits.max_array_count = 4096;
+	struct keel_arena arena;
+	keel_arena_init(&arena, 4096);
+	/* The core rewrites produced records in place: give it a copy. */
+	uint8_t *frame = malloc(size > 0 ? size : 1);
+	memcpy(frame, data, size);
+	struct kafka_request *rq = malloc(sizeof(*rq));
+	union kafka_response_body *out = malloc(sizeof(*out));
+	if (kafka_decode_request(frame, size, &arena, &limits, rq, NULL) == KEEL_OK &&
+	    kafka_api_in_sets(rq->header.api_key, BROKER_API_SETS)) {
+		answer(rq, &arena, out);
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 256, 1 << 26);
+		KEEL_ASSERT(kafka_encode_response(&w, rq->header.correlation_id, rq->header.api_key,
+		                                  rq->header.api_version, out, NULL, 0,
+		                                  NULL) == KEEL_OK);
+		keel_wbuf_free(&w);
+		for (uint32_t i = 0; i < fx.core.part_count; i++) {
+			KEEL_ASSERT(plog_check(&fx.core.parts[i]->log) == KEEL_OK);
+		}
+	}
+	free(out);
+	free(rq);
+	free(frame);
+	keel_arena_close(&arena);
+	if (++fx.inputs % REBUILD_EVERY == 0) {
+		broker_core_close(&fx.core);
+		wal_vfs_fault_close(&fx.vfs);
+		fx.ready = false;
+	}
+	return 0;
+}
