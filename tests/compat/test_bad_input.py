@@ -13,6 +13,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient, KazooState
+from conftest import ZooKeeperBackend
 
 OK, MARSHALLING, UNIMPLEMENTED, BAD_ARGS = 0, -5, -6, -8
 NO_NODE, NODE_EXISTS, INVALID_ACL, AUTH_FAILED, NO_WATCHER = -101, -110, -114, -115, -121
@@ -222,11 +223,20 @@ def test_huge_length_after_connect_closes(backend, guard):
 
 @pytest.mark.parametrize("opcode", [999, 10, 55, 0, -3, 0x7fffffff])
 def test_unknown_opcode_unimplemented_then_close(backend, guard, opcode):
-    # ZooKeeper answers ReplyHeader{xid, err=Unimplemented} and closes.
+    # ZooKeeper answers ReplyHeader{xid, err=Unimplemented} and closes. The
+    # reference's close races the next request it has already read (seen
+    # once on a loaded machine: it answered the exists that followed), so
+    # it gets three tries to show the close; keel must close every time.
+    tries = 3 if isinstance(backend, ZooKeeperBackend) else 1
     for addr in backend.addrs:
-        r, alive = call(addr, opcode, b"abc")
-        assert r == (5, UNIMPLEMENTED, 0), addr
-        assert not alive
+        closed = False
+        for _ in range(tries):
+            r, alive = call(addr, opcode, b"abc")
+            assert r == (5, UNIMPLEMENTED, 0), addr
+            if not alive:
+                closed = True
+                break
+        assert closed, addr
 
 
 def test_second_connect_request_on_a_session(backend, guard):
