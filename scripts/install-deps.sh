@@ -10,6 +10,7 @@ packages=(
   python3 python3-kazoo python3-pytest
   python3-kafka python3-confluent-kafka kcat  # Kafka wire checks (tests/kafka)
   librdkafka-dev  # Kafka clients against keel brokers (tests/integration)
+  golang-go golang-github-shopify-sarama-dev  # sarama, tests/clients/sarama
   zookeeper zookeeper-bin libzookeeper-mt-dev default-jre-headless
   default-jdk-headless  # jcmd: ZooKeeper's live heap in `make bench`
   gnuplot-nox
@@ -21,6 +22,11 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# kafkajs (tests/clients/kafkajs) runs on Node.js; a machine that already
+# has node and npm (from any source) keeps them.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

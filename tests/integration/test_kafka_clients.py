@@ -590,3 +590,69 @@ def test_large_fetch_to_a_slow_reader_arrives_whole(kc):
     finally:
         lead.start()
         wait_active(c, (1, 2, 3), timeout=30)
+
+
+# ---- sarama (Go) and kafkajs (Node.js) ----
+
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+
+
+def built_client(tmp_path_factory, name):
+    """A private copy of tests/clients/NAME, built (go build / npm ci) in a
+    temp dir so the source tree stays clean."""
+    work = tmp_path_factory.mktemp(name)
+    src = os.path.join(CLIENTS, name)
+    if name == "sarama":
+        out = str(work / "sarama-roundtrip")
+        env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
+                   GOCACHE=str(work / "gocache"), GOFLAGS="")
+        r = subprocess.run(["go", "build", "-o", out, os.path.join(src, "roundtrip.go")],
+                           env=env, capture_output=True, timeout=600)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        return [out]
+    for f in ("package.json", "package-lock.json", "roundtrip.js"):
+        with open(os.path.join(src, f), "rb") as i, open(str(work / f), "wb") as o:
+            o.write(i.read())
+    r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                       cwd=str(work), capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    return ["node", str(work / "roundtrip.js")]
+
+
+def read_back(boot, topic, n):
+    """kcat's view of partition 0: [(offset, key, value)]."""
+    out = kcat("-b", boot, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-c", str(n),
+               "-e", "-f", "%o %k %s\\n", timeout=60)
+    return [tuple(ln.split(" ", 2)) for ln in out.splitlines() if ln]
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "zstd"])
+def test_sarama_produce_consume(kc, tmp_path_factory, codec):
+    c, brokers, boot = kc
+    topic = "sarama-" + codec
+    create(c, topic, partitions=2)
+    cmd = built_client(tmp_path_factory, "sarama")
+    r = subprocess.run(cmd + ["-brokers", boot, "-topic", topic, "-n", "200", "-codec", codec],
+                       capture_output=True, timeout=180)
+    out = r.stdout.decode()
+    assert r.returncode == 0, (out, r.stderr.decode()[-3000:])
+    m = re.search(r"sarama ok produced=200 consumed=200 first=(\d+) last=(\d+)", out)
+    assert m and int(m.group(2)) - int(m.group(1)) == 199, out
+    got = read_back(boot, topic, 200)
+    assert got == [(str(int(m.group(1)) + i), "k%d" % i, "sarama-%d" % i) for i in range(200)]
+
+
+def test_kafkajs_admin_and_produce(kc, tmp_path_factory):
+    c, brokers, boot = kc
+    topic = "kafkajs-t"
+    cmd = built_client(tmp_path_factory, "kafkajs")
+    r = subprocess.run(cmd + ["--brokers=" + boot, "--topic=" + topic, "--n=120", "--create=3",
+                              "--codec=gzip"], capture_output=True, timeout=180)
+    out = r.stdout.decode()
+    assert r.returncode == 0, (out, r.stderr.decode()[-3000:])
+    m = re.search(r"kafkajs ok produced=120 first=(\d+) last=(\d+)", out)
+    assert m and int(m.group(1)) == 0 and int(m.group(2)) == 119, out
+    # The topic kafkajs created is in the controller's image with 3 partitions.
+    assert len(describe_topic(c, topic)) == 3
+    got = read_back(boot, topic, 120)
+    assert got == [(str(i), "k%d" % i, "kafkajs-%d" % i) for i in range(120)]
