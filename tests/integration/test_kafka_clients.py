@@ -597,9 +597,18 @@ def test_large_fetch_to_a_slow_reader_arrives_whole(kc):
 CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
 
 
+_BUILT = {}
+
+
 def built_client(tmp_path_factory, name):
     """A private copy of tests/clients/NAME, built (go build / npm ci) in a
-    temp dir so the source tree stays clean."""
+    temp dir so the source tree stays clean; once per test run."""
+    if name not in _BUILT:
+        _BUILT[name] = build_client(tmp_path_factory, name)
+    return _BUILT[name]
+
+
+def build_client(tmp_path_factory, name):
     work = tmp_path_factory.mktemp(name)
     src = os.path.join(CLIENTS, name)
     if name == "sarama":
@@ -656,3 +665,56 @@ def test_kafkajs_admin_and_produce(kc, tmp_path_factory):
     assert len(describe_topic(c, topic)) == 3
     got = read_back(boot, topic, 120)
     assert got == [(str(i), "k%d" % i, "kafkajs-%d" % i) for i in range(120)]
+
+
+def read_line(proc, timeout):
+    import select
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no line from %s within %ds" % (proc.args[0], timeout)
+    return proc.stdout.readline().decode()
+
+
+def test_each_client_follows_a_leader_kill(kc, tmp_path_factory):
+    """kafka-python, sarama and kafkajs each produce to an RF-2 partition,
+    its leader broker is killed, and the same producer instance finds the
+    new leader and produces there (kcat and confluent-kafka: see
+    test_kill_leader_metadata_moves_and_produce_succeeds)."""
+    import kafka
+    c, brokers, boot = kc
+    parts = create(c, "follow-t", rf=2)
+    old = parts[0]["leader"]
+    procs = {name: subprocess.Popen(built_client(tmp_path_factory, name) + args,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+             for name, args in (("sarama", ["-brokers", boot, "-topic", "follow-t", "-follow"]),
+                                ("kafkajs", ["--brokers=" + boot, "--topic=follow-t",
+                                             "--follow=1"]))}
+    try:
+        for name, p in procs.items():
+            assert read_line(p, 120).startswith("before ok offset="), name
+        kp = kafka.KafkaProducer(bootstrap_servers=boot.split(","), acks="all", retries=60,
+                                 retry_backoff_ms=250, metadata_max_age_ms=1000,
+                                 api_version_auto_timeout_ms=10000)
+        kp.send("follow-t", value=b"kafka-python-before", partition=0).get(timeout=30)
+        brokers[old].kill()
+        parts = wait_partitions(c, "follow-t", lambda p: p[0]["leader"] not in (-1, old), 20,
+                                "leader moved off broker %d" % old)
+        wait_brokers_see(c, brokers, "follow-t", parts)
+        for p in procs.values():
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+        kp.send("follow-t", value=b"kafka-python-after", partition=0).get(timeout=60)
+        kp.close()
+        for name, p in procs.items():
+            line = read_line(p, 120)
+            assert line.startswith("after ok offset="), (name, line)
+            assert p.wait(30) == 0, name
+        others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
+        out = kcat("-b", others, "-C", "-t", "follow-t", "-o", "beginning", "-e")
+        after = [v for v in out.splitlines() if v.endswith("-after")]
+        assert sorted(after) == ["kafka-python-after", "kafkajs-after", "sarama-after"], out
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)

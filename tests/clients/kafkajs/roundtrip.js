@@ -3,6 +3,11 @@
 // acks=all (-1) in requests of 10, check the offsets are dense and the high
 // watermark kafkajs's admin lists matches. Prints
 // "kafkajs ok produced=N first=O last=O"; the caller reads them back.
+//
+// With --follow it instead produces "kafkajs-before", prints
+// "before ok offset=O", waits for a line on stdin (the test kills the
+// partition's leader meanwhile), produces "kafkajs-after" with the same
+// producer, which must find the new leader, and prints "after ok offset=O".
 'use strict';
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs');
 
@@ -20,6 +25,7 @@ async function main() {
   const kafka = new Kafka({ clientId: 'keel-kafkajs-test', brokers, logLevel: logLevel.WARN,
                             retry: { retries: 10 } });
 
+  if (args.follow) return follow(kafka, topic);
   const admin = kafka.admin();
   await admin.connect();
   if (args.create) {
@@ -59,6 +65,22 @@ async function main() {
   // caller reads the partition back with kcat and compares it with the
   // offsets printed here.
   console.log('kafkajs ok produced=' + n + ' first=' + offsets[0] + ' last=' + offsets[n - 1]);
+}
+
+async function follow(kafka, topic) {
+  const producer = kafka.producer({ allowAutoTopicCreation: false,
+                                    retry: { retries: 30, initialRetryTime: 300, maxRetryTime: 3000 } });
+  await producer.connect();
+  const send = async (value) => {
+    const res = await producer.send({ topic, acks: -1, messages: [{ value, partition: 0 }] });
+    if (res.length !== 1 || res[0].errorCode !== 0) fail('send ' + value + ': ' + JSON.stringify(res));
+    return res[0].baseOffset;
+  };
+  console.log('before ok offset=' + await send('kafkajs-before'));
+  await new Promise((resolve) => process.stdin.once('data', resolve));
+  console.log('after ok offset=' + await send('kafkajs-after'));
+  await producer.disconnect();
+  process.exit(0);
 }
 
 main().catch((e) => fail(e.stack || String(e)));

@@ -4,6 +4,12 @@
 // checks every record came back once, in order, at the offset the producer
 // was told. Prints one line "sarama ok produced=N consumed=N first=O last=O".
 // Exits 1 with a reason on any mismatch.
+//
+// With -follow it instead produces one record "sarama-before", prints
+// "before ok offset=O", waits for a line on stdin (the test kills the
+// partition's leader meanwhile), produces "sarama-after" through the same
+// producer, which must follow the metadata to the new leader, and prints
+// "after ok offset=O".
 package main
 
 import (
@@ -26,6 +32,7 @@ func main() {
 	topic := flag.String("topic", "", "topic")
 	n := flag.Int("n", 100, "records to produce")
 	codec := flag.String("codec", "none", "none|gzip|snappy|lz4|zstd")
+	follow := flag.Bool("follow", false, "produce, wait for stdin, produce again after a leader change")
 	flag.Parse()
 	if *topic == "" {
 		fail("--topic is required")
@@ -56,9 +63,17 @@ func main() {
 	}
 	addrs := strings.Split(*brokers, ",")
 
+	if *follow {
+		cfg.Producer.Retry.Max = 120
+		cfg.Producer.Retry.Backoff = 250 * time.Millisecond
+	}
 	prod, err := sarama.NewSyncProducer(addrs, cfg)
 	if err != nil {
 		fail("producer: %v", err)
+	}
+	if *follow {
+		followLeader(prod, *topic)
+		return
 	}
 	offsets := make([]int64, *n)
 	for i := 0; i < *n; i++ {
@@ -114,4 +129,24 @@ func main() {
 	pc.Close()
 	cons.Close()
 	fmt.Printf("sarama ok produced=%d consumed=%d first=%d last=%d\n", *n, got, offsets[0], offsets[*n-1])
+}
+
+func followLeader(prod sarama.SyncProducer, topic string) {
+	send := func(value string) int64 {
+		_, off, err := prod.SendMessage(&sarama.ProducerMessage{
+			Topic: topic, Partition: 0, Value: sarama.StringEncoder(value)})
+		if err != nil {
+			fail("send %s: %v", value, err)
+		}
+		return off
+	}
+	fmt.Printf("before ok offset=%d\n", send("sarama-before"))
+	buf := make([]byte, 1)
+	if _, err := os.Stdin.Read(buf); err != nil {
+		fail("stdin: %v", err)
+	}
+	fmt.Printf("after ok offset=%d\n", send("sarama-after"))
+	if err := prod.Close(); err != nil {
+		fail("producer close: %v", err)
+	}
 }
