@@ -1,6 +1,6 @@
 /*
- * admin.c — the admin APIs. CreateTopics, DeleteTopics, CreatePartitions
- * and IncrementalAlterConfigs change the metadata log, so they go to keel's
+ * admin.c — the admin APIs. CreateTopics, DeleteTopics, CreatePartitions,
+ * IncrementalAlterConfigs and AlterConfigs change the metadata log, so they go to keel's
  * controller as the extension requests the CLI sends (meta/proto.h):
  * broker_admin_request() encodes that request, the shell has the
  * controller thread send it, and broker_admin_response() turns the reply
@@ -40,7 +40,7 @@ bool broker_api_is_forwarded(int16_t api_key)
 {
 	return api_key == KAFKA_API_CREATE_TOPICS || api_key == KAFKA_API_DELETE_TOPICS ||
 	       api_key == KAFKA_API_CREATE_PARTITIONS ||
-	       api_key == KAFKA_API_INCREMENTAL_ALTER_CONFIGS;
+	       api_key == KAFKA_API_INCREMENTAL_ALTER_CONFIGS || api_key == KAFKA_API_ALTER_CONFIGS;
 }
 
 static enum keel_err encode_create_topics(const struct kafka_create_topics_request *rq,
@@ -149,8 +149,62 @@ static enum keel_err encode_alter_configs(const struct kafka_incremental_alter_c
 	return meta_encode_alter_configs_request(w, &m);
 }
 
-enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
-                                   struct keel_wbuf *w, enum meta_api *api)
+/*
+ * The legacy AlterConfigs replaces a resource's whole dynamic config: the
+ * named keys are set (a null value removes the key) and every other key
+ * this broker's image holds for the resource is removed — as an
+ * incremental request computed from the image, so a key set concurrently
+ * elsewhere may survive (Kafka's legacy form races the same way). keel's
+ * own `keel.*` keys (the cluster id) are never removed this way. Without
+ * an image nothing is known to remove: KEEL_UNSUPPORTED.
+ */
+static enum keel_err encode_legacy_alter_configs(const struct broker_core *core,
+                                                 const struct kafka_alter_configs_request *rq,
+                                                 struct keel_arena *a, struct keel_wbuf *w)
+{
+	if (!core->has_image) {
+		return KEEL_UNSUPPORTED;
+	}
+	struct meta_alter_config_resource *r = NULL;
+	if (rq->resource_count > 0 && ALLOC_ARRAY(a, r, rq->resource_count) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < rq->resource_count; i++) {
+		const struct kafka_legacy_alter_resource *k = &rq->resources[i];
+		const char *name = cstr(a, k->resource_name);
+		uint32_t first = 0;
+		uint32_t held = meta_image_config_range(&core->image, (uint8_t)k->resource_type, name,
+		                                        &first);
+		uint32_t given = (uint32_t)KEEL_MAX(k->config_count, 0);
+		struct meta_config_kv *kv = NULL;
+		if (given + held > 0 && ALLOC_ARRAY(a, kv, given + held) == NULL) {
+			return KEEL_NOMEM;
+		}
+		uint32_t n = 0;
+		for (uint32_t j = 0; j < given; j++) {
+			kv[n++] = (struct meta_config_kv){cstr(a, k->configs[j].name),
+			                                  cstr_or_null(a, k->configs[j].value)};
+		}
+		for (uint32_t j = 0; j < held; j++) {
+			const char *key = core->image.configs[first + j].key;
+			bool named = false;
+			for (uint32_t g = 0; g < given && !named; g++) {
+				named = kafka_str_eq(k->configs[g].name, key);
+			}
+			if (!named && strncmp(key, "keel.", 5) != 0) {
+				kv[n++] = (struct meta_config_kv){key, NULL};
+			}
+		}
+		r[i] = (struct meta_alter_config_resource){(uint8_t)k->resource_type, name, kv, n};
+	}
+	struct meta_alter_configs_request m = {r, (uint32_t)KEEL_MAX(rq->resource_count, 0),
+	                                       rq->validate_only};
+	return meta_encode_alter_configs_request(w, &m);
+}
+
+enum keel_err broker_admin_request(const struct broker_core *core, const struct kafka_request *rq,
+                                   struct keel_arena *arena, struct keel_wbuf *w,
+                                   enum meta_api *api)
 {
 	switch (rq->header.api_key) {
 	case KAFKA_API_CREATE_TOPICS:
@@ -166,6 +220,9 @@ enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_a
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 		*api = META_API_ALTER_CONFIGS;
 		return encode_alter_configs(&rq->body.incremental_alter_configs, arena, w);
+	case KAFKA_API_ALTER_CONFIGS:
+		*api = META_API_ALTER_CONFIGS;
+		return encode_legacy_alter_configs(core, &rq->body.alter_configs, arena, w);
 	default:
 		return KEEL_INVAL;
 	}
@@ -273,6 +330,28 @@ static void alter_configs_response(const struct kafka_incremental_alter_configs_
 	}
 }
 
+static void legacy_alter_configs_response(const struct kafka_alter_configs_request *rq,
+                                          const struct meta_alter_configs_response *m,
+                                          int16_t fail, struct keel_arena *a,
+                                          struct kafka_alter_configs_response *out)
+{
+	if (rq->resource_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
+		return;
+	}
+	out->response_count = rq->resource_count;
+	for (int32_t i = 0; i < rq->resource_count; i++) {
+		struct kafka_alter_configs_resource_response *r = &out->responses[i];
+		r->resource_type = rq->resources[i].resource_type;
+		r->resource_name = rq->resources[i].resource_name;
+		r->error_code = fail;
+		r->error_message = KAFKA_STR_NULL;
+		if (m != NULL && (uint32_t)i < m->result_count) {
+			r->error_code = m->results[i].error;
+			r->error_message = kstr(m->results[i].error_message);
+		}
+	}
+}
+
 void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
                            int16_t fail, struct keel_arena *arena, union kafka_response_body *out)
 {
@@ -310,6 +389,14 @@ void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply,
 		     meta_decode_alter_configs_response(reply, size, arena, &m, NULL) == KEEL_OK;
 		alter_configs_response(&rq->body.incremental_alter_configs, ok ? &m : NULL, fail,
 		                       arena, &out->incremental_alter_configs);
+		return;
+	}
+	case KAFKA_API_ALTER_CONFIGS: {
+		struct meta_alter_configs_response m;
+		ok = ok &&
+		     meta_decode_alter_configs_response(reply, size, arena, &m, NULL) == KEEL_OK;
+		legacy_alter_configs_response(&rq->body.alter_configs, ok ? &m : NULL, fail, arena,
+		                              &out->alter_configs);
 		return;
 	}
 	default:

@@ -166,15 +166,17 @@ void broker_offset_for_leader_epoch(struct broker_core *core,
 
 /* ---- admin (admin.c) ---- */
 
-/* CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs
- * go to the controller: broker_admin_request encodes the extension request
- * (body in w, its opcode in *api; KEEL_UNSUPPORTED for an operation keel
- * cannot forward, e.g. APPEND), and broker_admin_response builds the Kafka
+/* CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and
+ * AlterConfigs go to the controller: broker_admin_request encodes the
+ * extension request (body in w, its opcode in *api; KEEL_UNSUPPORTED for an
+ * operation keel cannot forward, e.g. APPEND, or the legacy AlterConfigs
+ * before the broker has an image to compute removals from), and broker_admin_response builds the Kafka
  * response from the controller's reply body — or, when reply is NULL or does
  * not decode, with `fail` as every result's error. */
 bool broker_api_is_forwarded(int16_t api_key);
-enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
-                                   struct keel_wbuf *w, enum meta_api *api);
+enum keel_err broker_admin_request(const struct broker_core *core, const struct kafka_request *rq,
+                                   struct keel_arena *arena, struct keel_wbuf *w,
+                                   enum meta_api *api);
 void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
                            int16_t fail, struct keel_arena *arena, union kafka_response_body *out);
 

@@ -413,7 +413,7 @@ static bool forward_admin(struct conn *c)
 		return true;
 	}
 	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
-	enum keel_err err = broker_admin_request(&c->req, &c->resp_arena, &job->body, &job->api);
+	enum keel_err err = broker_admin_request(&s->core, &c->req, &c->resp_arena, &job->body, &job->api);
 	if (err != KEEL_OK) {
 		keel_wbuf_free(&job->body);
 		free(job);
@@ -547,6 +547,7 @@ static void dispatch(struct conn *c)
 	case KAFKA_API_DELETE_TOPICS:
 	case KAFKA_API_CREATE_PARTITIONS:
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
+	case KAFKA_API_ALTER_CONFIGS:
 		if (forward_admin(c)) {
 			return;
 		}

@@ -49,6 +49,7 @@ static const struct kafka_api_info apis[] = {
             KAFKA_SET_CORE, 0, 4, 4),
         API(KAFKA_API_DESCRIBE_CONFIGS, "DescribeConfigs", describe_configs, KAFKA_SET_ADMIN, 0, 4,
             4),
+        API(KAFKA_API_ALTER_CONFIGS, "AlterConfigs", alter_configs, KAFKA_SET_ADMIN, 0, 2, 2),
         API(KAFKA_API_SASL_AUTHENTICATE, "SaslAuthenticate", sasl_authenticate, KAFKA_SET_SASL, 0,
             2, 2),
         API(KAFKA_API_CREATE_PARTITIONS, "CreatePartitions", create_partitions, KAFKA_SET_ADMIN, 0,

@@ -533,6 +533,35 @@ struct kafka_incremental_alter_configs_response {
 	int32_t response_count;
 };
 
+/* ---- AlterConfigs (33), the legacy whole-resource form ---- */
+
+/* Each resource's configs replace all of its dynamic configs: a key set
+ * before and not named here is removed. The response has
+ * IncrementalAlterConfigs's shape. */
+struct kafka_legacy_config {
+	struct kafka_str name;
+	struct kafka_str value; /* nullable */
+};
+
+struct kafka_legacy_alter_resource {
+	int8_t resource_type;
+	struct kafka_str resource_name;
+	struct kafka_legacy_config *configs;
+	int32_t config_count;
+};
+
+struct kafka_alter_configs_request {
+	struct kafka_legacy_alter_resource *resources;
+	int32_t resource_count;
+	bool validate_only;
+};
+
+struct kafka_alter_configs_response {
+	int32_t throttle_time_ms;
+	struct kafka_alter_configs_resource_response *responses;
+	int32_t response_count;
+};
+
 /* ---- DescribeCluster (60) ---- */
 
 struct kafka_describe_cluster_request {
@@ -577,6 +606,7 @@ typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 	X(create_partitions)         \
 	X(describe_configs)          \
 	X(incremental_alter_configs) \
+	X(alter_configs)             \
 	X(describe_cluster)          \
 	X(find_coordinator)          \
 	X(join_group)                \

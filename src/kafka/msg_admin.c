@@ -1,11 +1,12 @@
 /*
  * msg_admin.c — walks of the admin messages a broker forwards to keel's
  * controller: CreateTopics, DeleteTopics, CreatePartitions,
- * DescribeConfigs, IncrementalAlterConfigs, DescribeCluster.
+ * DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, DescribeCluster.
  *
  * Each walk follows the field order of Kafka's JSON spec for the message;
  * a version test guards each field that not every version carries.
  */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kafka/walk.h"
@@ -275,6 +276,44 @@ void kafka_walk_incremental_alter_configs_response(struct kafka_io *io, void *ms
 		kio_no_tags(io);
 	}
 	kio_no_tags(io);
+}
+
+/* ---- AlterConfigs (legacy) ---- */
+
+void kafka_walk_alter_configs_request(struct kafka_io *io, void *msg)
+{
+	struct kafka_alter_configs_request *m = msg;
+	int32_t n = KW_ARRAY(io, m->resources, m->resource_count,
+	                     1 + kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_legacy_alter_resource *r = &m->resources[i];
+		kio_i8(io, &r->resource_type);
+		kio_str(io, &r->resource_name, false);
+		int32_t cn = KW_ARRAY(io, r->configs, r->config_count, 2 * kw_str(io) + kw_tags(io),
+		                      false);
+		for (int32_t j = 0; j < cn; j++) {
+			kio_str(io, &r->configs[j].name, false);
+			kio_str(io, &r->configs[j].value, true);
+			kio_no_tags(io);
+		}
+		kio_no_tags(io);
+	}
+	kio_bool(io, &m->validate_only);
+	kio_no_tags(io);
+}
+
+_Static_assert(sizeof(struct kafka_alter_configs_response) ==
+                       sizeof(struct kafka_incremental_alter_configs_response) &&
+               offsetof(struct kafka_alter_configs_response, responses) ==
+                       offsetof(struct kafka_incremental_alter_configs_response, responses) &&
+               offsetof(struct kafka_alter_configs_response, response_count) ==
+                       offsetof(struct kafka_incremental_alter_configs_response, response_count),
+               "AlterConfigs and IncrementalAlterConfigs responses share a walk");
+
+void kafka_walk_alter_configs_response(struct kafka_io *io, void *msg)
+{
+	/* The same wire layout and struct as IncrementalAlterConfigs's response. */
+	kafka_walk_incremental_alter_configs_response(io, msg);
 }
 
 /* ---- DescribeCluster ---- */

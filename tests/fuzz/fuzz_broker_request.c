@@ -105,7 +105,7 @@ static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_r
 		struct keel_wbuf w;
 		keel_wbuf_init_dynamic(&w, 256, 1 << 24);
 		enum meta_api api;
-		enum keel_err err = broker_admin_request(rq, a, &w, &api);
+		enum keel_err err = broker_admin_request(core, rq, a, &w, &api);
 		KEEL_ASSERT(err == KEEL_OK || err == KEEL_UNSUPPORTED || err == KEEL_INVAL ||
 		            err == KEEL_TOOBIG);
 		keel_wbuf_free(&w);

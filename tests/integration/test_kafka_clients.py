@@ -485,7 +485,7 @@ def test_confluent_admin_client(kc):
     cfg = admin.describe_configs([res])[res].result(timeout=30)
     assert cfg["retention.ms"].value == "1000"
     # IncrementalAlterConfigs (confluent-kafka 1.7 only has the legacy
-    # AlterConfigs, which keel does not serve): a raw v0 request.
+    # AlterConfigs, below): a raw v0 request.
     lead = brokers[parts[0]["leader"]]
     s = connect(lead.port)
     s.sendall(incremental_alter_v0(5, "adm-t", "retention.ms", "2000"))
@@ -495,6 +495,23 @@ def test_confluent_admin_client(kc):
     assert (corr, count, err) == (5, 1, 0)
     c.wait(lambda: admin.describe_configs([res])[res].result(timeout=30)["retention.ms"].value
            == "2000", timeout=15, what="retention.ms altered")
+    # The legacy AlterConfigs (what confluent-kafka 1.7's alter_configs
+    # sends) replaces the topic's whole config: retention.ms goes.
+    res2 = ConfigResource(ConfigResource.Type.TOPIC, "adm-t",
+                          set_config={"cleanup.policy": "compact"})
+    admin.alter_configs([res2])[res2].result(timeout=30)
+
+    def topic_configs():
+        got = admin.describe_configs([res])[res].result(timeout=30)
+        return {k: v.value for k, v in got.items()}
+    c.wait(lambda: topic_configs() == {"cleanup.policy": "compact"}, timeout=15,
+           what="configs replaced")
+    # An unknown name is refused and changes nothing.
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "adm-t", set_config={"no.such": "1"})
+    with pytest.raises(Exception) as e:
+        admin.alter_configs([bad])[bad].result(timeout=30)
+    assert "INVALID_CONFIG" in str(e.value) or "no.such" in str(e.value), e.value
+    assert topic_configs() == {"cleanup.policy": "compact"}
     # CreatePartitions, then DeleteTopics.
     admin.create_partitions([NewPartitions("adm-t", 4)])["adm-t"].result(timeout=30)
     wait_partitions(c, "adm-t", lambda p: len(p) == 4, 15, "adm-t grown to 4")

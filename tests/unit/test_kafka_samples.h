@@ -269,6 +269,8 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 	static struct kafka_describe_configs_resource dc_res[2];
 	static struct kafka_alterable_config ia_configs[2];
 	static struct kafka_alter_configs_resource ia_res[1];
+	static struct kafka_legacy_config la_configs[2];
+	static struct kafka_legacy_alter_resource la_res[1];
 	memset(&u, 0, sizeof(u));
 	switch (api_key) {
 	case KAFKA_API_API_VERSIONS:
@@ -355,6 +357,13 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 		        KAFKA_RESOURCE_BROKER, S("1"), {NULL, -1}};
 		u.r.body.describe_configs =
 		        (struct kafka_describe_configs_request){dc_res, 2, true, true};
+		break;
+	case KAFKA_API_ALTER_CONFIGS:
+		la_configs[0] = (struct kafka_legacy_config){S("retention.ms"), S("2000")};
+		la_configs[1] = (struct kafka_legacy_config){S("cleanup.policy"), KAFKA_STR_NULL};
+		la_res[0] = (struct kafka_legacy_alter_resource){KAFKA_RESOURCE_TOPIC, S("orders"),
+		                                                 la_configs, 2};
+		u.r.body.alter_configs = (struct kafka_alter_configs_request){la_res, 1, true};
 		break;
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 		ia_configs[0] = (struct kafka_alterable_config){S("retention.ms"), KAFKA_CONFIG_SET,
@@ -519,6 +528,11 @@ static bool kafka_sample_response(int16_t api_key, void **body)
 		dc_results[0] = (struct kafka_describe_configs_result){
 		        0, KAFKA_STR_NULL, KAFKA_RESOURCE_TOPIC, S("orders"), dc_entries, 2};
 		u.describe_configs = (struct kafka_describe_configs_response){1, dc_results, 1};
+		break;
+	case KAFKA_API_ALTER_CONFIGS:
+		ia_results[0] = (struct kafka_alter_configs_resource_response){
+		        KAFKA_INVALID_CONFIG, S("unknown"), KAFKA_RESOURCE_BROKER, S("2")};
+		u.alter_configs = (struct kafka_alter_configs_response){6, ia_results, 1};
 		break;
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 		ia_results[0] = (struct kafka_alter_configs_resource_response){
