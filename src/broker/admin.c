@@ -308,25 +308,35 @@ static void create_partitions_response(const struct kafka_create_partitions_requ
 	}
 }
 
+/* Both AlterConfigs forms answer one result per resource, in order: the
+ * controller's, or `fail` when there is none. Fills results but the name
+ * and type, which the caller copies from its request. */
+static struct kafka_alter_configs_resource_response *
+alter_results(int32_t count, const struct meta_alter_configs_response *m, int16_t fail,
+              struct keel_arena *a)
+{
+	struct kafka_alter_configs_resource_response *r = NULL;
+	if (count <= 0 || ALLOC_ARRAY(a, r, count) == NULL) {
+		return NULL;
+	}
+	for (int32_t i = 0; i < count; i++) {
+		bool have = m != NULL && (uint32_t)i < m->result_count;
+		r[i].error_code = have ? m->results[i].error : fail;
+		r[i].error_message = have ? kstr(m->results[i].error_message) : KAFKA_STR_NULL;
+	}
+	return r;
+}
+
 static void alter_configs_response(const struct kafka_incremental_alter_configs_request *rq,
                                    const struct meta_alter_configs_response *m, int16_t fail,
                                    struct keel_arena *a,
                                    struct kafka_incremental_alter_configs_response *out)
 {
-	if (rq->resource_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
-		return;
-	}
-	out->response_count = rq->resource_count;
-	for (int32_t i = 0; i < rq->resource_count; i++) {
-		struct kafka_alter_configs_resource_response *r = &out->responses[i];
-		r->resource_type = rq->resources[i].resource_type;
-		r->resource_name = rq->resources[i].resource_name;
-		r->error_code = fail;
-		r->error_message = KAFKA_STR_NULL;
-		if (m != NULL && (uint32_t)i < m->result_count) {
-			r->error_code = m->results[i].error;
-			r->error_message = kstr(m->results[i].error_message);
-		}
+	out->responses = alter_results(rq->resource_count, m, fail, a);
+	out->response_count = out->responses != NULL ? rq->resource_count : 0;
+	for (int32_t i = 0; i < out->response_count; i++) {
+		out->responses[i].resource_type = rq->resources[i].resource_type;
+		out->responses[i].resource_name = rq->resources[i].resource_name;
 	}
 }
 
@@ -335,20 +345,11 @@ static void legacy_alter_configs_response(const struct kafka_alter_configs_reque
                                           int16_t fail, struct keel_arena *a,
                                           struct kafka_alter_configs_response *out)
 {
-	if (rq->resource_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
-		return;
-	}
-	out->response_count = rq->resource_count;
-	for (int32_t i = 0; i < rq->resource_count; i++) {
-		struct kafka_alter_configs_resource_response *r = &out->responses[i];
-		r->resource_type = rq->resources[i].resource_type;
-		r->resource_name = rq->resources[i].resource_name;
-		r->error_code = fail;
-		r->error_message = KAFKA_STR_NULL;
-		if (m != NULL && (uint32_t)i < m->result_count) {
-			r->error_code = m->results[i].error;
-			r->error_message = kstr(m->results[i].error_message);
-		}
+	out->responses = alter_results(rq->resource_count, m, fail, a);
+	out->response_count = out->responses != NULL ? rq->resource_count : 0;
+	for (int32_t i = 0; i < out->response_count; i++) {
+		out->responses[i].resource_type = rq->resources[i].resource_type;
+		out->responses[i].resource_name = rq->resources[i].resource_name;
 	}
 }
 
