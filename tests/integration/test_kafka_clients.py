@@ -473,6 +473,19 @@ def test_confluent_admin_client(kc):
     fs["adm-t"].result(timeout=30)
     parts = wait_partitions(c, "adm-t", lambda p: len(p) == 2, 15, "adm-t created")
     wait_brokers_see(c, brokers, "adm-t", parts)
+    # ZooKeeper clients see it where Kafka 2.x tools look.
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=c.connect_string(), timeout=10)
+    zk.start(timeout=30)
+    try:
+        zk.sync("/")
+        assignment = json.loads(zk.get("/brokers/topics/adm-t")[0])
+        assert sorted(assignment["partitions"]) == ["0", "1"], assignment
+        state = json.loads(zk.get("/brokers/topics/adm-t/partitions/0/state")[0])
+        assert state["leader"] == parts[0]["leader"], state
+    finally:
+        zk.stop()
+        zk.close()
     # A second create of the same name: TOPIC_ALREADY_EXISTS from the controller.
     fs = admin.create_topics([NewTopic("adm-t", 1, 1)])
     with pytest.raises(Exception) as e:
