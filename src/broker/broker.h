@@ -117,6 +117,30 @@ void broker_core_sync(struct broker_core *core);
 /* Loop thread, after broker_core_sync: clears the dirty marks. */
 void broker_core_sync_done(struct broker_core *core);
 
+/* ---- log settings and retention (logconfig.c) ---- */
+
+/* Sets p's segment size and age, retention and index interval from the
+ * image: the topic's config, else this broker's, else the cluster
+ * default, else Kafka's default. broker_core_set_image calls it for every
+ * open partition. */
+void broker_apply_log_config(const struct broker_core *core, struct broker_partition *p);
+
+/* Whether the topic's cleanup.policy includes "delete" (the default). */
+bool broker_topic_deletes(const struct broker_core *core, const char *topic);
+
+struct broker_retention_report {
+	uint32_t segments;   /* segments deleted */
+	uint32_t partitions; /* partitions that lost at least one */
+	uint32_t failed;     /* partitions whose log failed (plog_why) */
+};
+
+/* Retention of every open partition whose topic deletes (not compact-only):
+ * whole oldest segments past retention.ms (by their newest timestamp, from
+ * now_ms, wall clock) or beyond retention.bytes — never the active one.
+ * Loop thread, with no sync in flight (a dirty partition is skipped). */
+void broker_core_retain(struct broker_core *core, int64_t now_ms,
+                        struct broker_retention_report *report);
+
 /* ---- the APIs ---- */
 
 /* Which partitions a produce appended to, to finish it after the sync. */

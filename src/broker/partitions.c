@@ -208,6 +208,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 			report->failed++;
 		}
 	}
+	broker_apply_log_config(core, p);
 }
 
 void broker_core_set_image(struct broker_core *core, struct meta_image *img,

@@ -80,6 +80,7 @@ struct broker_options {
 	int shutdown_timeout_ms;
 	int duplicate_id_timeout_ms;
 	int handshake_timeout_ms;
+	int retention_check_ms;
 	const char *log_level;
 };
 
@@ -129,7 +130,7 @@ static int usage(FILE *out)
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-		"                   [--log-level LEVEL]\n\n"
+		"                   [--retention-check-interval-ms MS] [--log-level LEVEL]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
@@ -137,7 +138,10 @@ static int usage(FILE *out)
 		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
 		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
 		"partition logs under --data-dir; a client that sends no whole request\n"
-		"within --handshake-timeout-ms (default 10000) is disconnected.\n");
+		"within --handshake-timeout-ms (default 10000) is disconnected.\n"
+		"Every --retention-check-interval-ms (default 300000, Kafka's\n"
+		"log.retention.check.interval.ms) it deletes the old segments that the\n"
+		"topics' retention.ms / retention.bytes no longer keep.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -164,6 +168,7 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 	o->shutdown_timeout_ms = 15000;
 	o->duplicate_id_timeout_ms = 30000;
 	o->handshake_timeout_ms = 10000;
+	o->retention_check_ms = 300000;
 	o->log_level = "info";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -199,6 +204,9 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--handshake-timeout-ms") == 0 &&
 			   parse_int(v, 10, 3600000, &n)) {
 			o->handshake_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--retention-check-interval-ms") == 0 &&
+			   parse_int(v, 10, 86400000, &n)) {
+			o->retention_check_ms = (int)n;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -785,7 +793,8 @@ int cli_broker(int argc, char **argv)
 		  incarnation, b.opt.rack != NULL ? b.opt.rack : "none", b.opt.servers,
 		  b.opt.data_dir);
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
-					   b.opt.handshake_timeout_ms, 100u << 20};
+					   b.opt.handshake_timeout_ms, 100u << 20,
+					   b.opt.retention_check_ms};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);

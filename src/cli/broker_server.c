@@ -44,6 +44,7 @@
 #include "base/assert.h"
 #include "broker/broker.h"
 #include "cli/broker_server.h"
+#include "os/clock.h"
 #include "os/log.h"
 
 #define READ_CHUNK            (64u * 1024u)
@@ -100,6 +101,7 @@ struct broker_server {
 	struct kafka_limits limits;
 	struct conn *conns;
 	bool sync_in_flight;
+	uv_timer_t retention; /* every opt.retention_check_ms */
 	uint64_t sync_seq;       /* syncs started */
 	uint64_t acked_produces; /* produce requests answered after a sync */
 	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
@@ -846,6 +848,26 @@ static void on_prepare(uv_prepare_t *p)
 	apply_offered_image(s);
 }
 
+/* Retention runs between syncs; one due during a sync waits a tick. */
+static void retention_due(uv_timer_t *t)
+{
+	struct broker_server *s = t->data;
+	if (s->sync_in_flight) {
+		uv_timer_start(&s->retention, retention_due, 100, 0);
+		return;
+	}
+	struct broker_retention_report rep;
+	broker_core_retain(&s->core, keel_clock_wall_ms(), &rep);
+	if (rep.segments > 0 || rep.failed > 0) {
+		KEEL_INFO("retention: deleted %u segments of %u partitions%s", rep.segments,
+		          rep.partitions, rep.failed > 0 ? "; some logs failed (see below)" : "");
+	}
+	if (rep.failed > 0) {
+		KEEL_WARN("retention failed on %u partition logs", rep.failed);
+	}
+	uv_timer_start(&s->retention, retention_due, (uint64_t)s->opt.retention_check_ms, 0);
+}
+
 static void close_all(struct broker_server *s)
 {
 	for (struct conn *c = s->conns; c != NULL; c = c->next) {
@@ -854,6 +876,7 @@ static void close_all(struct broker_server *s)
 	uv_close((uv_handle_t *)&s->listener, NULL);
 	uv_close((uv_handle_t *)&s->wakeup, NULL);
 	uv_close((uv_handle_t *)&s->prepare, NULL);
+	uv_close((uv_handle_t *)&s->retention, NULL);
 }
 
 static void on_wakeup(uv_async_t *a)
@@ -919,6 +942,9 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_prepare_init(&s->loop, &s->prepare);
 	s->prepare.data = s;
 	uv_prepare_start(&s->prepare, on_prepare);
+	uv_timer_init(&s->loop, &s->retention);
+	s->retention.data = s;
+	uv_timer_start(&s->retention, retention_due, (uint64_t)s->opt.retention_check_ms, 0);
 	sigset_t block, old;
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);

@@ -336,10 +336,11 @@ START_LINE = re.compile(r"keel broker (\d+) \(incarnation")
 class Broker:
     """A `keel broker` process; its stderr goes to a log kept across restarts."""
 
-    def __init__(self, cluster, bid, rack=None):
+    def __init__(self, cluster, bid, rack=None, extra_args=()):
         self.cluster = cluster
         self.id = bid
         self.rack = rack
+        self.extra_args = list(extra_args)
         self.data_dir = os.path.join(cluster.root, "broker%d" % bid)
         self.log_path = os.path.join(cluster.root, "broker%d.log" % bid)
         self.port = free_ports(1)[0]
@@ -347,7 +348,8 @@ class Broker:
 
     def start(self):
         args = [KEEL, "broker", "--id", str(self.id), "--servers", self.cluster.connect_string(),
-                "--data-dir", self.data_dir, "--port", str(self.port)] + BROKER_ARGS
+                "--data-dir", self.data_dir, "--port", str(self.port)] + BROKER_ARGS + \
+            self.extra_args
         if self.rack:
             args += ["--rack", self.rack]
         log = open(self.log_path, "ab")

@@ -28,7 +28,8 @@ KCAT = "/usr/bin/kcat"
 def kc():
     """(cluster, {id: Broker}, bootstrap) with 3 active brokers."""
     c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i, rack="r%d" % i) for i in (1, 2, 3)}
+    brokers = {i: Broker(c, i, rack="r%d" % i, extra_args=["--retention-check-interval-ms", "300"])
+               for i in (1, 2, 3)}
     ok = False
     try:
         c.start()
@@ -748,3 +749,41 @@ def test_each_client_follows_a_leader_kill(kc, tmp_path_factory):
                 p.kill()
         brokers[old].start()
         wait_active(c, (1, 2, 3), timeout=30)
+
+
+# ---- retention ----
+
+def test_retention_deletes_old_segments(kc):
+    """retention.bytes and segment.bytes set with the AdminClient reach the
+    partition log: old segments go, the log start moves up, what is kept
+    stays readable; altering retention.ms to -1 and retention.bytes away
+    stops it."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    c, brokers, boot = kc
+    admin = AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([NewTopic("ret-t", 1, 1, config={"segment.bytes": "1024",
+                                                       "retention.bytes": "4096"})]
+                        )["ret-t"].result(timeout=30)
+    parts = wait_partitions(c, "ret-t", lambda p: len(p) == 1 and p[0]["leader"] >= 0, 15,
+                            "ret-t led")
+    wait_brokers_see(c, brokers, "ret-t", parts)
+    lead = broker_with_leader(brokers, parts)
+    # One record per batch (linger 0, batch size 1 record): ~30 segments.
+    for i in range(60):
+        kcat("-b", boot, "-P", "-t", "ret-t", "-p", "0", "-X", "acks=all",
+             stdin=("r%03d-" % i + "x" * 400 + "\n").encode())
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        c.wait(lambda: cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)[0] > 0,
+               timeout=30, what="retention moved the log start", interval=0.3)
+        low, high = cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)
+    finally:
+        cons.close()
+    assert high == 60 and 0 < low < 60, (low, high)
+    # At most retention.bytes plus the active segment is kept.
+    assert (high - low) * 400 < 4096 + 1024 + 60 * 100, (low, high)
+    out = kcat("-b", boot, "-C", "-t", "ret-t", "-p", "0", "-o", "beginning", "-e")
+    kept = [ln[:4] for ln in out.splitlines()]
+    assert kept == ["r%03d" % i for i in range(low, 60)], kept
+    assert "retention: deleted" in lead.log()

@@ -384,6 +384,105 @@ static void test_image_drops_partitions(void **state)
 	assert_int_equal(fetch(f, 0, 0, -1, &pd, &bytes), KAFKA_UNKNOWN_TOPIC_OR_PARTITION);
 }
 
+/* The test image plus config records (type, name, key, value each). */
+static void set_image_with(struct fx *f, struct meta_record *extra, uint32_t n)
+{
+	struct meta_image img;
+	build_image(&img);
+	struct meta_apply_result res;
+	struct meta_changes ch;
+	meta_changes_init(&ch, 100);
+	assert_int_equal(tm_apply(&img, 2, 1, extra, n, &res, &ch), KEEL_OK);
+	meta_changes_close(&ch);
+	struct broker_image_report rep;
+	broker_core_set_image(&f->core, &img, &rep);
+	meta_image_close(&img);
+}
+
+/* 20 batches (timestamps from 1000 ms, i.e. 1970) into t-0. */
+static void fill_old_segments(struct fx *f)
+{
+	uint8_t copy[4096];
+	int64_t base;
+	for (int i = 0; i < 20; i++) {
+		memcpy(copy, f->batch, f->batch_size);
+		assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true), KAFKA_NONE);
+	}
+}
+
+/* Topic configs reach the log (segment.bytes rolls, retention deletes old
+ * segments); the topic's own value beats the cluster default, and a
+ * compact-only topic is never cut by retention. */
+static void test_retention_follows_the_topic_configs(void **state)
+{
+	struct fx *f = *state;
+	const int64_t now = 1700000000000;
+	struct meta_record cfg[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "segment.bytes", "1024"),
+	        tm_config(META_RESOURCE_BROKER, "", "retention.ms", "60000"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", "-1"),
+	};
+	set_image_with(f, cfg, 3);
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 0);
+	assert_int_equal(p->log.config.segment_bytes, 1024);
+	assert_int_equal(p->log.config.retention_ms, -1);
+	fill_old_segments(f);
+	assert_true(p->log.segment_count >= 3);
+	uint32_t segments = p->log.segment_count;
+	struct broker_retention_report rep;
+	broker_core_retain(&f->core, now, &rep);
+	assert_int_equal(rep.segments, 0); /* the topic keeps forever */
+	assert_int_equal(plog_log_start_offset(&p->log), 0);
+
+	/* Without the topic's own value the cluster default (60 s) applies. */
+	struct meta_record compact[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", NULL),
+	        tm_config(META_RESOURCE_TOPIC, "t", "cleanup.policy", "compact"),
+	};
+	set_image_with(f, cfg, 2);
+	assert_int_equal(p->log.config.retention_ms, 60000);
+	set_image_with(f, compact, 2);
+	broker_core_retain(&f->core, now, &rep);
+	assert_int_equal(rep.segments, 0); /* compact only: retention does not cut */
+
+	struct meta_record del[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "segment.bytes", "1024"),
+	        tm_config(META_RESOURCE_BROKER, "", "retention.ms", "60000"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "cleanup.policy", "compact,delete"),
+	};
+	set_image_with(f, del, 3);
+	broker_core_retain(&f->core, now, &rep);
+	assert_int_equal(rep.segments, segments - 1); /* all but the active one */
+	assert_int_equal(rep.partitions, 1);
+	assert_int_equal(p->log.segment_count, 1);
+	int64_t start = plog_log_start_offset(&p->log);
+	assert_true(start > 0);
+	struct kafka_fetch_partition_data pd;
+	size_t bytes;
+	assert_int_equal(fetch(f, 0, 0, -1, &pd, &bytes), KAFKA_OFFSET_OUT_OF_RANGE);
+	assert_int_equal(fetch(f, 0, start, -1, &pd, &bytes), KAFKA_NONE);
+	assert_true(bytes > 0);
+}
+
+/* retention.bytes keeps the newest segments within the size. */
+static void test_retention_by_bytes(void **state)
+{
+	struct fx *f = *state;
+	struct meta_record cfg[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "segment.bytes", "1024"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.bytes", "1100"),
+	};
+	set_image_with(f, cfg, 2);
+	fill_old_segments(f);
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 0);
+	assert_true(plog_size_bytes(&p->log) > 2 * 1100);
+	struct broker_retention_report rep;
+	broker_core_retain(&f->core, 0, &rep);
+	assert_true(rep.segments > 0);
+	assert_true(plog_size_bytes(&p->log) < 1100 + 1024);
+	assert_true(plog_log_start_offset(&p->log) > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +496,9 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_epochs_and_fetch_budget, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_image_drops_partitions, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_retention_follows_the_topic_configs, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_retention_by_bytes, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
