@@ -53,7 +53,7 @@ connect=$(seq -s, -f '127.0.0.1:%g' 2181 $((2180 + NODES)))
 for i in $(seq 1 "$BROKERS"); do
   mkdir -p "$DATA/broker$i"
   "$KEEL" broker --id "$i" --servers "$connect" --data-dir "$DATA/broker$i" \
-    --host 127.0.0.1 --port $((9091 + i)) \
+    --host 127.0.0.1 --port $((9091 + i)) --cluster-secret-file "$SECRET" \
     2> >(sed -u "s/^/[broker$i] /" >&2) &
   broker_pids+=($!)
 done

@@ -57,6 +57,7 @@
 #include "cli/meta_cli.h"
 #include "meta/follower.h"
 #include "meta/proto.h"
+#include "node/peer_auth.h"
 #include "os/clock.h"
 #include "os/log.h"
 
@@ -82,6 +83,8 @@ struct broker_options {
 	int handshake_timeout_ms;
 	int retention_check_ms;
 	const char *log_level;
+	const char *secret_file;    /* --cluster-secret-file */
+	struct peer_auth_keys keys; /* loaded from it */
 };
 
 struct broker {
@@ -103,6 +106,7 @@ struct broker {
 	bool shutting_down;
 	bool should_shut_down;
 	bool failed;
+	bool proved; /* this session proved the cluster credential */
 	uint64_t shutdown_deadline_ms;
 	int64_t shutdown_index; /* the server's applied index when it said should_shut_down */
 	int64_t fetched_to;     /* the high watermark of the last fetch that caught up */
@@ -130,7 +134,8 @@ static int usage(FILE *out)
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-		"                   [--retention-check-interval-ms MS] [--log-level LEVEL]\n\n"
+		"                   [--retention-check-interval-ms MS] [--log-level LEVEL]\n"
+		"                   [--cluster-secret-file FILE]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
@@ -141,7 +146,10 @@ static int usage(FILE *out)
 		"within --handshake-timeout-ms (default 10000) is disconnected.\n"
 		"Every --retention-check-interval-ms (default 300000, Kafka's\n"
 		"log.retention.check.interval.ms) it deletes the old segments that the\n"
-		"topics' retention.ms / retention.bytes no longer keep.\n");
+		"topics' retention.ms / retention.bytes no longer keep.\n"
+		"With --cluster-secret-file (the servers' secret) it proves on its\n"
+		"session that it belongs to the cluster; servers that have a secret\n"
+		"refuse registrations and heartbeats without it.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -207,6 +215,13 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--retention-check-interval-ms") == 0 &&
 			   parse_int(v, 10, 86400000, &n)) {
 			o->retention_check_ms = (int)n;
+		} else if (strcmp(arg, "--cluster-secret-file") == 0) {
+			char err[512];
+			if (peer_auth_load_file(v, &o->keys, err, sizeof(err)) != KEEL_OK) {
+				fprintf(stderr, "keel broker: %s\n", err);
+				return false;
+			}
+			o->secret_file = v;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -325,6 +340,13 @@ static void note_reachability(struct broker *b, enum meta_api api, int32_t err)
 static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_reply *reply)
 {
 	int32_t err = meta_cli_call(&b->kc, api, &b->req, reply);
+	if (err == ZK_NO_AUTH) {
+		KEEL_ERROR("%s: the servers ask for the cluster credential: run keel broker with "
+			   "--cluster-secret-file FILE (the servers' secret)",
+			   meta_api_name(api));
+		b->failed = true;
+		return err;
+	}
 	if (err != ZK_OK) {
 		KEEL_DEBUG("%s: %s (%s)", meta_api_name(api), kc_err_message(err),
 			   kc_message(&b->kc));
@@ -670,7 +692,34 @@ static bool ensure_session(struct broker *b)
 		return false;
 	}
 	b->kc_open = true;
+	b->proved = false;
 	return true;
+}
+
+/* Proves the cluster credential on a new session (nothing to prove without
+ * --cluster-secret-file). False while it could not yet: after a pause when
+ * no server answered, or with b->failed set when the servers refused it. */
+static bool ensure_proved(struct broker *b)
+{
+	if (b->proved) {
+		return true;
+	}
+	int32_t err = meta_cli_prove(&b->kc, b->opt.secret_file != NULL ? &b->opt.keys : NULL,
+				     NULL);
+	if (err == ZK_OK) {
+		b->proved = true;
+		return true;
+	}
+	if (err == ZK_AUTH_FAILED) {
+		KEEL_ERROR("the servers refused the cluster credential made from %s: it is not "
+			   "their secret",
+			   b->opt.secret_file);
+		b->failed = true;
+		return false;
+	}
+	note_reachability(b, META_API_BROKER_REGISTRATION, err);
+	meta_cli_sleep(&b->kc, RETRY_MS);
+	return false;
 }
 
 static void wait_for_work(struct broker *b, uint64_t now)
@@ -727,6 +776,12 @@ static int broker_run(struct broker *b)
 		}
 		if (b->failed || !ensure_session(b)) {
 			return 1;
+		}
+		if (!ensure_proved(b)) {
+			if (b->failed) {
+				return 1;
+			}
+			continue;
 		}
 		if (b->epoch < 0 && now >= b->next_register_ms) {
 			do_register(b, now);

@@ -23,6 +23,7 @@
 #include "base/buf.h"
 #include "client/kc.h"
 #include "meta/proto.h"
+#include "node/peer_auth.h"
 
 #define META_CLI_OPCODE_BASE 1000
 
@@ -32,6 +33,34 @@
  * *initialized is set. */
 int32_t meta_cli_open(struct kc_client *c, bool *initialized, const char *who,
 		      const char *servers, int32_t session_timeout_ms, int32_t call_timeout_ms);
+
+/* An operator's credential on the command line: --cluster-secret-file FILE
+ * (the servers' secret) or --auth super:PASSWORD. */
+struct meta_cli_credential {
+	struct peer_auth_keys keys; /* count 0: none */
+	const char *digest;         /* NULL: none */
+};
+
+/* If argv[*i] is one of the credential options (with its value), takes it
+ * (advancing *i) and returns 1; 0 when it is not; -1 after printing why the
+ * secret file cannot be used. */
+int meta_cli_credential_arg(int argc, char **argv, int *i, struct meta_cli_credential *cred,
+			    const char *who);
+
+/* meta_cli_prove with the credential; prints why with `who` and returns
+ * false when the servers refuse it or cannot be asked. */
+bool meta_cli_prove_credential(struct kc_client *c, const struct meta_cli_credential *cred,
+			       const char *who);
+
+/* Proves the cluster credential on the connected session (addauth "keel"
+ * with node/peer_auth.h's session MAC), which the servers ask before
+ * registrations, heartbeats, AlterPartition, unregistering a broker and
+ * ElectLeaders (node/controller.h); kc re-sends it after a reconnect of the
+ * same session. `digest` ("super:PASSWORD") instead authenticates as
+ * ZooKeeper's super. Either may be NULL. Returns ZK_OK or the error
+ * (ZK_AUTH_FAILED: the servers refused it, and the session ended). */
+int32_t meta_cli_prove(struct kc_client *c, const struct peer_auth_keys *keys,
+		       const char *digest);
 
 /* Sends one request whose body is in `req` and waits for its reply. */
 int32_t meta_cli_call(struct kc_client *c, enum meta_api api, const struct keel_wbuf *req,

@@ -89,7 +89,9 @@ static int usage(FILE *out)
 		"                   [--unavailable-partitions] [--under-min-isr-partitions]\n"
 		"                   --servers HOSTS\n"
 		"       keel brokers --servers HOSTS\n"
-		"       keel brokers unregister ID --servers HOSTS\n\n"
+		"       keel brokers unregister ID --servers HOSTS [CREDENTIAL]\n\n"
+		"CREDENTIAL (needed when the servers have a secret): --cluster-secret-file\n"
+		"FILE (the servers' secret) or --auth super:PASSWORD.\n"
 		"HOSTS is a ZooKeeper connect string (host:port,...). --timeout-ms MS bounds\n"
 		"the retries while the cluster elects a controller (default 15000).\n"
 		"PATTERN is a topic name or a glob (sensor-*). `--` ends the options, so\n"
@@ -334,8 +336,16 @@ static int brokers_unregister(int argc, char **argv)
 	const char *servers = NULL;
 	long id = -1;
 	int32_t timeout_ms = 15000;
+	static struct meta_cli_credential cred;
 	for (int i = 2; i < argc; i++) {
 		long v = 0;
+		int took = meta_cli_credential_arg(argc, argv, &i, &cred, who);
+		if (took < 0) {
+			return 2;
+		}
+		if (took > 0) {
+			continue;
+		}
 		if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc) {
 			servers = argv[++i];
 		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
@@ -359,6 +369,10 @@ static int brokers_unregister(int argc, char **argv)
 	bool initialized = false;
 	struct kc_client *c = open_session(who, servers, timeout_ms, &initialized);
 	if (c == NULL) {
+		return 1;
+	}
+	if (!meta_cli_prove_credential(c, &cred, who)) {
+		kc_close(c);
 		return 1;
 	}
 	struct meta_unregister_broker_request rq = {(int32_t)id};

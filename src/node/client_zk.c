@@ -50,6 +50,7 @@
 #include "base/assert.h"
 #include "node/controller.h"
 #include "node/fsm.h"
+#include "node/peer_auth.h"
 #include "node/peers.h"
 #include "os/clock.h"
 #include "os/log.h"
@@ -858,6 +859,38 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	}
 }
 
+/* addauth "keel": the session credential of node/peer_auth.h, made with
+ * the cluster secret for this session. Without a secret (--insecure-peers)
+ * there is nothing to prove and it is taken as given. */
+static int32_t cluster_auth(struct node *n, struct zk_conn *zc, const struct zk_auth_request *auth)
+{
+	bool ok = n->cfg.insecure_peers ||
+		  (zc->session_id != 0 &&
+		   peer_auth_session_verify(&n->peers.keys, (uint64_t)zc->session_id,
+					    zc->connect_passwd, auth->auth.data,
+					    zk_bytes_len(auth->auth)));
+	if (!ok) {
+		KEEL_WARN("client %s: the cluster credential (addauth %s) was refused",
+			  zc->client->conn.peer_addr, PEER_AUTH_SESSION_SCHEME);
+		return ZK_AUTH_FAILED;
+	}
+	return zk_auth_info_add(&zc->auth, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
+				zk_bytes_str("cluster")) == KEEL_OK
+		       ? ZK_OK
+		       : ZK_AUTH_FAILED;
+}
+
+/* Whether the session may send the controller requests that only brokers
+ * and operators send (node_ctl_opcode_needs_cluster): it proved the cluster
+ * credential or authenticated as super, or the servers run without one. */
+static bool cluster_member(const struct node *n, const struct zk_conn *zc)
+{
+	return n->cfg.insecure_peers ||
+	       zk_ids_contains(&zc->auth.ids, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
+			       zk_bytes_str("cluster")) ||
+	       zk_ids_is_super(&zc->auth.ids);
+}
+
 /* A keel extension request (node/controller.h). Reads take their turn in
  * the FIFO like ZooKeeper reads; controller requests complete through
  * zk_clients_ext_complete. */
@@ -866,6 +899,13 @@ static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_reque
 {
 	if (node_ctl_opcode_is_read(req->opcode)) {
 		queue_read(n, zc, req, frame, size, PK_EXT_READ);
+		return;
+	}
+	if (node_ctl_opcode_needs_cluster(req->opcode) && !cluster_member(n, zc)) {
+		KEEL_INFO("client %s: %s refused: the session has not proved the cluster "
+			  "credential",
+			  zc->client->conn.peer_addr, node_ctl_opcode_name(req->opcode));
+		send_reply(zc, req->xid, (int64_t)n->applied_index, ZK_NO_AUTH, NULL, 0);
 		return;
 	}
 	struct zk_server *zs = server_of(n);
@@ -954,9 +994,12 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		handle_write(n, zc, &req);
 		break;
 	case ZK_CLASS_AUTH: {
-		int32_t err = zk_auth_handle(&zc->auth, &req.u.auth, n->cfg.super_digest[0] != '\0'
-										  ? n->cfg.super_digest
-										  : NULL);
+		int32_t err = zk_bytes_eq_str(req.u.auth.scheme, PEER_AUTH_SESSION_SCHEME)
+				      ? cluster_auth(n, zc, &req.u.auth)
+				      : zk_auth_handle(&zc->auth, &req.u.auth,
+						       n->cfg.super_digest[0] != '\0'
+							       ? n->cfg.super_digest
+							       : NULL);
 		send_reply(zc, -4, 0, err, NULL, 0);
 		if (err != 0) {
 			conn_close(zc, KEEL_PROTO, true);

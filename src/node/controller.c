@@ -949,6 +949,30 @@ bool node_ctl_opcode_is_read(int32_t opcode)
 	return api_of(opcode, &api) && !meta_api_needs_controller((enum meta_api)api);
 }
 
+bool node_ctl_opcode_needs_cluster(int32_t opcode)
+{
+	uint8_t api;
+	if (!api_of(opcode, &api)) {
+		return false;
+	}
+	switch ((enum meta_api)api) {
+	case META_API_BROKER_REGISTRATION:
+	case META_API_BROKER_HEARTBEAT:
+	case META_API_UNREGISTER_BROKER:
+	case META_API_ALTER_PARTITION:
+	case META_API_ELECT_LEADERS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *node_ctl_opcode_name(int32_t opcode)
+{
+	uint8_t api;
+	return api_of(opcode, &api) ? meta_api_name((enum meta_api)api) : "?";
+}
+
 /* Decodes a controller request only to check it (the server that received
  * it answers a malformed body itself, whoever is the controller). Returns
  * the ZooKeeper error for the reply header, 0 when it decodes. */

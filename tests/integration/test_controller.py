@@ -349,7 +349,7 @@ class Broker:
     def start(self):
         args = [KEEL, "broker", "--id", str(self.id), "--servers", self.cluster.connect_string(),
                 "--data-dir", self.data_dir, "--port", str(self.port)] + BROKER_ARGS + \
-            self.extra_args
+            self.cluster.cli_auth() + self.extra_args
         if self.rack:
             args += ["--rack", self.rack]
         log = open(self.log_path, "ab")
@@ -763,7 +763,7 @@ def test_fetch_metadata_from_a_snapshot(cluster, request):
 
         brokers[2].kill()
         args = [KEEL, "broker", "--id", "2", "--servers", s1.client_addr, "--data-dir",
-                brokers[2].data_dir, "--port", str(brokers[2].port)] + BROKER_ARGS
+                brokers[2].data_dir, "--port", str(brokers[2].port)] + BROKER_ARGS + c.cli_auth()
         log = open(brokers[2].log_path, "ab")
         brokers[2].proc = subprocess.Popen(args, stdout=log, stderr=log)
         log.close()
@@ -989,7 +989,7 @@ def test_broker_start_messages(kafka):
     dup_dir = os.path.join(c.root, "dup2")
     out = subprocess.run([KEEL, "broker", "--id", "2", "--servers", c.connect_string(),
                           "--data-dir", dup_dir, "--port", str(free_ports(1)[0]),
-                          "--duplicate-id-timeout-ms", "3000"] + BROKER_ARGS,
+                          "--duplicate-id-timeout-ms", "3000"] + BROKER_ARGS + c.cli_auth(),
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1, out.stderr
     assert "broker id 2 is taken by another live broker" in out.stderr
@@ -1057,7 +1057,10 @@ def test_configs_and_unregister(kafka):
     brokers[3].kill()
     c.wait(lambda: brokers_state(c).get(3, (0, ""))[1] == "fenced", timeout=SESSION_TIMEOUT_S + 10,
            what="broker 3 fenced")
+    # Only an operator or a broker of the cluster may unregister one.
     rc, out, err = keel("brokers", "unregister", "3", "--servers", hosts)
+    assert rc == 1 and 3 in brokers_state(c), out + err
+    rc, out, err = keel("brokers", "unregister", "3", "--servers", hosts, *c.cli_auth())
     assert rc == 0 and out.strip() == "Unregistered broker 3.", err
     assert 3 not in brokers_state(c)
     zk = kazoo(c)
@@ -1066,7 +1069,7 @@ def test_configs_and_unregister(kafka):
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "2"]
     finally:
         zk.stop()
-    rc, _, err = keel("brokers", "unregister", "3", "--servers", hosts)
+    rc, _, err = keel("brokers", "unregister", "3", "--servers", hosts, *c.cli_auth())
     assert rc == 1 and "broker 3" in err and "BROKER_ID_NOT_REGISTERED" in err, err
 
 
@@ -1125,13 +1128,13 @@ def test_add_partitions_and_leader_elections(kafka_manual):
     wait_partitions(c, "grow", lambda p: p[4]["leader"] == 2, SESSION_TIMEOUT_S + 10,
                     "broker 2 leads grow-4")
     rc, out, _ = keel("leader-election", "--election-type", "preferred", "--topic", "grow",
-                      "--partition", "4", "--servers", hosts)
+                      "--partition", "4", "--servers", hosts, *c.cli_auth())
     assert rc == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in out, out
     brokers[3].start()
     wait_partitions(c, "grow", lambda p: 3 in p[4]["isr"], 30, "broker 3 back in sync")
     assert describe_topic(c, "grow")[4]["leader"] == 2  # nothing moved it back on its own
     rc, out, err = keel("leader-election", "--election-type", "preferred",
-                        "--all-topic-partitions", "--servers", hosts)
+                        "--all-topic-partitions", "--servers", hosts, *c.cli_auth())
     assert rc == 0, out + err
     assert "Successfully completed leader election (PREFERRED) for partition grow-4" in out
     assert describe_topic(c, "grow")[4]["leader"] == 3
@@ -1153,16 +1156,16 @@ def test_add_partitions_and_leader_elections(kafka_manual):
     wait_active(c, (second,))
     assert describe_topic(c, "dirty")[0]["leader"] == -1
     rc, out, _ = keel("leader-election", "--election-type", "unclean", "--all-topic-partitions",
-                      "--servers", hosts)
+                      "--servers", hosts, *c.cli_auth())
     assert rc == 1
     rc, out, err = keel("leader-election", "--election-type", "unclean", "--topic", "dirty",
-                        "--partition", "0", "--servers", hosts)
+                        "--partition", "0", "--servers", hosts, *c.cli_auth())
     assert rc == 0 and "Successfully completed leader election (UNCLEAN)" in out, out + err
     d = wait_partitions(c, "dirty", lambda p: p[0]["leader"] == second, 10, "unclean leader")[0]
     assert d["isr"] == [second]
     rc, out, _ = keel("leader-election", "--election-type", "unclean", "--topic", "dirty",
-                      "--partition", "0", "--servers", hosts)
+                      "--partition", "0", "--servers", hosts, *c.cli_auth())
     assert rc == 0 and "Valid replica already elected for partition dirty-0" in out, out
     rc, out, _ = keel("leader-election", "--election-type", "preferred", "--topic", "nope",
-                      "--servers", hosts)
+                      "--servers", hosts, *c.cli_auth())
     assert rc == 1
