@@ -30,6 +30,8 @@ It checks, per partition:
               they were sent (their first appearances: a plain producer's
               retry may repeat a batch after itself), acknowledged or not;
   phantom     a record no producer sent.
+A run in which no record was acknowledged is an anomaly too (it tested
+nothing).
 """
 import collections
 
@@ -63,6 +65,9 @@ def check_kafka(ops, kfinal, report, max_listed=10):
     st["sent"] = len(sends)
     st["acknowledged"] = len(acked)
     st["unacknowledged"] = len(sends) - len(acked)
+    if sends and not acked:
+        report.anomaly("kafka", "no record was acknowledged: the producers never worked, "
+                       "nothing was tested")
 
     # Where each value is in the consumed logs.
     where = collections.defaultdict(list)        # value -> [(partition, offset)]

@@ -79,7 +79,7 @@ class KafkaNemesis(nem.Nemesis):
 
     def raft_leader(self):
         ls = self.cluster.leaders()
-        return ls[0] if len(ls) == 1 else None
+        return ls[0].id if len(ls) == 1 else None
 
     # ---- kinds ----
 

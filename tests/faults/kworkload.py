@@ -96,7 +96,9 @@ class Producer(threading.Thread):
                 "message.timeout.ms": kc.message_timeout_ms,
                 "request.timeout.ms": 5000, "retry.backoff.ms": 200,
                 "topic.metadata.refresh.interval.ms": 2000,
-                "enable.idempotence": kc.idempotent}
+                "enable.idempotence": kc.idempotent,
+                # Warnings and errors only: disconnects are the point of the run.
+                "log_level": 4}
         if not kc.idempotent:
             # One request in flight: a retried batch cannot overtake a later one.
             conf["max.in.flight.requests.per.connection"] = 1

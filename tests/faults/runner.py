@@ -168,7 +168,8 @@ def cmd_run(args):
     if args.brokers:
         rerun += " --brokers %d%s%s%s" % (
             args.brokers, " --kafka '%s'" % args.kafka if args.kafka else "",
-            " --kafka-idempotent" if args.kafka_idempotent else "",
+            (" --kafka-idempotent" if args.kafka_idempotent else "") +
+            (" --kafka-leaders " + args.kafka_leaders if args.kafka_leaders else ""),
             " --no-zk" if args.no_zk else "")
     out = args.out or tempfile.mkdtemp(prefix="keel-faults-%d-" % seed,
                                        dir=os.environ.get("KEEL_FAULTS_ARTIFACTS"))
@@ -184,6 +185,8 @@ def cmd_run(args):
         import kworkload as kwl
         kcfg = kwl.KafkaConfig(**(json.loads(args.kafka) if args.kafka else {}))
         kcfg.idempotent = kcfg.idempotent or args.kafka_idempotent
+        if args.kafka_leaders:
+            kcfg.leaders = args.kafka_leaders
         server_args = SERVER_ARGS + kbrokers.SERVER_ARGS + args.server_arg
     root = tempfile.mkdtemp(prefix="keel-faults-cluster-")
     cluster = ProxiedCluster(3, server_args=server_args, root=root, keel=keel)
@@ -338,6 +341,9 @@ def main(argv=None):
     r.add_argument("--kafka", help="JSON overrides of kworkload.KafkaConfig")
     r.add_argument("--kafka-idempotent", action="store_true",
                    help="producers with enable.idempotence=true (duplicates become anomalies)")
+    r.add_argument("--kafka-leaders", choices=["spread", "one"],
+                   help="spread: the controller places partition leaders (default); one: "
+                   "one broker leads every partition")
     r.add_argument("--no-zk", action="store_true",
                    help="no ZooKeeper workers (the Kafka workload only)")
     c = sub.add_parser("check")

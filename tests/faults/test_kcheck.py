@@ -150,6 +150,12 @@ def test_phantom_record_is_reported():
     assert "no producer sent" in kinds(r)
 
 
+def test_a_run_without_acknowledgements_tested_nothing():
+    ops = [send("a", 0, 0, None, "unknown")]
+    r = run_check(ops, {0: []})
+    assert "no record was acknowledged" in kinds(r)
+
+
 def test_no_final_reads_is_an_anomaly():
     ops, _ = correct_history()
     r = checkers.Report()
