@@ -13,6 +13,7 @@ final reads (`final["kafka"]`):
   replicas  {broker: {partition: [[offset, value], ...]}} each broker's own
             log, read from its files (every record, also above the HW)
   idempotent  whether the producers had enable.idempotence=true
+  isr_complete  whether every replica was in the ISR when the logs were read
 
 It checks, per partition:
   lost        an acknowledged record is not in the consumed log at all;
@@ -180,7 +181,10 @@ def check_kafka(ops, kfinal, report, max_listed=10):
     st["divergent"] = divergent
     if divergent:
         report.anomaly("kafka", "%d offsets below the high watermark where logs hold "
-                       "different records, e.g. %s" % (divergent, "; ".join(examples)))
+                       "different records%s, e.g. %s" % (
+                           divergent, "" if kfinal.get("isr_complete", True) else
+                           " (read before every replica was back in the ISR)",
+                           "; ".join(examples)))
     st["hw"] = dict(sorted(hw.items()))
 
 

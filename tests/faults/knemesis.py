@@ -4,19 +4,20 @@ followers are read from `keel topics describe` at the time of the fault.
 
   bkill-leader    kill -9 the leader broker of a random partition, restart
                   it after the hold
-  bkill-follower  kill -9 a broker that leads no partition of the topic
-                  (skipped when every broker leads one)
+  bkill-follower  kill -9 a follower: a broker that leads no partition of
+                  the topic, else (only in runs that also kill leaders)
+                  a follower of a random partition that leads another
   bkill-all       kill -9 every broker at once, restart them all
   bpause          SIGSTOP a broker (the leader of a partition half of the
                   time), SIGCONT after the hold
-  bpause-follower SIGSTOP a broker that leads no partition
+  bpause-follower SIGSTOP a follower (chosen as for bkill-follower)
   bcut            cut a follower of a partition off from that partition's
                   leader on the Kafka port (kproxy.py: "drop" or "hold", both
                   directions); clients still reach both
   ctrl+leader     kill -9 the Raft leader server (the active controller) and
                   the leader broker of a partition at the same time
-  ctrl+follower   kill -9 the Raft leader server and a broker that leads no
-                  partition at the same time
+  ctrl+follower   kill -9 the Raft leader server and a follower (chosen as
+                  for bkill-follower) at the same time
 
 Mixes: "kafka" is every kind above; "kafka-safe" only those that leave
 every partition's leader alone (bkill-follower, bpause-follower, bcut,
@@ -29,6 +30,7 @@ import nemesis as nem
 
 KAFKA = ["bkill-leader", "bkill-follower", "bkill-all", "bpause", "bpause-follower", "bcut",
          "ctrl+leader", "ctrl+follower"]
+LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader"]
 KAFKA_SAFE = ["bkill-follower", "bpause-follower", "bcut", "ctrl+follower"]
 
 
@@ -58,6 +60,9 @@ class KafkaNemesis(nem.Nemesis):
         super().__init__(cluster, *args, **kw)
         self.brokers = brokers
         self.topic = topic
+        # A run whose kinds never touch a leader (kafka-safe) must not
+        # touch one by way of a "follower" that leads another partition.
+        self.leader_safe = not any(k in self.kinds for k in LEADER_KINDS)
 
     def run_kind(self, kind):
         getattr(self, "do_" + kind.replace("-", "_").replace("+", "_"))()
@@ -73,9 +78,16 @@ class KafkaNemesis(nem.Nemesis):
     def leaders(self):
         return sorted({p["leader"] for p in self.layout().values() if p["leader"] >= 0})
 
-    def non_leaders(self):
-        leaders = set(self.leaders())
-        return [b for b in sorted(self.brokers.brokers) if b not in leaders]
+    def followers(self):
+        """Brokers that lead no partition; if there are none and the run
+        kills leaders anyway, the followers of a random partition."""
+        parts = self.layout()
+        leaders = {p["leader"] for p in parts.values()}
+        cand = [b for b in sorted(self.brokers.brokers) if b not in leaders]
+        if cand or self.leader_safe:
+            return cand
+        p = parts[self.rng.choice(sorted(parts))]
+        return [b for b in p["replicas"] if b != p["leader"]]
 
     def raft_leader(self):
         ls = self.cluster.leaders()
@@ -100,7 +112,7 @@ class KafkaNemesis(nem.Nemesis):
         self._kill_restart("bkill-leader", [self.rng.choice(leaders)])
 
     def do_bkill_follower(self):
-        cand = self.non_leaders()
+        cand = self.followers()
         if not cand:
             self.record("bkill-follower", "skip", reason="every broker leads a partition")
             return
@@ -137,7 +149,7 @@ class KafkaNemesis(nem.Nemesis):
             self._pause("bpause", self.rng.choice(sorted(self.brokers.brokers)), "random")
 
     def do_bpause_follower(self):
-        cand = self.non_leaders()
+        cand = self.followers()
         if not cand:
             self.record("bpause-follower", "skip", reason="every broker leads a partition")
             return
@@ -182,7 +194,7 @@ class KafkaNemesis(nem.Nemesis):
         self._ctrl_and("ctrl+leader", self.leaders())
 
     def do_ctrl_follower(self):
-        self._ctrl_and("ctrl+follower", self.non_leaders())
+        self._ctrl_and("ctrl+follower", self.followers())
 
     # ---- crashes and healing ----
 

@@ -177,7 +177,7 @@ def high_watermarks(brokers, partitions, timeout=60):
 def consume_all(brokers, hw, timeout=120):
     """{partition: [[offset, value], ...]}: every partition read from offset
     0 by a consumer with a manual assignment, until the high watermark."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
     c = Consumer({"bootstrap.servers": brokers.bootstrap(), "group.id": "faults-final",
                   "enable.auto.commit": False, "enable.partition.eof": True,
                   "auto.offset.reset": "earliest"})
@@ -192,7 +192,7 @@ def consume_all(brokers, hw, timeout=120):
                 continue
             p = m.partition()
             if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
+                if m.error().code() == KafkaError._PARTITION_EOF:
                     if got[p] and got[p][-1][0] + 1 >= hw[p] or hw[p] == 0:
                         done.add(p)
                 continue
@@ -267,7 +267,28 @@ def replica_log(data_dir, partition):
     return recs
 
 
+def wait_full_isr(brokers, timeout=60):
+    """Until every partition's ISR is its whole replica list (with
+    replication: every follower caught up, so truncated where it diverged);
+    returns the last `topics describe` and whether that happened."""
+    deadline = time.monotonic() + timeout
+    parts = {}
+    while time.monotonic() < deadline:
+        parts = brokers.describe(TOPIC)
+        if parts and all(sorted(p["isr"]) == sorted(p["replicas"]) and p["leader"] >= 0
+                         for p in parts.values()):
+            return parts, True
+        time.sleep(0.5)
+    return parts, False
+
+
 def read_final(brokers, kc, log=print):
+    """After the producers stopped: waits (up to 60 s) for every replica to
+    be in the ISR, then reads the high watermarks, the consumer's view and
+    every broker's files."""
+    describe, full = wait_full_isr(brokers)
+    if not full:
+        log("  kafka final: the ISR is not complete after 60 s: %s" % describe)
     hw = high_watermarks(brokers, kc.partitions)
     consumed = consume_all(brokers, hw)
     replicas = {b.id: {p: replica_log(b.data_dir, p) for p in range(kc.partitions)}
@@ -276,4 +297,4 @@ def read_final(brokers, kc, log=print):
         hw, {p: len(r) for p, r in consumed.items()},
         {b: {p: len(r) for p, r in parts.items()} for b, parts in replicas.items()}))
     return {"topic": TOPIC, "hw": hw, "consumed": consumed, "replicas": replicas,
-            "idempotent": kc.idempotent, "describe": brokers.describe(TOPIC)}
+            "idempotent": kc.idempotent, "describe": describe, "isr_complete": full}
