@@ -26,7 +26,7 @@ It checks, per partition:
   divergent   two logs (the consumed one, every broker's) hold different
               records at the same offset below the high watermark;
   dense       the consumed offsets run 0, 1, 2, ... up to the high
-              watermark with no gap;
+              watermark with no gap, and every broker's log runs 0, 1, 2, ...;
   order       per producer, the records of a partition appear in the order
               they were sent (their first appearances: a plain producer's
               retry may repeat a batch after itself), acknowledged or not;
@@ -43,6 +43,13 @@ PRODUCE = "kproduce"
 
 def _intkeys(d):
     return {int(k): v for k, v in (d or {}).items()}
+
+
+def _first_gap(offs):
+    for i, off in enumerate(offs):
+        if off != i:
+            return "offset %d at position %d (after %s)" % (off, i, offs[max(0, i - 3):i])
+    return "none"
 
 
 def check_kafka(ops, kfinal, report, max_listed=10):
@@ -82,15 +89,20 @@ def check_kafka(ops, kfinal, report, max_listed=10):
     # dense: offsets 0..n-1, in order, reaching the high watermark.
     for p, recs in sorted(consumed.items()):
         offs = [off for off, _ in recs]
-        want = list(range(len(offs)))
-        if offs != want:
-            bad = next(i for i, (a, b) in enumerate(zip(offs, want + [None])) if a != b)
+        if offs != list(range(len(offs))):
             report.anomaly("kafka", "partition %d: consumed offsets are not dense and in "
-                           "order: offset %s at position %d (after %s)" % (
-                               p, offs[bad], bad, offs[max(0, bad - 3):bad]))
+                           "order: %s" % (p, _first_gap(offs)))
         if p in hw and len(offs) != hw[p]:
             report.anomaly("kafka", "partition %d: read %d records but the high watermark "
                            "is %d" % (p, len(offs), hw[p]))
+
+    # Every broker's own log is dense too (no retention, no compaction).
+    for b, parts in sorted(replicas.items()):
+        for p, recs in sorted(parts.items()):
+            offs = [off for off, _ in recs]
+            if offs != list(range(len(offs))):
+                report.anomaly("kafka", "broker %d partition %d: its log's offsets are not "
+                               "0, 1, 2, ...: %s" % (b, p, _first_gap(offs)))
 
     # lost / misplaced.
     lost, misplaced = [], []

@@ -120,6 +120,17 @@ def test_gap_in_offsets_is_reported():
     assert "not dense" in kinds(r)
 
 
+def test_gap_in_a_replica_log_is_reported():
+    ops, consumed = correct_history()
+    r = checkers.Report()
+    cons = {p: [[i, v] for i, v in enumerate(vs)] for p, vs in consumed.items()}
+    reps = {1: cons, 2: {0: [[0, "a-0"], [2, "a-2"]], 1: cons[1]}}
+    kcheck.check_kafka(ops, {"hw": {0: 3, 1: 3}, "consumed": cons, "replicas": reps,
+                             "idempotent": False}, r)
+    assert len(r.anomalies) == 1, kinds(r)
+    assert "broker 2 partition 0: its log's offsets are not" in kinds(r)
+
+
 def test_short_read_against_hw_is_reported():
     ops, consumed = correct_history()
     r = run_check(ops, consumed, hw={0: 5, 1: 3})
