@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import harness
@@ -100,6 +101,7 @@ class Brokers:
         self.cluster = cluster
         self.root = root
         self.proxy = None
+        self.proxy_lock = threading.Lock()  # one command and its answer at a time
         self.rules = {}
         self.proxy_log = open(os.path.join(root, "kproxy.log"), "ab")
         ports = free_ports(2 * count)
@@ -122,9 +124,10 @@ class Brokers:
     def _control(self, msg):
         if self.proxy is None:
             return None
-        self.proxy.stdin.write(json.dumps(msg) + "\n")
-        self.proxy.stdin.flush()
-        reply = json.loads(self.proxy.stdout.readline())
+        with self.proxy_lock:
+            self.proxy.stdin.write(json.dumps(msg) + "\n")
+            self.proxy.stdin.flush()
+            reply = json.loads(self.proxy.stdout.readline())
         if not reply.get("ok"):
             raise RuntimeError("kproxy: %s" % reply)
         return reply
