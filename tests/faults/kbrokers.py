@@ -9,8 +9,10 @@ checker compares).
 """
 import json
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +29,35 @@ BROKER_ARGS = ["--heartbeat-interval-ms", "500", "--fetch-interval-ms", "100",
                "--duplicate-id-timeout-ms", "8000", "--shutdown-timeout-ms", "5000"]
 # Added to the servers' flags when a run has brokers.
 SERVER_ARGS = ["--broker-session-timeout-ms", "3000"]
+
+
+def listen_ports(count):
+    """Ports for the brokers to listen on, below the kernel's ephemeral range
+    (32768 and up here): a broker restarts on its port after every kill, and
+    an ephemeral port may meanwhile be taken by any outgoing connection (the
+    workload's clients make many). From [KEEL_FAULTS_PORT_BASE, +1000) when
+    that is set (a range of one's own on a shared machine), else from
+    [20000, 32768); each one free when chosen. The proxy ports stay bound
+    for the whole run, so the kernel picks those."""
+    base = int(os.environ.get("KEEL_FAULTS_PORT_BASE", "0"))
+    lo, hi = (base, base + 1000) if base else (20000, 32768)
+    rng = random.SystemRandom()
+    ports = []
+    for _ in range(200):
+        p = rng.randrange(lo, hi)
+        if p in ports:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+            ports.append(p)
+        except OSError:
+            continue
+        finally:
+            s.close()
+        if len(ports) == count:
+            return ports
+    raise RuntimeError("no %d free ports in [%d, %d)" % (count, lo, hi))
 
 
 class Broker:
@@ -104,8 +135,9 @@ class Brokers:
         self.proxy_lock = threading.Lock()  # one command and its answer at a time
         self.rules = {}
         self.proxy_log = open(os.path.join(root, "kproxy.log"), "ab")
-        ports = free_ports(2 * count)
-        self.brokers = {i + 1: Broker(self, i + 1, ports[2 * i], ports[2 * i + 1])
+        listen = listen_ports(count)
+        proxied = free_ports(count)
+        self.brokers = {i + 1: Broker(self, i + 1, listen[i], proxied[i])
                         for i in range(count)}
 
     def bootstrap(self):
