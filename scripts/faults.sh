@@ -16,7 +16,7 @@
 #                 (confluent-kafka acks=all producers, the Kafka checker);
 #                 NEMESIS then defaults to all,kafka (every broker nemesis too)
 #   KAFKA_LEADERS=one   every partition led by one broker (with
-#                 NEMESIS=all,kafka-safe: the mix that is safe before replication)
+#                 NEMESIS=kafka-safe: the mix that is safe before replication)
 #   KAFKA_IDEMPOTENT=1  producers with enable.idempotence=true
 #
 # Exit status 0 when every checker passed (and, with PLANTED=1, every
