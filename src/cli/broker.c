@@ -127,19 +127,21 @@ static int usage(FILE *out)
 {
 	fprintf(out,
 		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
+		"                   [--advertised-port P]\n"
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-		"                   [--log-level LEVEL] [--advertised-port P]\n\n"
+		"                   [--log-level LEVEL]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
+		"It registers --advertised-port (default --port: another one when a\n"
+		"proxy stands in front).\n"
 		"If another live broker holds the id for --duplicate-id-timeout-ms\n"
 		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
 		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
 		"partition logs under --data-dir; a client that sends no whole request\n"
-		"within --handshake-timeout-ms (default 10000) is disconnected.\n"
-		"--advertised-port registers another port than --port (a proxy in front).\n");
+		"within --handshake-timeout-ms (default 10000) is disconnected.\n");
 	return out == stdout ? 0 : 2;
 }
 
