@@ -76,6 +76,7 @@ struct broker_options {
 	const char *rack;
 	const char *host;
 	uint16_t port;
+	uint16_t advertised_port; /* registered endpoint's port; 0: --port */
 	int heartbeat_ms;
 	int fetch_ms;
 	int shutdown_timeout_ms;
@@ -131,6 +132,7 @@ static int usage(FILE *out)
 {
 	fprintf(out,
 		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
+		"                   [--advertised-port P]\n"
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
@@ -139,6 +141,8 @@ static int usage(FILE *out)
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
+		"It registers --advertised-port (default --port: another one when a\n"
+		"proxy stands in front).\n"
 		"If another live broker holds the id for --duplicate-id-timeout-ms\n"
 		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
 		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
@@ -198,6 +202,8 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 			o->host = v;
 		} else if (strcmp(arg, "--port") == 0 && parse_int(v, 1, 65535, &n)) {
 			o->port = (uint16_t)n;
+		} else if (strcmp(arg, "--advertised-port") == 0 && parse_int(v, 1, 65535, &n)) {
+			o->advertised_port = (uint16_t)n;
 		} else if (strcmp(arg, "--heartbeat-interval-ms") == 0 &&
 			   parse_int(v, 10, 600000, &n)) {
 			o->heartbeat_ms = (int)n;
@@ -357,7 +363,8 @@ static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_re
 
 static void do_register(struct broker *b, uint64_t now)
 {
-	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, b->opt.port, META_SEC_PLAINTEXT};
+	uint16_t port = b->opt.advertised_port != 0 ? b->opt.advertised_port : b->opt.port;
+	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, port, META_SEC_PLAINTEXT};
 	struct meta_broker_registration_request rq = {
 		.broker_id = b->opt.id,
 		.endpoints = &ep,
