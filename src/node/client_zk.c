@@ -157,6 +157,10 @@ struct zk_server {
 	struct keel_wbuf scratch;
 	uint64_t last_report_ms;
 	uint64_t last_housekeeping_ms;
+	/* Since when no leader is known (0: one is); past leaderless_limit()
+	 * the clients are sent to servers in the quorum. */
+	uint64_t leaderless_since_ms;
+	bool leaderless_closed;
 	/* Stats. */
 	uint64_t latency_min_ms;
 	uint64_t latency_max_ms;
@@ -634,10 +638,45 @@ static void send_connect_response(struct zk_conn *zc, const struct zk_connect_re
 	zc->client->packets_sent++;
 }
 
+/*
+ * A server that has known no leader for this long (twice the election
+ * timeout: a healthy cluster elects within it) is cut off from the quorum
+ * or the quorum is lost. As a ZooKeeper server that loses its leader does,
+ * it closes its clients' connections and refuses new ones, so that clients
+ * move to a server in the quorum while their sessions live — instead of
+ * holding them with pings answered here while the leader expires them.
+ */
+static uint64_t leaderless_limit(const struct node *n)
+{
+	return 2 * (uint64_t)n->cfg.election_timeout_ms;
+}
+
+static bool leaderless_too_long(const struct node *n, const struct zk_server *zs, uint64_t now)
+{
+	return zs->leaderless_since_ms != 0 && now - zs->leaderless_since_ms >= leaderless_limit(n);
+}
+
+static void close_zk_clients(struct node *n, enum keel_err why)
+{
+	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+		if (c->mode == CLIENT_ZK && c->zk != NULL) {
+			conn_close(c->zk, why, true);
+		}
+	}
+}
+
 /* Decides a handshake. `final` after a barrier: EXPIRED/REFUSE stand. */
 static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
 {
 	struct zk_server *zs = server_of(n);
+	if (!final && leaderless_too_long(n, zs, node_now_ms(n))) {
+		KEEL_INFO("client %s: no leader for %llu ms: refused, so that it connects to a "
+			  "server in the quorum",
+			  zc->client->conn.peer_addr,
+			  (unsigned long long)(node_now_ms(n) - zs->leaderless_since_ms));
+		conn_close(zc, KEEL_NOTLEADER, false);
+		return;
+	}
 	struct zk_connect_response rsp;
 	int32_t timeout = 0;
 	enum zk_connect_action action =
@@ -1228,6 +1267,12 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 {
 	struct zk_server *zs = server_of(n);
 	(void)old_leader;
+	if (new_leader == 0 && zs->leaderless_since_ms == 0) {
+		zs->leaderless_since_ms = node_now_ms(n);
+	} else if (new_leader != 0) {
+		zs->leaderless_since_ms = 0;
+		zs->leaderless_closed = false;
+	}
 	if (new_leader == n->cfg.id && n->role == RAFT_LEADER) {
 		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->fsm), (int64_t)node_now_ms(n));
 		zs->expiry_active = true;
@@ -1370,6 +1415,17 @@ static void retry_barriers(struct node *n, uint64_t now)
 void zk_clients_tick(struct node *n, uint64_t now_ms)
 {
 	struct zk_server *zs = server_of(n);
+	if (leaderless_too_long(n, zs, now_ms) && !zs->leaderless_closed) {
+		zs->leaderless_closed = true;
+		size_t count = 0;
+		for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+			count += c->mode == CLIENT_ZK && c->zk != NULL;
+		}
+		KEEL_WARN("no leader for %llu ms: closing %zu client connections so that they move "
+			  "to a server in the quorum (their sessions live on there)",
+			  (unsigned long long)(now_ms - zs->leaderless_since_ms), count);
+		close_zk_clients(n, KEEL_NOTLEADER);
+	}
 	retry_barriers(n, now_ms);
 	report_sessions(n, now_ms);
 	if (zs->expiry_active && n->role == RAFT_LEADER) {
@@ -1392,11 +1448,7 @@ void zk_clients_on_snapshot_installed(struct node *n)
 {
 	/* Watches cannot see what a snapshot changed: drop every ZooKeeper
 	 * connection; clients reconnect and setWatches reports the changes. */
-	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
-		if (c->mode == CLIENT_ZK && c->zk != NULL) {
-			conn_close(c->zk, KEEL_CANCELED, true);
-		}
-	}
+	close_zk_clients(n, KEEL_CANCELED);
 }
 
 /* ---- set-up, stats ---- */
@@ -1409,6 +1461,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		return KEEL_NOMEM;
 	}
 	n->zk_server = zs;
+	zs->leaderless_since_ms = KEEL_MAX(node_now_ms(n), 1); /* none known at start */
 	uint64_t seed = 0;
 	keel_os_random(&seed, sizeof(seed));
 	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
