@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,15 +158,12 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 	meta.index = s->index;
 	meta.term = s->term;
 	meta.config = s->config;
-	char name[WAL_NAME_MAX], path[2048];
-	wal_snapshot_name(name, s->index, s->term, false);
-	snprintf(path, sizeof(path), "%s/%s", n->cfg.data_dir, name);
-	struct stat st;
-	if (stat(path, &st) != 0) {
-		KEEL_ERROR("snapshot %s vanished: %s", path, strerror(errno));
+	if (node_storage_snapshot_size(n->storage, s->index, s->term, &meta.size_bytes) !=
+	    KEEL_OK) {
+		KEEL_ERROR("snapshot at %llu vanished: %s", (unsigned long long)s->index,
+			   wal_vfs_last_error());
 		return;
 	}
-	meta.size_bytes = (uint64_t)st.st_size;
 	enum keel_err rc = raft_snapshot_taken(n->raft, &meta);
 	if (rc != KEEL_OK) {
 		KEEL_WARN("snapshot at %llu not used by Raft (%s)", (unsigned long long)s->index,
