@@ -34,6 +34,7 @@
 #include "node/storage.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +136,18 @@ static void batch_free(struct batch *b)
 	free(b);
 }
 
-static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy *c)
+/* Writes a failure's reason (truncated to fit). */
+__attribute__((format(printf, 2, 3))) static void set_error(char errmsg[WAL_ERRMSG_SIZE],
+							    const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(errmsg, WAL_ERRMSG_SIZE, fmt, ap);
+	va_end(ap);
+}
+
+static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy *c,
+				 char errmsg[WAL_ERRMSG_SIZE])
 {
 	char name[WAL_NAME_MAX], path[2048];
 	wal_snapshot_name(name, c->index, c->term, true);
@@ -143,7 +155,8 @@ static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy
 	struct wal_vfs_file *f;
 	enum keel_err rc = wal_vfs_open(&s->vfs, path, WAL_VFS_CREATE, &f);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("snapshot chunk: cannot open %s: %s", path, wal_vfs_last_error());
+		set_error(errmsg, "snapshot chunk: cannot open %s: %s", path,
+			 wal_vfs_last_error());
 		return rc;
 	}
 	if (c->offset == 0) {
@@ -156,7 +169,8 @@ static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy
 		rc = wal_vfs_datasync(f);
 	}
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("snapshot chunk: %s: %s", path, wal_vfs_last_error());
+		set_error(errmsg, "snapshot chunk: %s: %s", path,
+			 wal_vfs_last_error());
 		rc = rc == KEEL_NOSPACE ? KEEL_NOSPACE : KEEL_IO;
 	}
 	wal_vfs_close(f);
@@ -164,7 +178,8 @@ static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy
 }
 
 static enum keel_err do_install(struct node_storage *s, struct wal *wal,
-			       const struct raft_snapshot_install *in)
+			       const struct raft_snapshot_install *in,
+			       char errmsg[WAL_ERRMSG_SIZE])
 {
 	char tmp[WAL_NAME_MAX], final_name[WAL_NAME_MAX], from[2048], to[2048];
 	wal_snapshot_name(tmp, in->meta.index, in->meta.term, true);
@@ -172,11 +187,13 @@ static enum keel_err do_install(struct node_storage *s, struct wal *wal,
 	snprintf(from, sizeof(from), "%s/%s", s->dir, tmp);
 	snprintf(to, sizeof(to), "%s/%s", s->dir, final_name);
 	if (wal_vfs_rename(&s->vfs, from, to) != KEEL_OK) {
-		KEEL_ERROR("install snapshot: rename %s: %s", from, wal_vfs_last_error());
+		set_error(errmsg, "install snapshot: rename %s: %s", from,
+			 wal_vfs_last_error());
 		return KEEL_IO;
 	}
 	if (wal_vfs_sync_dir(&s->vfs, s->dir) != KEEL_OK) {
-		KEEL_ERROR("install snapshot: cannot sync directory %s", s->dir);
+		set_error(errmsg, "install snapshot: cannot sync directory %s: %s",
+			 s->dir, wal_vfs_last_error());
 		return KEEL_IO;
 	}
 	struct keel_arena arena;
@@ -186,7 +203,8 @@ static enum keel_err do_install(struct node_storage *s, struct wal *wal,
 	enum keel_err rc = wal_snapshot_verify(&s->wal_config, final_name, &arena, &meta, msg);
 	keel_arena_close(&arena);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("install snapshot: received file is damaged: %s", msg);
+		set_error(errmsg, "install snapshot: received file is damaged: %s",
+			 msg);
 		(void)wal_vfs_unlink(&s->vfs, to);
 		return KEEL_CORRUPT;
 	}
@@ -199,7 +217,7 @@ static enum keel_err do_install(struct node_storage *s, struct wal *wal,
 		rc = wal_compact(wal, in->meta.index);
 	}
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("install snapshot: %s", wal->errmsg);
+		set_error(errmsg, "install snapshot: %s", wal->errmsg);
 		return rc;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -226,14 +244,10 @@ static enum keel_err prelude(void *user_data, struct wal *wal, char errmsg[WAL_E
 	}
 #endif
 	for (size_t i = 0; rc == KEEL_OK && i < b->n_chunks; i++) {
-		rc = write_chunk(s, &b->chunks[i]);
+		rc = write_chunk(s, &b->chunks[i], errmsg);
 	}
 	if (rc == KEEL_OK && b->has_install) {
-		rc = do_install(s, wal, &b->install);
-	}
-	if (rc != KEEL_OK) {
-		snprintf(errmsg, WAL_ERRMSG_SIZE, "snapshot %s failed (see the log above): %s",
-			 b->has_install ? "install" : "transfer", keel_strerror(rc));
+		rc = do_install(s, wal, &b->install, errmsg);
 	}
 	return rc;
 }
