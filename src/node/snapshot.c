@@ -8,7 +8,8 @@
  * The child inherits a copy-on-write image of the state exactly at
  * applied_index (fork happens between two applies, on the loop thread), so
  * the snapshot is consistent without pausing the parent. The child touches
- * nothing shared: it writes through its own posix vfs and _exit()s.
+ * nothing shared: it writes through the storage's vfs (the POSIX one, which
+ * holds no state) and _exit()s.
  */
 #include "node/snapshot.h"
 
@@ -61,10 +62,8 @@ static enum keel_err child_write(void *ctx, const void *data, size_t size)
 /* Runs in the child: write the snapshot, exit 0 on success. */
 static _Noreturn void child_main(struct node *n, struct node_snapshotter *s)
 {
-	struct wal_vfs vfs;
-	wal_vfs_posix_init(&vfs);
 	struct wal_config wc;
-	wal_config_init(&wc, &vfs, n->cfg.data_dir);
+	wal_config_init(&wc, node_storage_vfs(n->storage), n->cfg.data_dir);
 	uint8_t membership[4096];
 	struct keel_wbuf mw;
 	keel_wbuf_init_fixed(&mw, membership, sizeof(membership));
@@ -250,10 +249,8 @@ enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index
 	} else {
 		snprintf(dir, sizeof(dir), ".");
 	}
-	struct wal_vfs vfs;
-	wal_vfs_posix_init(&vfs);
 	struct wal_config wc;
-	wal_config_init(&wc, &vfs, dir);
+	wal_config_init(&wc, node_storage_vfs(n->storage), dir);
 	struct keel_arena arena;
 	keel_arena_init(&arena, 4096);
 	struct load_reader lr;

@@ -523,6 +523,11 @@ void node_storage_note_snapshot(struct node_storage *s, uint64_t index, uint64_t
 	pthread_mutex_unlock(&s->mu);
 }
 
+struct wal_vfs *node_storage_vfs(struct node_storage *s)
+{
+	return &s->vfs;
+}
+
 enum keel_err node_storage_snapshot_size(struct node_storage *s, uint64_t index, uint64_t term,
 					 uint64_t *size)
 {

@@ -75,6 +75,10 @@ void node_storage_snapshot_path(struct node_storage *s, char *out, size_t size);
 void node_storage_snapshot_path_for(struct node_storage *s, uint64_t index, uint64_t term,
 				    char *out, size_t size);
 
+/* The file system every storage file goes through (the POSIX vfs; it keeps
+ * no state, so a forked child may use it too). Lives as long as `s`. */
+struct wal_vfs *node_storage_vfs(struct node_storage *s);
+
 /* The size of snapshot file (index, term): KEEL_NOENT when it is missing. */
 enum keel_err node_storage_snapshot_size(struct node_storage *s, uint64_t index, uint64_t term,
 					 uint64_t *size);
