@@ -260,11 +260,9 @@ static void on_written(void *arg, const struct wal_completion *c)
 	b->result = c->result;
 	b->group = c->group;
 	b->sync_ns = c->sync_ns;
-	if (c->result != KEEL_OK && c->result != KEEL_FAILED) {
-		KEEL_ERROR("storage: %s", c->errmsg);
-	}
 	pthread_mutex_lock(&s->mu);
-	if (c->result != KEEL_OK) {
+	if (c->result != KEEL_OK && !s->failed) {
+		KEEL_ERROR("storage failed: %s", c->errmsg); /* once: the first failure */
 		s->failed = true;
 	}
 	if (b->kind == BATCH_BOOTSTRAP) {
