@@ -1024,6 +1024,10 @@ static enum keel_err alter_one(struct meta_controller *ctl, int32_t broker_id,
 			pc.leader_recovery_state = it->leader_recovery_state;
 		}
 		enum keel_err err = ctl_emit_partition_change(ctl, &pc);
+		if (err == KEEL_OK) {
+			/* An adding replica may have joined the ISR. */
+			err = ctl_complete_reassignment(ctl, t, (uint32_t)it->partition_id);
+		}
 		if (err != KEEL_OK) {
 			return err;
 		}
