@@ -5,6 +5,8 @@
 import json
 import os
 import re
+import socket
+import struct
 
 import pytest
 from kazoo.exceptions import NoAuthError
@@ -195,3 +197,162 @@ def test_reassign_generate(kafka3):
     rc, _, err = reassign(c, "--generate", "--topics-to-move-json-file", path,
                           "--broker-list", "3")
     assert rc == 1 and "replication factor 2" in err, err
+
+
+# ---- Kafka clients: AlterPartitionReassignments (45) and
+# ListPartitionReassignments (46), v0, spoken raw (Debian's confluent-kafka
+# 1.7 and kafka-python 2.0.2 have neither) ----
+
+def uvarint(n):
+    out = b""
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def cstr(s):
+    return uvarint(len(s) + 1) + s.encode()
+
+
+def carray(items):
+    """A compact array of encoded items (None: the null array)."""
+    return uvarint(0) if items is None else uvarint(len(items) + 1) + b"".join(items)
+
+
+def i32s(ids):
+    return None if ids is None else [struct.pack(">i", i) for i in ids]
+
+
+class KafkaReader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0]
+
+    def uvarint(self):
+        shift = n = 0
+        while True:
+            b = self.data[self.pos]
+            self.pos += 1
+            n |= (b & 0x7f) << shift
+            shift += 7
+            if not b & 0x80:
+                return n
+
+    def str(self):
+        n = self.uvarint()
+        if n == 0:
+            return None
+        s = self.data[self.pos:self.pos + n - 1].decode()
+        self.pos += n - 1
+        return s
+
+    def array(self, item):
+        n = self.uvarint()
+        return None if n == 0 else [item() for _ in range(n - 1)]
+
+    def tags(self):
+        assert self.uvarint() == 0
+
+
+def kafka_call(port, api_key, body, corr=7):
+    header = struct.pack(">hhih", api_key, 0, corr, 4) + b"test" + uvarint(0)
+    frame = header + body
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        data = recv_exact(s, size)
+    r = KafkaReader(data)
+    assert r.take(">i") == corr
+    r.tags()
+    return r
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, "the broker closed the connection"
+        buf += chunk
+    return buf
+
+
+def alter_reassignments(port, topic, moves):
+    """moves: [(partition, replicas or None)] -> {partition: (error, message)}"""
+    parts = [struct.pack(">i", p) + carray(i32s(r)) + uvarint(0) for p, r in moves]
+    body = struct.pack(">i", 30000) + carray([cstr(topic) + carray(parts) + uvarint(0)]) + \
+        uvarint(0)
+    r = kafka_call(port, 45, body)
+    r.take(">i")
+    top = (r.take(">h"), r.str())
+    out = {}
+
+    def partition():
+        p, e, m = r.take(">i"), r.take(">h"), r.str()
+        r.tags()
+        out[p] = (e, m)
+
+    def topic_result():
+        assert r.str() == topic
+        r.array(partition)
+        r.tags()
+    r.array(topic_result)
+    r.tags()
+    assert r.pos == len(r.data)
+    return top, out
+
+
+def list_reassignments(port):
+    r = kafka_call(port, 46, struct.pack(">i", 30000) + uvarint(0) + uvarint(0))
+    r.take(">i")
+    top = (r.take(">h"), r.str())
+    out = {}
+
+    def topic_result():
+        name = r.str()
+
+        def partition():
+            p = r.take(">i")
+            ids = [r.array(lambda: r.take(">i")) for _ in range(3)]
+            r.tags()
+            out[(name, p)] = ids
+        r.array(partition)
+        r.tags()
+    r.array(topic_result)
+    r.tags()
+    return top, out
+
+
+def test_reassign_through_kafka_api(kafka3):
+    c, brokers = kafka3
+    rc, _, err = keel("topics", "create", "kv", "--partitions", "1", "--replication-factor", "2",
+                      "--servers", c.connect_string())
+    assert rc == 0, err
+    p = wait_partitions(c, "kv", lambda p: len(p[0]["isr"]) == 2, 15, "kv in sync")[0]
+    a, b = p["replicas"]
+    x = ({1, 2, 3} - {a, b}).pop()
+    brokers[x].kill()
+    wait_fenced(c, x)
+    port = brokers[b].port
+    top, res = alter_reassignments(port, "kv", [(0, [b, x]), (3, [a]), (0, [])])
+    assert top == (0, None)
+    # partition 0 twice: the second (empty target) is refused; 3 is unknown
+    assert res[3][0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert res[0][0] == 39 and res[0][1]  # the empty target: INVALID_REPLICA_ASSIGNMENT
+    top, ongoing = list_reassignments(port)
+    assert top == (0, None)
+    assert ongoing == {("kv", 0): [[b, x, a], [x], [a]]}, ongoing
+    top, res = alter_reassignments(port, "kv", [(0, None)])  # cancel
+    assert res == {0: (0, None)}, res
+    wait_partitions(c, "kv", lambda p: sorted(p[0]["replicas"]) == sorted([a, b]), 10,
+                    "cancelled")
+    top, res = alter_reassignments(port, "kv", [(0, None)])
+    assert res[0][0] == 85  # NO_REASSIGNMENT_IN_PROGRESS
+    assert list_reassignments(port) == ((0, None), {})
