@@ -1099,6 +1099,7 @@ enum keel_err meta_encode_alter_reassignments_request(
 			keel_wbuf_i32(w, p->partition_id);
 			keel_wbuf_bool(w, p->cancel);
 			meta_enc_i32_array(w, p->replicas, p->cancel ? 0 : p->replica_count);
+			/* (the decoder refuses a cancel with replicas: one encoding) */
 		}
 	}
 	return meta_enc_result(w);
@@ -1121,6 +1122,9 @@ enum keel_err meta_decode_alter_reassignments_request(const void *data, size_t s
 			p[j].cancel = meta_dec_bool(d, "cancel");
 			p[j].replicas = meta_dec_i32_array(d, META_MAX_REPLICAS, &p[j].replica_count,
 							   "replicas");
+			if (p[j].cancel && p[j].replica_count > 0) {
+				meta_dec_fail(d, KEEL_CORRUPT, "replicas", "a cancel carries none");
+			}
 		}
 		t[i].partitions = p;
 		t[i].partition_count = meta_dec_ok(d) ? np : 0;

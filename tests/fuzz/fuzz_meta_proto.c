@@ -1,7 +1,7 @@
 /*
  * fuzz_meta_proto.c — every broker-facing request/response decoder.
  *
- * Input: the first byte picks the message (mod 18), the rest is its body.
+ * Input: the first byte picks the message (mod 26), the rest is its body.
  * Whatever decodes must re-encode to exactly the same bytes.
  */
 #include <stdint.h>

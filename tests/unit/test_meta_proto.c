@@ -315,6 +315,19 @@ static void test_reassignment_messages(void **state)
 	assert_true(ar_out.topics[0].partitions[1].cancel);
 	assert_int_equal(ar_out.topics[0].partitions[1].partition_id, 4);
 	assert_int_equal(ar_out.topics[0].partitions[1].replica_count, 0);
+	/* A cancel that carries replicas has no single encoding: refused. */
+	struct keel_wbuf cw;
+	keel_wbuf_init_dynamic(&cw, 64, 4096);
+	struct meta_reassign_topic one = {"t", rp, 1};
+	struct meta_alter_reassignments_request single = {&one, 1};
+	assert_int_equal(meta_encode_alter_reassignments_request(&cw, &single), KEEL_OK);
+	size_t cancel_at = 2 + 4 + 4 + 1 + 4 + 4; /* version, topics, "t", partitions, id */
+	assert_int_equal(cw.data[cancel_at], 0);
+	cw.data[cancel_at] = 1;
+	assert_int_equal(meta_decode_alter_reassignments_request(cw.data, cw.size, &arena, &ar_out,
+								 NULL),
+			 KEEL_CORRUPT);
+	keel_wbuf_free(&cw);
 	struct meta_elect_partition_result res[2] = {
 		{"sensor-data", 0, META_ERR_NONE, NULL},
 		{"sensor-data", 4, META_ERR_NO_REASSIGNMENT_IN_PROGRESS, "not being reassigned"}};
