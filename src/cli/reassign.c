@@ -862,5 +862,8 @@ int cli_partitions(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		return partitions_usage(stdout);
 	}
+	if (argc >= 2) {
+		fprintf(stderr, "keel partitions: unknown action '%s'\n", argv[1]);
+	}
 	return partitions_usage(stderr);
 }

@@ -322,6 +322,34 @@ static void test_snapshot_and_zk_view(void **state)
 	h_close(&c);
 }
 
+/* The throttle configs --throttle sets are known names with checked values. */
+static void test_throttle_configs(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start4(&c);
+	static const struct meta_config_kv ok[] = {
+		{"leader.replication.throttled.replicas", "0:1,0:2"},
+		{"follower.replication.throttled.replicas", "*"},
+		{"leader.replication.throttled.rate", "1000000"},
+		{"follower.replication.throttled.rate", "0"}};
+	assert_int_equal(h_create_topic(&c, "t", 1, 1, ok, 4), META_ERR_NONE);
+	assert_string_equal(meta_image_config(&c.committed, META_RESOURCE_TOPIC, "t",
+					      "leader.replication.throttled.replicas"),
+			    "0:1,0:2");
+	static const struct meta_config_kv bad_list[] = {
+		{"leader.replication.throttled.replicas", "0:1,"}};
+	static const struct meta_config_kv bad_pair[] = {
+		{"follower.replication.throttled.replicas", "1-2"}};
+	static const struct meta_config_kv bad_rate[] = {
+		{"leader.replication.throttled.rate", "-5"}};
+	assert_int_equal(h_create_topic(&c, "u", 1, 1, bad_list, 1), META_ERR_INVALID_CONFIG);
+	assert_int_equal(h_create_topic(&c, "u", 1, 1, bad_pair, 1), META_ERR_INVALID_CONFIG);
+	assert_int_equal(h_create_topic(&c, "u", 1, 1, bad_rate, 1), META_ERR_INVALID_CONFIG);
+	assert_null(meta_image_topic(&c.committed, "u"));
+	h_close(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_reverts),
 		cmocka_unit_test(test_failover_mid_reassignment),
 		cmocka_unit_test(test_snapshot_and_zk_view),
+		cmocka_unit_test(test_throttle_configs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
