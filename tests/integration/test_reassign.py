@@ -97,6 +97,10 @@ def test_reassign_execute_verify_cancel_list(kafka3):
     assert "Replicas: %d,%d,%d\t" % (b, x, a) in line, line
     assert line.endswith("\tAdding Replicas: %d\tRemoving Replicas: %d" % (x, a)), line
     assert describe_topic(c, "mv")[0]["leader"] == a  # the leader stays meanwhile
+    # Not under-replicated: the replica being added is not missing (Kafka's rule).
+    rc, out, err = keel("topics", "describe", "mv", "--under-replicated-partitions",
+                        "--servers", hosts)
+    assert rc == 0 and "Partition: 0" not in out, out + err
 
     rc, out, err = reassign(c, "--list")
     assert rc == 0 and "mv-0: replicas: %d,%d,%d. adding: %d. removing: %d." % (

@@ -59,6 +59,22 @@ static uint32_t h_list_count(struct h_cluster *c)
 	return resp.reassignment_count;
 }
 
+/* ListPartitionReassignments of one topic (`n` partitions, 0 = all). */
+static uint32_t h_list_filtered(struct h_cluster *c, const char *topic, const int32_t *parts,
+				uint32_t n)
+{
+	struct meta_elect_topic t = {topic, parts, n};
+	struct meta_list_reassignments_request req = {&t, 1};
+	struct meta_list_reassignments_response resp;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_list_reassignments(&c->ctl, c->now, &req, &resp, &batch),
+			 KEEL_OK);
+	for (uint32_t i = 0; i < resp.reassignment_count; i++) {
+		assert_string_equal(resp.reassignments[i].topic, topic);
+	}
+	return resp.reassignment_count;
+}
+
 static bool list_is(const int32_t *v, uint32_t n, const int32_t *want, uint32_t nw)
 {
 	return n == nw && (n == 0 || memcmp(v, want, n * sizeof(int32_t)) == 0);
@@ -194,6 +210,11 @@ static void test_cancel_reverts(void **state)
 	assert_int_equal(p->replica_count, 4);
 	assert_int_equal(p->adding_count, 2);
 	assert_int_equal(p->removing_count, 2);
+	static const int32_t p0[] = {0}, p5[] = {5};
+	assert_int_equal(h_list_filtered(&c, "r", p0, 1), 1);
+	assert_int_equal(h_list_filtered(&c, "r", p5, 1), 0); /* unknown: left out */
+	assert_int_equal(h_list_filtered(&c, "r", NULL, 0), 1); /* all of the topic's */
+	assert_int_equal(h_list_filtered(&c, "nope", NULL, 0), 0);
 	assert_int_equal(h_reassign(&c, "r", 0, NULL, 0, true), META_ERR_NONE);
 	p = h_partition(&c, "r", 0);
 	int32_t original[] = {a, b};
