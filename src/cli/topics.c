@@ -165,7 +165,10 @@ static void print_topic_line(const struct meta_describe_topic *t)
 	struct meta_fmt f;
 	meta_fmt_init(&f, id, sizeof(id));
 	meta_fmt_uuid(&f, t->topic_id);
-	uint32_t rf = t->partition_count > 0 ? t->partitions[0].replica_count : 0;
+	/* As kafka-topics.sh counts it: replicas a reassignment removes do not count. */
+	uint32_t rf = t->partition_count > 0
+			      ? t->partitions[0].replica_count - t->partitions[0].removing_count
+			      : 0;
 	printf("Topic: %s\tTopicId: %s\tPartitionCount: %u\tReplicationFactor: %u\tConfigs: ",
 	       t->name, id, t->partition_count, rf);
 	for (uint32_t i = 0; i < t->config_count; i++) {

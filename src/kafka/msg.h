@@ -638,33 +638,33 @@ struct kafka_describe_cluster_response {
 
 typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 
-#define KAFKA_MESSAGES(X)            \
-	X(api_versions)              \
-	X(metadata)                  \
-	X(produce)                   \
-	X(fetch)                     \
-	X(list_offsets)              \
-	X(offset_for_leader_epoch)   \
-	X(create_topics)             \
-	X(delete_topics)             \
-	X(create_partitions)         \
-	X(describe_configs)          \
-	X(incremental_alter_configs) \
+#define KAFKA_MESSAGES(X)                \
+	X(api_versions)                  \
+	X(metadata)                      \
+	X(produce)                       \
+	X(fetch)                         \
+	X(list_offsets)                  \
+	X(offset_for_leader_epoch)       \
+	X(create_topics)                 \
+	X(delete_topics)                 \
+	X(create_partitions)             \
+	X(describe_configs)              \
+	X(incremental_alter_configs)     \
 	X(alter_partition_reassignments) \
-	X(list_partition_reassignments) \
-	X(describe_cluster)          \
-	X(find_coordinator)          \
-	X(join_group)                \
-	X(heartbeat)                 \
-	X(leave_group)               \
-	X(sync_group)                \
-	X(offset_commit)             \
-	X(offset_fetch)              \
-	X(describe_groups)           \
-	X(list_groups)               \
-	X(delete_groups)             \
-	X(init_producer_id)          \
-	X(sasl_handshake)            \
+	X(list_partition_reassignments)  \
+	X(describe_cluster)              \
+	X(find_coordinator)              \
+	X(join_group)                    \
+	X(heartbeat)                     \
+	X(leave_group)                   \
+	X(sync_group)                    \
+	X(offset_commit)                 \
+	X(offset_fetch)                  \
+	X(describe_groups)               \
+	X(list_groups)                   \
+	X(delete_groups)                 \
+	X(init_producer_id)              \
+	X(sasl_handshake)                \
 	X(sasl_authenticate)
 
 #define KAFKA_WALK_DECL(name)                                             \

@@ -93,6 +93,8 @@ def test_reassign_execute_verify_cancel_list(kafka3):
     assert "Successfully started partition reassignments for mv-0" in out
     assert "The inter-broker throttle limit was set to 1000000 B/s" in out
 
+    rc, out, err = keel("topics", "describe", "mv", "--servers", hosts)
+    assert rc == 0 and "\tReplicationFactor: 2\t" in out, out + err
     line = describe_lines(c, "mv")[0]
     assert "Replicas: %d,%d,%d\t" % (b, x, a) in line, line
     assert line.endswith("\tAdding Replicas: %d\tRemoving Replicas: %d" % (x, a)), line
