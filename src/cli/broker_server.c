@@ -550,6 +550,8 @@ static void dispatch(struct conn *c)
 	case KAFKA_API_CREATE_PARTITIONS:
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 	case KAFKA_API_ALTER_CONFIGS:
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS:
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS:
 		if (forward_admin(c)) {
 			return;
 		}

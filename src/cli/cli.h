@@ -30,6 +30,7 @@ int cli_consume(int argc, char **argv);
 int cli_topics(int argc, char **argv);
 int cli_configs(int argc, char **argv);
 int cli_leader_election(int argc, char **argv);
+int cli_partitions(int argc, char **argv);
 
 /* What a failed connect means for the operator: for ConnectionLoss and
  * OperationTimeout, that no server answered with a working quorum (none

@@ -51,6 +51,8 @@ const struct cli_command cli_commands[] = {
 	{"configs", cli_configs, "describe or alter topic, broker and cluster configs"},
 	{"leader-election", cli_leader_election,
 	 "elect partition leaders now (preferred, or unclean for named partitions)"},
+	{"partitions", cli_partitions,
+	 "partitions reassign: move replicas between brokers (execute, verify, cancel)"},
 	{"import-zookeeper", cli_import_zookeeper,
 	 "build a data dir from a stopped Apache ZooKeeper's snapshot and logs"},
 	{"secret", cli_secret, "secret generate: print a new cluster secret"},

@@ -153,3 +153,39 @@ int meta_cli_controller_call(struct kc_client *c, const char *who, enum meta_api
 		meta_cli_sleep(c, 200);
 	}
 }
+
+/* DescribeCluster after a sync; the response points into `arena` and the
+ * client's buffer (valid until the next call on c). */
+int meta_cli_describe(struct kc_client *c, const char *who, const char *topic, bool brokers,
+		      bool topics, struct keel_arena *arena, struct meta_describe_cluster_response *out)
+{
+	int32_t err = kc_sync(c, "/");
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: sync: %s\n", who, kc_err_message(err));
+		return 1;
+	}
+	const char *names[1] = {topic};
+	struct meta_describe_cluster_request rq = {names, topic != NULL ? 1u : 0u, brokers, topics};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
+	meta_encode_describe_cluster_request(&w, &rq);
+	struct kc_raw_reply reply;
+	err = meta_cli_call(c, META_API_DESCRIBE_CLUSTER, &w, &reply);
+	keel_wbuf_free(&w);
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: DescribeCluster: %s\n", who, kc_err_message(err));
+		return 1;
+	}
+	struct meta_errbuf eb;
+	memset(&eb, 0, sizeof(eb));
+	if (meta_decode_describe_cluster_response(reply.body, reply.body_size, arena, out, &eb) !=
+	    KEEL_OK) {
+		fprintf(stderr, "%s: the server's reply does not decode: %s\n", who, eb.msg);
+		return 1;
+	}
+	if (out->error != META_ERR_NONE) {
+		fprintf(stderr, "%s: %s\n", who, meta_error_name(out->error));
+		return 1;
+	}
+	return 0;
+}

@@ -80,6 +80,15 @@ int meta_cli_controller_call(struct kc_client *c, const char *who, enum meta_api
 			     meta_cli_decode_fn decode, struct keel_arena *arena, void *out,
 			     int16_t *error);
 
+/* DescribeCluster (one topic, or every topic when `topic` is NULL) after a
+ * sync, so the answer is at least as new as anything this session did.
+ * Returns 0, or 1 with a message prefixed with `who` on stderr. The
+ * response points into `arena` and the client's buffer (valid until the
+ * next call on c). */
+int meta_cli_describe(struct kc_client *c, const char *who, const char *topic, bool brokers,
+		      bool topics, struct keel_arena *arena,
+		      struct meta_describe_cluster_response *out);
+
 /* Waits `ms` while keeping the session alive (kc_poll). */
 void meta_cli_sleep(struct kc_client *c, int ms);
 

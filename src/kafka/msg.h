@@ -439,6 +439,79 @@ struct kafka_create_partitions_response {
 	int32_t result_count;
 };
 
+/* ---- AlterPartitionReassignments (45), v0 (flexible) ---- */
+
+struct kafka_reassign_partition {
+	int32_t partition_index;
+	struct kafka_i32_array replicas; /* null: cancel the ongoing reassignment */
+};
+
+struct kafka_reassign_topic {
+	struct kafka_str name;
+	struct kafka_reassign_partition *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_alter_partition_reassignments_request {
+	int32_t timeout_ms;
+	struct kafka_reassign_topic *topics;
+	int32_t topic_count;
+};
+
+struct kafka_reassign_partition_result {
+	int32_t partition_index;
+	int16_t error_code;
+	struct kafka_str error_message; /* nullable */
+};
+
+struct kafka_reassign_topic_result {
+	struct kafka_str name;
+	struct kafka_reassign_partition_result *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_alter_partition_reassignments_response {
+	int32_t throttle_time_ms;
+	int16_t error_code;
+	struct kafka_str error_message; /* nullable */
+	struct kafka_reassign_topic_result *responses;
+	int32_t response_count;
+};
+
+/* ---- ListPartitionReassignments (46), v0 (flexible) ---- */
+
+struct kafka_list_reassignments_topic {
+	struct kafka_str name;
+	struct kafka_i32_array partition_indexes;
+};
+
+struct kafka_list_partition_reassignments_request {
+	int32_t timeout_ms;
+	struct kafka_list_reassignments_topic *topics; /* null (count -1): all */
+	int32_t topic_count;
+};
+
+struct kafka_ongoing_partition {
+	int32_t partition_index;
+	struct kafka_i32_array replicas;
+	struct kafka_i32_array adding_replicas;
+	struct kafka_i32_array removing_replicas;
+};
+
+struct kafka_ongoing_topic {
+	struct kafka_str name;
+	struct kafka_ongoing_partition *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_list_partition_reassignments_response {
+	int32_t throttle_time_ms;
+	int16_t error_code;
+	struct kafka_str error_message; /* nullable */
+	struct kafka_ongoing_topic *topics;
+	int32_t topic_count;
+};
+
 /* ---- DescribeConfigs (32) ---- */
 
 /* Resource types of DescribeConfigs / IncrementalAlterConfigs. */
@@ -594,32 +667,34 @@ struct kafka_describe_cluster_response {
 
 typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 
-#define KAFKA_MESSAGES(X)            \
-	X(api_versions)              \
-	X(metadata)                  \
-	X(produce)                   \
-	X(fetch)                     \
-	X(list_offsets)              \
-	X(offset_for_leader_epoch)   \
-	X(create_topics)             \
-	X(delete_topics)             \
-	X(create_partitions)         \
-	X(describe_configs)          \
-	X(incremental_alter_configs) \
-	X(alter_configs)             \
-	X(describe_cluster)          \
-	X(find_coordinator)          \
-	X(join_group)                \
-	X(heartbeat)                 \
-	X(leave_group)               \
-	X(sync_group)                \
-	X(offset_commit)             \
-	X(offset_fetch)              \
-	X(describe_groups)           \
-	X(list_groups)               \
-	X(delete_groups)             \
-	X(init_producer_id)          \
-	X(sasl_handshake)            \
+#define KAFKA_MESSAGES(X)                \
+	X(api_versions)                  \
+	X(metadata)                      \
+	X(produce)                       \
+	X(fetch)                         \
+	X(list_offsets)                  \
+	X(offset_for_leader_epoch)       \
+	X(create_topics)                 \
+	X(delete_topics)                 \
+	X(create_partitions)             \
+	X(describe_configs)              \
+	X(incremental_alter_configs)     \
+	X(alter_configs)                 \
+	X(alter_partition_reassignments) \
+	X(list_partition_reassignments)  \
+	X(describe_cluster)              \
+	X(find_coordinator)              \
+	X(join_group)                    \
+	X(heartbeat)                     \
+	X(leave_group)                   \
+	X(sync_group)                    \
+	X(offset_commit)                 \
+	X(offset_fetch)                  \
+	X(describe_groups)               \
+	X(list_groups)                   \
+	X(delete_groups)                 \
+	X(init_producer_id)              \
+	X(sasl_handshake)                \
 	X(sasl_authenticate)
 
 #define KAFKA_WALK_DECL(name)                                             \

@@ -335,6 +335,37 @@ static bool integer_at_least(const char *v, int64_t min)
 	return (neg ? -x : x) >= min;
 }
 
+/* Kafka's throttled-replicas list: "" , "*", or "P:B,P:B,..." (partition
+ * and broker ids). */
+static bool throttled_replicas_valid(const char *v)
+{
+	if (v[0] == '\0' || strcmp(v, "*") == 0) {
+		return true;
+	}
+	for (const char *p = v;;) {
+		const char *start = p;
+		while (*p >= '0' && *p <= '9') {
+			p++;
+		}
+		if (p == start || *p++ != ':') {
+			return false;
+		}
+		start = p;
+		while (*p >= '0' && *p <= '9') {
+			p++;
+		}
+		if (p == start) {
+			return false;
+		}
+		if (*p == '\0') {
+			return true;
+		}
+		if (*p++ != ',') {
+			return false;
+		}
+	}
+}
+
 /* NULL when the (key, value) is acceptable, else why not. A NULL value
  * (delete) is always acceptable. */
 /* The config names keel accepts: Kafka's topic configs (also settable as
@@ -423,6 +454,16 @@ static const char *config_problem(const char *key, const char *value)
 	if ((strcmp(key, "retention.ms") == 0 || strcmp(key, "retention.bytes") == 0) &&
 	    !integer_at_least(value, -1)) {
 		return "retention must be an integer >= -1";
+	}
+	if ((strcmp(key, "leader.replication.throttled.rate") == 0 ||
+	     strcmp(key, "follower.replication.throttled.rate") == 0) &&
+	    !integer_at_least(value, 0)) {
+		return "a replication throttle rate is an integer >= 0 (bytes per second)";
+	}
+	if ((strcmp(key, "leader.replication.throttled.replicas") == 0 ||
+	     strcmp(key, "follower.replication.throttled.replicas") == 0) &&
+	    !throttled_replicas_valid(value)) {
+		return "throttled replicas are '*' or a list PARTITION:BROKER,...";
 	}
 	return NULL;
 }
@@ -1024,6 +1065,10 @@ static enum keel_err alter_one(struct meta_controller *ctl, int32_t broker_id,
 			pc.leader_recovery_state = it->leader_recovery_state;
 		}
 		enum keel_err err = ctl_emit_partition_change(ctl, &pc);
+		if (err == KEEL_OK) {
+			/* An adding replica may have joined the ISR. */
+			err = ctl_complete_reassignment(ctl, t, (uint32_t)it->partition_id);
+		}
 		if (err != KEEL_OK) {
 			return err;
 		}

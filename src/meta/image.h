@@ -21,6 +21,8 @@
  *  - a topic's partitions are numbered 0..partition_count-1;
  *  - every partition: replicas distinct and non-empty; isr a subset of the
  *    replicas; leader is -1 or a member of the isr; epochs never decrease;
+ *    adding and removing replicas (a reassignment) disjoint subsets of the
+ *    replicas;
  *  - broker epochs are unique and increase: last_broker_epoch is the highest.
  *
  * Ownership: the image owns everything it points to (plain malloc). Pointers
@@ -67,7 +69,19 @@ struct meta_partition {
 	uint8_t leader_recovery_state;
 	int32_t controller_epoch; /* epoch of the controller that last changed it */
 	int64_t changed_offset;   /* offset of the batch that last changed it */
+	/* An ongoing reassignment (KIP-455): replicas being added / removed,
+	 * subsets of `replicas`, disjoint. NULL with count 0 when none. */
+	int32_t *adding;
+	uint32_t adding_count;
+	int32_t *removing;
+	uint32_t removing_count;
 };
+
+/* Whether a partition is being reassigned. */
+static inline bool meta_partition_reassigning(const struct meta_partition *p)
+{
+	return p->adding_count > 0 || p->removing_count > 0;
+}
 
 struct meta_topic {
 	char *name;
@@ -176,6 +190,7 @@ struct meta_change {
 	uint8_t kind;
 	bool created;          /* PARTITION: it is new */
 	bool replicas_changed; /* PARTITION: its replica list changed (or is new) */
+	bool reassignment_changed; /* PARTITION: adding/removing changed */
 	uint8_t resource_type;
 	int32_t broker_id;
 	int32_t partition_id;

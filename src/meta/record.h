@@ -139,6 +139,13 @@ struct meta_partition_record {
 	int32_t leader_epoch;
 	int32_t partition_epoch;
 	uint8_t leader_recovery_state; /* enum meta_leader_recovery */
+	/* Version 1 (KIP-455): an ongoing reassignment. Both are subsets of
+	 * `replicas`, disjoint; empty (count 0) when none. Version 0 carries
+	 * neither (they decode empty). */
+	const int32_t *adding;
+	uint32_t adding_count;
+	const int32_t *removing;
+	uint32_t removing_count;
 };
 
 /* Which fields a PartitionChange carries (the others are unchanged). */
@@ -147,8 +154,13 @@ enum meta_partition_change_field {
 	META_PC_ISR = 1 << 1,
 	META_PC_REPLICAS = 1 << 2,
 	META_PC_RECOVERY = 1 << 3, /* leader_recovery_state */
+	/* adding and removing replicas, both (empty = no reassignment);
+	 * version 1 and later only */
+	META_PC_REASSIGNMENT = 1 << 4,
 };
-#define META_PC_ALL (META_PC_LEADER | META_PC_ISR | META_PC_REPLICAS | META_PC_RECOVERY)
+#define META_PC_ALL                                                                          \
+	(META_PC_LEADER | META_PC_ISR | META_PC_REPLICAS | META_PC_RECOVERY |                  \
+	 META_PC_REASSIGNMENT)
 
 /*
  * Only what changed. partition_epoch is the NEW epoch and must be exactly
@@ -169,6 +181,10 @@ struct meta_partition_change_record {
 	const int32_t *replicas;
 	uint32_t replica_count;
 	uint8_t leader_recovery_state;
+	const int32_t *adding; /* META_PC_REASSIGNMENT */
+	uint32_t adding_count;
+	const int32_t *removing;
+	uint32_t removing_count;
 };
 
 struct meta_remove_topic_record {

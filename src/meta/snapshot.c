@@ -3,7 +3,7 @@
  *
  * Format (all big-endian, strings/arrays as in codec.h):
  *
- *   "KMI1" format:u16 (=0)
+ *   "KMI1" format:u16 (0, or 1 when some partition is being reassigned)
  *   offset:i64 controller_id:i32 controller_epoch:i32
  *   controller_timestamp_ms:i64 last_broker_epoch:i64
  *   broker_count:u32 topic_count:u32 config_count:u32
@@ -17,9 +17,14 @@
  *       partition: replicas:[i32] isr:[i32] leader:i32 leader_epoch:i32
  *                  partition_epoch:i32 recovery:u8 controller_epoch:i32
  *                  changed_offset:i64
+ *                  [adding:[i32] removing:[i32]]   (format 1 only)
  *     config_count configs (by type, name, key):
  *       type:u8 name:str key:str value:str
  *   crc32c:u32 of every byte before it
+ *
+ * An image without a reassignment saves as format 0, byte for byte as
+ * before format 1 existed, so such a snapshot still loads on an older
+ * server.
  *
  * The encoding is canonical (one image, one byte string), which is what
  * makes meta_image_hash comparable across servers. Load re-checks order,
@@ -44,6 +49,7 @@ _Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 /* ---- save ---- */
 
 struct saver {
+	uint16_t format;
 	meta_write_fn write;
 	void *ctx;
 	struct keel_wbuf w;
@@ -127,6 +133,10 @@ static void save_topic(struct saver *s, const struct meta_topic *t)
 		keel_wbuf_u8(w, p->leader_recovery_state);
 		keel_wbuf_i32(w, p->controller_epoch);
 		keel_wbuf_i64(w, p->changed_offset);
+		if (s->format >= 1) {
+			meta_enc_i32_array(w, p->adding, p->adding_count);
+			meta_enc_i32_array(w, p->removing, p->removing_count);
+		}
 		entity_end(s, at);
 	}
 }
@@ -141,13 +151,26 @@ static void save_config(struct saver *s, const struct meta_config_entry *c)
 	entity_end(s, at);
 }
 
+static bool any_reassignment(const struct meta_image *img)
+{
+	for (uint32_t t = 0; t < img->topic_count; t++) {
+		for (uint32_t p = 0; p < img->topics[t]->partition_count; p++) {
+			if (meta_partition_reassigning(&img->topics[t]->partitions[p])) {
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
 enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write, void *ctx)
 {
 	struct saver s = {.write = write, .ctx = ctx, .crc = 0, .err = KEEL_OK};
+	s.format = any_reassignment(img) ? 1 : 0;
 	keel_wbuf_init_dynamic(&s.w, SNAP_FLUSH_AT + SNAP_MAX_ENTITY,
 			       SNAP_FLUSH_AT + SNAP_MAX_ENTITY);
 	keel_wbuf_bytes(&s.w, SNAP_MAGIC, 4);
-	keel_wbuf_u16(&s.w, 0);
+	keel_wbuf_u16(&s.w, s.format);
 	keel_wbuf_i64(&s.w, img->offset);
 	keel_wbuf_i32(&s.w, img->controller_id);
 	keel_wbuf_i32(&s.w, img->controller_epoch);
@@ -178,6 +201,7 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 /* ---- load ---- */
 
 struct loader {
+	uint16_t format;
 	meta_read_fn read;
 	void *ctx;
 	uint32_t crc;
@@ -288,6 +312,12 @@ static enum keel_err load_partition(struct loader *l, struct meta_partition *p)
 	uint8_t recovery = (uint8_t)meta_dec_i8(&d);
 	int32_t controller_epoch = meta_dec_i32(&d);
 	int64_t changed_offset = meta_dec_i64(&d);
+	uint32_t na = 0, nrm = 0;
+	const int32_t *adding = NULL, *removing = NULL;
+	if (l->format >= 1) {
+		adding = meta_dec_i32_array(&d, META_MAX_REPLICAS, &na, "adding");
+		removing = meta_dec_i32_array(&d, META_MAX_REPLICAS, &nrm, "removing");
+	}
 	err = meta_dec_finish(&d, true, "image partition");
 	if (err != KEEL_OK) {
 		return err;
@@ -305,6 +335,36 @@ static enum keel_err load_partition(struct loader *l, struct meta_partition *p)
 	}
 	if (leader_epoch < 0 || partition_epoch < 0 || recovery > META_RECOVERING) {
 		return corrupt(l, "image partition: bad epoch or recovery state");
+	}
+	if (!meta_broker_list_valid(adding, na) || !meta_broker_list_valid(removing, nrm)) {
+		return corrupt(l, "image partition: bad adding or removing list");
+	}
+	for (uint32_t i = 0; i < na; i++) {
+		if (!meta_list_contains(replicas, nr, adding[i]) ||
+		    meta_list_contains(removing, nrm, adding[i])) {
+			return corrupt(l, "image partition: adding replica not a replica, or removing");
+		}
+	}
+	for (uint32_t i = 0; i < nrm; i++) {
+		if (!meta_list_contains(replicas, nr, removing[i])) {
+			return corrupt(l, "image partition: removing replica not a replica");
+		}
+	}
+	if (na > 0) {
+		p->adding = malloc((size_t)na * sizeof(int32_t));
+		if (p->adding == NULL) {
+			return KEEL_NOMEM;
+		}
+		memcpy(p->adding, adding, (size_t)na * sizeof(int32_t));
+		p->adding_count = na;
+	}
+	if (nrm > 0) {
+		p->removing = malloc((size_t)nrm * sizeof(int32_t));
+		if (p->removing == NULL) {
+			return KEEL_NOMEM;
+		}
+		memcpy(p->removing, removing, (size_t)nrm * sizeof(int32_t));
+		p->removing_count = nrm;
 	}
 	p->replicas = malloc((size_t)nr * sizeof(int32_t));
 	p->isr = malloc((size_t)(ni == 0 ? 1 : ni) * sizeof(int32_t));
@@ -462,7 +522,8 @@ static enum keel_err load_header(struct loader *l, struct meta_image *img, uint3
 	if (memcmp(h, SNAP_MAGIC, 4) != 0) {
 		return corrupt(l, "not a metadata image snapshot (bad magic)");
 	}
-	if (keel_load_be16(h + 4) != 0) {
+	l->format = keel_load_be16(h + 4);
+	if (l->format > 1) {
 		meta_errbuf_set(l->eb, "image snapshot format newer than this server supports");
 		return KEEL_UNSUPPORTED;
 	}

@@ -561,6 +561,16 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 		rc = meta_encode_elect_leaders_response(out, &rs);
 		break;
 	}
+	case META_API_ALTER_PARTITION_REASSIGNMENTS: {
+		struct meta_alter_reassignments_response rs = {error, NULL, NULL, 0};
+		rc = meta_encode_alter_reassignments_response(out, &rs);
+		break;
+	}
+	case META_API_LIST_PARTITION_REASSIGNMENTS: {
+		struct meta_list_reassignments_response rs = {error, NULL, NULL, 0};
+		rc = meta_encode_list_reassignments_response(out, &rs);
+		break;
+	}
 	case META_API_CREATE_PARTITIONS:
 	case META_API_CREATE_TOPICS:
 	case META_API_DELETE_TOPICS:
@@ -870,6 +880,10 @@ static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, s
 		RUN_API(create_partitions, meta_controller_create_partitions)
 	case META_API_ELECT_LEADERS:
 		RUN_API(elect_leaders, meta_controller_elect_leaders)
+	case META_API_ALTER_PARTITION_REASSIGNMENTS:
+		RUN_API(alter_reassignments, meta_controller_alter_reassignments)
+	case META_API_LIST_PARTITION_REASSIGNMENTS:
+		RUN_API(list_reassignments, meta_controller_list_reassignments)
 	default:
 		return KEEL_PROTO;
 	}
@@ -1006,6 +1020,10 @@ static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *bod
 		CHECK_API(create_partitions)
 	case META_API_ELECT_LEADERS:
 		CHECK_API(elect_leaders)
+	case META_API_ALTER_PARTITION_REASSIGNMENTS:
+		CHECK_API(alter_reassignments)
+	case META_API_LIST_PARTITION_REASSIGNMENTS:
+		CHECK_API(list_reassignments)
 	default:
 		return ZK_UNIMPLEMENTED;
 	}

@@ -25,7 +25,8 @@ from harness import KEEL, RawZk, four_letter, free_ports
 OPCODE_BASE = 1000
 API_REGISTRATION, API_HEARTBEAT, API_UNREGISTER, API_CREATE_TOPICS, API_DELETE_TOPICS, \
     API_ALTER_CONFIGS, API_ALTER_PARTITION, API_DESCRIBE, API_FETCH, API_CREATE_PARTITIONS, \
-    API_ELECT_LEADERS = range(11)
+    API_ELECT_LEADERS, API_ALTER_REASSIGNMENTS, API_LIST_REASSIGNMENTS = range(13)
+API_COUNT = 14  # 13 is another request's
 NOT_CONTROLLER = 41
 
 SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
@@ -150,7 +151,8 @@ def describe_response(data):
         for _ in range(r.take(">i")):
             p = {"id": r.take(">i"), "leader": r.take(">i"), "leader_epoch": r.take(">i"),
                  "partition_epoch": r.take(">i"), "replicas": r.i32_list(),
-                 "isr": r.i32_list(), "recovery": r.take(">b")}
+                 "isr": r.i32_list(), "recovery": r.take(">b"), "adding": r.i32_list(),
+                 "removing": r.i32_list()}
             t["partitions"][p["id"]] = p
         t["configs"] = {}
         for _ in range(r.take(">i")):
@@ -318,7 +320,7 @@ def test_bad_extension_requests(cluster):
         assert err == -5
         # An opcode past the known ones: Unimplemented, and the connection
         # closes (as ZooKeeper does for an unknown opcode).
-        err, _, _ = zk.call(OPCODE_BASE + API_ELECT_LEADERS + 1, b"")
+        err, _, _ = zk.call(OPCODE_BASE + API_COUNT, b"")
         assert err == -6
         with pytest.raises((ConnectionError, OSError)):
             zk.call(3, b"\0\0\0\x01/\0")

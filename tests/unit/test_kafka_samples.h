@@ -378,6 +378,23 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 	case KAFKA_API_DESCRIBE_CLUSTER:
 		u.r.body.describe_cluster = (struct kafka_describe_cluster_request){true, 2};
 		break;
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS: {
+		static struct kafka_reassign_partition ar_parts[2];
+		static struct kafka_reassign_topic ar_topics[1];
+		ar_parts[0] = (struct kafka_reassign_partition){0, {sample_replicas, 3}};
+		ar_parts[1] = (struct kafka_reassign_partition){4, {NULL, -1}}; /* cancel */
+		ar_topics[0] = (struct kafka_reassign_topic){S("orders"), ar_parts, 2};
+		u.r.body.alter_partition_reassignments =
+		        (struct kafka_alter_partition_reassignments_request){30000, ar_topics, 1};
+		break;
+	}
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS: {
+		static struct kafka_list_reassignments_topic lr_topics[1];
+		lr_topics[0] = (struct kafka_list_reassignments_topic){S("orders"), {sample_isr, 2}};
+		u.r.body.list_partition_reassignments =
+		        (struct kafka_list_partition_reassignments_request){30000, lr_topics, 1};
+		break;
+	}
 	default:
 		return kafka_sample_group_request(api_key, body);
 	}
@@ -550,6 +567,27 @@ static bool kafka_sample_response(int16_t api_key, void **body)
 		u.describe_cluster = (struct kafka_describe_cluster_response){
 		        0, 0, KAFKA_STR_NULL, 2, S("keel-cluster"), 1, cl_brokers, 2, 0x2f};
 		break;
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS: {
+		static struct kafka_reassign_partition_result arr_parts[2];
+		static struct kafka_reassign_topic_result arr_topics[1];
+		arr_parts[0] = (struct kafka_reassign_partition_result){0, 0, KAFKA_STR_NULL};
+		arr_parts[1] = (struct kafka_reassign_partition_result){
+		        4, KAFKA_NO_REASSIGNMENT_IN_PROGRESS, S("not being reassigned")};
+		arr_topics[0] = (struct kafka_reassign_topic_result){S("orders"), arr_parts, 2};
+		u.alter_partition_reassignments = (struct kafka_alter_partition_reassignments_response){
+		        5, 0, KAFKA_STR_NULL, arr_topics, 1};
+		break;
+	}
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS: {
+		static struct kafka_ongoing_partition lrr_parts[1];
+		static struct kafka_ongoing_topic lrr_topics[1];
+		lrr_parts[0] = (struct kafka_ongoing_partition){
+		        2, {sample_replicas, 3}, {sample_replicas + 2, 1}, {sample_replicas, 1}};
+		lrr_topics[0] = (struct kafka_ongoing_topic){S("orders"), lrr_parts, 1};
+		u.list_partition_reassignments = (struct kafka_list_partition_reassignments_response){
+		        6, 0, KAFKA_STR_NULL, lrr_topics, 1};
+		break;
+	}
 	default:
 		return kafka_sample_group_response(api_key, body);
 	}
