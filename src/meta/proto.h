@@ -49,8 +49,10 @@ enum meta_api {
 	META_API_FETCH_METADATA = 8,
 	META_API_CREATE_PARTITIONS = 9,
 	META_API_ELECT_LEADERS = 10,
+	/* 11 and 12: partition reassignment */
+	META_API_ALLOCATE_PRODUCER_IDS = 13,
 };
-#define META_API_COUNT 11
+#define META_API_COUNT 14
 
 /* Whether only the active controller may answer this API. */
 bool meta_api_needs_controller(enum meta_api api);
@@ -256,6 +258,26 @@ struct meta_elect_leaders_response {
 	uint32_t result_count;
 };
 
+/* ---- AllocateProducerIds (Kafka's: a block of producer ids for a broker) ---- */
+
+/* The size of every block the controller hands out (Kafka's). */
+#define META_PRODUCER_ID_BLOCK 1000
+
+struct meta_allocate_producer_ids_request {
+	int32_t broker_id;
+	int64_t broker_epoch;
+};
+
+/* The ids [producer_id_start, producer_id_start + producer_id_len) belong to
+ * the broker; the block was committed to the metadata log before this
+ * answer left, so no other broker (and no later controller) hands them out. */
+struct meta_allocate_producer_ids_response {
+	int16_t error; /* STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER */
+	const char *error_message;
+	int64_t producer_id_start;
+	int32_t producer_id_len;
+};
+
 /* ---- AlterConfigs (incremental: set or delete keys) ---- */
 
 struct meta_alter_config_resource {
@@ -457,6 +479,8 @@ META_PROTO_DECLARE(create_partitions_request);
 META_PROTO_DECLARE(create_partitions_response);
 META_PROTO_DECLARE(elect_leaders_request);
 META_PROTO_DECLARE(elect_leaders_response);
+META_PROTO_DECLARE(allocate_producer_ids_request);
+META_PROTO_DECLARE(allocate_producer_ids_response);
 
 #undef META_PROTO_DECLARE
 

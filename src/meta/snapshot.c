@@ -3,7 +3,7 @@
  *
  * Format (all big-endian, strings/arrays as in codec.h):
  *
- *   "KMI1" format:u16 (=0)
+ *   "KMI1" format:u16 (=1; 0 is read too: it lacks next_producer_id)
  *   offset:i64 controller_id:i32 controller_epoch:i32
  *   controller_timestamp_ms:i64 last_broker_epoch:i64
  *   broker_count:u32 topic_count:u32 config_count:u32
@@ -19,6 +19,7 @@
  *                  changed_offset:i64
  *     config_count configs (by type, name, key):
  *       type:u8 name:str key:str value:str
+ *   next_producer_id:i64                                  (format 1)
  *   crc32c:u32 of every byte before it
  *
  * The encoding is canonical (one image, one byte string), which is what
@@ -36,6 +37,7 @@
 #include "meta/image_internal.h"
 
 #define SNAP_MAGIC "KMI1"
+#define SNAP_FORMAT 1
 #define SNAP_HEADER_SIZE (4 + 2 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4)
 _Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 #define SNAP_MAX_ENTITY (64 * 1024)
@@ -147,7 +149,7 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 	keel_wbuf_init_dynamic(&s.w, SNAP_FLUSH_AT + SNAP_MAX_ENTITY,
 			       SNAP_FLUSH_AT + SNAP_MAX_ENTITY);
 	keel_wbuf_bytes(&s.w, SNAP_MAGIC, 4);
-	keel_wbuf_u16(&s.w, 0);
+	keel_wbuf_u16(&s.w, SNAP_FORMAT);
 	keel_wbuf_i64(&s.w, img->offset);
 	keel_wbuf_i32(&s.w, img->controller_id);
 	keel_wbuf_i32(&s.w, img->controller_epoch);
@@ -165,6 +167,7 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 	for (uint32_t i = 0; i < img->config_count && s.err == KEEL_OK; i++) {
 		save_config(&s, &img->configs[i]);
 	}
+	keel_wbuf_i64(&s.w, img->next_producer_id);
 	saver_flush(&s);
 	if (s.err == KEEL_OK) {
 		uint8_t crc[4];
@@ -184,6 +187,7 @@ struct loader {
 	struct meta_errbuf *eb;
 	uint8_t *body; /* SNAP_MAX_ENTITY bytes */
 	struct keel_arena arena;
+	uint16_t format;
 };
 
 static enum keel_err load_bytes(struct loader *l, void *buf, size_t size)
@@ -462,7 +466,8 @@ static enum keel_err load_header(struct loader *l, struct meta_image *img, uint3
 	if (memcmp(h, SNAP_MAGIC, 4) != 0) {
 		return corrupt(l, "not a metadata image snapshot (bad magic)");
 	}
-	if (keel_load_be16(h + 4) != 0) {
+	l->format = keel_load_be16(h + 4);
+	if (l->format > SNAP_FORMAT) {
 		meta_errbuf_set(l->eb, "image snapshot format newer than this server supports");
 		return KEEL_UNSUPPORTED;
 	}
@@ -496,9 +501,20 @@ static int epoch_cmp(const void *a, const void *b)
  * entity loaded. */
 static enum keel_err finish_load(struct loader *l, struct meta_image *img)
 {
+	enum keel_err err;
+	if (l->format >= 1) {
+		uint8_t next[8];
+		if ((err = load_bytes(l, next, sizeof(next))) != KEEL_OK) {
+			return err;
+		}
+		img->next_producer_id = (int64_t)keel_load_be64(next);
+		if (img->next_producer_id < 0) {
+			return corrupt(l, "image snapshot: negative next producer id");
+		}
+	}
 	uint32_t expect = l->crc;
 	uint8_t crc[4];
-	enum keel_err err = l->read(l->ctx, crc, sizeof(crc));
+	err = l->read(l->ctx, crc, sizeof(crc));
 	if (err != KEEL_OK) {
 		if (err == KEEL_SHORT) {
 			meta_errbuf_set(l->eb, "image snapshot ends early (no checksum)");

@@ -561,6 +561,11 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 		rc = meta_encode_elect_leaders_response(out, &rs);
 		break;
 	}
+	case META_API_ALLOCATE_PRODUCER_IDS: {
+		struct meta_allocate_producer_ids_response rs = {error, NULL, -1, 0};
+		rc = meta_encode_allocate_producer_ids_response(out, &rs);
+		break;
+	}
 	case META_API_CREATE_PARTITIONS:
 	case META_API_CREATE_TOPICS:
 	case META_API_DELETE_TOPICS:
@@ -870,6 +875,8 @@ static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, s
 		RUN_API(create_partitions, meta_controller_create_partitions)
 	case META_API_ELECT_LEADERS:
 		RUN_API(elect_leaders, meta_controller_elect_leaders)
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		RUN_API(allocate_producer_ids, meta_controller_allocate_producer_ids)
 	default:
 		return KEEL_PROTO;
 	}
@@ -982,6 +989,8 @@ static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *bod
 		CHECK_API(create_partitions)
 	case META_API_ELECT_LEADERS:
 		CHECK_API(elect_leaders)
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		CHECK_API(allocate_producer_ids)
 	default:
 		return ZK_UNIMPLEMENTED;
 	}

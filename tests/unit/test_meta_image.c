@@ -381,9 +381,9 @@ static void test_snapshot_roundtrip_and_hash(void **state)
 		assert_int_not_equal(meta_image_load_from_memory(&back, data, cut, &eb), KEEL_OK);
 	}
 	/* A newer format is UNSUPPORTED. */
-	data[5] = 1;
+	data[5] = 2;
 	assert_int_equal(meta_image_load_from_memory(&back, data, size, &eb), KEEL_UNSUPPORTED);
-	data[5] = 0;
+	data[5] = 1;
 	assert_int_equal(meta_image_load_from_memory(&back, data, size, &eb), KEEL_OK);
 
 	/* Limits apply on load. */

@@ -106,6 +106,10 @@ static uint32_t sample_records(struct meta_record *r)
 	r[n].config = (struct meta_config_record){META_RESOURCE_BROKER, "", "retention.ms", NULL};
 	n++;
 
+	r[n].type = META_REC_PRODUCER_IDS;
+	r[n].producer_ids = (struct meta_producer_ids_record){2, 21, 3000};
+	n++;
+
 	r[n].type = META_REC_NOOP;
 	n++;
 	return n;
@@ -166,6 +170,10 @@ static void test_batch_roundtrip_every_type(void **state)
 	assert_int_equal(pc->leader, META_NO_LEADER);
 	assert_null(out.records[12].config.value);
 	assert_string_equal(out.records[11].config.value, "true");
+	const struct meta_producer_ids_record *pi = &out.records[13].producer_ids;
+	assert_int_equal(pi->broker_id, 2);
+	assert_int_equal(pi->broker_epoch, 21);
+	assert_int_equal(pi->next_producer_id, 3000);
 
 	/* Byte-exact: re-encoding what was decoded gives the same bytes. */
 	size_t size2;
