@@ -17,6 +17,7 @@ NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+COORDINATOR_NOT_AVAILABLE = 15
 
 
 def init_producer_id(port, transactional_id=None, corr=1):
@@ -34,6 +35,14 @@ def init_producer_id(port, transactional_id=None, corr=1):
     rcorr, _throttle, err, pid, epoch = struct.unpack_from(">iihqh", resp, 0)
     assert rcorr == corr
     return err, pid, epoch
+
+
+def next_producer_id(s, corr):
+    """InitProducerId v0 on an open connection: (error, producer id)."""
+    s.sendall(request(22, 0, corr, struct.pack(">hi", -1, 60000)))
+    rcorr, _throttle, err, pid, _epoch = struct.unpack_from(">iihqh", read_frame(s), 0)
+    assert rcorr == corr
+    return err, pid
 
 
 def idem_batch(pid, epoch, seq, values):
@@ -198,3 +207,38 @@ def test_librdkafka_idempotent_producer_through_leader_restart(kc):
     assert got == sent[:len(got)]
     dups = [line for line in lead.log().splitlines() if "retried idempotent batches" in line]
     print("records: %d acknowledged, %d in the log; %s" % (len(acked), len(got), dups))
+
+
+def test_producer_ids_distinct_across_controller_failover(kc):
+    """A broker uses up its block while the active controller is killed: the
+    next blocks come from the new controller, and no id repeats."""
+    c, brokers, boot = kc
+    s = connect(brokers[2].port)
+    ids, corr = [], [0]
+
+    def take(n):
+        deadline = time.time() + 60
+        while n > 0:
+            corr[0] += 1
+            err, pid = next_producer_id(s, corr[0])
+            if err == COORDINATOR_NOT_AVAILABLE:  # no controller yet: ask again
+                assert time.time() < deadline, "no producer id block within 60 s"
+                time.sleep(0.2)
+                continue
+            assert err == NONE
+            ids.append(pid)
+            n -= 1
+    try:
+        take(1)
+        old = c.wait_leader()
+        old.kill()
+        try:
+            c.wait_leader(exclude=(old.id,), timeout=30)
+            take(2100)  # two more blocks at least
+        finally:
+            old.start()
+            c.wait_leader(timeout=30)
+    finally:
+        s.close()
+    assert len(set(ids)) == len(ids)
+    assert len({pid // 1000 for pid in ids}) >= 3
