@@ -238,6 +238,8 @@ void broker_idem_appended(struct broker_partition *p, const struct broker_idem *
 /* After p's sync (worker thread): a snapshot when a segment rolled since
  * the last one. */
 void broker_idem_after_sync(struct broker_partition *p);
+/* Before p's log closes: a snapshot when everything is durable. */
+void broker_idem_before_close(struct broker_partition *p);
 /* Before the image's leadership is recorded on p. */
 void broker_idem_leadership(struct broker_partition *p, bool leader, int32_t leader_epoch);
 

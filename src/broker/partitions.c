@@ -30,6 +30,7 @@ void broker_core_init(struct broker_core *core, const struct broker_config *conf
 static void close_log(struct broker_partition *p)
 {
 	if (p->open) {
+		broker_idem_before_close(p);
 		plog_close(&p->log);
 		p->open = false;
 	}

@@ -194,6 +194,15 @@ void broker_idem_after_sync(struct broker_partition *p)
 	}
 }
 
+void broker_idem_before_close(struct broker_partition *p)
+{
+	if (p->producers_ready && p->log.state == PLOG_OPEN &&
+	    plog_durable_offset(&p->log) == plog_log_end_offset(&p->log)) {
+		/* A clean stop: the next open rebuilds from here. */
+		(void)plog_producers_save(&p->log, &p->producers);
+	}
+}
+
 void broker_idem_leadership(struct broker_partition *p, bool leader, int32_t leader_epoch)
 {
 	if (leader && (!p->leader || leader_epoch != p->leader_epoch)) {

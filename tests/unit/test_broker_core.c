@@ -358,6 +358,11 @@ static int16_t produce_idem(struct fx *f, uint8_t *data, size_t size, int64_t *b
 	return out.topics[0].partitions[0].error_code;
 }
 
+static void note_snapshot(void *arg, const char *name)
+{
+	*(bool *)arg |= strcmp(name, "00000000000000000009.snapshot") == 0;
+}
+
 /* Produces one idempotent batch to t-0 and checks the answer (the base
  * offset and whether it waited for a sync, when it succeeded). */
 static void expect_produce(struct fx *f, int64_t pid, int16_t epoch, int32_t seq, int16_t err,
@@ -410,8 +415,12 @@ static void test_idempotent_produce(void **state)
 	assert_int_equal(produce_idem(f, b, 2 * nb, &base, &waits), KAFKA_INVALID_RECORD);
 	assert_int_equal(plog_log_end_offset(&p->log), 9);
 
-	/* After a crash the state is rebuilt from the log. */
+	/* A clean close leaves a snapshot; after a crash the state is rebuilt
+	 * from it and the log. */
 	broker_core_close(&f->core);
+	bool found = false;
+	assert_int_equal(wal_vfs_list(&f->vfs, "/data/t-0", note_snapshot, &found), KEEL_OK);
+	assert_true(found);
 	struct wal_vfs_crash crash = {WAL_VFS_CRASH_DROP_UNSYNCED, false};
 	wal_vfs_fault_crash(&f->vfs, &crash);
 	struct broker_image_report rep;
