@@ -205,8 +205,10 @@ void broker_idem_before_close(struct broker_partition *p)
 
 void broker_idem_leadership(struct broker_partition *p, bool leader, int32_t leader_epoch)
 {
-	if (leader && (!p->leader || leader_epoch != p->leader_epoch)) {
-		/* Becoming leader (again): what this broker knew may be stale. */
+	if (!leader || !p->leader || leader_epoch != p->leader_epoch) {
+		/* Only a leader keeps the state (a follower's appends do not
+		 * update it, so neither may its snapshots be written); becoming
+		 * leader (again) rebuilds it from the log. */
 		p->producers_ready = false;
 	}
 }

@@ -430,6 +430,62 @@ static void test_idempotent_produce(void **state)
 	expect_produce(f, 5000, 1, 3, KAFKA_NONE, 9, true);
 }
 
+/* Batches a follower copies (as replication will) are seen when it becomes
+ * the leader: the state is rebuilt from the log then. */
+static void test_new_leader_rebuilds_from_the_log(void **state)
+{
+	struct fx *f = *state;
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 1);
+	assert_non_null(p);
+	assert_false(p->leader);
+	uint8_t b[4096];
+	size_t n = idem(f, b, 7000, 0, 0, 0);
+	struct plog_append_info info;
+	assert_int_equal(plog_append_follower(&p->log, b, n, &info), KEEL_OK);
+	assert_int_equal(plog_sync(&p->log, NULL), KEEL_OK);
+
+	struct meta_image img;
+	build_image(&img);
+	static const int32_t isr[] = {2, 1};
+	struct meta_record pc;
+	memset(&pc, 0, sizeof(pc));
+	pc.type = META_REC_PARTITION_CHANGE;
+	tm_topic_id(pc.partition_change.topic_id, 5);
+	pc.partition_change.partition_id = 1;
+	pc.partition_change.partition_epoch = 1;
+	pc.partition_change.fields = META_PC_LEADER | META_PC_ISR;
+	pc.partition_change.leader = NODE;
+	pc.partition_change.leader_epoch = 1;
+	pc.partition_change.isr = isr;
+	pc.partition_change.isr_count = 2;
+	struct meta_apply_result res;
+	assert_int_equal(tm_apply(&img, 2, 1, &pc, 1, &res, NULL), KEEL_OK);
+	assert_int_equal(res.applied, 1);
+	struct broker_image_report rep;
+	broker_core_set_image(&f->core, &img, &rep);
+	meta_image_close(&img);
+	assert_true(p->leader);
+
+	struct kafka_produce_response out;
+	struct broker_produce_wait wait;
+	n = idem(f, b, 7000, 0, 0, 0);
+	produce_start(f, 1, b, n, &out, &wait);
+	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_NONE);
+	assert_int_equal(out.topics[0].partitions[0].base_offset, 0);
+	assert_false(wait.needs_sync);
+	n = idem(f, b, 7000, 0, 5, 0);
+	produce_start(f, 1, b, n, &out, &wait);
+	assert_int_equal(out.topics[0].partitions[0].error_code,
+	                 KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER);
+	n = idem(f, b, 7000, 0, 3, 0);
+	produce_start(f, 1, b, n, &out, &wait);
+	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_NONE);
+	assert_int_equal(out.topics[0].partitions[0].base_offset, 3);
+	assert_true(wait.needs_sync);
+	broker_core_sync(&f->core);
+	broker_core_sync_done(&f->core);
+}
+
 static void test_init_producer_id_blocks(void **state)
 {
 	struct fx *f = *state;
@@ -552,6 +608,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_image_drops_partitions, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_idempotent_produce, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_init_producer_id_blocks, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_new_leader_rebuilds_from_the_log, setup,
+	                                        teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
