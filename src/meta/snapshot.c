@@ -3,7 +3,8 @@
  *
  * Format (all big-endian, strings/arrays as in codec.h):
  *
- *   "KMI1" format:u16 (=1; 0 is read too: it lacks next_producer_id)
+ *   "KMI1" format:u16 (1 when next_producer_id > 0, else 0: an image that
+ *                      never gave out producer ids reads on older servers)
  *   offset:i64 controller_id:i32 controller_epoch:i32
  *   controller_timestamp_ms:i64 last_broker_epoch:i64
  *   broker_count:u32 topic_count:u32 config_count:u32
@@ -19,7 +20,7 @@
  *                  changed_offset:i64
  *     config_count configs (by type, name, key):
  *       type:u8 name:str key:str value:str
- *   next_producer_id:i64                                  (format 1)
+ *   next_producer_id:i64 (> 0)                            (format 1 only)
  *   crc32c:u32 of every byte before it
  *
  * The encoding is canonical (one image, one byte string), which is what
@@ -37,7 +38,7 @@
 #include "meta/image_internal.h"
 
 #define SNAP_MAGIC "KMI1"
-#define SNAP_FORMAT 1
+#define SNAP_FORMAT 1 /* the newest */
 #define SNAP_HEADER_SIZE (4 + 2 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4)
 _Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 #define SNAP_MAX_ENTITY (64 * 1024)
@@ -149,7 +150,7 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 	keel_wbuf_init_dynamic(&s.w, SNAP_FLUSH_AT + SNAP_MAX_ENTITY,
 			       SNAP_FLUSH_AT + SNAP_MAX_ENTITY);
 	keel_wbuf_bytes(&s.w, SNAP_MAGIC, 4);
-	keel_wbuf_u16(&s.w, SNAP_FORMAT);
+	keel_wbuf_u16(&s.w, img->next_producer_id > 0 ? 1 : 0);
 	keel_wbuf_i64(&s.w, img->offset);
 	keel_wbuf_i32(&s.w, img->controller_id);
 	keel_wbuf_i32(&s.w, img->controller_epoch);
@@ -167,7 +168,9 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 	for (uint32_t i = 0; i < img->config_count && s.err == KEEL_OK; i++) {
 		save_config(&s, &img->configs[i]);
 	}
-	keel_wbuf_i64(&s.w, img->next_producer_id);
+	if (img->next_producer_id > 0) {
+		keel_wbuf_i64(&s.w, img->next_producer_id);
+	}
 	saver_flush(&s);
 	if (s.err == KEEL_OK) {
 		uint8_t crc[4];
@@ -508,8 +511,9 @@ static enum keel_err finish_load(struct loader *l, struct meta_image *img)
 			return err;
 		}
 		img->next_producer_id = (int64_t)keel_load_be64(next);
-		if (img->next_producer_id < 0) {
-			return corrupt(l, "image snapshot: negative next producer id");
+		if (img->next_producer_id <= 0) {
+			/* Format 1 exists only for a positive one (canonical). */
+			return corrupt(l, "image snapshot: next producer id not positive");
 		}
 	}
 	uint32_t expect = l->crc;
