@@ -5,6 +5,8 @@ its first offset and writes it once, refuses a sequence gap and an old
 epoch; librdkafka with enable.idempotence=true goes through a leader
 restart with no duplicate and no gap.
 """
+import os
+import signal
 import struct
 import threading
 import time
@@ -152,14 +154,17 @@ def test_retry_gap_and_old_epoch(kc):
 
 def test_librdkafka_idempotent_producer_through_leader_restart(kc):
     """confluent-kafka with enable.idempotence=true keeps producing while the
-    partition's leader is killed (-9) and restarted: every acknowledged
-    record is in the log exactly once, in the order produced."""
+    partition's leader is killed (-9) and restarted, then paused past the
+    client's request timeout (so the client resends batches the broker
+    then writes): every acknowledged record is in the log exactly once, in
+    the order produced."""
     from confluent_kafka import Producer
     c, brokers, boot = kc
     parts = create(c, "idem-rdk")
     lead = broker_with_leader(brokers, parts)
     p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "acks": "all",
                   "linger.ms": 2, "retry.backoff.ms": 100, "message.timeout.ms": 120000,
+                  "request.timeout.ms": 1000,
                   "topic.metadata.refresh.interval.ms": 500,
                   "max.in.flight.requests.per.connection": 5})
     acked, failed = [], []
@@ -194,6 +199,13 @@ def test_librdkafka_idempotent_producer_through_leader_restart(kc):
         wait_partitions(c, "idem-rdk", lambda p: p[0]["leader"] == lead.id, 60, "leader back")
         n = len(acked)
         c.wait(lambda: len(acked) >= n + 2000, timeout=90, what="acknowledgements after restart")
+        # Paused past request.timeout.ms: the client gives up on in-flight
+        # requests and resends them; the broker, resumed, reads both.
+        os.kill(lead.proc.pid, signal.SIGSTOP)
+        time.sleep(2.5)
+        os.kill(lead.proc.pid, signal.SIGCONT)
+        n = len(acked)
+        c.wait(lambda: len(acked) >= n + 2000, timeout=90, what="acknowledgements after pause")
     finally:
         stop.set()
         t.join(200)
@@ -205,8 +217,12 @@ def test_librdkafka_idempotent_producer_through_leader_restart(kc):
     assert set(acked_values) <= set(got), "acknowledged records missing"
     # No gap: what is in the log is a prefix of what was sent, in order.
     assert got == sent[:len(got)]
+    # The leader's count of retries answered with their first offsets.
+    assert lead.terminate() == 0
+    lead.start()
     dups = [line for line in lead.log().splitlines() if "retried idempotent batches" in line]
     print("records: %d acknowledged, %d in the log; %s" % (len(acked), len(got), dups))
+    wait_active(c, (1, 2, 3), timeout=60)
 
 
 def test_producer_ids_distinct_across_controller_failover(kc):
