@@ -151,6 +151,19 @@ def test_retry_gap_and_old_epoch(kc):
     s.close()
     assert values_of(boot, "idem-raw") == ["a0", "a1", "b2", "e1", "e2"]
 
+    # A clean stop writes the state to a snapshot; keel dump-log shows it.
+    assert lead.terminate() == 0
+    try:
+        rc, out, err = keel("dump-log", os.path.join(lead.data_dir, "idem-raw-0"))
+        assert rc == 0, err
+        assert "producer snapshot 00000000000000000005.snapshot: 1 producers before offset 5" \
+            in out, out
+        assert "  producer %d epoch %d: seq 0..0 @ 3..3 seq 1..1 @ 4..4" % (pid, epoch + 1) \
+            in out, out
+    finally:
+        lead.start()
+        wait_active(c, (1, 2, 3), timeout=60)
+
 
 def test_librdkafka_idempotent_producer_through_leader_restart(kc):
     """confluent-kafka with enable.idempotence=true keeps producing while the
