@@ -113,11 +113,25 @@ int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p,
 {
 	memset(idem, 0, sizeof(*idem));
 	struct plog_batch b;
-	if (plog_batch_parse_header(data, size, UINT32_MAX, &b) != PLOG_BATCH_OK ||
-	    b.producer_id < 0) {
-		return KAFKA_NONE; /* not idempotent, or plog_append reports it */
+	uint32_t batches = 0;
+	bool idempotent = false;
+	for (size_t pos = 0; pos < size;) {
+		struct plog_batch next;
+		if (plog_batch_parse_header(data + pos, size - pos, UINT32_MAX, &next) !=
+		            PLOG_BATCH_OK ||
+		    next.size > size - pos) {
+			return KAFKA_NONE; /* malformed: plog_append refuses it */
+		}
+		if (batches++ == 0) {
+			b = next;
+		}
+		idempotent |= next.producer_id >= 0;
+		pos += next.size;
 	}
-	if (b.size != size) {
+	if (!idempotent) {
+		return KAFKA_NONE;
+	}
+	if (batches != 1) {
 		return KAFKA_INVALID_RECORD; /* Kafka: one batch per partition (v3+) */
 	}
 	if (b.attributes & PLOG_ATTR_TRANSACTIONAL) {

@@ -413,6 +413,8 @@ static void test_idempotent_produce(void **state)
 	nb = idem(f, b, 6000, 0, 0, 0);
 	memcpy(b + nb, b, nb);
 	assert_int_equal(produce_idem(f, b, 2 * nb, &base, &waits), KAFKA_INVALID_RECORD);
+	memcpy(b, f->batch, f->batch_size); /* a plain batch, then an idempotent one */
+	assert_int_equal(produce_idem(f, b, 2 * nb, &base, &waits), KAFKA_INVALID_RECORD);
 	assert_int_equal(plog_log_end_offset(&p->log), 9);
 
 	/* A clean close leaves a snapshot; after a crash the state is rebuilt
