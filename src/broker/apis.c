@@ -241,7 +241,8 @@ static int16_t produce_one(struct broker_core *core, struct kafka_str topic,
 	out->log_start_offset = plog_log_start_offset(&p->log);
 	if (code != KAFKA_NONE || idem.is_duplicate) {
 		out->base_offset = idem.is_duplicate ? idem.duplicate.first_offset : -1;
-		*appended = idem.is_duplicate && broker_idem_duplicate_waits(core, p, &idem) ? p : NULL;
+		*appended =
+		        idem.is_duplicate && broker_idem_duplicate_waits(core, p, &idem) ? p : NULL;
 		return code;
 	}
 	struct plog_append_info info;

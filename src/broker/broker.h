@@ -225,8 +225,8 @@ struct broker_idem {
 /* Before plog_append: the producer checks of `data` (one partition's
  * records) on leader p; KAFKA_NONE to go on (or, with idem->is_duplicate,
  * to answer broker_idem_duplicate's offset without appending). */
-int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p,
-                          const uint8_t *data, size_t size, struct broker_idem *idem);
+int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
+                          size_t size, struct broker_idem *idem);
 /* For a duplicate (answered with idem->duplicate.first_offset): true when
  * the answer must wait for the next sync (the original is not durable yet;
  * p is marked dirty). */

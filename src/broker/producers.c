@@ -108,8 +108,8 @@ static void mark_dirty(struct broker_core *core, struct broker_partition *p)
 	}
 }
 
-int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p,
-                          const uint8_t *data, size_t size, struct broker_idem *idem)
+int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
+                          size_t size, struct broker_idem *idem)
 {
 	memset(idem, 0, sizeof(*idem));
 	struct plog_batch b;
@@ -152,8 +152,8 @@ int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p,
 	idem->epoch = b.producer_epoch;
 	idem->first_seq = b.base_sequence;
 	idem->last_seq = plog_producer_last_seq(b.base_sequence, b.last_offset_delta);
-	switch (plog_producers_check(&p->producers, b.producer_id, b.producer_epoch, idem->first_seq,
-	                             idem->last_seq, &idem->duplicate)) {
+	switch (plog_producers_check(&p->producers, b.producer_id, b.producer_epoch,
+	                             idem->first_seq, idem->last_seq, &idem->duplicate)) {
 	case PLOG_SEQ_APPEND:
 		return KAFKA_NONE;
 	case PLOG_SEQ_DUPLICATE:

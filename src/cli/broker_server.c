@@ -438,7 +438,8 @@ static bool forward_admin(struct conn *c)
 		keel_wbuf_free(&job->body);
 		free(job);
 		admin_reply(c, NULL, 0,
-		            err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST : KAFKA_UNKNOWN_SERVER_ERROR);
+		            err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
+		                                    : KAFKA_UNKNOWN_SERVER_ERROR);
 		return false;
 	}
 	job->conn = c;
@@ -994,7 +995,8 @@ void broker_server_stop(struct broker_server *s)
 	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
 	          s->copied_bytes);
 	if (s->core.duplicates > 0) {
-		KEEL_INFO("answered %" PRIu64 " retried idempotent batches with their first offsets",
+		KEEL_INFO("answered %" PRIu64
+		          " retried idempotent batches with their first offsets",
 		          s->core.duplicates);
 	}
 	uv_loop_close(&s->loop);

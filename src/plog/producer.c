@@ -17,6 +17,9 @@
 #define SNAP_HEADER_SIZE 44
 #define SNAP_BATCH_SIZE 24
 #define SNAP_PRODUCER_MIN (8 + 2 + 1)
+_Static_assert(SNAP_HEADER_SIZE == 8 + 4 + 4 + 8 + 4 + PLOG_TOPIC_ID_SIZE,
+	       "the snapshot header is 44 bytes");
+_Static_assert(SNAP_BATCH_SIZE == 4 + 4 + 8 + 8, "a kept batch is 24 bytes");
 /* Largest snapshot file read: every producer with every batch. */
 #define SNAP_MAX_SIZE                                                                          \
 	((uint64_t)SNAP_HEADER_SIZE +                                                          \
@@ -157,12 +160,15 @@ enum keel_err plog_producers_update(struct plog_producers *ps, int64_t producer_
 		p->count = 0;
 		p->epoch = epoch;
 	}
+	KEEL_ASSERT(p->count <= PLOG_PRODUCER_BATCHES);
 	if (p->count == PLOG_PRODUCER_BATCHES) {
 		memmove(&p->batches[0], &p->batches[1],
 			(PLOG_PRODUCER_BATCHES - 1) * sizeof(p->batches[0]));
 		p->count--;
 	}
 	p->batches[p->count++] = *batch;
+	KEEL_ASSERT(p->count >= 1);
+	KEEL_ASSERT(p->count <= PLOG_PRODUCER_BATCHES);
 	return KEEL_OK;
 }
 

@@ -499,9 +499,9 @@ static void test_init_producer_id_blocks(void **state)
 	keel_wbuf_init_dynamic(&w, 64, 1024);
 	assert_int_equal(broker_producer_ids_request(&f->core, &w), KEEL_OK);
 	struct meta_allocate_producer_ids_request arq;
-	assert_int_equal(meta_decode_allocate_producer_ids_request(w.data, w.size, &f->arena, &arq,
-	                                                           NULL),
-	                 KEEL_OK);
+	assert_int_equal(
+	        meta_decode_allocate_producer_ids_request(w.data, w.size, &f->arena, &arq, NULL),
+	        KEEL_OK);
 	assert_int_equal(arq.broker_id, NODE);
 	assert_int_equal(arq.broker_epoch, 1);
 	/* The answer installs the block; the ids follow on. */
