@@ -17,16 +17,22 @@ bool meta_api_needs_controller(enum meta_api api)
 	return api != META_API_DESCRIBE_CLUSTER && api != META_API_FETCH_METADATA;
 }
 
+static const char *const api_names[META_API_COUNT] = {
+	"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
+	"CreateTopics",       "DeleteTopics",    "AlterConfigs",
+	"AlterPartition",     "DescribeCluster", "FetchMetadata",
+	"CreatePartitions",   "ElectLeaders",
+	[META_API_ALLOCATE_PRODUCER_IDS] = "AllocateProducerIds",
+};
+
+bool meta_api_known(enum meta_api api)
+{
+	return (unsigned)api < META_API_COUNT && api_names[api] != NULL;
+}
+
 const char *meta_api_name(enum meta_api api)
 {
-	static const char *const names[META_API_COUNT] = {
-		"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
-		"CreateTopics",       "DeleteTopics",    "AlterConfigs",
-		"AlterPartition",     "DescribeCluster", "FetchMetadata",
-		"CreatePartitions",   "ElectLeaders",
-		[META_API_ALLOCATE_PRODUCER_IDS] = "AllocateProducerIds",
-	};
-	return (unsigned)api < META_API_COUNT && names[api] != NULL ? names[api] : "Unknown";
+	return meta_api_known(api) ? api_names[api] : "Unknown";
 }
 
 const char *meta_error_name(int16_t code)

@@ -54,6 +54,9 @@ enum meta_api {
 };
 #define META_API_COUNT 14
 
+/* Whether this server implements the API (numbers below META_API_COUNT
+ * may be reserved for APIs not here yet). */
+bool meta_api_known(enum meta_api api);
 /* Whether only the active controller may answer this API. */
 bool meta_api_needs_controller(enum meta_api api);
 const char *meta_api_name(enum meta_api api);

@@ -937,7 +937,8 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 
 static bool api_of(int32_t opcode, uint8_t *api)
 {
-	if (opcode < NODE_CTL_OPCODE_BASE || opcode >= NODE_CTL_OPCODE_BASE + META_API_COUNT) {
+	if (opcode < NODE_CTL_OPCODE_BASE || opcode >= NODE_CTL_OPCODE_BASE + META_API_COUNT ||
+	    !meta_api_known((enum meta_api)(opcode - NODE_CTL_OPCODE_BASE))) {
 		return false;
 	}
 	*api = (uint8_t)(opcode - NODE_CTL_OPCODE_BASE);
@@ -1113,7 +1114,7 @@ void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, con
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
 	uint8_t api = keel_rbuf_u8(&r);
-	if (!keel_rbuf_ok(&r) || api >= META_API_COUNT ||
+	if (!keel_rbuf_ok(&r) || !meta_api_known((enum meta_api)api) ||
 	    !meta_api_needs_controller((enum meta_api)api)) {
 		return;
 	}

@@ -26,6 +26,7 @@ OPCODE_BASE = 1000
 API_REGISTRATION, API_HEARTBEAT, API_UNREGISTER, API_CREATE_TOPICS, API_DELETE_TOPICS, \
     API_ALTER_CONFIGS, API_ALTER_PARTITION, API_DESCRIBE, API_FETCH, API_CREATE_PARTITIONS, \
     API_ELECT_LEADERS = range(11)
+API_ALLOCATE_PRODUCER_IDS = 13  # 11, 12: partition reassignment
 NOT_CONTROLLER = 41
 
 SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
@@ -318,7 +319,7 @@ def test_bad_extension_requests(cluster):
         assert err == -5
         # An opcode past the known ones: Unimplemented, and the connection
         # closes (as ZooKeeper does for an unknown opcode).
-        err, _, _ = zk.call(OPCODE_BASE + API_ELECT_LEADERS + 1, b"")
+        err, _, _ = zk.call(OPCODE_BASE + API_ALLOCATE_PRODUCER_IDS + 1, b"")
         assert err == -6
         with pytest.raises((ConnectionError, OSError)):
             zk.call(3, b"\0\0\0\x01/\0")

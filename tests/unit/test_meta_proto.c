@@ -307,6 +307,10 @@ static void test_admin_messages(void **state)
 	assert_null(apr_out.error_message);
 	assert_string_equal(meta_api_name(META_API_ALLOCATE_PRODUCER_IDS), "AllocateProducerIds");
 	assert_string_equal(meta_api_name((enum meta_api)11), "Unknown");
+	assert_false(meta_api_known((enum meta_api)11));
+	assert_false(meta_api_known((enum meta_api)META_API_COUNT));
+	assert_true(meta_api_known(META_API_ALLOCATE_PRODUCER_IDS));
+	assert_true(meta_api_known(META_API_BROKER_REGISTRATION));
 }
 
 static void test_hostile_counts(void **state)
