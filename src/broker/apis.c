@@ -236,15 +236,24 @@ static int16_t produce_one(struct broker_core *core, struct kafka_str topic,
 	if (pp->records.data == NULL || pp->records.size <= 0) {
 		return KAFKA_CORRUPT_MESSAGE;
 	}
+	struct broker_idem idem;
+	code = broker_idem_check(core, p, pp->records.data, (size_t)pp->records.size, &idem);
+	out->log_start_offset = plog_log_start_offset(&p->log);
+	if (code != KAFKA_NONE || idem.is_duplicate) {
+		out->base_offset = idem.is_duplicate ? idem.duplicate.first_offset : -1;
+		*appended =
+		        idem.is_duplicate && broker_idem_duplicate_waits(core, p, &idem) ? p : NULL;
+		return code;
+	}
 	struct plog_append_info info;
 	/* The records are a view into the request frame, which the shell owns
 	 * and lets the leader rewrite (offsets and epoch, in place). */
 	enum keel_err err = plog_append(&p->log, (uint8_t *)(uintptr_t)pp->records.data,
 	                                (size_t)pp->records.size, p->leader_epoch, &info);
-	out->log_start_offset = plog_log_start_offset(&p->log);
 	if (err != KEEL_OK) {
 		return append_error(err);
 	}
+	broker_idem_appended(p, &idem, &info);
 	out->base_offset = info.first_offset;
 	if (!p->dirty) {
 		p->dirty = true;

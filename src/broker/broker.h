@@ -47,10 +47,11 @@
 #include "meta/image.h"
 #include "meta/proto.h"
 #include "plog/plog.h"
+#include "plog/producer.h"
 #include "wal/vfs.h"
 
 /* The API sets a broker advertises in ApiVersions (kafka/api.h). */
-#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN)
+#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN | KAFKA_SET_PRODUCER)
 
 /* Longest topic name Kafka allows. */
 #define BROKER_TOPIC_MAX 249
@@ -73,6 +74,10 @@ struct broker_partition {
 	bool dirty;             /* appended since the last sync */
 	enum keel_err sync_err; /* outcome of the last sync */
 	bool seen;              /* scratch for broker_core_set_image */
+	/* idempotent producers (producers.c) */
+	struct plog_producers producers;
+	bool producers_ready;     /* rebuilt since the log opened / leadership began */
+	int64_t snapshot_segment; /* base of the active segment at the last snapshot */
 };
 
 struct broker_core {
@@ -85,6 +90,10 @@ struct broker_core {
 	uint32_t part_capacity;
 	uint32_t dirty_count;
 	char why[256]; /* detail of the last failure to open a partition */
+	/* producer ids [next, end) of the block the controller gave this broker */
+	int64_t producer_id_next;
+	int64_t producer_id_end;
+	uint64_t duplicates; /* retried batches answered with their first offsets */
 };
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config);
@@ -211,6 +220,54 @@ void broker_describe_configs(struct broker_core *core,
                              struct keel_arena *arena, struct kafka_describe_configs_response *out);
 void broker_describe_cluster(struct broker_core *core, struct keel_arena *arena,
                              struct kafka_describe_cluster_response *out);
+
+/* ---- idempotent producers (producers.c) ---- */
+
+/* InitProducerId: true when answered (*out filled) from the current block
+ * of producer ids (or refused: transactional ids are not supported); false
+ * when the block is used up: then send broker_producer_ids_request's body
+ * (AllocateProducerIds) to the controller and answer with
+ * broker_producer_ids_reply (reply NULL: no answer came). */
+bool broker_init_producer_id(struct broker_core *core,
+                             const struct kafka_init_producer_id_request *rq,
+                             struct kafka_init_producer_id_response *out);
+/* KEEL_NOENT when this broker's image does not list it yet. */
+enum keel_err broker_producer_ids_request(struct broker_core *core, struct keel_wbuf *w);
+void broker_producer_ids_reply(struct broker_core *core, const uint8_t *reply, size_t size,
+                               struct keel_arena *arena,
+                               struct kafka_init_producer_id_response *out);
+
+/* A produced batch, as the sequence check saw it. */
+struct broker_idem {
+	bool active; /* an idempotent producer's batch: record it after the append */
+	bool is_duplicate;
+	int64_t producer_id;
+	int16_t epoch;
+	int32_t first_seq;
+	int32_t last_seq;
+	struct plog_producer_batch duplicate; /* is_duplicate: the batch in the log */
+};
+
+/* Before plog_append: the producer checks of `data` (one partition's
+ * records) on leader p; KAFKA_NONE to go on (or, with idem->is_duplicate,
+ * to answer broker_idem_duplicate's offset without appending). */
+int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
+                          size_t size, struct broker_idem *idem);
+/* For a duplicate (answered with idem->duplicate.first_offset): true when
+ * the answer must wait for the next sync (the original is not durable yet;
+ * p is marked dirty). */
+bool broker_idem_duplicate_waits(struct broker_core *core, struct broker_partition *p,
+                                 const struct broker_idem *idem);
+/* After a successful plog_append. */
+void broker_idem_appended(struct broker_partition *p, const struct broker_idem *idem,
+                          const struct plog_append_info *info);
+/* After p's sync (worker thread): a snapshot when a segment rolled since
+ * the last one. */
+void broker_idem_after_sync(struct broker_partition *p);
+/* Before p's log closes: a snapshot when everything is durable. */
+void broker_idem_before_close(struct broker_partition *p);
+/* Before the image's leadership is recorded on p. */
+void broker_idem_leadership(struct broker_partition *p, bool leader, int32_t leader_epoch);
 
 /* Whether a request of this API touches partition logs (the shell gates
  * those while a sync is in flight). */

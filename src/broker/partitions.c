@@ -27,12 +27,20 @@ void broker_core_init(struct broker_core *core, const struct broker_config *conf
 	meta_image_init(&core->image, NULL);
 }
 
-static void close_partition(struct broker_partition *p)
+static void close_log(struct broker_partition *p)
 {
 	if (p->open) {
+		broker_idem_before_close(p);
 		plog_close(&p->log);
 		p->open = false;
 	}
+	p->producers_ready = false;
+}
+
+static void close_partition(struct broker_partition *p)
+{
+	close_log(p);
+	plog_producers_close(&p->producers);
 	free(p);
 }
 
@@ -139,6 +147,9 @@ static bool open_partition(struct broker_core *core, struct broker_partition *p,
 	if (p->log.has_topic_id && memcmp(p->log.topic_id, p->topic_id, 16) != 0) {
 		/* An earlier topic of the same name left this directory. */
 		err = plog_reset(&p->log, 0);
+		if (err == KEEL_OK) {
+			err = plog_producers_drop_snapshots(&p->log, 0);
+		}
 	}
 	if (err == KEEL_OK && !p->log.has_topic_id) {
 		err = plog_set_topic_id(&p->log, p->topic_id);
@@ -149,6 +160,7 @@ static bool open_partition(struct broker_core *core, struct broker_partition *p,
 		return false;
 	}
 	p->open = true;
+	p->producers_ready = false;
 	return true;
 }
 
@@ -179,10 +191,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 	struct broker_partition *p = found ? core->parts[slot] : NULL;
 	if (p != NULL && memcmp(p->topic_id, topic->id, 16) != 0) {
 		/* Deleted and re-created between two images: start over. */
-		if (p->open) {
-			plog_close(&p->log);
-			p->open = false;
-		}
+		close_log(p);
 		memcpy(p->topic_id, topic->id, 16);
 	}
 	if (p == NULL) {
@@ -199,6 +208,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 		core->part_count++;
 	}
 	p->seen = true;
+	broker_idem_leadership(p, mp->leader == core->config.node_id, mp->leader_epoch);
 	p->leader = mp->leader == core->config.node_id;
 	p->leader_epoch = mp->leader_epoch;
 	if (!p->open) {
@@ -259,6 +269,7 @@ void broker_core_sync(struct broker_core *core)
 		if (p->dirty) {
 			KEEL_ASSERT(p->open);
 			p->sync_err = plog_sync(&p->log, NULL);
+			broker_idem_after_sync(p);
 		}
 	}
 }

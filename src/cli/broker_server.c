@@ -404,6 +404,20 @@ static void fetch_try(struct conn *c, bool first)
 	}
 }
 
+/* Answers the current forwarded request from the controller's reply (NULL:
+ * none came; every result gets `fail`). InitProducerId's reply is a block
+ * of producer ids for the core. */
+static void admin_reply(struct conn *c, const uint8_t *reply, size_t size, int16_t fail)
+{
+	if (c->req.header.api_key == KAFKA_API_INIT_PRODUCER_ID) {
+		broker_producer_ids_reply(&c->srv->core, reply, size, &c->resp_arena,
+		                          &c->resp.init_producer_id);
+	} else {
+		broker_admin_response(&c->req, reply, size, fail, &c->resp_arena, &c->resp);
+	}
+	conn_respond(c, &c->resp);
+}
+
 /* Sends the current admin request to the controller thread; false when it
  * was answered at once (it cannot be forwarded). */
 static bool forward_admin(struct conn *c)
@@ -415,15 +429,19 @@ static bool forward_admin(struct conn *c)
 		return true;
 	}
 	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
-	enum keel_err err = broker_admin_request(&s->core, &c->req, &c->resp_arena, &job->body, &job->api);
+	enum keel_err err;
+	if (c->req.header.api_key == KAFKA_API_INIT_PRODUCER_ID) {
+		job->api = META_API_ALLOCATE_PRODUCER_IDS;
+		err = broker_producer_ids_request(&s->core, &job->body);
+	} else {
+		err = broker_admin_request(&s->core, &c->req, &c->resp_arena, &job->body, &job->api);
+	}
 	if (err != KEEL_OK) {
 		keel_wbuf_free(&job->body);
 		free(job);
-		broker_admin_response(&c->req, NULL, 0,
-		                      err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
-		                                              : KAFKA_UNKNOWN_SERVER_ERROR,
-		                      &c->resp_arena, &c->resp);
-		conn_respond(c, &c->resp);
+		admin_reply(c, NULL, 0,
+		            err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
+		                                    : KAFKA_UNKNOWN_SERVER_ERROR);
 		return false;
 	}
 	job->conn = c;
@@ -454,9 +472,7 @@ static void admin_answers(struct broker_server *s)
 		} else {
 			KEEL_ASSERT(c->wait == CONN_WAIT_ADMIN);
 			keel_arena_reset(&c->resp_arena);
-			broker_admin_response(&c->req, job->reply, job->reply_size,
-			                      KAFKA_REQUEST_TIMED_OUT, &c->resp_arena, &c->resp);
-			conn_respond(c, &c->resp);
+			admin_reply(c, job->reply, job->reply_size, KAFKA_REQUEST_TIMED_OUT);
 			conn_finish(c);
 			conn_process(c);
 		}
@@ -544,6 +560,16 @@ static void dispatch(struct conn *c)
 	case KAFKA_API_DESCRIBE_CLUSTER:
 		broker_describe_cluster(core, a, &c->resp.describe_cluster);
 		conn_respond(c, &c->resp.describe_cluster);
+		break;
+	case KAFKA_API_INIT_PRODUCER_ID:
+		if (broker_init_producer_id(core, &rq->body.init_producer_id,
+		                            &c->resp.init_producer_id)) {
+			conn_respond(c, &c->resp.init_producer_id);
+			break;
+		}
+		if (forward_admin(c)) {
+			return;
+		}
 		break;
 	case KAFKA_API_CREATE_TOPICS:
 	case KAFKA_API_DELETE_TOPICS:
@@ -997,6 +1023,11 @@ void broker_server_stop(struct broker_server *s)
 	          " record bytes with sendfile, %" PRIu64 " copied",
 	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
 	          s->copied_bytes);
+	if (s->core.duplicates > 0) {
+		KEEL_INFO("answered %" PRIu64
+		          " retried idempotent batches with their first offsets",
+		          s->core.duplicates);
+	}
 	uv_loop_close(&s->loop);
 	if (s->offered != NULL) {
 		meta_image_close(s->offered);

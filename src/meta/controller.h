@@ -213,6 +213,13 @@ enum keel_err meta_controller_alter_partition(struct meta_controller *ctl, int64
 					      struct meta_alter_partition_response *resp,
 					      struct meta_batch **batch);
 
+/* AllocateProducerIds: the next META_PRODUCER_ID_BLOCK producer ids for a
+ * registered broker (by id and epoch), as one ProducerIds record. The
+ * server answers only once the record is committed. */
+enum keel_err meta_controller_allocate_producer_ids(
+	struct meta_controller *ctl, int64_t now_ms, const struct meta_allocate_producer_ids_request *req,
+	struct meta_allocate_producer_ids_response *resp, struct meta_batch **batch);
+
 /* The working image (committed + in-flight decisions), read-only. */
 static inline const struct meta_image *meta_controller_image(const struct meta_controller *ctl)
 {

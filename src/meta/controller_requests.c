@@ -299,6 +299,45 @@ enum keel_err meta_controller_unregister_broker(struct meta_controller *ctl, int
 	return err;
 }
 
+/* ---- producer ids ---- */
+
+enum keel_err meta_controller_allocate_producer_ids(
+	struct meta_controller *ctl, int64_t now_ms, const struct meta_allocate_producer_ids_request *req,
+	struct meta_allocate_producer_ids_response *resp, struct meta_batch **batch)
+{
+	(void)now_ms;
+	ctl_begin_call(ctl);
+	memset(resp, 0, sizeof(*resp));
+	enum keel_err err = KEEL_OK;
+	const struct meta_broker *b = meta_image_broker(&ctl->image, req->broker_id);
+	int64_t start = ctl->image.next_producer_id;
+	if (b == NULL) {
+		resp->error = META_ERR_BROKER_ID_NOT_REGISTERED;
+		resp->error_message = "broker not registered";
+	} else if (b->epoch != req->broker_epoch) {
+		resp->error = META_ERR_STALE_BROKER_EPOCH;
+		resp->error_message = "broker epoch does not match the registration";
+	} else if (start > INT64_MAX - META_PRODUCER_ID_BLOCK) {
+		resp->error = META_ERR_UNKNOWN_SERVER_ERROR;
+		resp->error_message = "producer ids exhausted";
+	} else if (ctl_room(ctl) < 1) {
+		resp->error = META_ERR_NOT_CONTROLLER;
+		resp->error_message = "controller busy; retry";
+	} else {
+		struct meta_record rec = {.type = META_REC_PRODUCER_IDS};
+		rec.producer_ids.broker_id = b->id;
+		rec.producer_ids.broker_epoch = b->epoch;
+		rec.producer_ids.next_producer_id = start + META_PRODUCER_ID_BLOCK;
+		err = ctl_emit(ctl, &rec);
+		if (err == KEEL_OK) {
+			resp->producer_id_start = start;
+			resp->producer_id_len = META_PRODUCER_ID_BLOCK;
+		}
+	}
+	ctl_finish_call(ctl, batch);
+	return err;
+}
+
 /* ---- configs ---- */
 
 static bool config_key_valid(const char *key)

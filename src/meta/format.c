@@ -276,6 +276,14 @@ void meta_format_record(struct meta_fmt *f, const struct meta_record *rec,
 	case META_REC_CONFIG:
 		format_config(f, &rec->config);
 		break;
+	case META_REC_PRODUCER_IDS: {
+		struct meta_broker_ref_record ref = {rec->producer_ids.broker_id,
+						     rec->producer_ids.broker_epoch};
+		format_broker_ref(f, "ProducerIds", &ref);
+		meta_fmt_str(f, ", NextProducerId: ");
+		meta_fmt_i64(f, rec->producer_ids.next_producer_id);
+		break;
+	}
 	case META_REC_NOOP:
 		meta_fmt_str(f, "NoOp");
 		break;

@@ -904,6 +904,17 @@ static enum keel_err apply_config(struct meta_image *img, const struct meta_conf
 	return KEEL_OK;
 }
 
+static enum keel_err apply_producer_ids(struct meta_image *img,
+					const struct meta_producer_ids_record *r,
+					struct meta_errbuf *why)
+{
+	if (r->next_producer_id <= img->next_producer_id) {
+		return ignore(why, KEEL_STALE, "next producer id does not move forward");
+	}
+	img->next_producer_id = r->next_producer_id;
+	return KEEL_OK;
+}
+
 /* ---- apply ---- */
 
 enum keel_err meta_image_apply_record(struct meta_image *img, const struct meta_record *rec,
@@ -933,6 +944,8 @@ enum keel_err meta_image_apply_record(struct meta_image *img, const struct meta_
 		return apply_remove_topic(img, &rec->remove_topic, changes, why);
 	case META_REC_CONFIG:
 		return apply_config(img, &rec->config, changes, why);
+	case META_REC_PRODUCER_IDS:
+		return apply_producer_ids(img, &rec->producer_ids, why);
 	case META_REC_NOOP:
 		return KEEL_OK;
 	default:

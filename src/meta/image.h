@@ -24,6 +24,8 @@
  *    adding and removing replicas (a reassignment) disjoint subsets of the
  *    replicas;
  *  - broker epochs are unique and increase: last_broker_epoch is the highest.
+ *  - next_producer_id only grows (a ProducerIds record that does not move it
+ *    forward is ignored), so no producer id block is handed out twice.
  *
  * Ownership: the image owns everything it points to (plain malloc). Pointers
  * returned by the lookups are valid until the next apply/load/close on the
@@ -114,6 +116,7 @@ struct meta_image {
 	int64_t controller_timestamp_ms;  /* first batch of this controller */
 	int64_t last_broker_epoch;        /* highest broker epoch handed out */
 	int64_t batch_timestamp_ms;       /* timestamp of the batch being applied */
+	int64_t next_producer_id;         /* first producer id no broker was given (0: none yet) */
 
 	struct meta_broker **brokers;     /* sorted by id */
 	uint32_t broker_count;

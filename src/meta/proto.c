@@ -17,16 +17,23 @@ bool meta_api_needs_controller(enum meta_api api)
 	return api != META_API_DESCRIBE_CLUSTER && api != META_API_FETCH_METADATA;
 }
 
+static const char *const api_names[META_API_COUNT] = {
+	"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
+	"CreateTopics",       "DeleteTopics",    "AlterConfigs",
+	"AlterPartition",     "DescribeCluster", "FetchMetadata",
+	"CreatePartitions",   "ElectLeaders",    "AlterPartitionReassignments",
+	"ListPartitionReassignments",
+	[META_API_ALLOCATE_PRODUCER_IDS] = "AllocateProducerIds",
+};
+
+bool meta_api_known(enum meta_api api)
+{
+	return (unsigned)api < META_API_COUNT && api_names[api] != NULL;
+}
+
 const char *meta_api_name(enum meta_api api)
 {
-	static const char *const names[META_API_COUNT] = {
-		"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
-		"CreateTopics",       "DeleteTopics",    "AlterConfigs",
-		"AlterPartition",     "DescribeCluster", "FetchMetadata",
-		"CreatePartitions",   "ElectLeaders",    "AlterPartitionReassignments",
-		"ListPartitionReassignments",
-	};
-	return (unsigned)api < META_API_COUNT && names[api] != NULL ? names[api] : "Unknown";
+	return meta_api_known(api) ? api_names[api] : "Unknown";
 }
 
 const char *meta_error_name(int16_t code)
@@ -358,6 +365,48 @@ enum keel_err meta_decode_unregister_broker_response(const void *data, size_t si
 	DEC_BEGIN("UnregisterBroker response");
 	dec_error(d, &out->error, &out->error_message);
 	DEC_END("UnregisterBroker response");
+}
+
+/* ---- AllocateProducerIds ---- */
+
+enum keel_err meta_encode_allocate_producer_ids_request(
+	struct keel_wbuf *w, const struct meta_allocate_producer_ids_request *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	keel_wbuf_i32(w, m->broker_id);
+	keel_wbuf_i64(w, m->broker_epoch);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_allocate_producer_ids_request(
+	const void *data, size_t size, struct keel_arena *arena,
+	struct meta_allocate_producer_ids_request *out, struct meta_errbuf *eb)
+{
+	DEC_BEGIN("AllocateProducerIds");
+	out->broker_id = meta_dec_i32(d);
+	out->broker_epoch = meta_dec_i64(d);
+	DEC_END("AllocateProducerIds");
+}
+
+enum keel_err meta_encode_allocate_producer_ids_response(
+	struct keel_wbuf *w, const struct meta_allocate_producer_ids_response *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	enc_error(w, m->error, m->error_message);
+	keel_wbuf_i64(w, m->producer_id_start);
+	keel_wbuf_i32(w, m->producer_id_len);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_allocate_producer_ids_response(
+	const void *data, size_t size, struct keel_arena *arena,
+	struct meta_allocate_producer_ids_response *out, struct meta_errbuf *eb)
+{
+	DEC_BEGIN("AllocateProducerIds response");
+	dec_error(d, &out->error, &out->error_message);
+	out->producer_id_start = meta_dec_i64(d);
+	out->producer_id_len = meta_dec_i32(d);
+	DEC_END("AllocateProducerIds response");
 }
 
 /* ---- CreateTopics ---- */

@@ -51,10 +51,13 @@ enum meta_api {
 	META_API_ELECT_LEADERS = 10,
 	META_API_ALTER_PARTITION_REASSIGNMENTS = 11,
 	META_API_LIST_PARTITION_REASSIGNMENTS = 12,
-	/* 13 is taken by another request being written beside this one */
+	META_API_ALLOCATE_PRODUCER_IDS = 13,
 };
 #define META_API_COUNT 14
 
+/* Whether this server implements the API (numbers below META_API_COUNT
+ * may be reserved for APIs not here yet). */
+bool meta_api_known(enum meta_api api);
 /* Whether only the active controller may answer this API. */
 bool meta_api_needs_controller(enum meta_api api);
 const char *meta_api_name(enum meta_api api);
@@ -317,6 +320,26 @@ struct meta_list_reassignments_response {
 	uint32_t reassignment_count;
 };
 
+/* ---- AllocateProducerIds (Kafka's: a block of producer ids for a broker) ---- */
+
+/* The size of every block the controller hands out (Kafka's). */
+#define META_PRODUCER_ID_BLOCK 1000
+
+struct meta_allocate_producer_ids_request {
+	int32_t broker_id;
+	int64_t broker_epoch;
+};
+
+/* The ids [producer_id_start, producer_id_start + producer_id_len) belong to
+ * the broker; the block was committed to the metadata log before this
+ * answer left, so no other broker (and no later controller) hands them out. */
+struct meta_allocate_producer_ids_response {
+	int16_t error; /* STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER */
+	const char *error_message;
+	int64_t producer_id_start;
+	int32_t producer_id_len;
+};
+
 /* ---- AlterConfigs (incremental: set or delete keys) ---- */
 
 struct meta_alter_config_resource {
@@ -526,6 +549,8 @@ META_PROTO_DECLARE(alter_reassignments_request);
 META_PROTO_DECLARE(alter_reassignments_response);
 META_PROTO_DECLARE(list_reassignments_request);
 META_PROTO_DECLARE(list_reassignments_response);
+META_PROTO_DECLARE(allocate_producer_ids_request);
+META_PROTO_DECLARE(allocate_producer_ids_response);
 
 #undef META_PROTO_DECLARE
 

@@ -23,6 +23,7 @@
  *   RemoveTopic         topic_id:16
  *   Config              resource_type:u8 resource_name:str key:str
  *                       value:str|null                  (null = delete)
+ *   ProducerIds         broker_id:i32 broker_epoch:i64 next_producer_id:i64
  *   NoOp                (empty)
  *
  * Version 1 of Partition appends adding:[i32] removing:[i32] (an ongoing
@@ -59,6 +60,7 @@ static const struct type_info type_table[] = {
 	{META_REC_FENCE_BROKER, 0, "FenceBroker"},
 	{META_REC_UNFENCE_BROKER, 0, "UnfenceBroker"},
 	{META_REC_REMOVE_TOPIC, 0, "RemoveTopic"},
+	{META_REC_PRODUCER_IDS, 0, "ProducerIds"},
 	{META_REC_BROKER_REGISTRATION_CHANGE, 0, "BrokerRegistrationChange"},
 	{META_REC_NOOP, 0, "NoOp"},
 };
@@ -388,6 +390,17 @@ static bool record_check(const struct meta_record *rec, struct meta_errbuf *eb)
 		return true;
 	case META_REC_CONFIG:
 		return check_config(&rec->config, eb);
+	case META_REC_PRODUCER_IDS: {
+		struct meta_broker_ref_record ref = {rec->producer_ids.broker_id,
+						     rec->producer_ids.broker_epoch};
+		if (!check_broker_ref(rec->type, &ref, eb)) {
+			return false;
+		}
+		if (rec->producer_ids.next_producer_id <= 0) {
+			return reject(eb, rec->type, "next producer id not positive");
+		}
+		return true;
+	}
 	default:
 		return reject(eb, rec->type, "unknown record type");
 	}
@@ -490,6 +503,11 @@ static void enc_body(struct keel_wbuf *w, const struct meta_record *rec)
 		meta_enc_str(w, rec->config.resource_name);
 		meta_enc_str(w, rec->config.key);
 		meta_enc_str(w, rec->config.value);
+		break;
+	case META_REC_PRODUCER_IDS:
+		keel_wbuf_i32(w, rec->producer_ids.broker_id);
+		keel_wbuf_i64(w, rec->producer_ids.broker_epoch);
+		keel_wbuf_i64(w, rec->producer_ids.next_producer_id);
 		break;
 	case META_REC_NOOP:
 		break;
@@ -643,6 +661,11 @@ static void dec_body(struct meta_dec *d, struct meta_record *rec)
 			meta_dec_str(d, false, META_MAX_SHORT_STRING, "resource name");
 		rec->config.key = meta_dec_str(d, false, META_MAX_SHORT_STRING, "config key");
 		rec->config.value = meta_dec_str(d, true, META_MAX_CONFIG_VALUE, "config value");
+		break;
+	case META_REC_PRODUCER_IDS:
+		rec->producer_ids.broker_id = meta_dec_i32(d);
+		rec->producer_ids.broker_epoch = meta_dec_i64(d);
+		rec->producer_ids.next_producer_id = meta_dec_i64(d);
 		break;
 	case META_REC_NOOP:
 		break;

@@ -62,6 +62,7 @@ enum meta_record_type {
 	META_REC_FENCE_BROKER = 7,
 	META_REC_UNFENCE_BROKER = 8,
 	META_REC_REMOVE_TOPIC = 9,
+	META_REC_PRODUCER_IDS = 15,
 	META_REC_BROKER_REGISTRATION_CHANGE = 17,
 	META_REC_NOOP = 20,
 };
@@ -198,6 +199,16 @@ struct meta_config_record {
 	const char *value; /* NULL: delete the key */
 };
 
+/* ProducerIds (Kafka's ProducerIdsRecord): the controller gave broker
+ * `broker_id` (at `broker_epoch`) the producer ids below next_producer_id
+ * that the previous such record had not covered; the next block starts at
+ * next_producer_id. Applied only when it moves the image's mark forward. */
+struct meta_producer_ids_record {
+	int32_t broker_id;
+	int64_t broker_epoch;
+	int64_t next_producer_id;
+};
+
 struct meta_record {
 	uint16_t type;    /* enum meta_record_type */
 	uint16_t version; /* the version it was (or will be) encoded at */
@@ -212,6 +223,7 @@ struct meta_record {
 		struct meta_partition_change_record partition_change;
 		struct meta_remove_topic_record remove_topic;
 		struct meta_config_record config;
+		struct meta_producer_ids_record producer_ids;
 	};
 };
 

@@ -3,7 +3,9 @@
  *
  * Format (all big-endian, strings/arrays as in codec.h):
  *
- *   "KMI1" format:u16 (0, or 1 when some partition is being reassigned)
+ *   "KMI1" format:u16 (0; 1 when some partition is being reassigned; 2 when
+ *                      next_producer_id > 0 — the smallest that carries the
+ *                      image, so older servers read what they can)
  *   offset:i64 controller_id:i32 controller_epoch:i32
  *   controller_timestamp_ms:i64 last_broker_epoch:i64
  *   broker_count:u32 topic_count:u32 config_count:u32
@@ -17,9 +19,10 @@
  *       partition: replicas:[i32] isr:[i32] leader:i32 leader_epoch:i32
  *                  partition_epoch:i32 recovery:u8 controller_epoch:i32
  *                  changed_offset:i64
- *                  [adding:[i32] removing:[i32]]   (format 1 only)
+ *                  [adding:[i32] removing:[i32]]   (format >= 1)
  *     config_count configs (by type, name, key):
  *       type:u8 name:str key:str value:str
+ *   next_producer_id:i64 (> 0)                            (format 2 only)
  *   crc32c:u32 of every byte before it
  *
  * An image without a reassignment saves as format 0, byte for byte as
@@ -41,6 +44,7 @@
 #include "meta/image_internal.h"
 
 #define SNAP_MAGIC "KMI1"
+#define SNAP_FORMAT 2 /* the newest */
 #define SNAP_HEADER_SIZE (4 + 2 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4)
 _Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 #define SNAP_MAX_ENTITY (64 * 1024)
@@ -166,7 +170,7 @@ static bool any_reassignment(const struct meta_image *img)
 enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write, void *ctx)
 {
 	struct saver s = {.write = write, .ctx = ctx, .crc = 0, .err = KEEL_OK};
-	s.format = any_reassignment(img) ? 1 : 0;
+	s.format = img->next_producer_id > 0 ? 2 : any_reassignment(img) ? 1 : 0;
 	keel_wbuf_init_dynamic(&s.w, SNAP_FLUSH_AT + SNAP_MAX_ENTITY,
 			       SNAP_FLUSH_AT + SNAP_MAX_ENTITY);
 	keel_wbuf_bytes(&s.w, SNAP_MAGIC, 4);
@@ -187,6 +191,9 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 	}
 	for (uint32_t i = 0; i < img->config_count && s.err == KEEL_OK; i++) {
 		save_config(&s, &img->configs[i]);
+	}
+	if (s.format >= 2) {
+		keel_wbuf_i64(&s.w, img->next_producer_id);
 	}
 	saver_flush(&s);
 	if (s.err == KEEL_OK) {
@@ -523,7 +530,7 @@ static enum keel_err load_header(struct loader *l, struct meta_image *img, uint3
 		return corrupt(l, "not a metadata image snapshot (bad magic)");
 	}
 	l->format = keel_load_be16(h + 4);
-	if (l->format > 1) {
+	if (l->format > SNAP_FORMAT) {
 		meta_errbuf_set(l->eb, "image snapshot format newer than this server supports");
 		return KEEL_UNSUPPORTED;
 	}
@@ -557,9 +564,25 @@ static int epoch_cmp(const void *a, const void *b)
  * entity loaded. */
 static enum keel_err finish_load(struct loader *l, struct meta_image *img)
 {
+	enum keel_err err;
+	if (l->format == 1 && !any_reassignment(img)) {
+		/* Format 1 exists only for an image with a reassignment (canonical). */
+		return corrupt(l, "image snapshot: format 1 without a reassignment");
+	}
+	if (l->format >= 2) {
+		uint8_t next[8];
+		if ((err = load_bytes(l, next, sizeof(next))) != KEEL_OK) {
+			return err;
+		}
+		img->next_producer_id = (int64_t)keel_load_be64(next);
+		if (img->next_producer_id <= 0) {
+			/* Format 2 exists only for a positive one (canonical). */
+			return corrupt(l, "image snapshot: next producer id not positive");
+		}
+	}
 	uint32_t expect = l->crc;
 	uint8_t crc[4];
-	enum keel_err err = l->read(l->ctx, crc, sizeof(crc));
+	err = l->read(l->ctx, crc, sizeof(crc));
 	if (err != KEEL_OK) {
 		if (err == KEEL_SHORT) {
 			meta_errbuf_set(l->eb, "image snapshot ends early (no checksum)");

@@ -571,6 +571,11 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 		rc = meta_encode_list_reassignments_response(out, &rs);
 		break;
 	}
+	case META_API_ALLOCATE_PRODUCER_IDS: {
+		struct meta_allocate_producer_ids_response rs = {error, NULL, -1, 0};
+		rc = meta_encode_allocate_producer_ids_response(out, &rs);
+		break;
+	}
 	case META_API_CREATE_PARTITIONS:
 	case META_API_CREATE_TOPICS:
 	case META_API_DELETE_TOPICS:
@@ -884,6 +889,8 @@ static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, s
 		RUN_API(alter_reassignments, meta_controller_alter_reassignments)
 	case META_API_LIST_PARTITION_REASSIGNMENTS:
 		RUN_API(list_reassignments, meta_controller_list_reassignments)
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		RUN_API(allocate_producer_ids, meta_controller_allocate_producer_ids)
 	default:
 		return KEEL_PROTO;
 	}
@@ -944,7 +951,8 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 
 static bool api_of(int32_t opcode, uint8_t *api)
 {
-	if (opcode < NODE_CTL_OPCODE_BASE || opcode >= NODE_CTL_OPCODE_BASE + META_API_COUNT) {
+	if (opcode < NODE_CTL_OPCODE_BASE || opcode >= NODE_CTL_OPCODE_BASE + META_API_COUNT ||
+	    !meta_api_known((enum meta_api)(opcode - NODE_CTL_OPCODE_BASE))) {
 		return false;
 	}
 	*api = (uint8_t)(opcode - NODE_CTL_OPCODE_BASE);
@@ -975,6 +983,7 @@ bool node_ctl_opcode_needs_cluster(int32_t opcode)
 	case META_API_UNREGISTER_BROKER:
 	case META_API_ALTER_PARTITION:
 	case META_API_ELECT_LEADERS:
+	case META_API_ALLOCATE_PRODUCER_IDS:
 		return true;
 	default:
 		return false;
@@ -1024,6 +1033,8 @@ static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *bod
 		CHECK_API(alter_reassignments)
 	case META_API_LIST_PARTITION_REASSIGNMENTS:
 		CHECK_API(list_reassignments)
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		CHECK_API(allocate_producer_ids)
 	default:
 		return ZK_UNIMPLEMENTED;
 	}
@@ -1146,7 +1157,7 @@ void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, con
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
 	uint8_t api = keel_rbuf_u8(&r);
-	if (!keel_rbuf_ok(&r) || api >= META_API_COUNT ||
+	if (!keel_rbuf_ok(&r) || !meta_api_known((enum meta_api)api) ||
 	    !meta_api_needs_controller((enum meta_api)api)) {
 		return;
 	}

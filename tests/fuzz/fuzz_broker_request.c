@@ -6,6 +6,8 @@
  * response. The response must always encode, and the partition logs must
  * always pass plog_check (no input leaves a log corrupt). The core is
  * rebuilt every REBUILD_EVERY inputs so that the logs stay small.
+ * InitProducerId gets blocks from a stand-in controller; the ids it
+ * answers must keep rising.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,31 @@ static void build(void)
 	fx.ready = true;
 }
 
+/* InitProducerId, with a stand-in controller handing out blocks in order:
+ * the ids answered must keep rising (none given twice). */
+static void init_producer_id(struct kafka_request *rq, struct keel_arena *a,
+                             union kafka_response_body *out)
+{
+	static int64_t next_block, last_id = -1;
+	struct broker_core *core = &fx.core;
+	if (!broker_init_producer_id(core, &rq->body.init_producer_id, &out->init_producer_id)) {
+		struct keel_wbuf w;
+		keel_wbuf_init_dynamic(&w, 64, 1024);
+		KEEL_ASSERT(broker_producer_ids_request(core, &w) == KEEL_OK);
+		keel_wbuf_reset(&w);
+		struct meta_allocate_producer_ids_response rs = {META_ERR_NONE, NULL, next_block,
+		                                                 META_PRODUCER_ID_BLOCK};
+		next_block += META_PRODUCER_ID_BLOCK;
+		KEEL_ASSERT(meta_encode_allocate_producer_ids_response(&w, &rs) == KEEL_OK);
+		broker_producer_ids_reply(core, w.data, w.size, a, &out->init_producer_id);
+		keel_wbuf_free(&w);
+	}
+	if (out->init_producer_id.error_code == KAFKA_NONE) {
+		KEEL_ASSERT(out->init_producer_id.producer_id > last_id);
+		last_id = out->init_producer_id.producer_id;
+	}
+}
+
 static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_response_body *out)
 {
 	struct broker_core *core = &fx.core;
@@ -99,6 +126,9 @@ static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_r
 		return;
 	case KAFKA_API_DESCRIBE_CLUSTER:
 		broker_describe_cluster(core, a, &out->describe_cluster);
+		return;
+	case KAFKA_API_INIT_PRODUCER_ID:
+		init_producer_id(rq, a, out);
 		return;
 	default: {
 		KEEL_ASSERT(broker_api_is_forwarded(rq->header.api_key));

@@ -142,6 +142,10 @@ static void test_other_records_readable(void **state)
 	assert_true(strncmp(buf, "RemoveTopic: sensor-data, TopicId: ", 35) == 0);
 	struct meta_record noop = {.type = META_REC_NOOP};
 	assert_string_equal(fmt_record(buf, sizeof(buf), &noop, NULL), "NoOp");
+	struct meta_record ids = {.type = META_REC_PRODUCER_IDS};
+	ids.producer_ids = (struct meta_producer_ids_record){2, 14, 3000};
+	assert_string_equal(fmt_record(buf, sizeof(buf), &ids, NULL),
+			    "ProducerIds: Broker-2, Epoch: 14, NextProducerId: 3000");
 	meta_image_close(&img);
 }
 

@@ -295,6 +295,22 @@ static void test_admin_messages(void **state)
 	assert_int_equal(elr_out.results[1].error, META_ERR_ELECTION_NOT_NEEDED);
 	assert_string_equal(meta_api_name(META_API_ELECT_LEADERS), "ElectLeaders");
 	assert_string_equal(meta_error_name(META_ERR_ELECTION_NOT_NEEDED), "ELECTION_NOT_NEEDED");
+
+	struct meta_allocate_producer_ids_request ap = {3, 77}, ap_out;
+	ROUNDTRIP(allocate_producer_ids_request, &ap, &ap_out);
+	assert_int_equal(ap_out.broker_id, 3);
+	assert_true(ap_out.broker_epoch == 77);
+	struct meta_allocate_producer_ids_response apr = {META_ERR_NONE, NULL, 5000, 1000}, apr_out;
+	ROUNDTRIP(allocate_producer_ids_response, &apr, &apr_out);
+	assert_true(apr_out.producer_id_start == 5000);
+	assert_int_equal(apr_out.producer_id_len, 1000);
+	assert_null(apr_out.error_message);
+	assert_string_equal(meta_api_name(META_API_ALLOCATE_PRODUCER_IDS), "AllocateProducerIds");
+	assert_string_equal(meta_api_name((enum meta_api)11), "AlterPartitionReassignments");
+	assert_true(meta_api_known((enum meta_api)11));
+	assert_false(meta_api_known((enum meta_api)META_API_COUNT));
+	assert_true(meta_api_known(META_API_ALLOCATE_PRODUCER_IDS));
+	assert_true(meta_api_known(META_API_BROKER_REGISTRATION));
 }
 
 static void test_reassignment_messages(void **state)
@@ -359,7 +375,7 @@ static void test_reassignment_messages(void **state)
 			    "AlterPartitionReassignments");
 	assert_string_equal(meta_api_name(META_API_LIST_PARTITION_REASSIGNMENTS),
 			    "ListPartitionReassignments");
-	assert_string_equal(meta_api_name((enum meta_api)13), "Unknown");
+	assert_string_equal(meta_api_name((enum meta_api)13), "AllocateProducerIds");
 	assert_true(meta_api_needs_controller(META_API_LIST_PARTITION_REASSIGNMENTS));
 }
 

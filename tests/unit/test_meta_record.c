@@ -113,6 +113,10 @@ static uint32_t sample_records(struct meta_record *r)
 	r[n].config = (struct meta_config_record){META_RESOURCE_BROKER, "", "retention.ms", NULL};
 	n++;
 
+	r[n].type = META_REC_PRODUCER_IDS;
+	r[n].producer_ids = (struct meta_producer_ids_record){2, 21, 3000};
+	n++;
+
 	r[n].type = META_REC_NOOP;
 	n++;
 
@@ -195,8 +199,8 @@ static void test_batch_roundtrip_every_type(void **state)
 	assert_int_equal(full->adding[0], 3);
 	assert_int_equal(full->removing_count, 1);
 	assert_int_equal(full->removing[0], 1);
-	const struct meta_partition_record *p1 = &out.records[14].partition;
-	assert_int_equal(out.records[14].version, 1);
+	const struct meta_partition_record *p1 = &out.records[15].partition;
+	assert_int_equal(out.records[15].version, 1);
 	assert_int_equal(p1->adding_count, 1);
 	assert_int_equal(p1->adding[0], 3);
 	assert_int_equal(p1->removing_count, 1);
@@ -206,6 +210,10 @@ static void test_batch_roundtrip_every_type(void **state)
 	assert_int_equal(out.records[7].partition.adding_count, 0);
 	assert_int_equal(out.records[7].partition.removing_count, 0);
 	assert_string_equal(out.records[11].config.value, "true");
+	const struct meta_producer_ids_record *pi = &out.records[13].producer_ids;
+	assert_int_equal(pi->broker_id, 2);
+	assert_int_equal(pi->broker_epoch, 21);
+	assert_int_equal(pi->next_producer_id, 3000);
 
 	/* Byte-exact: re-encoding what was decoded gives the same bytes. */
 	size_t size2;
