@@ -103,7 +103,7 @@ bool node_ctl_opcode_known(int32_t opcode);
 /* Is it answered from local state (DescribeCluster, FetchMetadata)? */
 bool node_ctl_opcode_is_read(int32_t opcode);
 /* True for the requests only brokers and operators send — registration,
- * heartbeats, unregistering a broker, AlterPartition, ElectLeaders: a
+ * heartbeats, unregistering a broker, AlterPartition, ElectLeaders, AllocateProducerIds: a
  * session must first prove the cluster credential (addauth "keel",
  * node/peer_auth.h) or be super, else it gets NoAuth. Topic and config
  * requests stay open to any client, as a Kafka cluster without an
