@@ -121,8 +121,7 @@ static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
 	}
 }
 
-/* The PLAINTEXT endpoint of a broker (its first one otherwise), or NULL. */
-static const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
+const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
 {
 	for (uint32_t i = 0; i < b->endpoint_count; i++) {
 		if (b->endpoints[i].security_protocol == META_SEC_PLAINTEXT) {

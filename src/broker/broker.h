@@ -50,7 +50,7 @@
 #include "wal/vfs.h"
 
 /* The API sets a broker advertises in ApiVersions (kafka/api.h). */
-#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN)
+#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN | KAFKA_SET_GROUP)
 
 /* Longest topic name Kafka allows. */
 #define BROKER_TOPIC_MAX 249
@@ -60,6 +60,7 @@ struct broker_config {
 	const char *data_dir; /* copied */
 	int32_t node_id;
 	uint32_t max_batch_bytes; /* largest batch a produce may carry */
+	uint64_t group_incarnation; /* differs between runs: unique member ids (groups.h) */
 };
 
 struct broker_partition {
@@ -75,6 +76,8 @@ struct broker_partition {
 	bool seen;              /* scratch for broker_core_set_image */
 };
 
+struct broker_groups;
+
 struct broker_core {
 	struct broker_config config;
 	char data_dir[WAL_VFS_PATH_MAX];
@@ -85,6 +88,7 @@ struct broker_core {
 	uint32_t part_capacity;
 	uint32_t dirty_count;
 	char why[256]; /* detail of the last failure to open a partition */
+	struct broker_groups *groups; /* consumer groups (groups.h) */
 };
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config);
@@ -124,6 +128,7 @@ struct broker_produce_wait {
 	struct broker_partition **parts; /* [i] for response partition i (flattened), or NULL */
 	uint32_t count;
 	bool needs_sync; /* at least one append */
+	int64_t last_offset; /* group records: the last offset appended */
 };
 
 void broker_api_versions(struct broker_core *core, struct keel_arena *arena,
@@ -163,6 +168,9 @@ void broker_offset_for_leader_epoch(struct broker_core *core,
                                     const struct kafka_offset_for_leader_epoch_request *rq,
                                     struct keel_arena *arena,
                                     struct kafka_offset_for_leader_epoch_response *out);
+
+/* The PLAINTEXT endpoint of a broker (its first one otherwise), or NULL. */
+const struct meta_endpoint *broker_endpoint(const struct meta_broker *b);
 
 /* ---- admin (admin.c) ---- */
 
