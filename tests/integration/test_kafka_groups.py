@@ -126,3 +126,236 @@ def test_confluent_consumer_auto_commit_then_resume(gc):
     got = poll_until(cons, 30)
     cons.close()
     assert sorted(v for _, _, v in got) == ["b%03d" % i for i in range(30)]
+
+
+def test_confluent_manual_commit_resumes_exactly(gc):
+    c, brokers, boot = gc
+    topic, group = "manual-" + uuid.uuid4().hex[:6], "g-manual"
+    create(c, topic, partitions=2)
+    produce(boot, topic, ["m%03d" % i for i in range(100)], 2)
+    cons = consumer(boot, group, **{"enable.auto.commit": False})
+    cons.subscribe([topic])
+    got = poll_until(cons, 100)
+    assert len(got) == 100
+    # Commit only the first 20 of each partition.
+    from confluent_kafka import TopicPartition
+    res = cons.commit(offsets=[TopicPartition(topic, 0, 20), TopicPartition(topic, 1, 20)],
+                      asynchronous=False)
+    assert all(tp.error is None for tp in res), res
+    cons.close()
+    assert committed(boot, group, topic, 2) == {0: 20, 1: 20}
+    cons = consumer(boot, group, **{"enable.auto.commit": False})
+    cons.subscribe([topic])
+    again = poll_until(cons, 60)
+    cons.close()
+    assert sorted((p, o) for p, o, _ in again) == \
+        sorted((p, o) for p in (0, 1) for o in range(20, 50))
+
+
+# ---- kcat and kafka-python ----
+
+def test_kcat_balanced_consumer_commits(gc):
+    c, brokers, boot = gc
+    topic, group = "kcatg-" + uuid.uuid4().hex[:6], "g-kcat"
+    create(c, topic, partitions=3)
+    produce(boot, topic, ["k%03d" % i for i in range(60)], 3)
+    out = subprocess.run([KCAT, "-b", boot, "-G", group, topic, "-c", "60", "-f", "%p %o %s\n",
+                          "-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=100",
+                          "-X", "session.timeout.ms=%d" % SESSION_MS],
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.decode().split()
+    values = sorted(lines[2::3])
+    assert values == ["k%03d" % i for i in range(60)]
+    assert committed(boot, group, topic, 3) == {0: 20, 1: 20, 2: 20}
+
+
+def test_kafka_python_consumer_group(gc):
+    from kafka import KafkaConsumer
+    c, brokers, boot = gc
+    topic, group = "kpy-" + uuid.uuid4().hex[:6], "g-kpy"
+    create(c, topic, partitions=2)
+    produce(boot, topic, ["p%03d" % i for i in range(50)], 2)
+    cons = KafkaConsumer(topic, group_id=group, bootstrap_servers=boot.split(","),
+                         auto_offset_reset="earliest", enable_auto_commit=False,
+                         consumer_timeout_ms=15000, session_timeout_ms=SESSION_MS,
+                         heartbeat_interval_ms=500)
+    got = []
+    for m in cons:
+        got.append(m.value.decode())
+        if len(got) == 50:
+            break
+    cons.commit()
+    cons.close()
+    assert sorted(got) == ["p%03d" % i for i in range(50)]
+    assert committed(boot, group, topic, 2) == {0: 25, 1: 25}
+
+
+# ---- members dying ----
+
+MEMBER = r'''
+import os, sys
+from confluent_kafka import Consumer
+boot, group, topic, name, stop = sys.argv[1:6]
+c = Consumer({"bootstrap.servers": boot, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": %d,
+              "heartbeat.interval.ms": 500, "client.id": name})
+def assigned(cons, parts):
+    print("A", " ".join(str(p.partition) for p in parts), flush=True)
+c.subscribe([topic], on_assign=assigned)
+while not os.path.exists(stop):
+    m = c.poll(0.2)
+    if m is None or m.error():
+        continue
+    print("R", m.partition(), m.offset(), m.value().decode(), flush=True)
+    try:
+        c.commit(message=m, asynchronous=False)
+        print("C", m.partition(), m.offset(), flush=True)
+    except Exception as e:
+        print("E", m.partition(), m.offset(), e, flush=True)
+c.close()
+''' % SESSION_MS
+
+
+class Member:
+    def __init__(self, root, boot, group, topic, name):
+        self.name = name
+        self.stop_path = os.path.join(root, "stop-" + name)
+        self.out_path = os.path.join(root, "member-" + name + ".out")
+        script = os.path.join(root, "member.py")
+        with open(script, "w") as f:
+            f.write(MEMBER)
+        self.out = open(self.out_path, "wb")
+        self.proc = subprocess.Popen([PY, script, boot, group, topic, name, self.stop_path],
+                                     stdout=self.out, stderr=subprocess.STDOUT)
+
+    def lines(self):
+        with open(self.out_path, "rb") as f:
+            return [l.split() for l in f.read().decode(errors="replace").splitlines()]
+
+    def reads(self):
+        """[(partition, offset, value, time-less)] in order."""
+        return [(int(l[1]), int(l[2]), l[3]) for l in self.lines() if l and l[0] == "R"]
+
+    def commits(self):
+        return [(int(l[1]), int(l[2])) for l in self.lines() if l and l[0] == "C"]
+
+    def assignments(self):
+        return [[int(x) for x in l[1:]] for l in self.lines() if l and l[0] == "A"]
+
+    def stop(self):
+        open(self.stop_path, "w").close()
+        try:
+            self.proc.wait(60)
+        finally:
+            self.kill()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.close()
+
+
+def test_three_members_one_killed_nothing_committed_read_twice(gc):
+    c, brokers, boot = gc
+    topic, group = "members-" + uuid.uuid4().hex[:6], "g-members"
+    create(c, topic, partitions=6)
+    members = [Member(c.root, boot, group, topic, n) for n in ("m1", "m2", "m3")]
+    try:
+        # All three share the partitions.
+        c.wait(lambda: all(m.assignments() and len(m.assignments()[-1]) == 2
+                           for m in members),
+               timeout=60, what="3 members with 2 partitions each", interval=0.2)
+        produced = produce(boot, topic, ["v%04d" % i for i in range(300)], 6)
+        victim = members[0]
+        victim_parts = set(victim.assignments()[-1])
+        c.wait(lambda: len(victim.commits()) > 0, timeout=60, what="the victim commits")
+        victim.kill()  # SIGKILL: no LeaveGroup, the session must expire
+        killed_at = time.time()
+        more = produce(boot, topic, ["w%04d" % i for i in range(300)], 6)
+        for p, vs in more.items():
+            produced[p] += vs
+        survivors = members[1:]
+
+        def taken():
+            parts = set()
+            for m in survivors:
+                if m.assignments():
+                    parts |= set(m.assignments()[-1])
+            return parts == set(range(6))
+        c.wait(taken, timeout=SESSION_MS / 1000 + 30, what="survivors take every partition",
+               interval=0.1)
+        took = time.time() - killed_at
+        print("survivors held all 6 partitions %.1f s after the kill" % took)
+        assert took < SESSION_MS / 1000 + 15
+
+        def all_read():
+            seen = set()
+            for m in members:
+                seen |= {v for _, _, v in m.reads()}
+            return len(seen) == 600
+        c.wait(all_read, timeout=90, what="all 600 records read", interval=0.2)
+        for m in survivors:
+            m.stop()
+    finally:
+        for m in members:
+            m.kill()
+    # Nothing skipped: every record was read, in order within a partition per member.
+    reads = [(m.name, r) for m in members for r in m.reads()]
+    assert {r[2] for _, r in reads} == {v for vs in produced.values() for v in vs}
+    # Nothing committed is read twice: a record is read again only if its
+    # commit was never acknowledged (the victim's last one, or a commit that
+    # raced a rebalance and failed).
+    acked = {(m.name, p, o) for m in members for p, o in m.commits()}
+    first_reader = {}
+    for m in members:
+        for p, o, v in m.reads():
+            key = (p, o)
+            if key in first_reader:
+                prev = first_reader[key]
+                assert (prev, p, o) not in acked, \
+                    "offset %d of partition %d was committed by %s and read again by %s" % (
+                        o, p, prev, m.name)
+            else:
+                first_reader[key] = m.name
+    # And the group restarts from its committed offsets.
+    final = committed(boot, group, topic, 6)
+    assert final == {p: len(vs) for p, vs in produced.items()}, (final, victim_parts)
+
+
+# ---- the coordinator ----
+
+def java_hash(s):
+    h = 0
+    for ch in s.encode("utf-16-be").decode("utf-16-be"):
+        for unit in ([ord(ch)] if ord(ch) < 0x10000 else
+                     [0xd800 + ((ord(ch) - 0x10000) >> 10), 0xdc00 + ((ord(ch) - 0x10000) & 0x3ff)]):
+            h = (h * 31 + unit) & 0xffffffff
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def coordinator_of(c, group):
+    parts = describe_topic(c, "__consumer_offsets")
+    h = java_hash(group)
+    p = 0 if h == -(1 << 31) else abs(h) % len(parts)
+    return parts[p]["leader"], p
+
+
+def test_coordinator_restart_keeps_committed_offsets(gc):
+    c, brokers, boot = gc
+    topic, group = "coord-" + uuid.uuid4().hex[:6], "g-coord"
+    create(c, topic, partitions=3)
+    produce(boot, topic, ["c%03d" % i for i in range(90)], 3)
+    cons = consumer(boot, group, **{"enable.auto.commit": False})
+    cons.subscribe([topic])
+    assert len(poll_until(cons, 90)) == 90
+    from confluent_kafka import TopicPartition
+    cons.commit(offsets=[TopicPartition(topic, p, 10 + p) for p in range(3)], asynchronous=False)
+    cons.close()
+    leader, part = coordinator_of(c, group)
+    b = brokers[leader]
+    b.kill()  # SIGKILL
+    b.start()
+    c.wait(lambda: committed(boot, group, topic, 3) == {0: 10, 1: 11, 2: 12}, timeout=60,
+           what="committed offsets back after the coordinator restarted", interval=0.5)
