@@ -60,7 +60,6 @@ struct broker_config {
 	const char *data_dir; /* copied */
 	int32_t node_id;
 	uint32_t max_batch_bytes; /* largest batch a produce may carry */
-	uint64_t group_incarnation; /* differs between runs: unique member ids (groups.h) */
 };
 
 struct broker_partition {

@@ -22,7 +22,6 @@ void broker_groups_init(struct broker_core *core)
 	KEEL_ASSERT(bg != NULL);
 	struct group_coord_config cfg;
 	group_coord_config_default(&cfg);
-	cfg.incarnation = core->config.group_incarnation;
 	group_coord_init(&bg->coord, &cfg);
 	bg->create_asked_ms = INT64_MIN / 2;
 	core->groups = bg;
@@ -37,6 +36,11 @@ void broker_groups_close(struct broker_core *core)
 	free(core->groups->loaded);
 	free(core->groups);
 	core->groups = NULL;
+}
+
+void broker_groups_set_incarnation(struct broker_core *core, uint64_t incarnation)
+{
+	core->groups->coord.config.incarnation = incarnation;
 }
 
 bool broker_partition_committed(const struct broker_partition *p, int64_t offset)

@@ -51,6 +51,10 @@ struct broker_groups {
 void broker_groups_init(struct broker_core *core);
 void broker_groups_close(struct broker_core *core);
 
+/* Something that differs between runs of this broker (the shell's start
+ * time): member ids embed it, so that ids stay unique across restarts. */
+void broker_groups_set_incarnation(struct broker_core *core, uint64_t incarnation);
+
 /* After every new image: load the offsets partitions this broker now
  * leads, drop those it no longer leads. */
 void broker_groups_image_changed(struct broker_core *core);

@@ -1010,9 +1010,9 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	kafka_limits_default(&s->limits);
 	s->limits.max_frame_size = options->max_frame_bytes;
 	wal_vfs_posix_init(&s->vfs);
-	struct broker_config bc = {&s->vfs, options->data_dir, options->node_id, 0,
-	                           (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32)};
+	struct broker_config bc = {&s->vfs, options->data_dir, options->node_id, 0};
 	broker_core_init(&s->core, &bc);
+	broker_groups_set_incarnation(&s->core, (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 44));
 	pthread_mutex_init(&s->mu, NULL);
 	uv_loop_init(&s->loop);
 	uv_tcp_init(&s->loop, &s->listener);
