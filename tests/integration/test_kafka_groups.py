@@ -359,3 +359,68 @@ def test_coordinator_restart_keeps_committed_offsets(gc):
     b.start()
     c.wait(lambda: committed(boot, group, topic, 3) == {0: 10, 1: 11, 2: 12}, timeout=60,
            what="committed offsets back after the coordinator restarted", interval=0.5)
+
+
+# ---- keel groups ----
+
+def groups_cli(*args):
+    return keel("groups", *args)
+
+
+def describe_rows(text):
+    """{(topic, partition): (current, log_end, lag, consumer)} from describe."""
+    rows = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 9 and f[0] != "GROUP" and f[2].isdigit():
+            rows[(f[1], int(f[2]))] = (f[3], f[4], f[5], f[6])
+    return rows
+
+
+def test_groups_cli_list_describe_reset_delete(gc):
+    c, brokers, boot = gc
+    topic, group = "cli-" + uuid.uuid4().hex[:6], "g-cli"
+    create(c, topic, partitions=2)
+    produce(boot, topic, ["x%03d" % i for i in range(40)], 2)
+    from confluent_kafka import TopicPartition
+    cons = consumer(boot, group, **{"enable.auto.commit": False, "client.id": "cli-client"})
+    cons.subscribe([topic])
+    assert len(poll_until(cons, 40)) == 40
+    cons.commit(offsets=[TopicPartition(topic, 0, 15), TopicPartition(topic, 1, 5)],
+                asynchronous=False)
+    # While the member is there: describe shows it, reset and delete refuse.
+    rc, out, err = groups_cli("describe", group, "--brokers", boot)
+    assert rc == 0, err
+    assert "Group %s is Stable with 1 member" % group in out, out
+    rows = describe_rows(out)
+    member_id = rows[(topic, 0)][3]
+    assert member_id.startswith("cli-client-"), out  # member ids: client id + suffix
+    assert rows[(topic, 0)] == ("15", "20", "5", member_id), out
+    assert rows[(topic, 1)] == ("5", "20", "15", member_id), out
+    rc, out, err = groups_cli("list", "--brokers", boot)
+    assert rc == 0, err
+    assert "%s\tStable" % group in out.splitlines(), out
+    rc, out, err = groups_cli("reset-offsets", group, "--topic", topic, "--to-earliest",
+                              "--brokers", boot)
+    assert rc == 1 and "stop its consumers first" in err, (out, err)
+    rc, out, err = groups_cli("delete", group, "--brokers", boot)
+    assert rc == 1 and "NON_EMPTY_GROUP" in err, (out, err)
+    cons.close()
+    # Empty now: reset to an offset (clamped to the log end), then to the earliest.
+    rc, out, err = groups_cli("reset-offsets", group, "--topic", topic, "--to-offset", "12",
+                              "--brokers", boot)
+    assert rc == 0, err
+    assert committed(boot, group, topic, 2) == {0: 12, 1: 12}
+    rc, out, err = groups_cli("reset-offsets", group, "--topic", topic, "--to-latest",
+                              "--brokers", boot)
+    assert rc == 0, err
+    assert committed(boot, group, topic, 2) == {0: 20, 1: 20}
+    rc, out, err = groups_cli("describe", group, "--brokers", boot)
+    assert rc == 0, err
+    assert "is Empty with 0 members" in out, out
+    assert describe_rows(out)[(topic, 1)] == ("20", "20", "0", "-"), out
+    rc, out, err = groups_cli("delete", group, "--brokers", boot)
+    assert rc == 0 and "Deleted group %s" % group in out, (out, err)
+    assert committed(boot, group, topic, 2) == {0: -1001, 1: -1001}
+    rc, out, err = groups_cli("describe", group, "--brokers", boot)
+    assert rc == 0 and "is Dead" in out, (out, err)
