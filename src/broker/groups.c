@@ -33,7 +33,7 @@ void broker_groups_close(struct broker_core *core)
 		return;
 	}
 	group_coord_close(&core->groups->coord);
-	free(core->groups->loaded);
+	free(core->groups->parts);
 	free(core->groups);
 	core->groups = NULL;
 }
@@ -145,7 +145,7 @@ static int16_t owner(struct broker_core *core, const char *group_id, int32_t *pa
 	if (bp == NULL || !bp->leader || !bp->open || bp->log.state != PLOG_OPEN) {
 		return KAFKA_NOT_COORDINATOR;
 	}
-	if (bg->loaded == NULL || p >= bg->partition_count || !bg->loaded[p]) {
+	if (bg->parts == NULL || p >= bg->partition_count || !bg->parts[p].loaded) {
 		return KAFKA_COORDINATOR_LOAD_IN_PROGRESS;
 	}
 	*partition = p;
@@ -306,6 +306,14 @@ static void load_partition(struct broker_core *core, struct broker_partition *p)
 	keel_arena_close(&lc.arena);
 }
 
+static uint64_t offsets_segment_bytes(const struct broker_core *core)
+{
+	const char *v = meta_image_config(&core->image, META_RESOURCE_BROKER, "",
+	                                  "offsets.topic.segment.bytes");
+	long long n = v != NULL ? strtoll(v, NULL, 10) : 0;
+	return n >= 4096 ? (uint64_t)n : BROKER_OFFSETS_SEGMENT_DEFAULT;
+}
+
 void broker_groups_image_changed(struct broker_core *core)
 {
 	struct broker_groups *bg = core->groups;
@@ -314,13 +322,13 @@ void broker_groups_image_changed(struct broker_core *core)
 	if (n != bg->partition_count) {
 		/* the topic appeared, grew, or went away: start over */
 		for (int32_t i = 0; i < bg->partition_count; i++) {
-			if (bg->loaded[i]) {
+			if (bg->parts[i].loaded) {
 				group_coord_unload(&bg->coord, i);
 			}
 		}
-		free(bg->loaded);
-		bg->loaded = n > 0 ? calloc((size_t)n, sizeof(*bg->loaded)) : NULL;
-		bg->partition_count = bg->loaded != NULL ? n : 0;
+		free(bg->parts);
+		bg->parts = n > 0 ? calloc((size_t)n, sizeof(*bg->parts)) : NULL;
+		bg->partition_count = bg->parts != NULL ? n : 0;
 	}
 	if (n > 0) {
 		bg->want_create = false;
@@ -328,12 +336,13 @@ void broker_groups_image_changed(struct broker_core *core)
 	for (int32_t i = 0; i < bg->partition_count; i++) {
 		struct broker_partition *p = offsets_partition(core, i);
 		bool leads = p != NULL && p->leader && p->open && p->log.state == PLOG_OPEN;
-		if (leads && !bg->loaded[i]) {
+		if (leads && !bg->parts[i].loaded) {
+			p->log.config.segment_bytes = offsets_segment_bytes(core);
 			load_partition(core, p);
-			bg->loaded[i] = true;
-		} else if (!leads && bg->loaded[i]) {
+			bg->parts[i] = (struct broker_offsets_part){.loaded = true};
+		} else if (!leads && bg->parts[i].loaded) {
 			group_coord_unload(&bg->coord, i);
-			bg->loaded[i] = false;
+			bg->parts[i] = (struct broker_offsets_part){.loaded = false};
 		}
 	}
 }
@@ -1088,8 +1097,88 @@ void broker_group_finish(struct broker_core *core, const struct kafka_request *r
 	}
 }
 
+/* ---- compaction ---- */
+
+/* Appends the state of every group of offsets partition `i` as one batch. */
+static void write_snapshot(struct broker_core *core, int32_t i, struct broker_partition *p,
+                           int64_t wall_ms)
+{
+	struct broker_groups *bg = core->groups;
+	struct broker_offsets_part *st = &bg->parts[i];
+	struct group_batch b;
+	group_batch_init(&b, wall_ms);
+	for (uint32_t k = 0; k < bg->coord.group_count; k++) {
+		const struct group *g = bg->coord.groups[k];
+		if (g->offsets_partition != i) {
+			continue;
+		}
+		if (g->protocol_type != NULL || g->generation > 0) {
+			add_group_record(&b, g, false);
+		}
+		for (uint32_t o = 0; o < g->offset_count; o++) {
+			add_offset_record(&b, g->group_id, g->offsets[o].topic, g->offsets[o].partition,
+			                  &g->offsets[o]);
+		}
+	}
+	int64_t start = plog_log_end_offset(&p->log);
+	int64_t last = start - 1;
+	if (b.count > 0 && append_batch(core, i, &b, &last) != KEEL_OK) {
+		group_batch_free(&b);
+		return;
+	}
+	*st = (struct broker_offsets_part){true, true, start, last + 1, b.count};
+	group_batch_free(&b);
+}
+
+/* Deletes the segments wholly before the (durable) snapshot. */
+static void cut_prefix(struct broker_core *core, struct broker_offsets_part *st,
+                       struct broker_partition *p, int64_t wall_ms)
+{
+	uint64_t keep = 0;
+	for (uint32_t s = 0; s < p->log.segment_count; s++) {
+		struct plog_segment_info info;
+		plog_segment_info(&p->log, s, &info);
+		if (info.end_offset > st->snapshot_start || s + 1 == p->log.segment_count) {
+			keep += info.size_bytes;
+		}
+	}
+	/* plog_retain by size, with the size of what must stay */
+	struct plog_config saved = p->log.config;
+	p->log.config.retention_ms = -1;
+	p->log.config.retention_bytes = (int64_t)keep;
+	uint32_t deleted = 0;
+	(void)plog_retain(&p->log, wall_ms, &deleted);
+	p->log.config = saved;
+	st->snapshot_pending = false;
+	core->groups->compactions++;
+	core->groups->compacted_segments += deleted;
+}
+
+static void compact(struct broker_core *core, int64_t wall_ms)
+{
+	struct broker_groups *bg = core->groups;
+	for (int32_t i = 0; i < bg->partition_count; i++) {
+		struct broker_offsets_part *st = &bg->parts[i];
+		struct broker_partition *p = offsets_partition(core, i);
+		if (!st->loaded || p == NULL || !p->open || p->log.state != PLOG_OPEN) {
+			continue;
+		}
+		if (st->snapshot_pending) {
+			if (broker_partition_committed(p, st->snapshot_end)) {
+				cut_prefix(core, st, p, wall_ms);
+			}
+			continue;
+		}
+		if (p->log.segment_count >= 3 &&
+		    plog_log_end_offset(&p->log) - st->snapshot_start >= 2 * st->snapshot_records) {
+			write_snapshot(core, i, p, wall_ms);
+		}
+	}
+}
+
 void broker_groups_tick(struct broker_core *core, int64_t now_ms, int64_t wall_ms)
 {
 	group_coord_tick(&core->groups->coord, now_ms);
 	write_dirty_groups(core, wall_ms);
+	compact(core, wall_ms);
 }

@@ -37,11 +37,31 @@
 #define BROKER_OFFSETS_PARTITIONS_DEFAULT 10
 #define BROKER_OFFSETS_RF_DEFAULT         3
 #define BROKER_OFFSET_METADATA_MAX        4096
+#define BROKER_OFFSETS_SEGMENT_DEFAULT    (100u << 20) /* Kafka's offsets.topic.segment.bytes */
+
+/*
+ * Compaction of an offsets partition this broker leads (a snapshot and a
+ * prefix cut, docs/groups.md): when it has at least three segments and
+ * more records were appended since the last snapshot than that snapshot
+ * held, the state of all its groups is appended again as one snapshot
+ * batch; once that batch is durable, every segment wholly before it is
+ * deleted. What is left still rebuilds the same state when read from the
+ * start.
+ */
+struct broker_offsets_part {
+	bool loaded;           /* its groups are loaded here */
+	bool snapshot_pending; /* written, waiting to be durable before the cut */
+	int64_t snapshot_start;
+	int64_t snapshot_end; /* exclusive */
+	int64_t snapshot_records;
+};
 
 struct broker_groups {
 	struct group_coord coord;
-	int32_t partition_count; /* of __consumer_offsets in the image; 0: none */
-	bool *loaded;            /* [partition]: its groups are loaded here */
+	int32_t partition_count;          /* of __consumer_offsets in the image; 0: none */
+	struct broker_offsets_part *parts; /* [partition_count] */
+	uint64_t compactions;             /* prefix cuts done */
+	uint64_t compacted_segments;      /* segments they deleted */
 	bool want_create;        /* a client asked; the topic does not exist */
 	int64_t create_asked_ms; /* last time creation was asked of the controller */
 	uint64_t loaded_records; /* records read while loading, for the log */

@@ -1095,9 +1095,11 @@ void broker_server_stop(struct broker_server *s)
 	KEEL_INFO("served %" PRIu64 " connections; %" PRIu64 " produce requests acknowledged "
 	          "after %" PRIu64 " group syncs; fetched %" PRIu64
 	          " record bytes with sendfile, %" PRIu64 " copied; %" PRIu64
-	          " group offset commits acknowledged",
+	          " group offset commits acknowledged; %" PRIu64
+	          " offsets-partition compactions cut %" PRIu64 " segments",
 	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
-	          s->copied_bytes, s->group_commits);
+	          s->copied_bytes, s->group_commits, s->core.groups->compactions,
+	          s->core.groups->compacted_segments);
 	uv_loop_close(&s->loop);
 	if (s->offered != NULL) {
 		meta_image_close(s->offered);

@@ -374,6 +374,7 @@ static const char *const known_config_keys[] = {
 	"num.partitions",
 	"offsets.topic.num.partitions",     /* broker/cluster: groups (docs/groups.md) */
 	"offsets.topic.replication.factor", /* broker/cluster: groups */
+	"offsets.topic.segment.bytes",      /* broker/cluster: groups */
 	"preallocate",
 	"remote.storage.enable",
 	"replica.lag.time.max.ms",

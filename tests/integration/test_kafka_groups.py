@@ -22,6 +22,7 @@ from test_kafka_clients import KCAT, create, kcat
 
 PY = "/usr/bin/python3"
 SESSION_MS = 6000
+SEGMENT_BYTES = 16384  # small offsets segments: compaction runs in the tests
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,8 @@ def gc():
         c.start()
         c.wait_leader()
         rc, out, err = keel("configs", "alter", "--cluster", "--add-config",
-                            "offsets.topic.replication.factor=1,offsets.topic.num.partitions=6",
+                            "offsets.topic.replication.factor=1,offsets.topic.num.partitions=6,"
+                            "offsets.topic.segment.bytes=%d" % SEGMENT_BYTES,
                             "--servers", c.connect_string())
         assert rc == 0, (out, err)
         for b in brokers.values():
@@ -93,14 +95,23 @@ def poll_until(cons, want, timeout=60):
     return got
 
 
-def committed(boot, group, topic, partitions):
-    from confluent_kafka import TopicPartition
-    cons = consumer(boot, group)
-    try:
-        tps = cons.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-        return {tp.partition: tp.offset for tp in tps}
-    finally:
-        cons.close()
+def committed(boot, group, topic, partitions, timeout=30):
+    """The group's committed offsets; retries while the coordinator moves or
+    loads (librdkafka's committed() gives up on COORDINATOR_NOT_AVAILABLE)."""
+    from confluent_kafka import KafkaException, TopicPartition
+    deadline = time.time() + timeout
+    while True:
+        cons = consumer(boot, group)
+        try:
+            tps = cons.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                 timeout=30)
+            return {tp.partition: tp.offset for tp in tps}
+        except KafkaException:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            cons.close()
 
 
 # ---- confluent-kafka ----
@@ -424,3 +435,34 @@ def test_groups_cli_list_describe_reset_delete(gc):
     assert committed(boot, group, topic, 2) == {0: -1001, 1: -1001}
     rc, out, err = groups_cli("describe", group, "--brokers", boot)
     assert rc == 0 and "is Dead" in out, (out, err)
+
+
+def test_offsets_partition_is_compacted_and_still_loads(gc):
+    c, brokers, boot = gc
+    topic, group = "compact-" + uuid.uuid4().hex[:6], "g-compact"
+    create(c, topic, partitions=1)
+    produce(boot, topic, ["z%03d" % i for i in range(10)], 1)
+    from confluent_kafka import TopicPartition
+    cons = consumer(boot, group, **{"enable.auto.commit": False})
+    cons.subscribe([topic])
+    assert len(poll_until(cons, 10)) == 10
+    # ~100 bytes a commit record: 800 commits fill several 16 KiB segments.
+    for i in range(800):
+        cons.commit(offsets=[TopicPartition(topic, 0, i % 10)], asynchronous=False)
+    cons.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    cons.close()
+    leader, part = coordinator_of(c, group)
+    b = brokers[leader]
+    pdir = os.path.join(b.data_dir, "__consumer_offsets-%d" % part)
+
+    def segments():
+        return sorted(f for f in os.listdir(pdir) if f.endswith(".log"))
+    # The snapshot is written and, once durable, the prefix is cut.
+    c.wait(lambda: len(segments()) <= 3 and segments()[0] != "%020d.log" % 0, timeout=30,
+           what="old offsets segments deleted (%s)" % pdir, interval=0.2)
+    size = sum(os.path.getsize(os.path.join(pdir, f)) for f in segments())
+    assert size <= 3 * SEGMENT_BYTES + 4096, size
+    b.kill()
+    b.start()
+    c.wait(lambda: committed(boot, group, topic, 1) == {0: 7}, timeout=60,
+           what="the last commit survives compaction and a restart", interval=0.5)
