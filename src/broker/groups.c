@@ -61,6 +61,7 @@ bool broker_groups_handles(int16_t api_key)
 	case KAFKA_API_LIST_GROUPS:
 	case KAFKA_API_DESCRIBE_GROUPS:
 	case KAFKA_API_DELETE_GROUPS:
+	case KAFKA_API_OFFSET_DELETE:
 		return true;
 	default:
 		return false;
@@ -1034,6 +1035,118 @@ static enum broker_group_outcome delete_groups(struct broker_core *core,
 	return wait->needs_sync ? BROKER_GROUP_SYNC : BROKER_GROUP_DONE;
 }
 
+/* ---- OffsetDelete ---- */
+
+/* Whether a member's consumer-protocol subscription (version i16, topics
+ * array of i16-length strings, ...) names the topic. */
+static bool subscribed(const struct group *g, struct kafka_str topic)
+{
+	for (uint32_t i = 0; i < g->member_count; i++) {
+		const struct group_member *m = g->members[i];
+		for (uint32_t p = 0; p < m->protocol_count; p++) {
+			const struct group_bytes *b = &m->protocols[p].metadata;
+			struct keel_rbuf r;
+			keel_rbuf_init(&r, b->ptr, b->len > 0 ? (size_t)b->len : 0);
+			(void)keel_rbuf_u16(&r);
+			int32_t n = keel_rbuf_i32(&r);
+			for (int32_t t = 0; t < n && keel_rbuf_ok(&r); t++) {
+				int16_t len = (int16_t)keel_rbuf_u16(&r);
+				const uint8_t *name = len >= 0 ? keel_rbuf_bytes(&r, (size_t)len) : NULL;
+				if (name != NULL && len == topic.len &&
+				    memcmp(name, topic.ptr, (size_t)len) == 0) {
+					return true;
+				}
+			}
+		}
+	}
+	return false;
+}
+
+static enum broker_group_outcome offset_delete(struct broker_core *core,
+                                               const struct broker_group_ctx *ctx,
+                                               const struct kafka_request *rq,
+                                               struct keel_arena *arena,
+                                               struct kafka_offset_delete_response *out,
+                                               struct broker_produce_wait *wait)
+{
+	const struct kafka_offset_delete_request *dr = &rq->body.offset_delete;
+	memset(out, 0, sizeof(*out));
+	const char *group_id = cstr_nonnull(arena, dr->group_id);
+	int32_t partition = -1;
+	out->error_code = owner(core, group_id, &partition);
+	struct group *g = out->error_code == KAFKA_NONE
+	                          ? group_coord_find(&core->groups->coord, group_id)
+	                          : NULL;
+	if (out->error_code == KAFKA_NONE && g == NULL) {
+		out->error_code = KAFKA_GROUP_ID_NOT_FOUND;
+	}
+	if (out->error_code != KAFKA_NONE || dr->topic_count <= 0 ||
+	    ALLOC_ARRAY(arena, out->topics, dr->topic_count) == NULL) {
+		return BROKER_GROUP_DONE;
+	}
+	out->topic_count = dr->topic_count;
+	struct group_batch b;
+	group_batch_init(&b, ctx->wall_ms);
+	for (int32_t t = 0; t < dr->topic_count; t++) {
+		const struct kafka_offset_delete_topic *dt = &dr->topics[t];
+		struct kafka_offset_commit_topic_response *ot = &out->topics[t];
+		ot->name = dt->name;
+		ot->partition_count = 0;
+		if (dt->partition_count <= 0 ||
+		    ALLOC_ARRAY(arena, ot->partitions, dt->partition_count) == NULL) {
+			continue;
+		}
+		int16_t err = g->state != GROUP_EMPTY && subscribed(g, dt->name)
+		                      ? KAFKA_GROUP_SUBSCRIBED_TO_TOPIC
+		                      : KAFKA_NONE;
+		const char *topic = cstr_nonnull(arena, dt->name);
+		for (int32_t i = 0; i < dt->partition_count; i++) {
+			int32_t index = dt->partitions[i].partition_index;
+			ot->partitions[i] = (struct kafka_partition_error){index, err};
+			if (err == KAFKA_NONE && group_offset_find(g, topic, index) != NULL) {
+				add_offset_record(&b, group_id, topic, index, NULL);
+			}
+		}
+		ot->partition_count = dt->partition_count;
+	}
+	int64_t last = 0;
+	enum broker_group_outcome o = BROKER_GROUP_DONE;
+	if (b.count > 0 && append_batch(core, partition, &b, &last) != KEEL_OK) {
+		out->error_code = KAFKA_COORDINATOR_NOT_AVAILABLE;
+	} else if (b.count > 0 && ALLOC_ARRAY(arena, wait->parts, 1) != NULL) {
+		wait->parts[0] = offsets_partition(core, partition);
+		wait->count = 1;
+		wait->needs_sync = true;
+		wait->last_offset = last;
+		o = BROKER_GROUP_SYNC;
+	}
+	group_batch_free(&b);
+	return o;
+}
+
+static void offset_delete_finish(struct broker_core *core, const struct kafka_request *rq,
+                                 bool committed, struct kafka_offset_delete_response *out)
+{
+	if (!committed) {
+		out->error_code = KAFKA_COORDINATOR_NOT_AVAILABLE;
+		return;
+	}
+	struct keel_arena a;
+	keel_arena_init(&a, 1024);
+	struct group *g =
+	        group_coord_find(&core->groups->coord, cstr_nonnull(&a, rq->body.offset_delete.group_id));
+	for (int32_t t = 0; g != NULL && t < out->topic_count; t++) {
+		const struct kafka_offset_commit_topic_response *ot = &out->topics[t];
+		const char *topic = cstr_nonnull(&a, ot->name);
+		for (int32_t i = 0; i < ot->partition_count; i++) {
+			if (ot->partitions[i].error_code == KAFKA_NONE) {
+				group_offset_remove(g, topic, ot->partitions[i].partition_index);
+			}
+		}
+	}
+	keel_arena_close(&a);
+}
+
 /* ---- dispatch ---- */
 
 enum broker_group_outcome broker_group_request(struct broker_core *core,
@@ -1071,6 +1184,8 @@ enum broker_group_outcome broker_group_request(struct broker_core *core,
 		return BROKER_GROUP_DONE;
 	case KAFKA_API_DELETE_GROUPS:
 		return delete_groups(core, ctx, rq, arena, &out->delete_groups, wait);
+	case KAFKA_API_OFFSET_DELETE:
+		return offset_delete(core, ctx, rq, arena, &out->offset_delete, wait);
 	default:
 		KEEL_UNREACHABLE();
 	}
@@ -1087,6 +1202,10 @@ void broker_group_finish(struct broker_core *core, const struct kafka_request *r
 	}
 	if (rq->header.api_key == KAFKA_API_OFFSET_COMMIT) {
 		commit_finish(core, rq, committed, &out->offset_commit);
+		return;
+	}
+	if (rq->header.api_key == KAFKA_API_OFFSET_DELETE) {
+		offset_delete_finish(core, rq, committed, &out->offset_delete);
 		return;
 	}
 	KEEL_ASSERT(rq->header.api_key == KAFKA_API_DELETE_GROUPS);

@@ -56,6 +56,8 @@ static const struct kafka_api_info apis[] = {
         API(KAFKA_API_DELETE_GROUPS, "DeleteGroups", delete_groups, KAFKA_SET_GROUP, 0, 2, 2),
         API(KAFKA_API_INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs",
             incremental_alter_configs, KAFKA_SET_ADMIN, 0, 1, 1),
+        API(KAFKA_API_OFFSET_DELETE, "OffsetDelete", offset_delete, KAFKA_SET_GROUP, 0, 0,
+            NEVER),
         API(KAFKA_API_DESCRIBE_CLUSTER, "DescribeCluster", describe_cluster, KAFKA_SET_ADMIN, 0, 1,
             0),
 };
