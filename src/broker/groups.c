@@ -180,6 +180,26 @@ static enum keel_err append_batch(struct broker_core *core, int32_t partition,
 	return KEEL_OK;
 }
 
+/* Appends the batch and sets up the wait for its sync: KAFKA_NONE, or the
+ * error the request gets. */
+static int16_t append_and_wait(struct broker_core *core, int32_t partition, struct group_batch *b,
+                               struct keel_arena *arena, struct broker_produce_wait *wait)
+{
+	int64_t last = 0;
+	if (append_batch(core, partition, b, &last) != KEEL_OK) {
+		return KAFKA_COORDINATOR_NOT_AVAILABLE;
+	}
+	memset(wait, 0, sizeof(*wait));
+	if (ALLOC_ARRAY(arena, wait->parts, 1) == NULL) {
+		return KAFKA_UNKNOWN_SERVER_ERROR;
+	}
+	wait->parts[0] = offsets_partition(core, partition);
+	wait->count = 1;
+	wait->needs_sync = true;
+	wait->last_offset = last;
+	return KAFKA_NONE;
+}
+
 static void add_group_record(struct group_batch *b, const struct group *g, bool tombstone)
 {
 	struct keel_wbuf k, v;
@@ -727,22 +747,12 @@ static enum broker_group_outcome offset_commit(struct broker_core *core,
 		group_batch_free(&b);
 		return BROKER_GROUP_DONE;
 	}
-	int64_t last = 0;
-	enum keel_err e = append_batch(core, partition, &b, &last);
+	int16_t append_err = append_and_wait(core, partition, &b, arena, wait);
 	group_batch_free(&b);
-	if (e != KEEL_OK) {
-		commit_errors(out, KAFKA_COORDINATOR_NOT_AVAILABLE);
+	if (append_err != KAFKA_NONE) {
+		commit_errors(out, append_err);
 		return BROKER_GROUP_DONE;
 	}
-	memset(wait, 0, sizeof(*wait));
-	if (ALLOC_ARRAY(arena, wait->parts, 1) == NULL) {
-		commit_errors(out, KAFKA_UNKNOWN_SERVER_ERROR);
-		return BROKER_GROUP_DONE;
-	}
-	wait->parts[0] = offsets_partition(core, partition);
-	wait->count = 1;
-	wait->needs_sync = true;
-	wait->last_offset = last;
 	return BROKER_GROUP_SYNC;
 }
 
@@ -830,7 +840,7 @@ static void fetch_all(const struct group *g, struct keel_arena *arena,
 	}
 }
 
-static int16_t fetch_group(struct broker_core *core, struct kafka_str group, 
+static int16_t fetch_group(struct broker_core *core, struct kafka_str group,
                            const struct kafka_offset_fetch_topic *topics, int32_t topic_count,
                            struct keel_arena *arena,
                            struct kafka_offset_fetch_topic_response **out, int32_t *out_count)
@@ -1109,16 +1119,10 @@ static enum broker_group_outcome offset_delete(struct broker_core *core,
 		}
 		ot->partition_count = dt->partition_count;
 	}
-	int64_t last = 0;
 	enum broker_group_outcome o = BROKER_GROUP_DONE;
-	if (b.count > 0 && append_batch(core, partition, &b, &last) != KEEL_OK) {
-		out->error_code = KAFKA_COORDINATOR_NOT_AVAILABLE;
-	} else if (b.count > 0 && ALLOC_ARRAY(arena, wait->parts, 1) != NULL) {
-		wait->parts[0] = offsets_partition(core, partition);
-		wait->count = 1;
-		wait->needs_sync = true;
-		wait->last_offset = last;
-		o = BROKER_GROUP_SYNC;
+	if (b.count > 0) {
+		out->error_code = append_and_wait(core, partition, &b, arena, wait);
+		o = out->error_code == KAFKA_NONE ? BROKER_GROUP_SYNC : BROKER_GROUP_DONE;
 	}
 	group_batch_free(&b);
 	return o;
