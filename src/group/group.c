@@ -647,7 +647,6 @@ static bool park_join(struct group_coord *c, struct group *g, struct group_membe
 	m->joined = true;
 	m->join_parked = true;
 	m->join_waiter = rq->waiter;
-	m->join_version = rq->version;
 	try_complete_join(c, g, now_ms, false);
 	return false;
 }

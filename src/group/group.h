@@ -81,7 +81,6 @@ struct group_member {
 	bool sync_parked;    /* a SyncGroup waits (sync_waiter) */
 	uint64_t join_waiter;
 	uint64_t sync_waiter;
-	int16_t join_version; /* of the parked JoinGroup */
 };
 
 /* A member id handed out with MEMBER_ID_REQUIRED, not yet joined. */
