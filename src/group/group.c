@@ -673,9 +673,14 @@ static bool remove_pending(struct group *g, const char *member_id)
 }
 
 /* KIP-394: a new dynamic member first gets its id and must come back. */
-static bool require_member_id(struct group *g, char *id, const struct group_join_request *rq,
-                              int64_t now_ms, struct group_join_result *out)
+static bool require_member_id(struct group_coord *c, struct group *g, char *id,
+                              const struct group_join_request *rq, int64_t now_ms,
+                              struct group_join_result *out)
 {
+	if (g->pending_count >= c->config.max_members) {
+		free(id); /* ids handed out but never used are bounded too */
+		return join_error(out, KAFKA_GROUP_MAX_SIZE_REACHED, "");
+	}
 	struct group_pending_member *n =
 	        realloc(g->pending, (g->pending_count + 1) * sizeof(*g->pending));
 	if (n == NULL) {
@@ -755,7 +760,7 @@ bool group_join(struct group_coord *c, int64_t now_ms, const struct group_join_r
 			return join_error(out, KAFKA_UNKNOWN_SERVER_ERROR, "");
 		}
 		if (rq->instance_id == NULL && rq->version >= 4) {
-			return require_member_id(g, id, rq, now_ms, out);
+			return require_member_id(c, g, id, rq, now_ms, out);
 		}
 		m = add_member(c, g, id, rq, now_ms);
 		if (m == NULL) {

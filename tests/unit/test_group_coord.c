@@ -361,6 +361,30 @@ static void test_offsets(void **state)
 	free(a);
 }
 
+static void test_member_bounds(void **state)
+{
+	(void)state;
+	coord.config.max_members = 2;
+	char *a = new_member_id(0);
+	char *b = new_member_id(0);
+	/* a third id is not handed out: pending ids count against the bound */
+	struct group_join_request rq = join_rq("", NULL, 0);
+	struct group_join_result res;
+	assert_true(group_join(&coord, 0, &rq, &res));
+	assert_int_equal(res.error, KAFKA_GROUP_MAX_SIZE_REACHED);
+	group_join_result_clear(&res);
+	/* unused ids expire with the session timeout, and make room again */
+	group_coord_tick(&coord, SESSION + 1);
+	char *c = new_member_id(SESSION + 2);
+	rq = join_rq(a, NULL, 1); /* a's id has expired: unknown now */
+	assert_true(group_join(&coord, SESSION + 3, &rq, &res));
+	assert_int_equal(res.error, KAFKA_UNKNOWN_MEMBER_ID);
+	group_join_result_clear(&res);
+	free(a);
+	free(b);
+	free(c);
+}
+
 static void test_unload_answers_parked(void **state)
 {
 	(void)state;
@@ -486,6 +510,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_static_member_rejoins_and_fences, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_offsets, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_member_bounds, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_unload_answers_parked, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_partition_hash_is_javas, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_records_round_trip, setup, teardown),
