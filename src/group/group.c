@@ -47,6 +47,8 @@ void group_coord_init(struct group_coord *c, const struct group_coord_config *co
 {
 	memset(c, 0, sizeof(*c));
 	c->config = *config;
+	enum keel_err err = keel_hmap_init(&c->by_id, 16);
+	KEEL_ASSERT(err == KEEL_OK);
 }
 
 /* ---- small owned copies ---- */
@@ -174,6 +176,7 @@ void group_coord_close(struct group_coord *c)
 		free_group(c->groups[i]);
 	}
 	free(c->groups);
+	keel_hmap_close(&c->by_id);
 	while (c->replies_head != NULL) {
 		struct group_reply *r = c->replies_head;
 		c->replies_head = r->next;
@@ -184,14 +187,19 @@ void group_coord_close(struct group_coord *c)
 
 /* ---- lookups ---- */
 
+static uint64_t id_hash(const char *group_id)
+{
+	return keel_hash_bytes(group_id, strlen(group_id), 0x67726f7570ull);
+}
+
+static bool id_eq(const void *item, const void *key)
+{
+	return strcmp(((const struct group *)item)->group_id, key) == 0;
+}
+
 struct group *group_coord_find(const struct group_coord *c, const char *group_id)
 {
-	for (uint32_t i = 0; i < c->group_count; i++) {
-		if (strcmp(c->groups[i]->group_id, group_id) == 0) {
-			return c->groups[i];
-		}
-	}
-	return NULL;
+	return keel_hmap_find(&c->by_id, id_hash(group_id), id_eq, group_id);
 }
 
 static struct group *create_group(struct group_coord *c, const char *group_id,
@@ -217,20 +225,25 @@ static struct group *create_group(struct group_coord *c, const char *group_id,
 	g->offsets_partition = offsets_partition;
 	g->state = GROUP_EMPTY;
 	g->state_timestamp_ms = now_ms;
+	if (keel_hmap_insert(&c->by_id, id_hash(group_id), g) != KEEL_OK) {
+		free_group(g);
+		return NULL;
+	}
+	g->slot = c->group_count;
 	c->groups[c->group_count++] = g;
 	return g;
 }
 
 static void remove_group(struct group_coord *c, struct group *g)
 {
-	for (uint32_t i = 0; i < c->group_count; i++) {
-		if (c->groups[i] == g) {
-			c->groups[i] = c->groups[--c->group_count];
-			free_group(g);
-			return;
-		}
-	}
-	KEEL_UNREACHABLE();
+	KEEL_ASSERT(g->slot < c->group_count);
+	KEEL_ASSERT(c->groups[g->slot] == g);
+	struct group *last = c->groups[--c->group_count];
+	c->groups[g->slot] = last;
+	last->slot = g->slot;
+	bool found = keel_hmap_remove_item(&c->by_id, id_hash(g->group_id), g);
+	KEEL_ASSERT(found);
+	free_group(g);
 }
 
 static struct group_member *find_member(const struct group *g, const char *member_id)

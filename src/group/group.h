@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/hash.h"
 
 enum group_state {
 	GROUP_EMPTY,
@@ -115,6 +116,7 @@ struct group {
 	struct group_offset *offsets;
 	uint32_t offset_count;
 	bool meta_dirty;
+	uint32_t slot; /* its index in coord->groups */
 };
 
 struct group_coord_config {
@@ -130,9 +132,10 @@ void group_coord_config_default(struct group_coord_config *config);
 
 struct group_coord {
 	struct group_coord_config config;
-	struct group **groups;
+	struct group **groups; /* in no order; for iteration */
 	uint32_t group_count;
 	uint32_t group_capacity;
+	struct keel_hmap by_id; /* group id -> struct group */
 	uint64_t next_member;
 	struct group_reply *replies_head, *replies_tail;
 };

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -385,6 +386,35 @@ static void test_member_bounds(void **state)
 	free(c);
 }
 
+static void test_many_groups(void **state)
+{
+	(void)state;
+	char name[32];
+	for (int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof(name), "group-%d", i);
+		assert_int_equal(group_offset_commit_check(&coord, 0, name, i % 7, -1, "", NULL),
+		                 KAFKA_NONE);
+	}
+	for (int i = 0; i < 2000; i += 2) {
+		snprintf(name, sizeof(name), "group-%d", i);
+		assert_int_equal(group_delete(&coord, name), KAFKA_NONE);
+	}
+	group_coord_unload(&coord, 3);
+	uint32_t left = 0;
+	for (int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof(name), "group-%d", i);
+		struct group *g = group_coord_find(&coord, name);
+		bool kept = i % 2 == 1 && i % 7 != 3;
+		assert_int_equal(g != NULL, kept);
+		if (g != NULL) {
+			assert_string_equal(g->group_id, name);
+			assert_true(coord.groups[g->slot] == g);
+			left++;
+		}
+	}
+	assert_int_equal(coord.group_count, left);
+}
+
 static void test_unload_answers_parked(void **state)
 {
 	(void)state;
@@ -511,6 +541,7 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_offsets, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_member_bounds, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_many_groups, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_unload_answers_parked, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_partition_hash_is_javas, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_records_round_trip, setup, teardown),
