@@ -796,6 +796,15 @@ static void commit_finish(struct broker_core *core, const struct kafka_request *
 
 /* ---- OffsetFetch ---- */
 
+static void fill_offset(const struct group_offset *o, struct kafka_offset_fetch_partition *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->partition_index = o->partition;
+	out->committed_offset = o->offset;
+	out->committed_leader_epoch = o->leader_epoch;
+	out->metadata = kafka_str(o->metadata != NULL ? o->metadata : "");
+}
+
 static void fetch_partition(const struct group *g, const char *topic, int32_t partition,
                             struct kafka_offset_fetch_partition *out)
 {
@@ -806,38 +815,48 @@ static void fetch_partition(const struct group *g, const char *topic, int32_t pa
 	out->metadata = kafka_str("");
 	const struct group_offset *o = g != NULL ? group_offset_find(g, topic, partition) : NULL;
 	if (o != NULL) {
-		out->committed_offset = o->offset;
-		out->committed_leader_epoch = o->leader_epoch;
-		out->metadata = kafka_str(o->metadata != NULL ? o->metadata : "");
+		fill_offset(o, out);
 	}
 }
 
-/* All of a group's offsets, grouped by topic. */
+/* All of a group's offsets, grouped by topic (each offset visited once per
+ * pass; topics found by a scan of the distinct ones). */
 static void fetch_all(const struct group *g, struct keel_arena *arena,
                       struct kafka_offset_fetch_topic_response **topics, int32_t *count)
 {
 	*topics = NULL;
 	*count = 0;
-	if (g == NULL || g->offset_count == 0 || ALLOC_ARRAY(arena, *topics, g->offset_count) == NULL) {
+	uint32_t n = g != NULL ? g->offset_count : 0;
+	uint32_t *topic_of = NULL;
+	struct kafka_offset_fetch_topic_response *t = NULL;
+	if (n == 0 || ALLOC_ARRAY(arena, t, n) == NULL || ALLOC_ARRAY(arena, topic_of, n) == NULL) {
 		return;
 	}
-	for (uint32_t i = 0; i < g->offset_count; i++) {
-		const struct group_offset *o = &g->offsets[i];
-		struct kafka_offset_fetch_topic_response *t = NULL;
-		for (int32_t k = 0; k < *count && t == NULL; k++) {
-			t = kafka_str_eq((*topics)[k].name, o->topic) ? &(*topics)[k] : NULL;
+	uint32_t topic_count = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *name = g->offsets[i].topic;
+		uint32_t k = 0;
+		while (k < topic_count && !kafka_str_eq(t[k].name, name)) {
+			k++;
 		}
-		if (t == NULL) {
-			t = &(*topics)[(*count)++];
-			t->name = kafka_str(o->topic);
-			t->partition_count = 0;
-			if (ALLOC_ARRAY(arena, t->partitions, g->offset_count) == NULL) {
-				(*count)--;
-				continue;
-			}
+		if (k == topic_count) {
+			t[topic_count++] = (struct kafka_offset_fetch_topic_response){kafka_str(name), NULL, 0};
 		}
-		fetch_partition(g, o->topic, o->partition, &t->partitions[t->partition_count++]);
+		topic_of[i] = k;
+		t[k].partition_count++;
 	}
+	for (uint32_t k = 0; k < topic_count; k++) {
+		if (ALLOC_ARRAY(arena, t[k].partitions, t[k].partition_count) == NULL) {
+			return;
+		}
+		t[k].partition_count = 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct kafka_offset_fetch_topic_response *tk = &t[topic_of[i]];
+		fill_offset(&g->offsets[i], &tk->partitions[tk->partition_count++]);
+	}
+	*topics = t;
+	*count = (int32_t)topic_count;
 }
 
 static int16_t fetch_group(struct broker_core *core, struct kafka_str group,

@@ -217,6 +217,18 @@ static void test_commit_fetch_delete_reload(void **state)
 	commit(f, "stranger", 1, 1, 8, KAFKA_UNKNOWN_MEMBER_ID);
 	fetched(f, &p0, &p1);
 	assert_true(p0 == 42 && p1 == 7);
+	/* null topics (v2+): every committed offset, grouped by topic */
+	struct kafka_request all = rq_of(KAFKA_API_OFFSET_FETCH, 3);
+	all.body.offset_fetch.group_id = kafka_str("g");
+	all.body.offset_fetch.topic_count = -1;
+	union kafka_response_body fo;
+	assert_int_equal(call(f, &all, &fo, 9), BROKER_GROUP_DONE);
+	assert_int_equal(fo.offset_fetch.topic_count, 1);
+	assert_true(kafka_str_eq(fo.offset_fetch.topics[0].name, "t"));
+	assert_int_equal(fo.offset_fetch.topics[0].partition_count, 2);
+	int64_t sum = fo.offset_fetch.topics[0].partitions[0].committed_offset +
+	              fo.offset_fetch.topics[0].partitions[1].committed_offset;
+	assert_int_equal(sum, 49);
 	/* the group subscribes to "t": its offsets stay */
 	assert_int_equal(offset_delete(f, 1), KAFKA_GROUP_SUBSCRIBED_TO_TOPIC);
 	struct kafka_member_identity me = {kafka_str(id), KAFKA_STR_NULL, KAFKA_STR_NULL};
