@@ -13,8 +13,8 @@
 #include "meta/record.h"
 
 #define ALLOC_ARRAY(arena, ptr, n) ((ptr) = keel_arena_alloc((arena), (size_t)(n) * sizeof(*(ptr))))
-#define LOAD_CHUNK_BYTES (1u << 20)
-#define CREATE_RETRY_MS  1000
+#define LOAD_CHUNK_BYTES           (1u << 20)
+#define CREATE_RETRY_MS            1000
 
 void broker_groups_init(struct broker_core *core)
 {
@@ -109,7 +109,8 @@ static struct kafka_bytes arena_bytes(struct keel_arena *arena, const struct gro
 		return (struct kafka_bytes){(const uint8_t *)"", 0};
 	}
 	uint8_t *c = keel_arena_dup(arena, b->ptr, (size_t)b->len);
-	return c != NULL ? (struct kafka_bytes){c, b->len} : (struct kafka_bytes){(const uint8_t *)"", 0};
+	return c != NULL ? (struct kafka_bytes){c, b->len}
+	                 : (struct kafka_bytes){(const uint8_t *)"", 0};
 }
 
 static const struct meta_topic *offsets_topic(const struct broker_core *core)
@@ -267,7 +268,8 @@ static void load_record(void *arg, const uint8_t *key, int32_t key_len, const ui
 		if (r.tombstone) {
 			struct group *g = group_coord_find(c, r.group_id);
 			while (g != NULL && g->offset_count > 0) {
-				group_offset_remove(g, g->offsets[0].topic, g->offsets[0].partition);
+				group_offset_remove(g, g->offsets[0].topic,
+				                    g->offsets[0].partition);
 			}
 			group_coord_load_group_delete(c, r.group_id);
 		} else {
@@ -478,7 +480,8 @@ static void join_response(const struct group_join_result *r, int16_t version,
 	out->member_id = arena_str(arena, r->member_id, false);
 	if (r->member_count > 0 && ALLOC_ARRAY(arena, out->members, r->member_count) != NULL) {
 		for (uint32_t i = 0; i < r->member_count; i++) {
-			out->members[i].member_id = arena_str(arena, r->members[i].member_id, false);
+			out->members[i].member_id =
+			        arena_str(arena, r->members[i].member_id, false);
 			out->members[i].group_instance_id =
 			        arena_str(arena, r->members[i].instance_id, true);
 			out->members[i].metadata = arena_bytes(arena, &r->members[i].metadata);
@@ -521,9 +524,9 @@ static enum broker_group_outcome join_group(struct broker_core *core,
 		n = 0;
 	}
 	for (int32_t i = 0; i < n; i++) {
-		protocols[i] = (struct group_protocol_in){cstr_nonnull(arena, jr->protocols[i].name),
-		                                          jr->protocols[i].metadata.ptr,
-		                                          jr->protocols[i].metadata.len};
+		protocols[i] = (struct group_protocol_in){
+		        cstr_nonnull(arena, jr->protocols[i].name), jr->protocols[i].metadata.ptr,
+		        jr->protocols[i].metadata.len};
 	}
 	struct group_join_request g = {
 	        .group_id = group_id,
@@ -571,9 +574,9 @@ static enum broker_group_outcome sync_group(struct broker_core *core,
 		n = 0;
 	}
 	for (int32_t i = 0; i < n; i++) {
-		as[i] = (struct group_assignment_in){cstr_nonnull(arena, sr->assignments[i].member_id),
-		                                     sr->assignments[i].assignment.ptr,
-		                                     sr->assignments[i].assignment.len};
+		as[i] = (struct group_assignment_in){
+		        cstr_nonnull(arena, sr->assignments[i].member_id),
+		        sr->assignments[i].assignment.ptr, sr->assignments[i].assignment.len};
 	}
 	struct group_sync_request g = {group_id,
 	                               sr->generation_id,
@@ -616,10 +619,9 @@ static void heartbeat(struct broker_core *core, const struct broker_group_ctx *c
 	int32_t partition = -1;
 	out->error_code = owner(core, group_id, &partition);
 	if (out->error_code == KAFKA_NONE) {
-		out->error_code = group_heartbeat(&core->groups->coord, ctx->now_ms, group_id,
-		                                  hr->generation_id,
-		                                  cstr_nonnull(arena, hr->member_id),
-		                                  cstr(arena, hr->group_instance_id));
+		out->error_code = group_heartbeat(
+		        &core->groups->coord, ctx->now_ms, group_id, hr->generation_id,
+		        cstr_nonnull(arena, hr->member_id), cstr(arena, hr->group_instance_id));
 	}
 }
 
@@ -639,14 +641,15 @@ static void leave_group(struct broker_core *core, const struct broker_group_ctx 
 	if (rq->header.api_version < 3) {
 		out->error_code = group_leave(c, ctx->now_ms, group_id,
 		                              cstr_nonnull(arena, lr->member_id), NULL);
-	} else if (lr->member_count > 0 && ALLOC_ARRAY(arena, out->members, lr->member_count) != NULL) {
+	} else if (lr->member_count > 0 &&
+	           ALLOC_ARRAY(arena, out->members, lr->member_count) != NULL) {
 		for (int32_t i = 0; i < lr->member_count; i++) {
 			const struct kafka_member_identity *mi = &lr->members[i];
 			out->members[i].member_id = mi->member_id;
 			out->members[i].group_instance_id = mi->group_instance_id;
-			out->members[i].error_code =
-			        group_leave(c, ctx->now_ms, group_id, cstr_nonnull(arena, mi->member_id),
-			                    cstr(arena, mi->group_instance_id));
+			out->members[i].error_code = group_leave(
+			        c, ctx->now_ms, group_id, cstr_nonnull(arena, mi->member_id),
+			        cstr(arena, mi->group_instance_id));
 		}
 		out->member_count = lr->member_count;
 	}
@@ -686,12 +689,10 @@ static int16_t commit_partition_check(struct broker_core *core, struct kafka_str
 	return KAFKA_NONE;
 }
 
-static enum broker_group_outcome offset_commit(struct broker_core *core,
-                                               const struct broker_group_ctx *ctx,
-                                               const struct kafka_request *rq,
-                                               struct keel_arena *arena,
-                                               struct kafka_offset_commit_response *out,
-                                               struct broker_produce_wait *wait)
+static enum broker_group_outcome
+offset_commit(struct broker_core *core, const struct broker_group_ctx *ctx,
+              const struct kafka_request *rq, struct keel_arena *arena,
+              struct kafka_offset_commit_response *out, struct broker_produce_wait *wait)
 {
 	const struct kafka_offset_commit_request *cr = &rq->body.offset_commit;
 	memset(out, 0, sizeof(*out));
@@ -707,7 +708,8 @@ static enum broker_group_outcome offset_commit(struct broker_core *core,
 		if (ct->partition_count > 0 &&
 		    ALLOC_ARRAY(arena, ot->partitions, ct->partition_count) != NULL) {
 			for (int32_t i = 0; i < ct->partition_count; i++) {
-				ot->partitions[i].partition_index = ct->partitions[i].partition_index;
+				ot->partitions[i].partition_index =
+				        ct->partitions[i].partition_index;
 				ot->partitions[i].error_code =
 				        commit_partition_check(core, ct->name, &ct->partitions[i]);
 			}
@@ -718,9 +720,9 @@ static enum broker_group_outcome offset_commit(struct broker_core *core,
 	int32_t partition = -1;
 	int16_t err = owner(core, group_id, &partition);
 	if (err == KAFKA_NONE) {
-		err = group_offset_commit_check(&core->groups->coord, ctx->now_ms, group_id, partition,
-		                                cr->generation_id, cstr_nonnull(arena, cr->member_id),
-		                                cstr(arena, cr->group_instance_id));
+		err = group_offset_commit_check(
+		        &core->groups->coord, ctx->now_ms, group_id, partition, cr->generation_id,
+		        cstr_nonnull(arena, cr->member_id), cstr(arena, cr->group_instance_id));
 	}
 	if (err != KAFKA_NONE) {
 		commit_errors(out, err);
@@ -736,10 +738,13 @@ static enum broker_group_outcome offset_commit(struct broker_core *core,
 			if (out->topics[t].partitions[i].error_code != KAFKA_NONE) {
 				continue;
 			}
-			struct group_offset o = {NULL, cp->partition_index, cp->committed_offset,
-			                         cp->committed_leader_epoch,
-			                         (char *)cstr_nonnull(arena, cp->committed_metadata),
-			                         ctx->wall_ms};
+			struct group_offset o = {
+			        NULL,
+			        cp->partition_index,
+			        cp->committed_offset,
+			        cp->committed_leader_epoch,
+			        (char *)cstr_nonnull(arena, cp->committed_metadata),
+			        ctx->wall_ms};
 			add_offset_record(&b, group_id, topic, cp->partition_index, &o);
 		}
 	}
@@ -756,8 +761,8 @@ static enum broker_group_outcome offset_commit(struct broker_core *core,
 	return BROKER_GROUP_SYNC;
 }
 
-static void commit_finish(struct broker_core *core, const struct kafka_request *rq,
-                          bool committed, struct kafka_offset_commit_response *out)
+static void commit_finish(struct broker_core *core, const struct kafka_request *rq, bool committed,
+                          struct kafka_offset_commit_response *out)
 {
 	const struct kafka_offset_commit_request *cr = &rq->body.offset_commit;
 	if (!committed) {
@@ -782,7 +787,8 @@ static void commit_finish(struct broker_core *core, const struct kafka_request *
 			                        cp->committed_leader_epoch,
 			                        cstr_nonnull(&a, cp->committed_metadata),
 			                        0) != KEEL_OK) {
-				out->topics[t].partitions[i].error_code = KAFKA_UNKNOWN_SERVER_ERROR;
+				out->topics[t].partitions[i].error_code =
+				        KAFKA_UNKNOWN_SERVER_ERROR;
 			}
 		}
 	}
@@ -840,7 +846,8 @@ static void fetch_all(const struct group *g, struct keel_arena *arena,
 			k++;
 		}
 		if (k == topic_count) {
-			t[topic_count++] = (struct kafka_offset_fetch_topic_response){kafka_str(name), NULL, 0};
+			t[topic_count++] = (struct kafka_offset_fetch_topic_response){
+			        kafka_str(name), NULL, 0};
 		}
 		topic_of[i] = k;
 		t[k].partition_count++;
@@ -861,15 +868,16 @@ static void fetch_all(const struct group *g, struct keel_arena *arena,
 
 static int16_t fetch_group(struct broker_core *core, struct kafka_str group,
                            const struct kafka_offset_fetch_topic *topics, int32_t topic_count,
-                           struct keel_arena *arena,
-                           struct kafka_offset_fetch_topic_response **out, int32_t *out_count)
+                           struct keel_arena *arena, struct kafka_offset_fetch_topic_response **out,
+                           int32_t *out_count)
 {
 	*out = NULL;
 	*out_count = 0;
 	const char *group_id = cstr_nonnull(arena, group);
 	int32_t partition = -1;
 	int16_t err = owner(core, group_id, &partition);
-	const struct group *g = err == KAFKA_NONE ? group_coord_find(&core->groups->coord, group_id) : NULL;
+	const struct group *g =
+	        err == KAFKA_NONE ? group_coord_find(&core->groups->coord, group_id) : NULL;
 	if (topic_count < 0) {
 		if (err == KAFKA_NONE) {
 			fetch_all(g, arena, out, out_count);
@@ -890,7 +898,8 @@ static int16_t fetch_group(struct broker_core *core, struct kafka_str group,
 			continue;
 		}
 		for (int32_t i = 0; i < n; i++) {
-			fetch_partition(g, topic, ft->partition_indexes.items[i], &ot->partitions[i]);
+			fetch_partition(g, topic, ft->partition_indexes.items[i],
+			                &ot->partitions[i]);
 			ot->partitions[i].error_code = err;
 		}
 		ot->partition_count = KEEL_MAX(n, 0);
@@ -905,8 +914,8 @@ static void offset_fetch(struct broker_core *core, const struct kafka_request *r
 	const struct kafka_offset_fetch_request *fr = &rq->body.offset_fetch;
 	memset(out, 0, sizeof(*out));
 	if (rq->header.api_version < 8) {
-		out->error_code = fetch_group(core, fr->group_id, fr->topics, fr->topic_count, arena,
-		                              &out->topics, &out->topic_count);
+		out->error_code = fetch_group(core, fr->group_id, fr->topics, fr->topic_count,
+		                              arena, &out->topics, &out->topic_count);
 		return;
 	}
 	int32_t n = KEEL_MAX(fr->group_count, 0);
@@ -964,8 +973,9 @@ static void describe_one(struct broker_core *core, struct kafka_str name, struct
 	const char *group_id = cstr_nonnull(arena, name);
 	int32_t partition = -1;
 	out->error_code = owner(core, group_id, &partition);
-	const struct group *g =
-	        out->error_code == KAFKA_NONE ? group_coord_find(&core->groups->coord, group_id) : NULL;
+	const struct group *g = out->error_code == KAFKA_NONE
+	                                ? group_coord_find(&core->groups->coord, group_id)
+	                                : NULL;
 	if (g == NULL) {
 		return;
 	}
@@ -986,7 +996,8 @@ static void describe_one(struct broker_core *core, struct kafka_str name, struct
 		struct group_bytes none = {NULL, 0};
 		const struct group_bytes *meta = &none;
 		for (uint32_t p = 0; stable && p < m->protocol_count; p++) {
-			if (g->protocol_name != NULL && strcmp(m->protocols[p].name, g->protocol_name) == 0) {
+			if (g->protocol_name != NULL &&
+			    strcmp(m->protocols[p].name, g->protocol_name) == 0) {
 				meta = &m->protocols[p].metadata;
 			}
 		}
@@ -1011,12 +1022,10 @@ static void describe_groups(struct broker_core *core, const struct kafka_request
 	out->group_count = n;
 }
 
-static enum broker_group_outcome delete_groups(struct broker_core *core,
-                                               const struct broker_group_ctx *ctx,
-                                               const struct kafka_request *rq,
-                                               struct keel_arena *arena,
-                                               struct kafka_delete_groups_response *out,
-                                               struct broker_produce_wait *wait)
+static enum broker_group_outcome
+delete_groups(struct broker_core *core, const struct broker_group_ctx *ctx,
+              const struct kafka_request *rq, struct keel_arena *arena,
+              struct kafka_delete_groups_response *out, struct broker_produce_wait *wait)
 {
 	const struct kafka_delete_groups_request *dr = &rq->body.delete_groups;
 	memset(out, 0, sizeof(*out));
@@ -1040,15 +1049,16 @@ static enum broker_group_outcome delete_groups(struct broker_core *core,
 			continue;
 		}
 		if (g == NULL || g->state != GROUP_EMPTY) {
-			r->error_code = g == NULL ? KAFKA_GROUP_ID_NOT_FOUND : KAFKA_NON_EMPTY_GROUP;
+			r->error_code =
+			        g == NULL ? KAFKA_GROUP_ID_NOT_FOUND : KAFKA_NON_EMPTY_GROUP;
 			continue;
 		}
 		/* tombstones for its offsets and its metadata, then it is gone */
 		struct group_batch b;
 		group_batch_init(&b, ctx->wall_ms);
 		for (uint32_t k = 0; k < g->offset_count; k++) {
-			add_offset_record(&b, group_id, g->offsets[k].topic, g->offsets[k].partition,
-			                  NULL);
+			add_offset_record(&b, group_id, g->offsets[k].topic,
+			                  g->offsets[k].partition, NULL);
 		}
 		add_group_record(&b, g, true);
 		int64_t last = 0;
@@ -1080,7 +1090,8 @@ static bool subscribed(const struct group *g, struct kafka_str topic)
 			int32_t n = keel_rbuf_i32(&r);
 			for (int32_t t = 0; t < n && keel_rbuf_ok(&r); t++) {
 				int16_t len = (int16_t)keel_rbuf_u16(&r);
-				const uint8_t *name = len >= 0 ? keel_rbuf_bytes(&r, (size_t)len) : NULL;
+				const uint8_t *name =
+				        len >= 0 ? keel_rbuf_bytes(&r, (size_t)len) : NULL;
 				if (name != NULL && len == topic.len &&
 				    memcmp(name, topic.ptr, (size_t)len) == 0) {
 					return true;
@@ -1091,12 +1102,10 @@ static bool subscribed(const struct group *g, struct kafka_str topic)
 	return false;
 }
 
-static enum broker_group_outcome offset_delete(struct broker_core *core,
-                                               const struct broker_group_ctx *ctx,
-                                               const struct kafka_request *rq,
-                                               struct keel_arena *arena,
-                                               struct kafka_offset_delete_response *out,
-                                               struct broker_produce_wait *wait)
+static enum broker_group_outcome
+offset_delete(struct broker_core *core, const struct broker_group_ctx *ctx,
+              const struct kafka_request *rq, struct keel_arena *arena,
+              struct kafka_offset_delete_response *out, struct broker_produce_wait *wait)
 {
 	const struct kafka_offset_delete_request *dr = &rq->body.offset_delete;
 	memset(out, 0, sizeof(*out));
@@ -1156,8 +1165,8 @@ static void offset_delete_finish(struct broker_core *core, const struct kafka_re
 	}
 	struct keel_arena a;
 	keel_arena_init(&a, 1024);
-	struct group *g =
-	        group_coord_find(&core->groups->coord, cstr_nonnull(&a, rq->body.offset_delete.group_id));
+	struct group *g = group_coord_find(&core->groups->coord,
+	                                   cstr_nonnull(&a, rq->body.offset_delete.group_id));
 	for (int32_t t = 0; g != NULL && t < out->topic_count; t++) {
 		const struct kafka_offset_commit_topic_response *ot = &out->topics[t];
 		const char *topic = cstr_nonnull(&a, ot->name);
@@ -1172,12 +1181,10 @@ static void offset_delete_finish(struct broker_core *core, const struct kafka_re
 
 /* ---- dispatch ---- */
 
-enum broker_group_outcome broker_group_request(struct broker_core *core,
-                                               const struct broker_group_ctx *ctx,
-                                               const struct kafka_request *rq,
-                                               struct keel_arena *arena,
-                                               union kafka_response_body *out,
-                                               struct broker_produce_wait *wait)
+enum broker_group_outcome
+broker_group_request(struct broker_core *core, const struct broker_group_ctx *ctx,
+                     const struct kafka_request *rq, struct keel_arena *arena,
+                     union kafka_response_body *out, struct broker_produce_wait *wait)
 {
 	memset(wait, 0, sizeof(*wait));
 	switch (rq->header.api_key) {
@@ -1258,8 +1265,8 @@ static void write_snapshot(struct broker_core *core, int32_t i, struct broker_pa
 			add_group_record(&b, g, false);
 		}
 		for (uint32_t o = 0; o < g->offset_count; o++) {
-			add_offset_record(&b, g->group_id, g->offsets[o].topic, g->offsets[o].partition,
-			                  &g->offsets[o]);
+			add_offset_record(&b, g->group_id, g->offsets[o].topic,
+			                  g->offsets[o].partition, &g->offsets[o]);
 		}
 	}
 	int64_t start = plog_log_end_offset(&p->log);

@@ -58,13 +58,13 @@ struct broker_offsets_part {
 
 struct broker_groups {
 	struct group_coord coord;
-	int32_t partition_count;          /* of __consumer_offsets in the image; 0: none */
+	int32_t partition_count;           /* of __consumer_offsets in the image; 0: none */
 	struct broker_offsets_part *parts; /* [partition_count] */
-	uint64_t compactions;             /* prefix cuts done */
-	uint64_t compacted_segments;      /* segments they deleted */
-	bool want_create;        /* a client asked; the topic does not exist */
-	int64_t create_asked_ms; /* last time creation was asked of the controller */
-	uint64_t loaded_records; /* records read while loading, for the log */
+	uint64_t compactions;              /* prefix cuts done */
+	uint64_t compacted_segments;       /* segments they deleted */
+	bool want_create;                  /* a client asked; the topic does not exist */
+	int64_t create_asked_ms;           /* last time creation was asked of the controller */
+	uint64_t loaded_records;           /* records read while loading, for the log */
 };
 
 /* Called by broker_core_init / broker_core_close. */
@@ -83,9 +83,9 @@ void broker_groups_image_changed(struct broker_core *core);
 bool broker_groups_handles(int16_t api_key);
 
 struct broker_group_ctx {
-	int64_t now_ms;        /* monotonic: sessions and timeouts */
-	int64_t wall_ms;       /* wall clock: commit timestamps */
-	uint64_t waiter;       /* token for a delayed answer (a connection id) */
+	int64_t now_ms;  /* monotonic: sessions and timeouts */
+	int64_t wall_ms; /* wall clock: commit timestamps */
+	uint64_t waiter; /* token for a delayed answer (a connection id) */
 	const char *client_host;
 };
 
@@ -96,12 +96,10 @@ enum broker_group_outcome {
 };
 
 /* `wait` (for BROKER_GROUP_SYNC) uses one part: the offsets partition. */
-enum broker_group_outcome broker_group_request(struct broker_core *core,
-                                               const struct broker_group_ctx *ctx,
-                                               const struct kafka_request *rq,
-                                               struct keel_arena *arena,
-                                               union kafka_response_body *out,
-                                               struct broker_produce_wait *wait);
+enum broker_group_outcome
+broker_group_request(struct broker_core *core, const struct broker_group_ctx *ctx,
+                     const struct kafka_request *rq, struct keel_arena *arena,
+                     union kafka_response_body *out, struct broker_produce_wait *wait);
 
 /* After the sync a BROKER_GROUP_SYNC request waited for: applies what is
  * now committed to the coordinator, or turns the answer into errors. */

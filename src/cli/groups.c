@@ -50,8 +50,8 @@ struct endpoint {
 struct row {
 	char *topic;
 	int32_t partition;
-	int64_t committed; /* -1: none */
-	int64_t log_end;   /* -1: unknown */
+	int64_t committed;  /* -1: none */
+	int64_t log_end;    /* -1: unknown */
 	const char *member; /* index into members: its id (not owned) */
 	const char *client_id;
 	const char *host;
@@ -165,8 +165,8 @@ static bool to_coordinator(struct kclient *k, const struct gargs *a)
 		return false;
 	}
 	for (int attempt = 0; attempt < 50; attempt++) {
-		struct kafka_find_coordinator_request rq = {kafka_str(a->group), KAFKA_COORDINATOR_GROUP,
-		                                            {NULL, 0}};
+		struct kafka_find_coordinator_request rq = {
+		        kafka_str(a->group), KAFKA_COORDINATOR_GROUP, {NULL, 0}};
 		struct kafka_find_coordinator_response rs;
 		keel_arena_reset(&k->arena);
 		if (!kclient_call(k, KAFKA_API_FIND_COORDINATOR, 1, &rq, &rs)) {
@@ -298,8 +298,8 @@ static bool read_group(struct kclient *k, const struct gargs *a, struct view *v)
 }
 
 /* ListOffsets v1 at the partition's leader: earliest or latest. */
-static int64_t list_offset(struct kclient *k, struct view *v, const char *topic,
-                           int32_t partition, int32_t leader, int64_t which)
+static int64_t list_offset(struct kclient *k, struct view *v, const char *topic, int32_t partition,
+                           int32_t leader, int64_t which)
 {
 	const char *hp = endpoint_of(v, leader);
 	if (hp == NULL || !reconnect(k, hp)) {
@@ -311,7 +311,8 @@ static int64_t list_offset(struct kclient *k, struct view *v, const char *topic,
 	struct kafka_list_offsets_response rs;
 	keel_arena_reset(&k->arena);
 	if (!kclient_call(k, KAFKA_API_LIST_OFFSETS, 1, &rq, &rs) || rs.topic_count != 1 ||
-	    rs.topics[0].partition_count != 1 || rs.topics[0].partitions[0].error_code != KAFKA_NONE) {
+	    rs.topics[0].partition_count != 1 ||
+	    rs.topics[0].partitions[0].error_code != KAFKA_NONE) {
 		return -1;
 	}
 	return rs.topics[0].partitions[0].offset;
@@ -353,8 +354,9 @@ static int describe(struct kclient *k, const struct gargs *a)
 		int32_t *leaders = NULL, n = 0;
 		if (first_broker(k, a) && metadata(k, rw->topic, &v, &leaders, &n) &&
 		    rw->partition >= 0 && rw->partition < n) {
-			rw->log_end = list_offset(k, &v, rw->topic, rw->partition,
-			                          leaders[rw->partition], KAFKA_LIST_OFFSETS_LATEST);
+			rw->log_end =
+			        list_offset(k, &v, rw->topic, rw->partition, leaders[rw->partition],
+			                    KAFKA_LIST_OFFSETS_LATEST);
 		}
 		free(leaders);
 	}
@@ -374,11 +376,13 @@ static int describe(struct kclient *k, const struct gargs *a)
 		}
 		if (rw->log_end >= 0) {
 			int64_t from = rw->committed >= 0 ? rw->committed : 0;
-			snprintf(lag, sizeof(lag), "%" PRId64, KEEL_MAX(rw->log_end - from, (int64_t)0));
+			snprintf(lag, sizeof(lag), "%" PRId64,
+			         KEEL_MAX(rw->log_end - from, (int64_t)0));
 		}
 		printf("%-20s %-24s %9d %14s %14s %8s  %-36s %-16s %s\n", a->group, rw->topic,
 		       rw->partition, cur, end, lag, rw->member != NULL ? rw->member : "-",
-		       rw->host != NULL ? rw->host : "-", rw->client_id != NULL ? rw->client_id : "-");
+		       rw->host != NULL ? rw->host : "-",
+		       rw->client_id != NULL ? rw->client_id : "-");
 	}
 	status = 0;
 out:
@@ -404,7 +408,8 @@ static int list(struct kclient *k, const struct gargs *a)
 			continue;
 		}
 		for (int32_t i = 0; i < rs.group_count; i++) {
-			printf("%.*s\t%.*s\n", (int)rs.groups[i].group_id.len, rs.groups[i].group_id.ptr,
+			printf("%.*s\t%.*s\n", (int)rs.groups[i].group_id.len,
+			       rs.groups[i].group_id.ptr,
 			       (int)KEEL_MAX(rs.groups[i].group_state.len, 0),
 			       rs.groups[i].group_state.ptr);
 		}
@@ -445,8 +450,9 @@ static int reset_offsets(struct kclient *k, const struct gargs *a)
 		goto out;
 	}
 	if (strcmp(v.state, "Empty") != 0 && strcmp(v.state, "Dead") != 0) {
-		fprintf(stderr, "%s: group '%s' is %s: stop its consumers first (offsets can be "
-		                "reset only while it has no members)\n",
+		fprintf(stderr,
+		        "%s: group '%s' is %s: stop its consumers first (offsets can be "
+		        "reset only while it has no members)\n",
 		        k->who, a->group, v.state);
 		goto out;
 	}
@@ -455,10 +461,12 @@ static int reset_offsets(struct kclient *k, const struct gargs *a)
 		goto out;
 	}
 	for (int32_t p = 0; p < n; p++) {
-		int64_t lo = list_offset(k, &v, a->topic, p, leaders[p], KAFKA_LIST_OFFSETS_EARLIEST);
+		int64_t lo =
+		        list_offset(k, &v, a->topic, p, leaders[p], KAFKA_LIST_OFFSETS_EARLIEST);
 		int64_t hi = list_offset(k, &v, a->topic, p, leaders[p], KAFKA_LIST_OFFSETS_LATEST);
 		if (lo < 0 || hi < 0) {
-			fprintf(stderr, "%s: %s-%d: no offsets from its leader\n", k->who, a->topic, p);
+			fprintf(stderr, "%s: %s-%d: no offsets from its leader\n", k->who, a->topic,
+			        p);
 			goto out;
 		}
 		target[p] = a->reset == 1   ? lo
@@ -473,8 +481,8 @@ static int reset_offsets(struct kclient *k, const struct gargs *a)
 		cp[p] = (struct kafka_offset_commit_partition){p, target[p], -1, -1, kafka_str("")};
 	}
 	struct kafka_offset_commit_topic ct = {kafka_str(a->topic), cp, n};
-	struct kafka_offset_commit_request rq = {kafka_str(a->group), -1, kafka_str(""),
-	                                         KAFKA_STR_NULL, -1, &ct, 1};
+	struct kafka_offset_commit_request rq = {
+	        kafka_str(a->group), -1, kafka_str(""), KAFKA_STR_NULL, -1, &ct, 1};
 	struct kafka_offset_commit_response rs;
 	keel_arena_reset(&k->arena);
 	bool ok = to_coordinator(k, a) && kclient_call(k, KAFKA_API_OFFSET_COMMIT, 2, &rq, &rs);
@@ -488,8 +496,8 @@ static int reset_offsets(struct kclient *k, const struct gargs *a)
 		for (int32_t i = 0; i < rs.topics[t].partition_count; i++) {
 			const struct kafka_partition_error *pe = &rs.topics[t].partitions[i];
 			if (pe->error_code != KAFKA_NONE) {
-				fprintf(stderr, "%s: %s-%d: %s\n", k->who, a->topic, pe->partition_index,
-				        kafka_error_name(pe->error_code));
+				fprintf(stderr, "%s: %s-%d: %s\n", k->who, a->topic,
+				        pe->partition_index, kafka_error_name(pe->error_code));
 				status = 1;
 				continue;
 			}
@@ -546,8 +554,8 @@ static bool parse(struct gargs *a, int argc, char **argv)
 			a->brokers = v;
 		} else if (strcmp(arg, "--topic") == 0) {
 			a->topic = v;
-		} else if (strcmp(arg, "--to-offset") == 0 &&
-		           (a->to_offset = strtoll(v, &end, 10), *end == '\0' && a->to_offset >= 0)) {
+		} else if (strcmp(arg, "--to-offset") == 0 && (a->to_offset = strtoll(v, &end, 10),
+		                                               *end == '\0' && a->to_offset >= 0)) {
 			a->reset = 3;
 		} else {
 			fprintf(stderr, "keel groups: bad option '%s %s'\n", arg, v);
@@ -568,7 +576,8 @@ int cli_groups(int argc, char **argv)
 	}
 	bool is_list = strcmp(a.cmd, "list") == 0;
 	bool is_reset = strcmp(a.cmd, "reset-offsets") == 0;
-	if (!is_list && strcmp(a.cmd, "describe") != 0 && strcmp(a.cmd, "delete") != 0 && !is_reset) {
+	if (!is_list && strcmp(a.cmd, "describe") != 0 && strcmp(a.cmd, "delete") != 0 &&
+	    !is_reset) {
 		fprintf(stderr, "keel groups: unknown command '%s'\n", a.cmd);
 		return usage(stderr);
 	}
@@ -590,10 +599,10 @@ int cli_groups(int argc, char **argv)
 	struct kclient k = {who, -1, 0, {0}, {0}, NULL, 0};
 	keel_arena_init(&k.arena, 64 * 1024);
 	kafka_limits_default(&k.limits);
-	int status = is_list ? list(&k, &a)
-	             : is_reset                        ? reset_offsets(&k, &a)
+	int status = is_list                          ? list(&k, &a)
+	             : is_reset                       ? reset_offsets(&k, &a)
 	             : strcmp(a.cmd, "describe") == 0 ? describe(&k, &a)
-	                                               : delete_group(&k, &a);
+	                                              : delete_group(&k, &a);
 	if (k.fd >= 0) {
 		close(k.fd);
 	}

@@ -443,8 +443,10 @@ static const char *choose_protocol(const struct group *g)
 				bool all = true;
 				for (uint32_t j = 0; j < g->member_count && all; j++) {
 					bool has = false;
-					for (uint32_t r = 0; r < g->members[j]->protocol_count; r++) {
-						has |= str_eq(g->members[j]->protocols[r].name, mine);
+					for (uint32_t r = 0; r < g->members[j]->protocol_count;
+					     r++) {
+						has |= str_eq(g->members[j]->protocols[r].name,
+						              mine);
 					}
 					all = has;
 				}
@@ -605,16 +607,14 @@ static char *new_member_id(struct group_coord *c, const char *client_id)
 	return id;
 }
 
-static struct group_member *add_member(struct group_coord *c, struct group *g,
-                                       char *member_id, const struct group_join_request *rq,
-                                       int64_t now_ms)
+static struct group_member *add_member(struct group_coord *c, struct group *g, char *member_id,
+                                       const struct group_join_request *rq, int64_t now_ms)
 {
 	if (g->member_count >= c->config.max_members) {
 		free(member_id);
 		return NULL;
 	}
-	struct group_member **n =
-	        realloc(g->members, (g->member_count + 1) * sizeof(*g->members));
+	struct group_member **n = realloc(g->members, (g->member_count + 1) * sizeof(*g->members));
 	struct group_member *m = calloc(1, sizeof(*m));
 	if (n == NULL || m == NULL) {
 		if (n != NULL) {
@@ -807,8 +807,8 @@ bool group_join(struct group_coord *c, int64_t now_ms, const struct group_join_r
 
 /* ---- SyncGroup ---- */
 
-static int16_t check_member(const struct group *g, const char *member_id,
-                            const char *instance_id, struct group_member **out)
+static int16_t check_member(const struct group *g, const char *member_id, const char *instance_id,
+                            struct group_member **out)
 {
 	*out = NULL;
 	struct group_member *m = g != NULL ? find_member(g, member_id) : NULL;
@@ -1011,11 +1011,11 @@ int16_t group_offset_commit_check(struct group_coord *c, int64_t now_ms, const c
 	return KAFKA_NONE;
 }
 
-static struct group_offset *find_offset(const struct group *g, const char *topic,
-                                        int32_t partition)
+static struct group_offset *find_offset(const struct group *g, const char *topic, int32_t partition)
 {
 	for (uint32_t i = 0; i < g->offset_count; i++) {
-		if (g->offsets[i].partition == partition && strcmp(g->offsets[i].topic, topic) == 0) {
+		if (g->offsets[i].partition == partition &&
+		    strcmp(g->offsets[i].topic, topic) == 0) {
 			return &g->offsets[i];
 		}
 	}
@@ -1029,13 +1029,13 @@ const struct group_offset *group_offset_find(const struct group *g, const char *
 }
 
 enum keel_err group_offset_commit(struct group_coord *c, const char *group_id,
-                                  int32_t offsets_partition, const char *topic,
-                                  int32_t partition, int64_t offset, int32_t leader_epoch,
-                                  const char *metadata, int64_t commit_timestamp_ms)
+                                  int32_t offsets_partition, const char *topic, int32_t partition,
+                                  int64_t offset, int32_t leader_epoch, const char *metadata,
+                                  int64_t commit_timestamp_ms)
 {
 	struct group *g = group_coord_find(c, group_id);
-	if (g == NULL && (g = create_group(c, group_id, offsets_partition,
-	                                   commit_timestamp_ms)) == NULL) {
+	if (g == NULL &&
+	    (g = create_group(c, group_id, offsets_partition, commit_timestamp_ms)) == NULL) {
 		return KEEL_NOMEM;
 	}
 	struct group_offset *o = find_offset(g, topic, partition);
@@ -1105,8 +1105,7 @@ struct group *group_coord_take_dirty(struct group_coord *c)
 
 enum keel_err group_coord_load_group(struct group_coord *c, const char *group_id,
                                      int32_t offsets_partition, const char *protocol_type,
-                                     int32_t generation, const char *protocol_name,
-                                     int64_t now_ms)
+                                     int32_t generation, const char *protocol_name, int64_t now_ms)
 {
 	struct group *g = group_coord_find(c, group_id);
 	if (g == NULL && (g = create_group(c, group_id, offsets_partition, now_ms)) == NULL) {

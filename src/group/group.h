@@ -77,9 +77,9 @@ struct group_member {
 	uint32_t protocol_count;
 	struct group_bytes assignment;
 	int64_t session_deadline_ms;
-	bool joined;         /* has rejoined in the current join phase */
-	bool join_parked;    /* a JoinGroup waits (join_waiter) */
-	bool sync_parked;    /* a SyncGroup waits (sync_waiter) */
+	bool joined;      /* has rejoined in the current join phase */
+	bool join_parked; /* a JoinGroup waits (join_waiter) */
+	bool sync_parked; /* a SyncGroup waits (sync_waiter) */
 	uint64_t join_waiter;
 	uint64_t sync_waiter;
 };
@@ -123,9 +123,9 @@ struct group_coord_config {
 	int32_t min_session_timeout_ms; /* group.min.session.timeout.ms, Kafka: 6000 */
 	int32_t max_session_timeout_ms; /* group.max.session.timeout.ms, Kafka: 1800000 */
 	uint32_t max_groups;
-	uint32_t max_members;           /* per group (group.max.size) */
-	uint32_t max_offsets;           /* per group */
-	uint64_t incarnation;           /* differs between runs: makes member ids unique */
+	uint32_t max_members; /* per group (group.max.size) */
+	uint32_t max_offsets; /* per group */
+	uint64_t incarnation; /* differs between runs: makes member ids unique */
 };
 
 void group_coord_config_default(struct group_coord_config *config);
@@ -199,7 +199,7 @@ struct group_protocol_in {
 struct group_join_request {
 	const char *group_id;
 	int32_t offsets_partition;
-	const char *member_id; /* "" for a new member */
+	const char *member_id;   /* "" for a new member */
 	const char *instance_id; /* NULL: dynamic */
 	const char *client_id;
 	const char *client_host;
@@ -262,9 +262,9 @@ int16_t group_offset_commit_check(struct group_coord *c, int64_t now_ms, const c
 /* Applies one committed offset (after group_offset_commit_check said yes
  * and the caller appended its record). */
 enum keel_err group_offset_commit(struct group_coord *c, const char *group_id,
-                                  int32_t offsets_partition, const char *topic,
-                                  int32_t partition, int64_t offset, int32_t leader_epoch,
-                                  const char *metadata, int64_t commit_timestamp_ms);
+                                  int32_t offsets_partition, const char *topic, int32_t partition,
+                                  int64_t offset, int32_t leader_epoch, const char *metadata,
+                                  int64_t commit_timestamp_ms);
 
 /* The committed offset, or NULL. */
 const struct group_offset *group_offset_find(const struct group *g, const char *topic,
@@ -285,8 +285,7 @@ struct group *group_coord_take_dirty(struct group_coord *c);
 /* Load: a group metadata record (members are not restored: they rejoin). */
 enum keel_err group_coord_load_group(struct group_coord *c, const char *group_id,
                                      int32_t offsets_partition, const char *protocol_type,
-                                     int32_t generation, const char *protocol_name,
-                                     int64_t now_ms);
+                                     int32_t generation, const char *protocol_name, int64_t now_ms);
 /* Load: a tombstone for the group's metadata (it stays if it has offsets). */
 void group_coord_load_group_delete(struct group_coord *c, const char *group_id);
 

@@ -92,8 +92,7 @@ void group_encode_group_value(struct keel_wbuf *w, const struct group *g)
 
 /* A NUL-terminated copy of an i16-length string (NULL for null); *ok false
  * on short input or a bad length. */
-static const char *get_str(struct keel_rbuf *r, struct keel_arena *arena, bool nullable,
-                           bool *ok)
+static const char *get_str(struct keel_rbuf *r, struct keel_arena *arena, bool nullable, bool *ok)
 {
 	int16_t n = (int16_t)keel_rbuf_u16(r);
 	if (!keel_rbuf_ok(r)) {
@@ -241,9 +240,9 @@ void group_batch_add(struct group_batch *b, const uint8_t *key, size_t key_len,
 {
 	uint8_t head[32];
 	size_t n = 0;
-	head[n++] = 0;                                /* attributes */
-	n += plog_varint_write(head + n, 0);          /* timestamp delta */
-	n += plog_varint_write(head + n, b->count);   /* offset delta */
+	head[n++] = 0;                              /* attributes */
+	n += plog_varint_write(head + n, 0);        /* timestamp delta */
+	n += plog_varint_write(head + n, b->count); /* offset delta */
 	n += plog_varint_write(head + n, (int64_t)key_len);
 	uint8_t vlen[10];
 	size_t vn = plog_varint_write(vlen, value_len < 0 ? -1 : value_len);
@@ -297,7 +296,8 @@ static bool read_varint(const uint8_t *p, size_t end, size_t *pos, int64_t *v)
 enum keel_err group_batch_records(const uint8_t *data, size_t size, group_record_fn fn, void *arg)
 {
 	struct plog_batch b;
-	enum plog_batch_check check = plog_batch_validate(data, size, (uint32_t)KEEL_MIN(size, INT32_MAX), &b);
+	enum plog_batch_check check =
+	        plog_batch_validate(data, size, (uint32_t)KEEL_MIN(size, INT32_MAX), &b);
 	if (check != PLOG_BATCH_OK) {
 		return KEEL_CORRUPT;
 	}

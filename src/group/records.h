@@ -44,9 +44,9 @@ enum group_record_kind { GROUP_RECORD_OFFSET, GROUP_RECORD_GROUP };
 struct group_record {
 	enum group_record_kind kind;
 	const char *group_id;
-	const char *topic;  /* OFFSET */
-	int32_t partition;  /* OFFSET */
-	bool tombstone;     /* null value */
+	const char *topic; /* OFFSET */
+	int32_t partition; /* OFFSET */
+	bool tombstone;    /* null value */
 	/* OFFSET value */
 	int64_t offset;
 	int32_t leader_epoch; /* -1 before v3 */

@@ -91,7 +91,8 @@ static enum broker_group_outcome call(struct fx *f, struct kafka_request *rq,
 {
 	struct broker_group_ctx ctx = {f->now, 1700000000000 + f->now, waiter, "10.0.0.9"};
 	struct broker_produce_wait wait;
-	enum broker_group_outcome o = broker_group_request(&f->core, &ctx, rq, &f->arena, out, &wait);
+	enum broker_group_outcome o =
+	        broker_group_request(&f->core, &ctx, rq, &f->arena, out, &wait);
 	if (o == BROKER_GROUP_SYNC) {
 		/* not acknowledged before the sync: the offsets are not visible yet */
 		assert_true(broker_core_dirty(&f->core));
@@ -111,8 +112,8 @@ static char *join_and_sync(struct fx *f)
 	                                          {SUBSCRIPTION, (int32_t)sizeof(SUBSCRIPTION)}};
 	struct kafka_request rq = rq_of(KAFKA_API_JOIN_GROUP, 5);
 	rq.body.join_group = (struct kafka_join_group_request){
-	        kafka_str("g"), 10000, 30000, kafka_str(""), KAFKA_STR_NULL, kafka_str("consumer"),
-	        &proto, 1, KAFKA_STR_NULL};
+	        kafka_str("g"),        10000,  30000, kafka_str(""), KAFKA_STR_NULL,
+	        kafka_str("consumer"), &proto, 1,     KAFKA_STR_NULL};
 	union kafka_response_body out;
 	assert_int_equal(call(f, &rq, &out, 1), BROKER_GROUP_DONE);
 	assert_int_equal(out.join_group.error_code, KAFKA_MEMBER_ID_REQUIRED);
@@ -131,9 +132,14 @@ static char *join_and_sync(struct fx *f)
 	static const uint8_t assignment[] = {0, 1, 2, 3};
 	struct kafka_sync_group_assignment as = {kafka_str(id), {assignment, 4}};
 	rq = rq_of(KAFKA_API_SYNC_GROUP, 3);
-	rq.body.sync_group = (struct kafka_sync_group_request){
-	        kafka_str("g"), 1, kafka_str(id), KAFKA_STR_NULL, KAFKA_STR_NULL, KAFKA_STR_NULL,
-	        &as, 1};
+	rq.body.sync_group = (struct kafka_sync_group_request){kafka_str("g"),
+	                                                       1,
+	                                                       kafka_str(id),
+	                                                       KAFKA_STR_NULL,
+	                                                       KAFKA_STR_NULL,
+	                                                       KAFKA_STR_NULL,
+	                                                       &as,
+	                                                       1};
 	assert_int_equal(call(f, &rq, &out, 3), BROKER_GROUP_DONE);
 	assert_int_equal(out.sync_group.error_code, KAFKA_NONE);
 	assert_int_equal(out.sync_group.assignment.len, 4);
@@ -233,7 +239,8 @@ static void test_commit_fetch_delete_reload(void **state)
 	assert_int_equal(offset_delete(f, 1), KAFKA_GROUP_SUBSCRIBED_TO_TOPIC);
 	struct kafka_member_identity me = {kafka_str(id), KAFKA_STR_NULL, KAFKA_STR_NULL};
 	struct kafka_request rq = rq_of(KAFKA_API_LEAVE_GROUP, 3);
-	rq.body.leave_group = (struct kafka_leave_group_request){kafka_str("g"), KAFKA_STR_NULL, &me, 1};
+	rq.body.leave_group =
+	        (struct kafka_leave_group_request){kafka_str("g"), KAFKA_STR_NULL, &me, 1};
 	union kafka_response_body out;
 	assert_int_equal(call(f, &rq, &out, 7), BROKER_GROUP_DONE);
 	assert_int_equal(out.leave_group.members[0].error_code, KAFKA_NONE);

@@ -19,7 +19,7 @@
 #include "group/records.h"
 #include "kafka/errors.h"
 
-#define SESSION 10000
+#define SESSION   10000
 #define REBALANCE 30000
 
 static struct group_coord coord;
@@ -44,8 +44,7 @@ static int teardown(void **state)
 static const uint8_t META_A[] = {1, 2, 3};
 static const struct group_protocol_in RANGE[] = {{"range", META_A, 3}};
 
-static struct group_join_request join_rq(const char *member, const char *instance,
-                                         uint64_t waiter)
+static struct group_join_request join_rq(const char *member, const char *instance, uint64_t waiter)
 {
 	struct group_join_request rq = {
 	        .group_id = "g",
@@ -455,9 +454,9 @@ static void collect(void *arg, const uint8_t *key, int32_t key_len, const uint8_
 {
 	struct collected *c = arg;
 	assert_true(c->count < 8);
-	assert_int_equal(group_record_decode(key, key_len, value, value_len, &c->arena,
-	                                     &c->recs[c->count]),
-	                 KEEL_OK);
+	assert_int_equal(
+	        group_record_decode(key, key_len, value, value_len, &c->arena, &c->recs[c->count]),
+	        KEEL_OK);
 	c->count++;
 }
 
@@ -515,9 +514,9 @@ static void test_records_round_trip(void **state)
 	for (size_t n = 0; n < v.size; n++) {
 		struct group_record r;
 		keel_arena_reset(&c.arena);
-		assert_int_not_equal(
-		        group_record_decode(k.data, (int32_t)k.size, v.data, (int32_t)n, &c.arena, &r),
-		        KEEL_OK);
+		assert_int_not_equal(group_record_decode(k.data, (int32_t)k.size, v.data,
+		                                         (int32_t)n, &c.arena, &r),
+		                     KEEL_OK);
 	}
 	/* a corrupted batch is refused */
 	b.w.data[b.w.size - 1] ^= 0xff;
