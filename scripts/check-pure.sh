@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pure layers (src/base raft zk meta kafka plog broker) must not reach for I/O, a clock,
+# The pure layers (src/base raft zk meta kafka plog group broker) must not reach for I/O, a clock,
 # randomness or mutable global state. Two checks:
 #  1. sources: no forbidden #include, no call of a clock/random function;
 #  2. objects (when a build dir is given): nm shows no undefined reference to
@@ -10,7 +10,7 @@
 set -euo pipefail
 src=${1:?source dir}
 build=${2:-}
-layers=(base raft zk meta kafka plog broker)
+layers=(base raft zk meta kafka plog group broker)
 pure_files=(node/tracker)
 status=0
 

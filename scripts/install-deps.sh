@@ -22,12 +22,27 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-# kafkajs (tests/clients/kafkajs) runs on Node.js; a machine that already
-# has node and npm (from any source) keeps them.
+# kafkajs (tests/clients/kafkajs, tests/integration/kafkajs) runs on Node.js;
+# a machine that already has node and npm (from any source) keeps them.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
-[ ${#missing[@]} -eq 0 ] && exit 0
+# kafkajs for tests/integration/test_kafka_groups.py (npm; the kafkajs test
+# skips, saying so, when the registry cannot be reached).
+install_kafkajs() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/kafkajs"
+  if command -v npm >/dev/null && [ ! -d "$dir/node_modules/kafkajs" ]; then
+    (cd "$dir" && npm install --no-audit --no-fund >/dev/null 2>&1) ||
+      echo "install-deps: npm install in tests/integration/kafkajs failed" >&2
+  fi
+  return 0
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  install_kafkajs
+  exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}" >&2
@@ -38,3 +53,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || true
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_kafkajs

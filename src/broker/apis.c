@@ -91,7 +91,7 @@ static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
 	out->error_code = KAFKA_NONE;
 	out->name = kafka_str(t->name);
 	memcpy(out->topic_id.b, t->id, 16);
-	out->is_internal = false;
+	out->is_internal = strcmp(t->name, "__consumer_offsets") == 0; /* docs/groups.md */
 	out->topic_authorized_operations = INT32_MIN;
 	if (ALLOC_ARRAY(arena, out->partitions, t->partition_count) == NULL) {
 		out->error_code = KAFKA_UNKNOWN_SERVER_ERROR;
@@ -121,8 +121,7 @@ static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
 	}
 }
 
-/* The PLAINTEXT endpoint of a broker (its first one otherwise), or NULL. */
-static const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
+const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
 {
 	for (uint32_t i = 0; i < b->endpoint_count; i++) {
 		if (b->endpoints[i].security_protocol == META_SEC_PLAINTEXT) {

@@ -51,7 +51,7 @@
 #include "wal/vfs.h"
 
 /* The API sets a broker advertises in ApiVersions (kafka/api.h). */
-#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN | KAFKA_SET_PRODUCER)
+#define BROKER_API_SETS (KAFKA_SET_CORE | KAFKA_SET_ADMIN | KAFKA_SET_PRODUCER | KAFKA_SET_GROUP)
 
 /* Longest topic name Kafka allows. */
 #define BROKER_TOPIC_MAX 249
@@ -80,6 +80,8 @@ struct broker_partition {
 	int64_t snapshot_segment; /* base of the active segment at the last snapshot */
 };
 
+struct broker_groups;
+
 struct broker_core {
 	struct broker_config config;
 	char data_dir[WAL_VFS_PATH_MAX];
@@ -94,6 +96,7 @@ struct broker_core {
 	int64_t producer_id_next;
 	int64_t producer_id_end;
 	uint64_t duplicates; /* retried batches answered with their first offsets */
+	struct broker_groups *groups; /* consumer groups (groups.h) */
 };
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config);
@@ -157,6 +160,7 @@ struct broker_produce_wait {
 	struct broker_partition **parts; /* [i] for response partition i (flattened), or NULL */
 	uint32_t count;
 	bool needs_sync; /* at least one append */
+	int64_t last_offset; /* group records: the last offset appended */
 };
 
 void broker_api_versions(struct broker_core *core, struct keel_arena *arena,
@@ -196,6 +200,9 @@ void broker_offset_for_leader_epoch(struct broker_core *core,
                                     const struct kafka_offset_for_leader_epoch_request *rq,
                                     struct keel_arena *arena,
                                     struct kafka_offset_for_leader_epoch_response *out);
+
+/* The PLAINTEXT endpoint of a broker (its first one otherwise), or NULL. */
+const struct meta_endpoint *broker_endpoint(const struct meta_broker *b);
 
 /* ---- admin (admin.c) ---- */
 

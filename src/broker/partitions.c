@@ -12,6 +12,7 @@
 
 #include "base/assert.h"
 #include "broker/broker.h"
+#include "broker/groups.h"
 #include "meta/fmt.h"
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config)
@@ -25,6 +26,7 @@ void broker_core_init(struct broker_core *core, const struct broker_config *conf
 	memcpy(core->data_dir, config->data_dir, n + 1);
 	core->config.data_dir = core->data_dir;
 	meta_image_init(&core->image, NULL);
+	broker_groups_init(core);
 }
 
 static void close_log(struct broker_partition *p)
@@ -50,6 +52,7 @@ void broker_core_close(struct broker_core *core)
 		close_partition(core->parts[i]);
 	}
 	free(core->parts);
+	broker_groups_close(core);
 	meta_image_close(&core->image);
 	memset(core, 0, sizeof(*core));
 }
@@ -255,6 +258,7 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 		close_partition(p);
 	}
 	core->part_count = kept;
+	broker_groups_image_changed(core);
 }
 
 bool broker_core_dirty(const struct broker_core *core)

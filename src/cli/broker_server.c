@@ -38,11 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "base/assert.h"
 #include "broker/broker.h"
+#include "broker/groups.h"
 #include "cli/broker_server.h"
 #include "os/clock.h"
 #include "os/log.h"
@@ -51,7 +53,16 @@
 #define MAX_WRITE_QUEUE_BYTES (64u << 20)
 #define ARENA_BLOCK           (64u * 1024u)
 
-enum conn_wait { CONN_IDLE, CONN_WAIT_SYNC, CONN_WAIT_FETCH, CONN_WAIT_ADMIN, CONN_GATED };
+enum conn_wait {
+	CONN_IDLE,
+	CONN_WAIT_SYNC,
+	CONN_WAIT_FETCH,
+	CONN_WAIT_ADMIN,
+	CONN_WAIT_GROUP, /* a JoinGroup/SyncGroup parked in the coordinator */
+	CONN_GATED,
+};
+
+#define GROUP_TICK_MS 100
 
 /* An admin request on its way to the controller and back. */
 struct broker_admin_job {
@@ -67,6 +78,7 @@ struct conn {
 	uv_tcp_t tcp;
 	uv_timer_t timer; /* handshake deadline, then fetch waits */
 	struct broker_server *srv;
+	uint64_t id; /* the coordinator's waiter token */
 	struct conn *prev, *next;
 	char peer[64];
 	uint8_t *buf;
@@ -94,6 +106,7 @@ struct broker_server {
 	uv_tcp_t listener;
 	uv_async_t wakeup; /* an image was offered, or stop */
 	uv_prepare_t prepare;
+	uv_timer_t group_timer; /* the group coordinator's tick */
 	uv_work_t work;
 	pthread_t thread;
 	struct wal_vfs vfs;
@@ -107,6 +120,8 @@ struct broker_server {
 	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
 	uint64_t copied_bytes;   /* ... and read into memory first */
 	uint64_t conn_count;
+	uint64_t next_conn_id;
+	uint64_t group_commits; /* offset commits acknowledged */
 	pthread_mutex_t mu; /* guards the fields below */
 	struct meta_image *offered;
 	bool stop;
@@ -464,8 +479,11 @@ static void admin_answers(struct broker_server *s)
 	while (job != NULL) {
 		struct broker_admin_job *next = job->next;
 		struct conn *c = job->conn;
-		c->admin_job = NULL;
-		if (c->closing) {
+		if (c == NULL) {
+			/* the broker's own request (creating __consumer_offsets) */
+			KEEL_INFO("asked the controller to create __consumer_offsets: %s",
+			          job->reply != NULL ? "answered" : "no answer (retried on need)");
+		} else if ((c->admin_job = NULL, c->closing)) {
 			if (c->handles_open == 0) {
 				conn_free(c);
 			}
@@ -515,6 +533,100 @@ void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *
 	s->admin_back = job;
 	pthread_mutex_unlock(&s->mu);
 	uv_async_send(&s->wakeup);
+}
+
+/* ---- consumer groups ---- */
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Hands the coordinator's delayed answers to their connections. */
+static void group_deliver(struct broker_server *s)
+{
+	struct group_reply *r;
+	while ((r = group_coord_take_reply(&s->core.groups->coord)) != NULL) {
+		struct conn *c = s->conns;
+		while (c != NULL && c->id != r->waiter) {
+			c = c->next;
+		}
+		if (c != NULL && !c->closing && c->wait == CONN_WAIT_GROUP) {
+			keel_arena_reset(&c->resp_arena);
+			broker_group_reply(r, &c->req, &c->resp_arena, &c->resp);
+			conn_respond(c, &c->resp);
+			conn_finish(c);
+			conn_process(c);
+		}
+		group_reply_free(r);
+	}
+}
+
+/* Asks the controller for __consumer_offsets when a client needs it. */
+static void group_create_topic(struct broker_server *s)
+{
+	struct broker_admin_job *job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		return;
+	}
+	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
+	if (!broker_groups_take_create(&s->core, (int64_t)uv_now(&s->loop), &job->body,
+	                               &job->api)) {
+		keel_wbuf_free(&job->body);
+		free(job);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_out;
+	s->admin_out = job;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void group_tick(uv_timer_t *t)
+{
+	struct broker_server *s = t->data;
+	if (s->sync_in_flight) {
+		return; /* the core is the worker's; next tick */
+	}
+	broker_groups_tick(&s->core, (int64_t)uv_now(&s->loop), wall_ms());
+	group_deliver(s);
+	group_create_topic(s);
+}
+
+/* A group API; true when the connection waits (the answer comes later). */
+static bool group_dispatch(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	KEEL_ASSERT(broker_groups_handles(c->req.header.api_key));
+	struct broker_group_ctx ctx = {(int64_t)uv_now(&s->loop), wall_ms(), c->id, c->peer};
+	char host[sizeof(c->peer)];
+	memcpy(host, c->peer, sizeof(host));
+	char *colon = strrchr(host, ':');
+	if (colon != NULL) {
+		*colon = '\0';
+	}
+	ctx.client_host = host;
+	enum broker_group_outcome o = broker_group_request(&s->core, &ctx, &c->req, &c->resp_arena,
+	                                                   &c->resp, &c->produce_wait);
+	group_create_topic(s);
+	switch (o) {
+	case BROKER_GROUP_DONE:
+		conn_respond(c, &c->resp);
+		group_deliver(s);
+		return false;
+	case BROKER_GROUP_SYNC:
+		c->wait = CONN_WAIT_SYNC;
+		c->wait_sync_seq = s->sync_seq + 1;
+		group_deliver(s);
+		return true;
+	case BROKER_GROUP_PARKED:
+		c->wait = CONN_WAIT_GROUP;
+		group_deliver(s);
+		return true;
+	}
+	return false;
 }
 
 static void dispatch(struct conn *c)
@@ -588,7 +700,10 @@ static void dispatch(struct conn *c)
 		conn_respond(c, &c->resp.offset_for_leader_epoch);
 		break;
 	default:
-		KEEL_UNREACHABLE(); /* handle_frame admits only BROKER_API_SETS */
+		if (group_dispatch(c)) {
+			return;
+		}
+		break;
 	}
 	conn_finish(c);
 }
@@ -636,7 +751,9 @@ static void handle_frame(struct conn *c)
 	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer,
 	           kafka_api_find(c->req.header.api_key)->name, c->req.header.api_version,
 	           c->req.header.correlation_id);
-	if (broker_api_touches_logs(c->req.header.api_key) && s->sync_in_flight) {
+	if ((broker_api_touches_logs(c->req.header.api_key) ||
+	     broker_groups_handles(c->req.header.api_key)) &&
+	    s->sync_in_flight) {
 		c->wait = CONN_GATED;
 		return;
 	}
@@ -748,6 +865,7 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	c->cap = READ_CHUNK;
 	c->srv = s;
+	c->id = ++s->next_conn_id;
 	keel_arena_init(&c->req_arena, ARENA_BLOCK);
 	keel_arena_init(&c->resp_arena, ARENA_BLOCK);
 	uv_tcp_init(&s->loop, &c->tcp);
@@ -811,7 +929,13 @@ static void sync_done(uv_work_t *w, int status)
 		if (c->closing) {
 			continue;
 		}
-		if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq) {
+		if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq &&
+		    c->req.header.api_key != KAFKA_API_PRODUCE) {
+			broker_group_finish(&s->core, &c->req, &c->produce_wait, &c->resp);
+			s->group_commits++;
+			conn_respond(c, &c->resp);
+			conn_finish(c);
+		} else if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq) {
 			broker_produce_finish(&c->produce_wait, &c->resp.produce);
 			s->acked_produces++;
 			conn_respond(c, &c->resp.produce);
@@ -905,6 +1029,7 @@ static void close_all(struct broker_server *s)
 	uv_close((uv_handle_t *)&s->wakeup, NULL);
 	uv_close((uv_handle_t *)&s->prepare, NULL);
 	uv_close((uv_handle_t *)&s->retention, NULL);
+	uv_close((uv_handle_t *)&s->group_timer, NULL);
 }
 
 static void on_wakeup(uv_async_t *a)
@@ -939,6 +1064,7 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	wal_vfs_posix_init(&s->vfs);
 	struct broker_config bc = {&s->vfs, options->data_dir, options->node_id, 0};
 	broker_core_init(&s->core, &bc);
+	broker_groups_set_incarnation(&s->core, (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 44));
 	pthread_mutex_init(&s->mu, NULL);
 	uv_loop_init(&s->loop);
 	uv_tcp_init(&s->loop, &s->listener);
@@ -973,6 +1099,9 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_timer_init(&s->loop, &s->retention);
 	s->retention.data = s;
 	uv_timer_start(&s->retention, retention_due, (uint64_t)s->opt.retention_check_ms, 0);
+	uv_timer_init(&s->loop, &s->group_timer);
+	s->group_timer.data = s;
+	uv_timer_start(&s->group_timer, group_tick, GROUP_TICK_MS, GROUP_TICK_MS);
 	sigset_t block, old;
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
@@ -1020,9 +1149,12 @@ void broker_server_stop(struct broker_server *s)
 	pthread_join(s->thread, NULL);
 	KEEL_INFO("served %" PRIu64 " connections; %" PRIu64 " produce requests acknowledged "
 	          "after %" PRIu64 " group syncs; fetched %" PRIu64
-	          " record bytes with sendfile, %" PRIu64 " copied",
+	          " record bytes with sendfile, %" PRIu64 " copied; %" PRIu64
+	          " group offset commits acknowledged; %" PRIu64
+	          " offsets-partition compactions cut %" PRIu64 " segments",
 	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
-	          s->copied_bytes);
+	          s->copied_bytes, s->group_commits, s->core.groups->compactions,
+	          s->core.groups->compacted_segments);
 	if (s->core.duplicates > 0) {
 		KEEL_INFO("answered %" PRIu64
 		          " retried idempotent batches with their first offsets",

@@ -48,6 +48,7 @@ const struct cli_command cli_commands[] = {
 	{"produce", cli_produce, "send stdin's lines to a topic through a Kafka broker"},
 	{"consume", cli_consume, "print a partition's records from a Kafka broker"},
 	{"topics", cli_topics, "create, delete, list or describe topics"},
+	{"groups", cli_groups, "list, describe, delete consumer groups; reset their offsets"},
 	{"configs", cli_configs, "describe or alter topic, broker and cluster configs"},
 	{"leader-election", cli_leader_election,
 	 "elect partition leaders now (preferred, or unclean for named partitions)"},

@@ -61,6 +61,8 @@ static const struct kafka_api_info apis[] = {
             alter_partition_reassignments, KAFKA_SET_ADMIN, 0, 0, 0),
         API(KAFKA_API_LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments",
             list_partition_reassignments, KAFKA_SET_ADMIN, 0, 0, 0),
+        API(KAFKA_API_OFFSET_DELETE, "OffsetDelete", offset_delete, KAFKA_SET_GROUP, 0, 0,
+            NEVER),
         API(KAFKA_API_DESCRIBE_CLUSTER, "DescribeCluster", describe_cluster, KAFKA_SET_ADMIN, 0, 1,
             0),
 };

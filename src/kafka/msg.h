@@ -693,6 +693,7 @@ typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 	X(describe_groups)               \
 	X(list_groups)                   \
 	X(delete_groups)                 \
+	X(offset_delete)                 \
 	X(init_producer_id)              \
 	X(sasl_handshake)                \
 	X(sasl_authenticate)

@@ -442,6 +442,9 @@ static const char *const known_config_keys[] = {
 	"min.compaction.lag.ms",
 	"min.insync.replicas",
 	"num.partitions",
+	"offsets.topic.num.partitions",     /* broker/cluster: groups (docs/groups.md) */
+	"offsets.topic.replication.factor", /* broker/cluster: groups */
+	"offsets.topic.segment.bytes",      /* broker/cluster: groups */
 	"preallocate",
 	"remote.storage.enable",
 	"replica.lag.time.max.ms",

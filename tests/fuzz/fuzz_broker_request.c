@@ -7,7 +7,9 @@
  * always pass plog_check (no input leaves a log corrupt). The core is
  * rebuilt every REBUILD_EVERY inputs so that the logs stay small.
  * InitProducerId gets blocks from a stand-in controller; the ids it
- * answers must keep rising.
+ * answers must keep rising. Group requests go to the group coordinator,
+ * whose offsets partition (__consumer_offsets-0) is led here too; a parked
+ * JoinGroup/SyncGroup is encoded when its delayed answer comes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "base/assert.h"
 #include "base/rng.h"
 #include "broker/broker.h"
+#include "broker/groups.h"
 #include "../unit/test_meta_util.h"
 
 #define REBUILD_EVERY 256
@@ -47,18 +50,20 @@ static void build(void)
 	        tm_partition(5, 1, r1, 1, r1, 1, 1),
 	        tm_partition(5, 2, r2, 1, r2, 1, 2),
 	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", "1000"),
+	        tm_topic("__consumer_offsets", 6),
+	        tm_partition(6, 0, r1, 1, r1, 1, 1),
 	};
 	struct meta_image img;
 	meta_image_init(&img, NULL);
 	struct meta_apply_result res;
 	struct meta_changes ch;
 	meta_changes_init(&ch, 100);
-	KEEL_ASSERT(tm_apply(&img, 1, 1, recs, 8, &res, &ch) == KEEL_OK);
+	KEEL_ASSERT(tm_apply(&img, 1, 1, recs, 10, &res, &ch) == KEEL_OK);
 	meta_changes_close(&ch);
 	struct broker_image_report rep;
 	broker_core_set_image(&fx.core, &img, &rep);
 	meta_image_close(&img);
-	KEEL_ASSERT(rep.opened == 2);
+	KEEL_ASSERT(rep.opened == 3);
 	fx.ready = true;
 }
 
@@ -87,19 +92,52 @@ static void init_producer_id(struct kafka_request *rq, struct keel_arena *a,
 	}
 }
 
-static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_response_body *out)
+/* The group APIs; false when the request stays parked (no answer yet). */
+static bool answer_group(struct kafka_request *rq, struct keel_arena *a,
+                         union kafka_response_body *out)
+{
+	struct broker_core *core = &fx.core;
+	struct broker_produce_wait wait;
+	int64_t now = (int64_t)fx.inputs * 1000;
+	struct broker_group_ctx ctx = {now, now, fx.inputs + 1, "127.0.0.1"};
+	enum broker_group_outcome o = broker_group_request(core, &ctx, rq, a, out, &wait);
+	broker_groups_tick(core, now, now);
+	if (broker_core_dirty(core)) {
+		broker_core_sync(core);
+		broker_core_sync_done(core);
+	}
+	if (o == BROKER_GROUP_SYNC) {
+		broker_group_finish(core, rq, &wait, out);
+	}
+	bool answered = o != BROKER_GROUP_PARKED;
+	struct group_reply *r;
+	while ((r = group_coord_take_reply(&core->groups->coord)) != NULL) {
+		if (r->waiter == ctx.waiter && !answered) {
+			broker_group_reply(r, rq, a, out);
+			answered = true;
+		}
+		group_reply_free(r);
+	}
+	return answered;
+}
+
+/* false: no answer to encode (a parked group request). */
+static bool answer(struct kafka_request *rq, struct keel_arena *a, union kafka_response_body *out)
 {
 	struct broker_core *core = &fx.core;
 	size_t bytes = 0;
 	struct broker_produce_wait wait;
+	if (broker_groups_handles(rq->header.api_key)) {
+		return answer_group(rq, a, out);
+	}
 	switch (rq->header.api_key) {
 	case KAFKA_API_API_VERSIONS:
 		broker_api_versions(core, a, &out->api_versions);
-		return;
+		return true;
 	case KAFKA_API_METADATA:
 		broker_metadata(core, &rq->body.metadata, rq->header.api_version, a,
 		                &out->metadata);
-		return;
+		return true;
 	case KAFKA_API_PRODUCE:
 		broker_produce(core, &rq->body.produce, a, &out->produce, &wait);
 		if (wait.needs_sync) {
@@ -109,27 +147,27 @@ static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_r
 			broker_produce_finish(&wait, &out->produce);
 		}
 		KEEL_ASSERT(!broker_core_dirty(core));
-		return;
+		return true;
 	case KAFKA_API_FETCH:
 		broker_fetch(core, &rq->body.fetch, a, &out->fetch, &bytes);
-		return;
+		return true;
 	case KAFKA_API_LIST_OFFSETS:
 		broker_list_offsets(core, &rq->body.list_offsets, a, &out->list_offsets);
-		return;
+		return true;
 	case KAFKA_API_OFFSET_FOR_LEADER_EPOCH:
 		broker_offset_for_leader_epoch(core, &rq->body.offset_for_leader_epoch, a,
 		                               &out->offset_for_leader_epoch);
-		return;
+		return true;
 	case KAFKA_API_DESCRIBE_CONFIGS:
 		broker_describe_configs(core, &rq->body.describe_configs, a,
 		                        &out->describe_configs);
-		return;
+		return true;
 	case KAFKA_API_DESCRIBE_CLUSTER:
 		broker_describe_cluster(core, a, &out->describe_cluster);
-		return;
+		return true;
 	case KAFKA_API_INIT_PRODUCER_ID:
 		init_producer_id(rq, a, out);
-		return;
+		return true;
 	default: {
 		KEEL_ASSERT(broker_api_is_forwarded(rq->header.api_key));
 		struct keel_wbuf w;
@@ -140,7 +178,7 @@ static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_r
 		            err == KEEL_TOOBIG);
 		keel_wbuf_free(&w);
 		broker_admin_response(rq, NULL, 0, KAFKA_REQUEST_TIMED_OUT, a, out);
-		return;
+		return true;
 	}
 	}
 }
@@ -161,8 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct kafka_request *rq = malloc(sizeof(*rq));
 	union kafka_response_body *out = malloc(sizeof(*out));
 	if (kafka_decode_request(frame, size, &arena, &limits, rq, NULL) == KEEL_OK &&
-	    kafka_api_in_sets(rq->header.api_key, BROKER_API_SETS)) {
-		answer(rq, &arena, out);
+	    kafka_api_in_sets(rq->header.api_key, BROKER_API_SETS) && answer(rq, &arena, out)) {
 		struct keel_wbuf w;
 		keel_wbuf_init_dynamic(&w, 256, 1 << 26);
 		KEEL_ASSERT(kafka_encode_response(&w, rq->header.correlation_id, rq->header.api_key,

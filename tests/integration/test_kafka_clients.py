@@ -384,9 +384,9 @@ def test_bad_input_closes_only_that_connection(kc):
     corr, err = struct.unpack_from(">ih", resp, 0)
     assert (corr, err) == (42, 35)  # UNSUPPORTED_VERSION, with the table
     s.close()
-    # An API the broker does not serve (JoinGroup): closed.
+    # An API the broker does not serve (SaslHandshake): closed.
     s = connect(lead.port)
-    s.sendall(request(11, 5, 3, b"\x00" * 20))
+    s.sendall(request(17, 1, 3, b"\x00\x05PLAIN"))
     assert closed(s)
     # A silent client: closed at the handshake deadline (10 s by default).
     s = connect(lead.port)

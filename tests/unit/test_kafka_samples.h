@@ -38,6 +38,8 @@ static bool kafka_sample_group_request(int16_t api_key, void **body)
 	static struct kafka_offset_commit_partition oc_parts[2];
 	static struct kafka_offset_commit_topic oc_topics[1];
 	static struct kafka_offset_fetch_topic of_topics[1];
+	static struct kafka_offset_delete_partition od_parts[2];
+	static struct kafka_offset_delete_topic od_topics[1];
 	static struct kafka_offset_fetch_group of_groups[2];
 	static struct kafka_str group_names[2];
 	static struct kafka_str states[1];
@@ -105,6 +107,12 @@ static bool kafka_sample_group_request(int16_t api_key, void **body)
 	case KAFKA_API_DELETE_GROUPS:
 		u.body.delete_groups = (struct kafka_delete_groups_request){{group_names, 2}};
 		break;
+	case KAFKA_API_OFFSET_DELETE:
+		od_parts[0] = (struct kafka_offset_delete_partition){3};
+		od_parts[1] = (struct kafka_offset_delete_partition){5};
+		od_topics[0] = (struct kafka_offset_delete_topic){S("orders"), od_parts, 2};
+		u.body.offset_delete = (struct kafka_offset_delete_request){S("group-a"), od_topics, 1};
+		break;
 	case KAFKA_API_INIT_PRODUCER_ID:
 		u.body.init_producer_id =
 		        (struct kafka_init_producer_id_request){S("txn-1"), 60000, 5000, 3};
@@ -139,6 +147,8 @@ static bool kafka_sample_group_response(int16_t api_key, void **body)
 	static struct kafka_described_group dg_groups[2];
 	static struct kafka_listed_group lg_groups[2];
 	static struct kafka_delete_groups_result dl_results[2];
+	static struct kafka_partition_error od_parts[2];
+	static struct kafka_offset_commit_topic_response od_topics[1];
 	static struct kafka_str mechanisms[2];
 	static const uint8_t meta[] = {0, 1, 0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'};
 	memset(&u, 0, sizeof(u));
@@ -222,6 +232,12 @@ static bool kafka_sample_group_response(int16_t api_key, void **body)
 		dl_results[1] =
 		        (struct kafka_delete_groups_result){S("group-b"), KAFKA_NON_EMPTY_GROUP};
 		u.delete_groups = (struct kafka_delete_groups_response){20, dl_results, 2};
+		break;
+	case KAFKA_API_OFFSET_DELETE:
+		od_parts[0] = (struct kafka_partition_error){3, KAFKA_NONE};
+		od_parts[1] = (struct kafka_partition_error){5, KAFKA_GROUP_SUBSCRIBED_TO_TOPIC};
+		od_topics[0] = (struct kafka_offset_commit_topic_response){S("orders"), od_parts, 2};
+		u.offset_delete = (struct kafka_offset_delete_response){0, 22, od_topics, 1};
 		break;
 	case KAFKA_API_INIT_PRODUCER_ID:
 		u.init_producer_id = (struct kafka_init_producer_id_response){21, 0, 5001, 4};
