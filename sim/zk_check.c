@@ -441,7 +441,9 @@ static bool find_writer(const struct simzk_history *h, const char *path, uint64_
 {
 	for (size_t i = 0; i < h->op_count; i++) {
 		const struct simzk_op *o = &h->ops[i];
-		if (o->kind != SIMZK_REQUEST) {
+		bool writes = is_create(o->opcode) || o->opcode == ZK_OP_SET_DATA ||
+			      o->opcode == ZK_OP_MULTI;
+		if (o->kind != SIMZK_REQUEST || !writes) {
 			continue;
 		}
 		if (o->value == value && strcmp(o->path, path) == 0) {

@@ -8,6 +8,7 @@
 
 #include "base/assert.h"
 #include "sim/zk_sim.h"
+#include "zk/zk_codes.h"
 
 static void *grow(void *p, size_t *capacity, size_t count, size_t item)
 {
@@ -82,4 +83,44 @@ void simzk_history_stray(struct simzk_history *h, uint32_t client, uint64_t conn
 	s->xid = xid;
 	s->at = ++h->clock;
 	snprintf(s->what, sizeof(s->what), "%s", what);
+}
+
+void simzk_history_print(const struct simzk_history *h, FILE *out)
+{
+	size_t e = 0;
+	for (size_t i = 0; i < h->op_count || e < h->event_count;) {
+		/* ops by invoke, events by arrival, merged by tick */
+		if (e < h->event_count && (i == h->op_count || h->events[e].at < h->ops[i].invoke)) {
+			const struct simzk_event *ev = &h->events[e++];
+			fprintf(out, "%8llu event conn=%llu server=%u type=%d path=%s\n",
+				(unsigned long long)ev->at, (unsigned long long)ev->conn, ev->server,
+				ev->type, ev->path);
+			continue;
+		}
+		const struct simzk_op *o = &h->ops[i++];
+		static const char *const status[] = {"pending", "ok", "unknown"};
+		fprintf(out,
+			"%8llu op#%zu client=%u conn=%llu server=%u session=0x%llx %s xid=%d %s "
+			"value=%llu version=%d flags=%d watch=%d -> %s",
+			(unsigned long long)o->invoke, i - 1, o->client, (unsigned long long)o->conn,
+			o->server, (unsigned long long)o->session,
+			o->kind == SIMZK_CONNECT  ? "connect"
+			: o->kind == SIMZK_EXPIRE ? "abandon"
+						  : zk_op_name(o->opcode),
+			o->xid, o->path, (unsigned long long)o->value, o->version, o->flags, o->watch,
+			status[o->status]);
+		if (o->status == SIMZK_OK) {
+			fprintf(out, " at %llu err=%s zxid=%lld read=%llu version=%d%s%s%s\n",
+				(unsigned long long)o->complete, zk_err_name(o->err),
+				(long long)o->zxid, (unsigned long long)o->read_value,
+				o->stat.version, o->expired ? " expired" : "",
+				o->created[0] != '\0' ? " created=" : "", o->created);
+		} else {
+			fprintf(out, "\n");
+		}
+	}
+	for (size_t i = 0; i < h->stray_count; i++) {
+		fprintf(out, "%8llu stray conn=%llu xid=%d: %s\n", (unsigned long long)h->strays[i].at,
+			(unsigned long long)h->strays[i].conn, h->strays[i].xid, h->strays[i].what);
+	}
 }

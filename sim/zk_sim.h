@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/buf.h"
 #include "base/rng.h"
@@ -148,6 +149,8 @@ void simzk_history_unknown(struct simzk_history *h, size_t index);
 void simzk_history_event(struct simzk_history *h, const struct simzk_event *ev);
 void simzk_history_stray(struct simzk_history *h, uint32_t client, uint64_t conn, int32_t xid,
 			 const char *what);
+/* Every op, event and stray in tick order, one line each (--verbose). */
+void simzk_history_print(const struct simzk_history *h, FILE *out);
 
 /* ---- the checkers (zk_check.c) ----
  * Each is a pure function of the history (and the final states); on a
