@@ -318,8 +318,8 @@ static void do_work(struct simzk_clients *cs, struct simzk_client *c)
 		register_path(cs, path, reg_dir(cs));
 		do_read(cs, c, ZK_OP_EXISTS, path, keel_rng_chance(&cs->rng, 1, 2), SIMZK_NONE);
 	} else if (r < 77) {
-		do_read(cs, c, ZK_OP_GET_CHILDREN, reg_dir(cs), keel_rng_chance(&cs->rng, 1, 2),
-			SIMZK_NONE);
+		const char *dir = reg_dir(cs); /* draws in a fixed order */
+		do_read(cs, c, ZK_OP_GET_CHILDREN, dir, keel_rng_chance(&cs->rng, 1, 2), SIMZK_NONE);
 	} else if (r < 80) {
 		struct simzk_op op;
 		op_base(c, &op, SIMZK_REQUEST);

@@ -1080,7 +1080,7 @@ void simzk_run(const struct simzk_config *cfg, struct simzk_result *out)
 		struct simzk_view view = {sd, sd->n, view_state, view_applied};
 		out->ok = simzk_check_all(&h, &view, out->why, sizeof(out->why));
 	}
-	if (!out->ok && cfg->verbose) {
+	if (cfg->verbose) {
 		simzk_history_print(&h, stdout);
 	}
 	out->trace = history_trace(&h);
