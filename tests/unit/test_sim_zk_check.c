@@ -85,6 +85,19 @@ static void base_history(struct simzk_history *h)
 	s->stat.version = 1;
 }
 
+typedef bool (*checker_fn)(const struct simzk_history *h, char *why, size_t why_size);
+
+/* The checker rejects h and says `says` (if not NULL) in why; frees h. */
+static void rejects(struct simzk_history *h, checker_fn check, const char *says)
+{
+	char why[512] = "";
+	assert_false(check(h, why, sizeof(why)));
+	if (says != NULL && strstr(why, says) == NULL) {
+		fail_msg("expected \"%s\" in: %s", says, why);
+	}
+	simzk_history_free(h);
+}
+
 static bool all_pass(const struct simzk_history *h, char *why, size_t size)
 {
 	return simzk_check_all(h, &no_servers, why, size);
@@ -125,10 +138,7 @@ static void test_fifo_catches_out_of_order_reply(void **state)
 	size_t b = send_op(&h, 1, 11, ZK_OP_EXISTS, "/w/k0", 0, -1);
 	answer(&h, b, ZK_NO_NODE, 1);
 	answer(&h, a, ZK_NO_NODE, 1);
-	char why[512] = "";
-	assert_false(simzk_check_fifo(&h, why, sizeof(why)));
-	assert_non_null(strstr(why, "before xid"));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_fifo, "before xid");
 }
 
 static void test_fifo_catches_reply_after_unanswered(void **state)
@@ -140,9 +150,7 @@ static void test_fifo_catches_reply_after_unanswered(void **state)
 	size_t b = send_op(&h, 1, 11, ZK_OP_EXISTS, "/w/k0", 0, -1);
 	answer(&h, b, ZK_NO_NODE, 1);
 	simzk_history_unknown(&h, a); /* never answered, the connection went on */
-	char why[512] = "";
-	assert_false(simzk_check_fifo(&h, why, sizeof(why)));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_fifo, NULL);
 }
 
 static void test_fifo_catches_stray_reply(void **state)
@@ -151,10 +159,7 @@ static void test_fifo_catches_stray_reply(void **state)
 	struct simzk_history h;
 	base_history(&h);
 	simzk_history_stray(&h, 1, 1, 7, "reply to xid 7, expected 0");
-	char why[512] = "";
-	assert_false(simzk_check_fifo(&h, why, sizeof(why)));
-	assert_non_null(strstr(why, "xid 7"));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_fifo, "xid 7");
 }
 
 static void test_fifo_catches_session_zxid_going_back(void **state)
@@ -205,10 +210,7 @@ static void test_paths_catch_value_nobody_wrote(void **state)
 	struct simzk_history h;
 	base_history(&h);
 	get(&h, 3, 33, "/w/k0", false, 99, 1, 3);
-	char why[512] = "";
-	assert_false(simzk_check_paths(&h, why, sizeof(why)));
-	assert_non_null(strstr(why, "no write wrote"));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_paths, "no write wrote");
 }
 
 static void test_paths_catch_value_of_failed_write(void **state)
@@ -218,10 +220,7 @@ static void test_paths_catch_value_of_failed_write(void **state)
 	base_history(&h);
 	call(&h, 2, 22, ZK_OP_SET_DATA, "/w/k0", 7, ZK_BAD_VERSION, 4);
 	get(&h, 3, 33, "/w/k0", false, 7, 2, 4);
-	char why[512] = "";
-	assert_false(simzk_check_paths(&h, why, sizeof(why)));
-	assert_non_null(strstr(why, "failed"));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_paths, "failed");
 }
 
 static void test_paths_catch_read_missing_write_at_its_zxid(void **state)
@@ -231,10 +230,7 @@ static void test_paths_catch_read_missing_write_at_its_zxid(void **state)
 	base_history(&h);
 	/* a read at zxid 3 must show the set of zxid 3 */
 	get(&h, 3, 33, "/w/k0", false, 1, 0, 3);
-	char why[512] = "";
-	assert_false(simzk_check_paths(&h, why, sizeof(why)));
-	assert_non_null(strstr(why, "but not the setData of zxid 3"));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_paths, "but not the setData of zxid 3");
 }
 
 static void test_paths_catch_read_from_the_future(void **state)
@@ -243,10 +239,7 @@ static void test_paths_catch_read_from_the_future(void **state)
 	struct simzk_history h;
 	base_history(&h);
 	get(&h, 3, 33, "/w/k0", false, 2, 1, 2);
-	char why[512] = "";
-	assert_false(simzk_check_paths(&h, why, sizeof(why)));
-	assert_non_null(strstr(why, "saw the write of zxid 3"));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_paths, "saw the write of zxid 3");
 }
 
 static void test_paths_catch_write_applied_twice(void **state)
@@ -271,9 +264,7 @@ static void test_paths_catch_two_creates(void **state)
 	struct simzk_history h;
 	base_history(&h);
 	call(&h, 3, 33, ZK_OP_CREATE2, "/w/k0", 9, 0, 6);
-	char why[512] = "";
-	assert_false(simzk_check_paths(&h, why, sizeof(why)));
-	simzk_history_free(&h);
+	rejects(&h, simzk_check_paths, NULL);
 }
 
 static void test_paths_unknown_write_may_have_applied(void **state)
