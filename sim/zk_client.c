@@ -94,6 +94,14 @@ static void op_base(const struct simzk_client *c, struct simzk_op *op, uint8_t k
 	op->zxid = -1;
 }
 
+/* Completes history op `index` now. */
+static struct simzk_op *done(struct simzk_clients *cs, size_t index)
+{
+	struct simzk_op *op = simzk_history_complete(cs->hist, index);
+	op->complete_ms = cs->now_ms;
+	return op;
+}
+
 static void open_session(struct simzk_clients *cs, struct simzk_client *c, uint32_t server)
 {
 	c->conn = cs->next_conn++;
@@ -120,6 +128,7 @@ static void open_session(struct simzk_clients *cs, struct simzk_client *c, uint3
 	zk_frame_end(&cs->w, start);
 	struct simzk_op op;
 	op_base(c, &op, SIMZK_CONNECT);
+	op.invoke_ms = cs->now_ms;
 	op.opcode = ZK_OP_CREATE_SESSION;
 	c->connect_op = simzk_history_invoke(cs->hist, &op);
 	c->oldest_sent_ms = cs->now_ms;
@@ -180,6 +189,7 @@ static void send_request(struct simzk_clients *cs, struct simzk_client *c, struc
 	zk_frame_end(&cs->w, start);
 	op->xid = req->xid;
 	op->opcode = req->opcode;
+	op->invoke_ms = cs->now_ms;
 	size_t idx = simzk_history_invoke(cs->hist, op);
 	if (c->out_count == 0) {
 		c->oldest_sent_ms = cs->now_ms;
@@ -383,14 +393,14 @@ static void on_connect_response(struct simzk_clients *cs, struct simzk_client *c
 		lost(cs, c, true);
 		return;
 	}
-	struct simzk_op *op = simzk_history_complete(cs->hist, c->connect_op);
+	struct simzk_op *op = done(cs, c->connect_op);
 	c->connect_op = SIMZK_NONE;
 	if (rsp.timeout_ms <= 0) {
 		/* The session is gone; the server closes the connection. */
 		op->expired = true;
 		op->new_session = 0;
 		if (c->expire_op != SIMZK_NONE) {
-			struct simzk_op *e = simzk_history_complete(cs->hist, c->expire_op);
+			struct simzk_op *e = done(cs, c->expire_op);
 			e->expired = true;
 			c->expire_op = SIMZK_NONE;
 		}
@@ -519,7 +529,7 @@ static void on_reply(struct simzk_clients *cs, struct simzk_client *c, const str
 	memmove(&c->out[0], &c->out[1], (c->out_count - 1) * sizeof(c->out[0]));
 	c->out_count--;
 	c->oldest_sent_ms = cs->now_ms;
-	struct simzk_op *op = simzk_history_complete(cs->hist, o.op);
+	struct simzk_op *op = done(cs, o.op);
 	op->err = hdr->err;
 	op->zxid = hdr->zxid;
 	if (hdr->zxid > c->last_zxid) {
@@ -652,6 +662,7 @@ static void act(struct simzk_clients *cs, struct simzk_client *c)
 	if (r < 22) { /* abandon the session: it must expire */
 		struct simzk_op op;
 		op_base(c, &op, SIMZK_EXPIRE);
+		op.invoke_ms = now;
 		c->expire_op = simzk_history_invoke(cs->hist, &op);
 		cs->expiries++;
 		lost(cs, c, true);

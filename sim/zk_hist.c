@@ -100,9 +100,9 @@ void simzk_history_print(const struct simzk_history *h, FILE *out)
 		const struct simzk_op *o = &h->ops[i++];
 		static const char *const status[] = {"pending", "ok", "unknown"};
 		fprintf(out,
-			"%8llu op#%zu client=%u conn=%llu server=%u session=0x%llx %s xid=%d %s "
+			"%8llu %6llums op#%zu client=%u conn=%llu server=%u session=0x%llx %s xid=%d %s "
 			"value=%llu version=%d flags=%d watch=%d -> %s",
-			(unsigned long long)o->invoke, i - 1, o->client, (unsigned long long)o->conn,
+			(unsigned long long)o->invoke, (unsigned long long)o->invoke_ms, i - 1, o->client, (unsigned long long)o->conn,
 			o->server, (unsigned long long)o->session,
 			o->kind == SIMZK_CONNECT  ? "connect"
 			: o->kind == SIMZK_EXPIRE ? "abandon"
@@ -110,8 +110,9 @@ void simzk_history_print(const struct simzk_history *h, FILE *out)
 			o->xid, o->path, (unsigned long long)o->value, o->version, o->flags, o->watch,
 			status[o->status]);
 		if (o->status == SIMZK_OK) {
-			fprintf(out, " at %llu err=%s zxid=%lld read=%llu version=%d%s%s%s\n",
-				(unsigned long long)o->complete, zk_err_name(o->err),
+			fprintf(out, " at %llu (%llums) err=%s zxid=%lld read=%llu version=%d%s%s%s\n",
+				(unsigned long long)o->complete, (unsigned long long)o->complete_ms,
+				zk_err_name(o->err),
 				(long long)o->zxid, (unsigned long long)o->read_value,
 				o->stat.version, o->expired ? " expired" : "",
 				o->created[0] != '\0' ? " created=" : "", o->created);

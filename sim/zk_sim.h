@@ -85,6 +85,8 @@ struct simzk_op {
 	int32_t opcode;
 	uint64_t invoke;   /* history ticks */
 	uint64_t complete; /* SIMZK_TIME_INF until answered */
+	uint64_t invoke_ms; /* simulated milliseconds (for reading a history) */
+	uint64_t complete_ms;
 	/* arguments */
 	char path[SIMZK_PATH_MAX];
 	uint64_t value; /* written data (unique), 0 for none */
