@@ -705,14 +705,30 @@ static size_t events_between(const struct simzk_history *h, uint64_t conn, const
 
 enum watch_fault { WF_NONE, WF_LATE, WF_LOST };
 
+/* A watch registration: what a read with a watch, an addWatch or a
+ * setWatches asked for. Changes after `zxid` must be notified; its events
+ * come after tick `after`. */
+enum reg_kind { REG_DATA, REG_CHILD, REG_RECURSIVE };
+
+struct reg {
+	enum reg_kind kind;
+	uint64_t conn;
+	uint32_t server;
+	const char *path;
+	int64_t zxid;
+	uint64_t after;
+	int32_t xid;
+	int32_t opcode;
+};
+
 static enum watch_fault one_shot(const struct simzk_history *h, const struct changes *cs,
-				 const struct simzk_op *r, char *why, size_t why_size)
+				 const struct reg *r, char *why, size_t why_size)
 {
 	static const int32_t data_types[] = {ZK_EVENT_NODE_CREATED, ZK_EVENT_NODE_DELETED,
 					     ZK_EVENT_NODE_DATA_CHANGED};
 	static const int32_t child_types[] = {ZK_EVENT_NODE_CHILDREN_CHANGED,
 					      ZK_EVENT_NODE_DELETED};
-	bool child = r->opcode == ZK_OP_GET_CHILDREN;
+	bool child = r->kind == REG_CHILD;
 	const int32_t *types = child ? child_types : data_types;
 	size_t ntypes = child ? 2 : 3;
 	const struct change *first = NULL;
@@ -726,18 +742,18 @@ static enum watch_fault one_shot(const struct simzk_history *h, const struct cha
 	if (first == NULL) {
 		return WF_NONE;
 	}
-	const struct simzk_op *d = first_reply_seeing(h, r->conn, r->complete, first->zxid);
+	const struct simzk_op *d = first_reply_seeing(h, r->conn, r->after, first->zxid);
 	if (d == NULL) {
 		return WF_NONE; /* the connection ended before it could show the change */
 	}
-	if (events_between(h, r->conn, r->path, types, ntypes, r->complete, d->complete) > 0) {
+	if (events_between(h, r->conn, r->path, types, ntypes, r->after, d->complete) > 0) {
 		return WF_NONE;
 	}
-	bool late = events_between(h, r->conn, r->path, types, ntypes, r->complete,
-				   SIMZK_TIME_INF) > 0;
+	bool late =
+		events_between(h, r->conn, r->path, types, ntypes, r->after, SIMZK_TIME_INF) > 0;
 	snprintf(why, why_size,
-		 "%s: connection %llu (server %u) watched %s (%s xid %d at zxid %lld); the change "
-		 "at zxid %lld %s its reply to xid %d %s (zxid %lld)",
+		 "%s: connection %llu (server %u) watched %s (%s xid %d, after zxid %lld); the "
+		 "change at zxid %lld %s its reply to xid %d %s (zxid %lld)",
 		 late ? "watch order" : "watch lost", (unsigned long long)r->conn, r->server, r->path,
 		 zk_op_name(r->opcode), r->xid, (long long)r->zxid, (long long)first->zxid,
 		 late ? "was notified only after" : "was never notified, not even by", d->xid,
@@ -752,7 +768,7 @@ static bool under(const char *path, const char *root)
 }
 
 static enum watch_fault recursive(const struct simzk_history *h, const struct changes *cs,
-				  const struct simzk_op *r, char *why, size_t why_size)
+				  const struct reg *r, char *why, size_t why_size)
 {
 	/* Only changes up to the last zxid a reply on the connection showed
 	 * can be demanded. */
@@ -760,7 +776,7 @@ static enum watch_fault recursive(const struct simzk_history *h, const struct ch
 	for (size_t i = 0; i < h->op_count; i++) {
 		const struct simzk_op *o = &h->ops[i];
 		if (o->conn == r->conn && o->kind == SIMZK_REQUEST && answered(o) &&
-		    o->complete > r->complete && o->zxid > last_seen) {
+		    o->complete > r->after && o->zxid > last_seen) {
 			last_seen = o->zxid;
 		}
 	}
@@ -770,7 +786,7 @@ static enum watch_fault recursive(const struct simzk_history *h, const struct ch
 		    !under(c->path, r->path)) {
 			continue;
 		}
-		const struct simzk_op *d = first_reply_seeing(h, r->conn, r->complete, c->zxid);
+		const struct simzk_op *d = first_reply_seeing(h, r->conn, r->after, c->zxid);
 		KEEL_ASSERT(d != NULL);
 		/* Every change of (path, type) up to this one needs its event. */
 		size_t need = 0;
@@ -778,22 +794,71 @@ static enum watch_fault recursive(const struct simzk_history *h, const struct ch
 			need += cs->c[j].zxid > r->zxid && cs->c[j].type == c->type &&
 				strcmp(cs->c[j].path, c->path) == 0;
 		}
-		size_t got = events_between(h, r->conn, c->path, &c->type, 1, r->complete,
-					    d->complete);
+		size_t got =
+			events_between(h, r->conn, c->path, &c->type, 1, r->after, d->complete);
 		if (got >= need) {
 			continue;
 		}
-		size_t total = events_between(h, r->conn, c->path, &c->type, 1, r->complete,
-					      SIMZK_TIME_INF);
+		size_t total =
+			events_between(h, r->conn, c->path, &c->type, 1, r->after, SIMZK_TIME_INF);
 		bool late = total >= need;
 		snprintf(why, why_size,
-			 "%s: connection %llu (server %u) watches %s recursively (since zxid %lld): "
-			 "%zu of %zu events (type %d) for %s up to zxid %lld came before its reply "
-			 "to xid %d (zxid %lld)",
+			 "%s: connection %llu (server %u) watches %s recursively (%s xid %d, after "
+			 "zxid %lld): %zu of %zu events (type %d) for %s up to zxid %lld came before "
+			 "its reply to xid %d (zxid %lld)",
 			 late ? "watch order" : "watch lost", (unsigned long long)r->conn, r->server,
-			 r->path, (long long)r->zxid, got, need, c->type, c->path,
-			 (long long)c->zxid, d->xid, (long long)d->zxid);
+			 r->path, zk_op_name(r->opcode), r->xid, (long long)r->zxid, got, need,
+			 c->type, c->path, (long long)c->zxid, d->xid, (long long)d->zxid);
 		return late ? WF_LATE : WF_LOST;
+	}
+	return WF_NONE;
+}
+
+static enum watch_fault check_reg(const struct simzk_history *h, const struct changes *cs,
+				  const struct reg *r, char *why, size_t why_size)
+{
+	return r->kind == REG_RECURSIVE ? recursive(h, cs, r, why, why_size)
+					: one_shot(h, cs, r, why, why_size);
+}
+
+/* The registrations a setWatches(2) made: data and child watches are owed
+ * the changes after the client's last zxid (the server fires those at
+ * once, as catch-up events before its reply); exist and recursive watches
+ * only those after the reply. */
+static enum watch_fault check_set_watches(const struct simzk_history *h,
+					  const struct changes *cs, const struct simzk_op *o,
+					  char *why, size_t why_size)
+{
+	for (int i = 0; i < SIMZK_WATCHABLE; i++) {
+		struct reg r = {REG_DATA,	  o->conn, o->server, simzk_path_name(i),
+				o->relative_zxid, o->invoke, o->xid,	  o->opcode};
+		uint16_t bit = (uint16_t)(1u << i);
+		enum watch_fault f = WF_NONE;
+		if ((o->sw_data & bit) != 0) {
+			f = check_reg(h, cs, &r, why, why_size);
+		}
+		if (f == WF_NONE && (o->sw_exist & bit) != 0) {
+			/* An exist watch fires NodeCreated only if the node is
+			 * there when the server reads the request: one created and
+			 * deleted since the last zxid goes unnoticed (ZooKeeper
+			 * too), so only changes after the reply are owed. */
+			r.zxid = o->zxid;
+			f = check_reg(h, cs, &r, why, why_size);
+			r.zxid = o->relative_zxid;
+		}
+		if (f == WF_NONE && (o->sw_child & bit) != 0) {
+			r.kind = REG_CHILD;
+			f = check_reg(h, cs, &r, why, why_size);
+		}
+		if (f == WF_NONE && (o->sw_recursive & bit) != 0) {
+			r.kind = REG_RECURSIVE;
+			r.zxid = o->zxid;
+			r.after = o->complete;
+			f = check_reg(h, cs, &r, why, why_size);
+		}
+		if (f != WF_NONE) {
+			return f;
+		}
 	}
 	return WF_NONE;
 }
@@ -805,21 +870,28 @@ static bool check_watches(const struct simzk_history *h, enum watch_fault wanted
 	known_changes(h, &cs);
 	bool ok = true;
 	for (size_t i = 0; i < h->op_count && ok; i++) {
-		const struct simzk_op *r = &h->ops[i];
-		if (r->kind != SIMZK_REQUEST || !answered(r)) {
+		const struct simzk_op *o = &h->ops[i];
+		if (o->kind != SIMZK_REQUEST || !answered(o)) {
 			continue;
 		}
+		struct reg r = {REG_DATA, o->conn,     o->server, o->path,
+				o->zxid,  o->complete, o->xid,	  o->opcode};
 		enum watch_fault f = WF_NONE;
 		char msg[512];
-		bool data = (r->opcode == ZK_OP_GET_DATA && r->watch && r->err == 0) ||
-			    (r->opcode == ZK_OP_EXISTS && r->watch &&
-			     (r->err == 0 || r->err == ZK_NO_NODE)) ||
-			    (r->opcode == ZK_OP_GET_CHILDREN && r->watch && r->err == 0);
-		if (data) {
-			f = one_shot(h, &cs, r, msg, sizeof(msg));
-		} else if (r->opcode == ZK_OP_ADD_WATCH && r->err == 0 &&
-			   r->mode == ZK_ADD_WATCH_PERSISTENT_RECURSIVE) {
-			f = recursive(h, &cs, r, msg, sizeof(msg));
+		if ((o->opcode == ZK_OP_GET_DATA && o->watch && o->err == 0) ||
+		    (o->opcode == ZK_OP_EXISTS && o->watch &&
+		     (o->err == 0 || o->err == ZK_NO_NODE))) {
+			f = check_reg(h, &cs, &r, msg, sizeof(msg));
+		} else if (o->opcode == ZK_OP_GET_CHILDREN && o->watch && o->err == 0) {
+			r.kind = REG_CHILD;
+			f = check_reg(h, &cs, &r, msg, sizeof(msg));
+		} else if (o->opcode == ZK_OP_ADD_WATCH && o->err == 0 &&
+			   o->mode == ZK_ADD_WATCH_PERSISTENT_RECURSIVE) {
+			r.kind = REG_RECURSIVE;
+			f = check_reg(h, &cs, &r, msg, sizeof(msg));
+		} else if ((o->opcode == ZK_OP_SET_WATCHES || o->opcode == ZK_OP_SET_WATCHES2) &&
+			   o->err == 0) {
+			f = check_set_watches(h, &cs, o, msg, sizeof(msg));
 		}
 		if (f == wanted) {
 			snprintf(why, why_size, "%s", msg);

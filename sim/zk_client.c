@@ -141,7 +141,8 @@ static void send_request(struct simzk_clients *cs, struct simzk_client *c, struc
 {
 	KEEL_ASSERT(c->state == SIMZK_C_ACTIVE);
 	KEEL_ASSERT(c->out_count < SIMZK_MAX_OUT);
-	req->xid = req->opcode == ZK_OP_PING ? ZK_XID_PING : c->next_xid++;
+	bool sw = req->opcode == ZK_OP_SET_WATCHES || req->opcode == ZK_OP_SET_WATCHES2;
+	req->xid = req->opcode == ZK_OP_PING ? ZK_XID_PING : sw ? ZK_XID_SET_WATCHES : c->next_xid++;
 	keel_wbuf_reset(&cs->w);
 	size_t start = zk_frame_begin(&cs->w);
 	if (req->opcode == ZK_OP_MULTI) {
@@ -384,6 +385,75 @@ static void lost(struct simzk_clients *cs, struct simzk_client *c, bool hang_up)
 
 /* ---- receiving ---- */
 
+static uint16_t path_bit(const char *path)
+{
+	int i = simzk_path_index(path);
+	return i < 0 ? 0 : (uint16_t)(1u << i);
+}
+
+/* A watch the server registered (or the event that consumed one). */
+static void track_watch(struct simzk_client *c, const struct simzk_op *op)
+{
+	uint16_t bit = path_bit(op->path);
+	if (op->watch && op->opcode == ZK_OP_GET_DATA && op->err == 0) {
+		c->w_data |= bit;
+	} else if (op->watch && op->opcode == ZK_OP_EXISTS && op->err == 0) {
+		c->w_data |= bit;
+	} else if (op->watch && op->opcode == ZK_OP_EXISTS && op->err == ZK_NO_NODE) {
+		c->w_exist |= bit;
+	} else if (op->watch && op->opcode == ZK_OP_GET_CHILDREN && op->err == 0) {
+		c->w_child |= bit;
+	} else if (op->opcode == ZK_OP_ADD_WATCH && op->err == 0) {
+		c->w_recursive |= bit;
+	}
+}
+
+static void track_event(struct simzk_client *c, int32_t type, const char *path)
+{
+	uint16_t bit = path_bit(path);
+	if (type == ZK_EVENT_NODE_CREATED || type == ZK_EVENT_NODE_DELETED ||
+	    type == ZK_EVENT_NODE_DATA_CHANGED) {
+		c->w_data &= (uint16_t)~bit;
+		c->w_exist &= (uint16_t)~bit;
+	}
+	if (type == ZK_EVENT_NODE_CHILDREN_CHANGED || type == ZK_EVENT_NODE_DELETED) {
+		c->w_child &= (uint16_t)~bit;
+	}
+}
+
+/* After a move: set the session's watches again on the new connection,
+ * relative to the last zxid seen (the server fires what changed since). */
+static void set_watches(struct simzk_clients *cs, struct simzk_client *c)
+{
+	struct simzk_op op;
+	op_base(c, &op, SIMZK_REQUEST);
+	op.sw_data = c->w_data;
+	op.sw_exist = c->w_exist;
+	op.sw_child = c->w_child;
+	op.sw_recursive = c->w_recursive;
+	op.relative_zxid = c->last_zxid;
+	const uint16_t masks[ZK_SW_LIST_COUNT] = {c->w_data, c->w_exist, c->w_child, 0,
+						  c->w_recursive};
+	struct zk_request req = {.opcode = c->w_recursive != 0 ? ZK_OP_SET_WATCHES2
+							       : ZK_OP_SET_WATCHES};
+	req.u.set_watches.relative_zxid = c->last_zxid;
+	uint8_t mem[ZK_SW_LIST_COUNT][256];
+	struct keel_wbuf lw[ZK_SW_LIST_COUNT];
+	for (int l = 0; l < ZK_SW_LIST_COUNT; l++) {
+		const char *paths[SIMZK_WATCHABLE];
+		size_t n = 0;
+		for (int i = 0; i < SIMZK_WATCHABLE; i++) {
+			if ((masks[l] >> i) & 1u) {
+				paths[n++] = simzk_path_name(i);
+			}
+		}
+		keel_wbuf_init_fixed(&lw[l], mem[l], sizeof(mem[l]));
+		req.u.set_watches.lists[l] = zk_str_vec_build(&lw[l], paths, n);
+		KEEL_ASSERT(keel_wbuf_ok(&lw[l]));
+	}
+	send_request(cs, c, &req, &op);
+}
+
 static void on_connect_response(struct simzk_clients *cs, struct simzk_client *c,
 				const uint8_t *payload, size_t size)
 {
@@ -412,8 +482,10 @@ static void on_connect_response(struct simzk_clients *cs, struct simzk_client *c
 	if (c->session != 0 && rsp.session_id != c->session) {
 		simzk_history_stray(cs->hist, c->id, c->conn, 0, "resumed another session");
 	}
-	if (c->session == 0) {
+	bool resumed = c->session != 0;
+	if (!resumed) {
 		cs->sessions++;
+		c->w_data = c->w_exist = c->w_child = c->w_recursive = 0;
 	}
 	op->new_session = rsp.session_id;
 	c->session = rsp.session_id;
@@ -427,6 +499,9 @@ static void on_connect_response(struct simzk_clients *cs, struct simzk_client *c
 		/* It lived on (the server had not expired it yet). */
 		simzk_history_unknown(cs->hist, c->expire_op);
 		c->expire_op = SIMZK_NONE;
+	}
+	if (resumed && (c->w_data | c->w_exist | c->w_child | c->w_recursive) != 0) {
+		set_watches(cs, c);
 	}
 }
 
@@ -448,6 +523,7 @@ static void on_event(struct simzk_clients *cs, struct simzk_client *c, const str
 							       : SIMZK_PATH_MAX - 1;
 	memcpy(ev.path, we.path.data, n);
 	simzk_history_event(cs->hist, &ev);
+	track_event(c, ev.type, ev.path);
 	cs->events++;
 }
 
@@ -539,6 +615,7 @@ static void on_reply(struct simzk_clients *cs, struct simzk_client *c, const str
 	if (!decode_result(op, keel_rbuf_bytes(r, left), left)) {
 		simzk_history_stray(cs->hist, c->id, c->conn, hdr->xid, "reply does not decode");
 	}
+	track_watch(c, op);
 	if (!cs->setup_done && c->id == 0 && strcmp(op->path, dirs[c->setup_step]) == 0 &&
 	    (op->err == 0 || op->err == ZK_NODE_EXISTS) && ++c->setup_step == 3) {
 		cs->setup_done = true;

@@ -125,3 +125,23 @@ void simzk_history_print(const struct simzk_history *h, FILE *out)
 			(unsigned long long)h->strays[i].conn, h->strays[i].xid, h->strays[i].what);
 	}
 }
+
+static const char *const watchable[SIMZK_WATCHABLE] = {
+	"/w", "/e", "/s", "/w/k0", "/w/k1", "/w/k2", "/w/k3", "/e/k0", "/e/k1", "/e/k2", "/e/k3",
+};
+_Static_assert(SIMZK_KEYS == 4, "watchable paths are listed for four registers per directory");
+
+int simzk_path_index(const char *path)
+{
+	for (int i = 0; i < SIMZK_WATCHABLE; i++) {
+		if (strcmp(path, watchable[i]) == 0) {
+			return i;
+		}
+	}
+	return -1;
+}
+
+const char *simzk_path_name(int index)
+{
+	return index >= 0 && index < SIMZK_WATCHABLE ? watchable[index] : "";
+}

@@ -97,6 +97,13 @@ struct simzk_op {
 	uint32_t sub_count;
 	struct simzk_sub sub[SIMZK_MULTI_MAX];
 	size_t after_sync; /* a read sent right behind a sync: the sync's index */
+	/* setWatches(2) after a move: the watches set again (bit i: path
+	 * simzk_path_name(i)) and the last zxid the client saw */
+	uint16_t sw_data;
+	uint16_t sw_exist;
+	uint16_t sw_child;
+	uint16_t sw_recursive;
+	int64_t relative_zxid;
 	/* result */
 	int32_t err;
 	int64_t zxid;
@@ -153,6 +160,12 @@ void simzk_history_stray(struct simzk_history *h, uint32_t client, uint64_t conn
 			 const char *what);
 /* Every op, event and stray in tick order, one line each (--verbose). */
 void simzk_history_print(const struct simzk_history *h, FILE *out);
+
+/* The paths a client may watch, numbered for watch sets: /w, /e, /s, then
+ * /w/k0.., /e/k0... simzk_path_index is -1 for any other path. */
+#define SIMZK_WATCHABLE (3 + 2 * SIMZK_KEYS)
+int simzk_path_index(const char *path);
+const char *simzk_path_name(int index);
 
 /* ---- the checkers (zk_check.c) ----
  * Each is a pure function of the history (and the final states); on a
@@ -234,6 +247,13 @@ struct simzk_client {
 	uint64_t oldest_sent_ms; /* of out[0] or of the connect */
 	uint64_t quiet_until_ms; /* ABANDONED / backing off */
 	uint32_t setup_step;     /* client 0: directories made */
+	/* Watches the session holds, to set again after a move (setWatches):
+	 * bit simzk_path_index(path). A one-shot watch is dropped when an
+	 * event that consumes it arrives. */
+	uint16_t w_data;
+	uint16_t w_exist;
+	uint16_t w_child;
+	uint16_t w_recursive;
 };
 
 struct simzk_clients {

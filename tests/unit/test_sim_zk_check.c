@@ -413,6 +413,58 @@ static void test_recursive_watch_counts_every_change(void **state)
 	simzk_history_free(&h);
 }
 
+/* setWatches on conn 5 after a move, relative to zxid 2: the data watch
+ * on /w/k0 (bit 3) and the exist watch on /w/k1 (bit 4). */
+static size_t set_watches(struct simzk_history *h)
+{
+	size_t i = send_op(h, 5, 11, ZK_OP_SET_WATCHES, "", 0, -1);
+	h->ops[i].sw_data = (uint16_t)(1u << simzk_path_index("/w/k0"));
+	h->ops[i].sw_exist = (uint16_t)(1u << simzk_path_index("/w/k1"));
+	h->ops[i].relative_zxid = 2;
+	return i;
+}
+
+static void test_set_watches_owes_catch_up_events(void **state)
+{
+	(void)state;
+	struct simzk_history h;
+	base_history(&h); /* the set of /w/k0 at zxid 3 is after zxid 2 */
+	size_t sw = set_watches(&h);
+	answer(&h, sw, 0, 3);
+	char why[512] = "";
+	assert_false(simzk_check_watch_lost(&h, why, sizeof(why)));
+	assert_non_null(strstr(why, "setWatches"));
+	simzk_history_free(&h);
+	/* the catch-up event before the reply */
+	base_history(&h);
+	sw = set_watches(&h);
+	event(&h, 5, ZK_EVENT_NODE_DATA_CHANGED, "/w/k0");
+	answer(&h, sw, 0, 3);
+	assert_true(simzk_check_watch_lost(&h, why, sizeof(why)));
+	assert_true(simzk_check_watch_order(&h, why, sizeof(why)));
+	simzk_history_free(&h);
+}
+
+static void test_set_watches_exist_owes_only_later_changes(void **state)
+{
+	(void)state;
+	struct simzk_history h;
+	base_history(&h);
+	/* /w/k1 created and deleted between zxid 2 and the setWatches: no
+	 * event is owed for the create */
+	call(&h, 2, 22, ZK_OP_CREATE2, "/w/k1", 5, 0, 4);
+	call(&h, 2, 22, ZK_OP_DELETE, "/w/k1", 0, 0, 5);
+	size_t sw = set_watches(&h);
+	event(&h, 5, ZK_EVENT_NODE_DATA_CHANGED, "/w/k0");
+	answer(&h, sw, 0, 5);
+	char why[512] = "";
+	assert_true(simzk_check_watch_lost(&h, why, sizeof(why)));
+	/* a create after the reply is owed */
+	call(&h, 2, 22, ZK_OP_CREATE2, "/w/k1", 6, 0, 6);
+	call(&h, 5, 11, ZK_OP_PING, "", 0, 0, 6);
+	rejects(&h, simzk_check_watch_lost, "watched /w/k1");
+}
+
 /* ---- ephemerals and tree hash, over real ZooKeeper states ---- */
 
 struct states {
@@ -565,6 +617,8 @@ int main(void)
 		cmocka_unit_test(test_watch_needs_nothing_of_a_connection_that_ended),
 		cmocka_unit_test(test_child_and_exists_watches),
 		cmocka_unit_test(test_recursive_watch_counts_every_change),
+		cmocka_unit_test(test_set_watches_owes_catch_up_events),
+		cmocka_unit_test(test_set_watches_exist_owes_only_later_changes),
 		cmocka_unit_test(test_ephemerals_of_an_expired_session_must_go),
 		cmocka_unit_test(test_tree_hash_differs),
 	};
