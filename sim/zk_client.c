@@ -695,6 +695,9 @@ static void act(struct simzk_clients *cs, struct simzk_client *c)
 		return;
 	case SIMZK_C_ABANDONED:
 		if (now >= c->quiet_until_ms) {
+			if (c->conn != 0) {
+				lost(cs, c, true); /* kept open and never closed by the server */
+			}
 			c->state = SIMZK_C_IDLE;
 			open_session(cs, c, pick_server(cs, c));
 		}
@@ -742,7 +745,11 @@ static void act(struct simzk_clients *cs, struct simzk_client *c)
 		op.invoke_ms = now;
 		c->expire_op = simzk_history_invoke(cs->hist, &op);
 		cs->expiries++;
-		lost(cs, c, true);
+		/* Half hang up; half stay connected and silent, so that the
+		 * server's expiry closes a live connection. */
+		if (keel_rng_chance(&cs->rng, 1, 2)) {
+			lost(cs, c, true);
+		}
 		c->state = SIMZK_C_ABANDONED;
 		c->quiet_until_ms = now + 2 * (uint64_t)c->timeout_ms + keel_rng_below(&cs->rng, 1000);
 		return;
