@@ -652,13 +652,15 @@ static void apply_one(struct standin *sd, uint32_t server)
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&s->wm, &s->st, &s->res);
 	if (s->res.closed_session_id != 0) {
+		/* Its connections here close, but the one whose closeSession
+		 * this is: route_own answers it first. */
 		int64_t sid = s->res.closed_session_id;
+		const struct sz_book *own = e->origin == server + 1 ? book_find(sd, e->rid) : NULL;
+		uint64_t own_conn = own != NULL ? own->conn : 0; /* conn_end moves the book */
 		for (size_t i = 0; i < sd->live_count; i++) {
 			struct sz_conn *c = conn_get(sd, sd->live[i]);
-			bool own_close = e->origin == server + 1 && book_find(sd, e->rid) != NULL &&
-					 book_find(sd, e->rid)->conn == c->id;
 			if (c->server == server && c->session == sid && c->state == SZ_ACTIVE &&
-			    !own_close) {
+			    c->id != own_conn) {
 				c->session = 0;
 				conn_end(sd, c, true);
 			}
