@@ -708,7 +708,7 @@ enum watch_fault { WF_NONE, WF_LATE, WF_LOST };
 /* A watch registration: what a read with a watch, an addWatch or a
  * setWatches asked for. Changes after `zxid` must be notified; its events
  * come after tick `after`. */
-enum reg_kind { REG_DATA, REG_CHILD, REG_RECURSIVE };
+enum reg_kind { REG_DATA, REG_CHILD, REG_PERSISTENT, REG_RECURSIVE };
 
 struct reg {
 	enum reg_kind kind;
@@ -782,8 +782,10 @@ static enum watch_fault recursive(const struct simzk_history *h, const struct ch
 	}
 	for (size_t i = 0; i < cs->count && cs->c[i].zxid <= last_seen; i++) {
 		const struct change *c = &cs->c[i];
-		if (c->zxid <= r->zxid || c->type == ZK_EVENT_NODE_CHILDREN_CHANGED ||
-		    !under(c->path, r->path)) {
+		bool watched = r->kind == REG_PERSISTENT
+				       ? strcmp(c->path, r->path) == 0
+				       : c->type != ZK_EVENT_NODE_CHILDREN_CHANGED && under(c->path, r->path);
+		if (c->zxid <= r->zxid || !watched) {
 			continue;
 		}
 		const struct simzk_op *d = first_reply_seeing(h, r->conn, r->after, c->zxid);
@@ -803,11 +805,12 @@ static enum watch_fault recursive(const struct simzk_history *h, const struct ch
 			events_between(h, r->conn, c->path, &c->type, 1, r->after, SIMZK_TIME_INF);
 		bool late = total >= need;
 		snprintf(why, why_size,
-			 "%s: connection %llu (server %u) watches %s recursively (%s xid %d, after "
+			 "%s: connection %llu (server %u) watches %s %s (%s xid %d, after "
 			 "zxid %lld): %zu of %zu events (type %d) for %s up to zxid %lld came before "
 			 "its reply to xid %d (zxid %lld)",
 			 late ? "watch order" : "watch lost", (unsigned long long)r->conn, r->server,
-			 r->path, zk_op_name(r->opcode), r->xid, (long long)r->zxid, got, need,
+			 r->path, r->kind == REG_PERSISTENT ? "persistently" : "recursively",
+			 zk_op_name(r->opcode), r->xid, (long long)r->zxid, got, need,
 			 c->type, c->path, (long long)c->zxid, d->xid, (long long)d->zxid);
 		return late ? WF_LATE : WF_LOST;
 	}
@@ -817,13 +820,14 @@ static enum watch_fault recursive(const struct simzk_history *h, const struct ch
 static enum watch_fault check_reg(const struct simzk_history *h, const struct changes *cs,
 				  const struct reg *r, char *why, size_t why_size)
 {
-	return r->kind == REG_RECURSIVE ? recursive(h, cs, r, why, why_size)
-					: one_shot(h, cs, r, why, why_size);
+	return r->kind == REG_RECURSIVE || r->kind == REG_PERSISTENT
+		       ? recursive(h, cs, r, why, why_size)
+		       : one_shot(h, cs, r, why, why_size);
 }
 
 /* The registrations a setWatches(2) made: data and child watches are owed
  * the changes after the client's last zxid (the server fires those at
- * once, as catch-up events before its reply); exist and recursive watches
+ * once, as catch-up events before its reply); exist and persistent watches
  * only those after the reply. */
 static enum watch_fault check_set_watches(const struct simzk_history *h,
 					  const struct changes *cs, const struct simzk_op *o,
@@ -850,10 +854,14 @@ static enum watch_fault check_set_watches(const struct simzk_history *h,
 			r.kind = REG_CHILD;
 			f = check_reg(h, cs, &r, why, why_size);
 		}
+		r.zxid = o->zxid;
+		r.after = o->complete;
+		if (f == WF_NONE && (o->sw_persistent & bit) != 0) {
+			r.kind = REG_PERSISTENT;
+			f = check_reg(h, cs, &r, why, why_size);
+		}
 		if (f == WF_NONE && (o->sw_recursive & bit) != 0) {
 			r.kind = REG_RECURSIVE;
-			r.zxid = o->zxid;
-			r.after = o->complete;
 			f = check_reg(h, cs, &r, why, why_size);
 		}
 		if (f != WF_NONE) {
@@ -885,9 +893,8 @@ static bool check_watches(const struct simzk_history *h, enum watch_fault wanted
 		} else if (o->opcode == ZK_OP_GET_CHILDREN && o->watch && o->err == 0) {
 			r.kind = REG_CHILD;
 			f = check_reg(h, &cs, &r, msg, sizeof(msg));
-		} else if (o->opcode == ZK_OP_ADD_WATCH && o->err == 0 &&
-			   o->mode == ZK_ADD_WATCH_PERSISTENT_RECURSIVE) {
-			r.kind = REG_RECURSIVE;
+		} else if (o->opcode == ZK_OP_ADD_WATCH && o->err == 0) {
+			r.kind = o->mode == ZK_ADD_WATCH_PERSISTENT ? REG_PERSISTENT : REG_RECURSIVE;
 			f = check_reg(h, &cs, &r, msg, sizeof(msg));
 		} else if ((o->opcode == ZK_OP_SET_WATCHES || o->opcode == ZK_OP_SET_WATCHES2) &&
 			   o->err == 0) {

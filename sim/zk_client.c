@@ -334,8 +334,14 @@ static void do_work(struct simzk_clients *cs, struct simzk_client *c)
 	} else if (r < 80) {
 		struct simzk_op op;
 		op_base(c, &op, SIMZK_REQUEST);
-		snprintf(op.path, sizeof(op.path), "%s", dirs[keel_rng_below(&cs->rng, 3)]);
-		op.mode = ZK_ADD_WATCH_PERSISTENT_RECURSIVE;
+		/* recursive on a directory; persistent on a directory or a register */
+		op.mode = keel_rng_chance(&cs->rng, 1, 2) ? ZK_ADD_WATCH_PERSISTENT_RECURSIVE
+							  : ZK_ADD_WATCH_PERSISTENT;
+		if (op.mode == ZK_ADD_WATCH_PERSISTENT && keel_rng_chance(&cs->rng, 1, 2)) {
+			register_path(cs, op.path, reg_dir(cs));
+		} else {
+			snprintf(op.path, sizeof(op.path), "%s", dirs[keel_rng_below(&cs->rng, 3)]);
+		}
 		struct zk_request req = {.opcode = ZK_OP_ADD_WATCH};
 		req.u.add_watch = (struct zk_add_watch_request){zk_bytes_str(op.path), op.mode};
 		cs->watches++;
@@ -403,6 +409,9 @@ static void track_watch(struct simzk_client *c, const struct simzk_op *op)
 		c->w_exist |= bit;
 	} else if (op->watch && op->opcode == ZK_OP_GET_CHILDREN && op->err == 0) {
 		c->w_child |= bit;
+	} else if (op->opcode == ZK_OP_ADD_WATCH && op->err == 0 &&
+		   op->mode == ZK_ADD_WATCH_PERSISTENT) {
+		c->w_persistent |= bit;
 	} else if (op->opcode == ZK_OP_ADD_WATCH && op->err == 0) {
 		c->w_recursive |= bit;
 	}
@@ -430,12 +439,13 @@ static void set_watches(struct simzk_clients *cs, struct simzk_client *c)
 	op.sw_data = c->w_data;
 	op.sw_exist = c->w_exist;
 	op.sw_child = c->w_child;
+	op.sw_persistent = c->w_persistent;
 	op.sw_recursive = c->w_recursive;
 	op.relative_zxid = c->last_zxid;
-	const uint16_t masks[ZK_SW_LIST_COUNT] = {c->w_data, c->w_exist, c->w_child, 0,
-						  c->w_recursive};
-	struct zk_request req = {.opcode = c->w_recursive != 0 ? ZK_OP_SET_WATCHES2
-							       : ZK_OP_SET_WATCHES};
+	const uint16_t masks[ZK_SW_LIST_COUNT] = {c->w_data, c->w_exist, c->w_child,
+						  c->w_persistent, c->w_recursive};
+	bool v2 = (c->w_persistent | c->w_recursive) != 0;
+	struct zk_request req = {.opcode = v2 ? ZK_OP_SET_WATCHES2 : ZK_OP_SET_WATCHES};
 	req.u.set_watches.relative_zxid = c->last_zxid;
 	uint8_t mem[ZK_SW_LIST_COUNT][256];
 	struct keel_wbuf lw[ZK_SW_LIST_COUNT];
@@ -485,7 +495,7 @@ static void on_connect_response(struct simzk_clients *cs, struct simzk_client *c
 	bool resumed = c->session != 0;
 	if (!resumed) {
 		cs->sessions++;
-		c->w_data = c->w_exist = c->w_child = c->w_recursive = 0;
+		c->w_data = c->w_exist = c->w_child = c->w_persistent = c->w_recursive = 0;
 	}
 	op->new_session = rsp.session_id;
 	c->session = rsp.session_id;
@@ -500,7 +510,8 @@ static void on_connect_response(struct simzk_clients *cs, struct simzk_client *c
 		simzk_history_unknown(cs->hist, c->expire_op);
 		c->expire_op = SIMZK_NONE;
 	}
-	if (resumed && (c->w_data | c->w_exist | c->w_child | c->w_recursive) != 0) {
+	if (resumed &&
+	    (c->w_data | c->w_exist | c->w_child | c->w_persistent | c->w_recursive) != 0) {
 		set_watches(cs, c);
 	}
 }

@@ -102,6 +102,7 @@ struct simzk_op {
 	uint16_t sw_data;
 	uint16_t sw_exist;
 	uint16_t sw_child;
+	uint16_t sw_persistent;
 	uint16_t sw_recursive;
 	int64_t relative_zxid;
 	/* result */
@@ -253,6 +254,7 @@ struct simzk_client {
 	uint16_t w_data;
 	uint16_t w_exist;
 	uint16_t w_child;
+	uint16_t w_persistent;
 	uint16_t w_recursive;
 };
 

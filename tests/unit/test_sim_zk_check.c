@@ -413,6 +413,36 @@ static void test_recursive_watch_counts_every_change(void **state)
 	simzk_history_free(&h);
 }
 
+static void test_persistent_watch_sees_its_node_only(void **state)
+{
+	(void)state;
+	struct simzk_history h;
+	simzk_history_init(&h);
+	size_t a = send_op(&h, 1, 11, ZK_OP_ADD_WATCH, "/w", 0, -1);
+	h.ops[a].mode = ZK_ADD_WATCH_PERSISTENT;
+	answer(&h, a, 0, 4);
+	call(&h, 2, 22, ZK_OP_CREATE2, "/w/k1", 5, 0, 5);
+	/* not below: the set of the child is not owed to a non-recursive watch */
+	call(&h, 2, 22, ZK_OP_SET_DATA, "/w/k1", 6, 0, 6)->stat.version = 1;
+	call(&h, 1, 11, ZK_OP_PING, "", 0, 0, 6);
+	char why[512] = "";
+	assert_false(simzk_check_watch_lost(&h, why, sizeof(why)));
+	assert_non_null(strstr(why, "persistently"));
+	assert_non_null(strstr(why, "(type 4)"));
+	simzk_history_free(&h);
+	simzk_history_init(&h);
+	a = send_op(&h, 1, 11, ZK_OP_ADD_WATCH, "/w", 0, -1);
+	h.ops[a].mode = ZK_ADD_WATCH_PERSISTENT;
+	answer(&h, a, 0, 4);
+	call(&h, 2, 22, ZK_OP_CREATE2, "/w/k1", 5, 0, 5);
+	event(&h, 1, ZK_EVENT_NODE_CHILDREN_CHANGED, "/w");
+	call(&h, 2, 22, ZK_OP_SET_DATA, "/w/k1", 6, 0, 6)->stat.version = 1;
+	call(&h, 1, 11, ZK_OP_PING, "", 0, 0, 6);
+	assert_true(simzk_check_watch_lost(&h, why, sizeof(why)));
+	assert_true(simzk_check_watch_order(&h, why, sizeof(why)));
+	simzk_history_free(&h);
+}
+
 /* setWatches on conn 5 after a move, relative to zxid 2: the data watch
  * on /w/k0 (bit 3) and the exist watch on /w/k1 (bit 4). */
 static size_t set_watches(struct simzk_history *h)
@@ -617,6 +647,7 @@ int main(void)
 		cmocka_unit_test(test_watch_needs_nothing_of_a_connection_that_ended),
 		cmocka_unit_test(test_child_and_exists_watches),
 		cmocka_unit_test(test_recursive_watch_counts_every_change),
+		cmocka_unit_test(test_persistent_watch_sees_its_node_only),
 		cmocka_unit_test(test_set_watches_owes_catch_up_events),
 		cmocka_unit_test(test_set_watches_exist_owes_only_later_changes),
 		cmocka_unit_test(test_ephemerals_of_an_expired_session_must_go),
