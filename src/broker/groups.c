@@ -329,7 +329,7 @@ static void load_partition(struct broker_core *core, struct broker_partition *p)
 	keel_arena_close(&lc.arena);
 }
 
-static uint64_t offsets_segment_bytes(const struct broker_core *core)
+uint64_t broker_offsets_segment_bytes(const struct broker_core *core)
 {
 	const char *v = meta_image_config(&core->image, META_RESOURCE_BROKER, "",
 	                                  "offsets.topic.segment.bytes");
@@ -360,7 +360,7 @@ void broker_groups_image_changed(struct broker_core *core)
 		struct broker_partition *p = offsets_partition(core, i);
 		bool leads = p != NULL && p->leader && p->open && p->log.state == PLOG_OPEN;
 		if (leads && !bg->parts[i].loaded) {
-			p->log.config.segment_bytes = offsets_segment_bytes(core);
+			p->log.config.segment_bytes = broker_offsets_segment_bytes(core);
 			load_partition(core, p);
 			bg->parts[i] = (struct broker_offsets_part){.loaded = true};
 		} else if (!leads && bg->parts[i].loaded) {

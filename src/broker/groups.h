@@ -78,6 +78,9 @@ void broker_groups_set_incarnation(struct broker_core *core, uint64_t incarnatio
 /* After every new image: load the offsets partitions this broker now
  * leads, drop those it no longer leads. */
 void broker_groups_image_changed(struct broker_core *core);
+/* The segment size of the offsets partitions: the cluster's
+ * offsets.topic.segment.bytes (at least 4096), else the default. */
+uint64_t broker_offsets_segment_bytes(const struct broker_core *core);
 
 /* Whether the API is one of the group APIs answered here. */
 bool broker_groups_handles(int16_t api_key);

@@ -8,12 +8,16 @@
  * topic names (`retention.ms`, not `log.retention.ms`; docs/controller.md).
  * They are applied to every open log on each new image, so an altered
  * config takes effect without a restart: segment size and age from the
- * next append, retention at the next pass.
+ * next append, retention at the next pass. The offsets topic's segments
+ * default to offsets.topic.segment.bytes, and retention never cuts it: the
+ * group coordinator compacts it (groups.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker/broker.h"
+#include "broker/groups.h"
+#include "group/records.h"
 #include "meta/fmt.h"
 
 /* Smallest segment.bytes honoured (Kafka's minimum is 14 bytes, which
@@ -52,6 +56,9 @@ static int64_t lookup_i64(const struct broker_core *core, const char *topic, con
 
 bool broker_topic_deletes(const struct broker_core *core, const char *topic)
 {
+	if (strcmp(topic, GROUP_OFFSETS_TOPIC) == 0) {
+		return false; /* compacted by the group coordinator (groups.c) */
+	}
 	const char *policy = lookup(core, topic, "cleanup.policy");
 	return policy == NULL || strstr(policy, "delete") != NULL;
 }
@@ -64,7 +71,10 @@ void broker_apply_log_config(const struct broker_core *core, struct broker_parti
 	struct plog_config def;
 	plog_config_init(&def, core->config.vfs, "");
 	struct plog_config *c = &p->log.config;
-	int64_t seg = lookup_i64(core, p->topic, "segment.bytes", (int64_t)def.segment_bytes);
+	bool offsets = strcmp(p->topic, GROUP_OFFSETS_TOPIC) == 0;
+	int64_t seg = lookup_i64(core, p->topic, "segment.bytes",
+	                         offsets ? (int64_t)broker_offsets_segment_bytes(core)
+	                                 : (int64_t)def.segment_bytes);
 	c->segment_bytes = (uint64_t)(seg < MIN_SEGMENT_BYTES ? MIN_SEGMENT_BYTES : seg);
 	c->segment_ms = lookup_i64(core, p->topic, "segment.ms", def.segment_ms);
 	c->retention_ms = lookup_i64(core, p->topic, "retention.ms", def.retention_ms);

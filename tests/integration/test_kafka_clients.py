@@ -775,8 +775,10 @@ def test_retention_deletes_old_segments(kc):
              stdin=("r%03d-" % i + "x" * 400 + "\n").encode())
     cons = Consumer({"bootstrap.servers": boot, "group.id": "unused", "enable.auto.commit": False})
     try:
-        c.wait(lambda: cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)[0] > 0,
-               timeout=30, what="retention moved the log start", interval=0.3)
+        # Retention runs every 300 ms, maybe first while the records still
+        # came in: wait until a pass found all 60 there.
+        c.wait(lambda: cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)[0]
+               > 40, timeout=30, what="retention moved the log start", interval=0.3)
         low, high = cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)
     finally:
         cons.close()
