@@ -164,6 +164,7 @@ static void test_produce_is_served_only_once_durable(void **state)
 	struct kafka_fetch_topic ft = {kafka_str("t"), fp, 2};
 	struct kafka_fetch_request rq;
 	memset(&rq, 0, sizeof(rq));
+	rq.replica_id = -1; /* a consumer */
 	rq.max_bytes = 1 << 20;
 	rq.topics = &ft;
 	rq.topic_count = 1;
@@ -354,6 +355,7 @@ static void test_epochs_and_fetch_budget(void **state)
 	struct kafka_fetch_topic ft = {kafka_str("t"), &fp, 1};
 	struct kafka_fetch_request frq;
 	memset(&frq, 0, sizeof(frq));
+	frq.replica_id = -1; /* a consumer */
 	frq.max_bytes = 1;
 	frq.topics = &ft;
 	frq.topic_count = 1;
