@@ -3,7 +3,8 @@
  * (docs/controller.md). It registers, heartbeats, follows the metadata log
  * into its own image, logs every change of its role in a partition, asks
  * for ISR changes as a partition leader, and shuts down in a controlled way
- * on SIGTERM. It also serves Kafka clients on --host/--port from partition
+ * on SIGTERM (ISR changes are asked for by the loop thread, which sees the
+ * followers' progress, through forward_admin). It also serves Kafka clients on --host/--port from partition
  * logs under --data-dir: broker_server.c runs that on its own thread and
  * gets every new image from here (docs/brokers.md).
  *
@@ -63,7 +64,6 @@
 #define FETCH_MAX_BYTES (1 << 20)
 #define FETCH_ROUNDS 16
 #define RETRY_MS 200
-#define ALTER_RESEND_MS 2000
 #define KC_SESSION_TIMEOUT_MS 10000
 #define KC_CALL_TIMEOUT_MS 5000
 #define ADMIN_POLL_MS 50u
@@ -110,8 +110,6 @@ struct broker {
 	uint64_t next_fetch_ms;
 	struct broker_server *server; /* the Kafka listener (broker_server.c) */
 	int64_t offered_offset;       /* image offset last handed to it */
-	int64_t alter_offset; /* follower offset at the last AlterPartition */
-	uint64_t alter_sent_ms;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -552,54 +550,6 @@ static void do_fetch(struct broker *b, uint64_t now)
 	b->next_fetch_ms = now + (uint64_t)b->opt.fetch_ms;
 }
 
-static const char *topic_name(const struct broker *b, const uint8_t id[META_UUID_SIZE])
-{
-	const struct meta_topic *t = meta_image_topic_by_id(&b->follower.image, id);
-	return t != NULL ? t->name : "?";
-}
-
-/* As a partition leader: ask for the ISR to grow back (follower.h). */
-static void do_alter_partition(struct broker *b, uint64_t now)
-{
-	struct meta_alter_partition_request rq;
-	if (b->fenced || !meta_follower_isr_request(&b->follower, b->epoch, NULL, NULL, &rq)) {
-		return;
-	}
-	int64_t offset = meta_follower_offset(&b->follower);
-	if (offset == b->alter_offset && now < b->alter_sent_ms + ALTER_RESEND_MS) {
-		return; /* asked already; wait for the log to answer */
-	}
-	keel_wbuf_reset(&b->req);
-	meta_encode_alter_partition_request(&b->req, &rq);
-	b->alter_offset = offset;
-	b->alter_sent_ms = now;
-	struct kc_raw_reply reply;
-	if (broker_call(b, META_API_ALTER_PARTITION, &reply) != ZK_OK) {
-		return;
-	}
-	struct meta_alter_partition_response rs;
-	keel_arena_reset(&b->arena);
-	if (meta_decode_alter_partition_response(reply.body, reply.body_size, &b->arena, &rs,
-						 NULL) != KEEL_OK) {
-		KEEL_WARN("AlterPartition: the reply does not decode");
-		return;
-	}
-	if (rs.error != META_ERR_NONE) {
-		KEEL_INFO("AlterPartition: %s", meta_error_name(rs.error));
-		return;
-	}
-	for (uint32_t i = 0; i < rs.topic_count; i++) {
-		const struct meta_alter_partition_topic_result *t = &rs.topics[i];
-		for (uint32_t j = 0; j < t->partition_count; j++) {
-			const struct meta_alter_partition_result *p = &t->partitions[j];
-			if (p->error != META_ERR_NONE) {
-				KEEL_INFO("AlterPartition for %s-%d: %s", topic_name(b, t->topic_id),
-					  p->partition_id, meta_error_name(p->error));
-			}
-		}
-	}
-}
-
 /* Does this broker's image still make it the leader of any partition? */
 static bool leads_anything(const struct broker *b)
 {
@@ -732,9 +682,12 @@ static int broker_run(struct broker *b)
 		if (b->epoch >= 0 && !b->should_shut_down && now >= b->next_heartbeat_ms) {
 			do_heartbeat(b, meta_cli_now_ms());
 		}
-		if (b->epoch >= 0 && !b->shutting_down) {
-			do_alter_partition(b, meta_cli_now_ms());
-		}
+		/* ISR changes are the loop thread's (it sees the followers'
+		 * progress); it sends them through forward_admin with this epoch. */
+		broker_server_set_broker_epoch(b->server, b->epoch >= 0 && !b->fenced &&
+								  !b->shutting_down
+							  ? b->epoch
+							  : -1);
 		forward_admin(b);
 		wait_for_work(b, meta_cli_now_ms());
 	}
@@ -772,7 +725,6 @@ int cli_broker(int argc, char **argv)
 		return 1;
 	}
 	b.epoch = -1;
-	b.alter_offset = -1;
 	b.replaying = true;
 	meta_follower_init(&b.follower, b.opt.id, NULL);
 	keel_arena_init(&b.arena, 64 * 1024);

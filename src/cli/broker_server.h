@@ -46,6 +46,10 @@ bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job *
 void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
                               const void *reply, size_t size);
 
+/* The broker epoch to send AlterPartition with (the loop thread asks for
+ * ISR changes as partition leader); -1 while unregistered or fenced. */
+void broker_server_set_broker_epoch(struct broker_server *s, int64_t epoch);
+
 /* Stops serving (waits for syncs in flight), joins the thread, frees. */
 void broker_server_stop(struct broker_server *s);
 

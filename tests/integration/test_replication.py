@@ -1,0 +1,202 @@
+"""Broker replication (docs/brokers.md "Replication"): 3 servers and 3
+brokers as real processes. Followers fetch from leaders, acks=all waits for
+the ISR, the ISR follows real lag, nothing acknowledged is lost when the
+leader is killed, and the logs agree below the high watermark.
+
+One cluster serves the whole module; each test uses its own topic.
+"""
+import re
+import signal
+import time
+
+import pytest
+
+from harness import Cluster
+from test_controller import (SERVER_ARGS, Broker, describe_topic, keel, wait_active,
+                             wait_partitions)
+from test_kafka_clients import (connect, kafka_python_batch, produce_error, produce_v3,
+                                read_frame, wait_brokers_see)
+
+LAG_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def rc():
+    """(cluster, {id: Broker}, bootstrap) with 3 active brokers and
+    replica.lag.time.max.ms set low."""
+    c = Cluster(3, server_args=SERVER_ARGS)
+    brokers = {i: Broker(c, i) for i in (1, 2, 3)}
+    ok = False
+    try:
+        c.start()
+        c.wait_leader()
+        rc_, out, err = keel("configs", "alter", "--cluster", "--add-config",
+                             "replica.lag.time.max.ms=%d" % LAG_MS,
+                             "--servers", c.connect_string())
+        assert rc_ == 0, (out, err)
+        for b in brokers.values():
+            b.start()
+        wait_active(c, (1, 2, 3))
+        c.kafka_brokers = brokers
+        ok = True
+        yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
+    finally:
+        for b in brokers.values():
+            if b.alive():
+                b.proc.send_signal(signal.SIGCONT)
+            b.kill()
+            if not ok:
+                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
+        c.cleanup()
+
+
+def create(c, name, rf=3, min_isr=2):
+    rc_, out, err = keel("topics", "create", name, "--partitions", "1", "--replication-factor",
+                         str(rf), "--config", "min.insync.replicas=%d" % min_isr,
+                         "--servers", c.connect_string())
+    assert rc_ == 0, (out, err)
+    parts = wait_partitions(c, name, lambda p: p.get(0, {}).get("leader", -1) >= 0, 15,
+                            name + " led")
+    wait_brokers_see(c, c.kafka_brokers, name, parts)
+    return parts
+
+
+def produce_all(boot, topic, values, timeout=60):
+    """acks=all; returns {value: offset} of the acknowledged ones."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "linger.ms": 5,
+                  "message.timeout.ms": timeout * 1000, "retry.backoff.ms": 100,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    acked = {}
+
+    def done(err, msg):
+        if err is None:
+            acked[msg.value()] = msg.offset()
+    for v in values:
+        p.produce(topic, value=v, on_delivery=done)
+        p.poll(0)
+    p.flush(timeout + 10)
+    return acked
+
+
+def consume_all(boot, topic, want, timeout=60):
+    """Every record from the leader: [(offset, value)]."""
+    from confluent_kafka import Consumer, TopicPartition
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "g", "enable.auto.commit": False,
+                     "topic.metadata.refresh.interval.ms": 1000})
+    cons.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.time() + timeout
+    try:
+        while len(out) < want and time.time() < deadline:
+            m = cons.poll(1.0)
+            if m is not None and m.error() is None:
+                out.append((m.offset(), m.value()))
+    finally:
+        cons.close()
+    return out
+
+
+def log_batches(broker, topic):
+    """[(offsets, position, size, records, epoch, timestamps)] of every
+    batch, from `keel dump-log` of a broker's partition directory (None
+    while a write is under way)."""
+    rc_, out, err = keel("dump-log", "%s/%s-0" % (broker.data_dir, topic))
+    if rc_ != 0:
+        return None
+    rows = []
+    for line in out.splitlines():
+        m = re.search(r"offset (\d+)\.\.(\d+) position (\d+) size (\d+) records (\d+) "
+                      r"epoch (\d+) codec \S+ crc ok timestamps (\S+)", line)
+        if m:
+            rows.append(m.groups())
+    return rows
+
+
+def test_acks_all_is_on_every_isr_member_and_logs_agree(rc):
+    c, brokers, boot = rc
+    create(c, "rep-a")
+    values = [b"a%d" % i for i in range(300)]
+    acked = produce_all(boot, "rep-a", values)
+    assert len(acked) == 300
+    # Every replica's log holds the same batches at the same offsets, with
+    # the same epochs and CRCs, once the followers have fetched.
+    def same():
+        logs = [log_batches(b, "rep-a") for b in brokers.values()]
+        if None in logs:
+            return None
+        total = sum(int(r[1]) - int(r[0]) + 1 for r in logs[0])
+        return logs if total == 300 and logs[0] == logs[1] == logs[2] else None
+    logs = c.wait(same, timeout=20, what="three logs agree")
+    assert logs[0][0][0] == "0"
+    # Moving the leadership away and back: each broker serves the same records.
+    got = consume_all(boot, "rep-a", 300)
+    assert sorted(got) == sorted((o, v) for v, o in acked.items())
+
+
+def test_kill_leader_mid_stream_loses_nothing_acknowledged(rc):
+    c, brokers, boot = rc
+    parts = create(c, "rep-k")
+    old = parts[0]["leader"]
+    import threading
+    acked = {}
+    values = [b"k%d" % i for i in range(3000)]
+    t = threading.Thread(target=lambda: acked.update(produce_all(boot, "rep-k", values, 90)))
+    t.start()
+    time.sleep(1.0)
+    brokers[old].kill()
+    try:
+        t.join(120)
+        assert not t.is_alive()
+        assert len(acked) > 0
+        parts = wait_partitions(c, "rep-k", lambda p: p[0]["leader"] not in (-1, old), 20,
+                                "leader moved off broker %d" % old)
+        others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
+        hi = max(acked.values()) + 1
+        got = dict((v, o) for o, v in consume_all(others, "rep-k", hi, 90))
+        lost = [v for v in acked if got.get(v) != acked[v]]
+        assert not lost, "acknowledged records lost or moved: %r" % lost[:10]
+    finally:
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)
+    # The old leader rejoins as a follower: it truncates what it had beyond
+    # the new leader's log (by leader epoch) and catches up to the same log.
+    wait_partitions(c, "rep-k", lambda p: sorted(p[0]["isr"]) == [1, 2, 3], 60,
+                    "old leader back in the ISR")
+
+    def same():
+        logs = [log_batches(b, "rep-k") for b in brokers.values()]
+        return logs if None not in logs and logs[0] == logs[1] == logs[2] else None
+    c.wait(same, timeout=30, what="three logs agree after the rejoin")
+
+
+def test_isr_shrinks_on_lag_and_grows_back(rc):
+    c, brokers, boot = rc
+    parts = create(c, "rep-s")
+    lead = parts[0]["leader"]
+    follower = [r for r in parts[0]["replicas"] if r != lead][0]
+    wait_partitions(c, "rep-s", lambda p: len(p[0]["isr"]) == 3, 20, "full ISR")
+    brokers[follower].proc.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        produce_all(boot, "rep-s", [b"s%d" % i for i in range(50)], 30)
+        wait_partitions(c, "rep-s", lambda p: follower not in p[0]["isr"], 15,
+                        "ISR shrinks without broker %d" % follower)
+        assert time.time() - t0 < LAG_MS / 1000 + 10
+        assert "ISR change" in brokers[lead].log()
+    finally:
+        brokers[follower].proc.send_signal(signal.SIGCONT)
+    wait_partitions(c, "rep-s", lambda p: follower in p[0]["isr"], 30,
+                    "ISR grows back with broker %d" % follower)
+
+
+def test_acks_all_below_min_insync_is_refused(rc):
+    c, brokers, boot = rc
+    parts = create(c, "rep-m", rf=2, min_isr=3)
+    lead = brokers[parts[0]["leader"]]
+    s = connect(lead.port)
+    s.sendall(produce_v3("rep-m", 0, kafka_python_batch(b"x"), acks=-1))
+    assert produce_error(read_frame(s)) == 19  # NOT_ENOUGH_REPLICAS
+    s.sendall(produce_v3("rep-m", 0, kafka_python_batch(b"y"), acks=1, corr=8))
+    assert produce_error(read_frame(s)) == 0  # acks=1 does not need the ISR
+    s.close()
