@@ -11,7 +11,7 @@
  *	keel broker --id N --servers HOSTS --data-dir DIR [--rack R]
  *	            [--host H] [--port P] [--heartbeat-interval-ms MS]
  *	            [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]
- *	            [--handshake-timeout-ms MS]
+ *	            [--handshake-timeout-ms MS] [--metrics-port P]
  *
  *   START --BrokerRegistration--> REGISTERED, fenced
  *         (DUPLICATE_BROKER_REGISTRATION while an earlier run's session
@@ -75,6 +75,7 @@ struct broker_options {
 	const char *rack;
 	const char *host;
 	uint16_t port;
+	uint16_t metrics_port;
 	int heartbeat_ms;
 	int fetch_ms;
 	int shutdown_timeout_ms;
@@ -127,7 +128,7 @@ static int usage(FILE *out)
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-		"                   [--log-level LEVEL]\n\n"
+		"                   [--metrics-port P] [--log-level LEVEL]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
@@ -135,7 +136,9 @@ static int usage(FILE *out)
 		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
 		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
 		"partition logs under --data-dir; a client that sends no whole request\n"
-		"within --handshake-timeout-ms (default 10000) is disconnected.\n");
+		"within --handshake-timeout-ms (default 10000) is disconnected.\n"
+		"--metrics-port serves Prometheus metrics on http://HOST:P/metrics\n"
+		"(replication health, request rates and latencies; default: none).\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -183,6 +186,8 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 			o->host = v;
 		} else if (strcmp(arg, "--port") == 0 && parse_int(v, 1, 65535, &n)) {
 			o->port = (uint16_t)n;
+		} else if (strcmp(arg, "--metrics-port") == 0 && parse_int(v, 0, 65535, &n)) {
+			o->metrics_port = (uint16_t)n;
 		} else if (strcmp(arg, "--heartbeat-interval-ms") == 0 &&
 			   parse_int(v, 10, 600000, &n)) {
 			o->heartbeat_ms = (int)n;
@@ -737,7 +742,7 @@ int cli_broker(int argc, char **argv)
 		  incarnation, b.opt.rack != NULL ? b.opt.rack : "none", b.opt.servers,
 		  b.opt.data_dir);
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
-					   b.opt.handshake_timeout_ms, 100u << 20};
+					   b.opt.handshake_timeout_ms, 100u << 20, b.opt.metrics_port};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);

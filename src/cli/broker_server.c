@@ -44,7 +44,9 @@
 #include "base/assert.h"
 #include "broker/broker.h"
 #include "cli/broker_fetcher.h"
+#include "cli/broker_metrics.h"
 #include "cli/broker_server.h"
+#include "net/http.h"
 #include "os/log.h"
 
 #define READ_CHUNK            (64u * 1024u)
@@ -86,6 +88,7 @@ struct conn {
 	enum conn_wait wait;
 	uint64_t wait_sync_seq; /* WAIT_SYNC: the sync that covers it */
 	bool fetch_expired;
+	uint64_t started_ns; /* when the current request was decoded (0: none) */
 	struct keel_arena req_arena;  /* the decoded request */
 	struct keel_arena resp_arena; /* the response body */
 	struct kafka_request req;
@@ -116,7 +119,9 @@ struct broker_server {
 	struct broker_fetchers *fetchers; /* follower side: one connection per leader */
 	uv_timer_t isr_timer;             /* leader side: ISR changes to ask for */
 	bool isr_job_out;                 /* an AlterPartition is with the controller thread */
-	uint64_t acks_all_waits;          /* acks=all produces that waited for the ISR */
+	struct broker_request_stats stats; /* for /metrics */
+	struct http_server http;           /* --metrics-port */
+	bool http_running;
 	pthread_mutex_t mu; /* guards the fields below */
 	int64_t broker_epoch; /* -1: not registered or fenced (no AlterPartition) */
 	struct meta_image *offered;
@@ -231,9 +236,29 @@ static void conn_respond(struct conn *c, const void *body)
 	conn_write_owned(c, data, size);
 }
 
+/* Request counts and latencies, for /metrics. */
+static void count_request(struct conn *c)
+{
+	struct broker_request_stats *st = &c->srv->stats;
+	uint64_t us = (uv_hrtime() - c->started_ns) / 1000u;
+	if (c->req.header.api_key == KAFKA_API_PRODUCE) {
+		st->produce_requests++;
+		metrics_hist_observe(&st->produce_latency, us);
+	} else if (c->req.header.api_key == KAFKA_API_FETCH && c->req.body.fetch.replica_id >= 0) {
+		st->follower_fetches++;
+	} else if (c->req.header.api_key == KAFKA_API_FETCH) {
+		st->consumer_fetches++;
+		metrics_hist_observe(&st->fetch_latency, us);
+	}
+	c->started_ns = 0;
+}
+
 /* The current frame is answered: drop it from the buffer. */
 static void conn_finish(struct conn *c)
 {
+	if (c->started_ns != 0) {
+		count_request(c);
+	}
 	KEEL_ASSERT(c->frame_bytes > 0);
 	KEEL_ASSERT(c->frame_bytes <= c->len);
 	memmove(c->buf, c->buf + c->frame_bytes, c->len - c->frame_bytes);
@@ -656,6 +681,9 @@ static void handle_frame(struct conn *c)
 		c->wait = CONN_GATED;
 		return;
 	}
+	if (c->started_ns == 0) {
+		c->started_ns = uv_hrtime(); /* kept across a gated retry */
+	}
 	dispatch(c);
 }
 
@@ -848,7 +876,7 @@ static void wait_for_isr(struct conn *c)
 {
 	c->wait = CONN_WAIT_ACKS;
 	c->fetch_expired = false;
-	c->srv->acks_all_waits++;
+	c->srv->stats.acks_all_waits++;
 	if (acks_try(c)) {
 		return;
 	}
@@ -951,6 +979,7 @@ static void on_prepare(uv_prepare_t *p)
 	if (broker_core_dirty(&s->core)) {
 		s->sync_in_flight = true;
 		s->sync_seq++;
+		s->stats.syncs++;
 		s->work.data = s;
 		int rc = uv_queue_work(&s->loop, &s->work, sync_work, sync_done);
 		KEEL_ASSERT(rc == 0);
@@ -1002,6 +1031,21 @@ static void isr_check(uv_timer_t *t)
 	pthread_mutex_unlock(&s->mu);
 }
 
+static int metrics_handler(void *ctx, const char *path, struct keel_wbuf *body,
+                           const char **content_type)
+{
+	struct broker_server *s = ctx;
+	*content_type = "text/plain; version=0.0.4";
+	if (strcmp(path, "/metrics") != 0) {
+		keel_wbuf_bytes(body, "not found\n", 10);
+		return 404;
+	}
+	/* The fields read here are the loop thread's: a sync in flight on the
+	 * worker changes only the logs' durable offsets, which are not read. */
+	broker_metrics_render(&s->core, &s->stats, body);
+	return 200;
+}
+
 void broker_server_set_broker_epoch(struct broker_server *s, int64_t epoch)
 {
 	pthread_mutex_lock(&s->mu);
@@ -1019,6 +1063,10 @@ static void close_all(struct broker_server *s)
 	uv_close((uv_handle_t *)&s->prepare, NULL);
 	uv_close((uv_handle_t *)&s->isr_timer, NULL);
 	broker_fetchers_close(s->fetchers);
+	if (s->http_running) {
+		http_server_close(&s->http);
+		s->http_running = false;
+	}
 }
 
 static void on_wakeup(uv_async_t *a)
@@ -1090,6 +1138,19 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_timer_init(&s->loop, &s->isr_timer);
 	s->isr_timer.data = s;
 	uv_timer_start(&s->isr_timer, isr_check, ISR_CHECK_MS, ISR_CHECK_MS);
+	if (options->metrics_port != 0) {
+		char listen[300], err[256];
+		snprintf(listen, sizeof(listen), "%s:%u", options->host, options->metrics_port);
+		if (http_server_start(&s->http, &s->loop, listen, metrics_handler, s, err,
+		                      sizeof(err)) != KEEL_OK) {
+			KEEL_WARN("no metrics endpoint on %s: %s", listen, err);
+		} else {
+			s->http_running = true;
+			struct http_limits hl = {16, 10000, 10000, NULL};
+			http_server_set_limits(&s->http, &hl);
+			KEEL_INFO("metrics on http://%s/metrics", listen);
+		}
+	}
 	sigset_t block, old;
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
@@ -1148,7 +1209,7 @@ void broker_server_stop(struct broker_server *s)
 	          " follower fetches served; %" PRIu64 " acks=all waits; ISR shrinks asked %" PRIu64
 	          ", expands %" PRIu64,
 	          ft.fetches, ft.epoch_requests, rs->follower_bytes, rs->truncations,
-	          rs->follower_fetches, s->acks_all_waits, rs->isr_shrinks, rs->isr_expands);
+	          rs->follower_fetches, s->stats.acks_all_waits, rs->isr_shrinks, rs->isr_expands);
 	uv_loop_close(&s->loop);
 	broker_fetchers_free(s->fetchers);
 	if (s->offered != NULL) {

@@ -25,6 +25,7 @@ struct broker_server_options {
 	const char *data_dir;
 	int handshake_timeout_ms; /* a connection with no whole request by then is closed */
 	uint32_t max_frame_bytes; /* the largest request frame accepted */
+	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
 };
 
 /* Binds and listens (errors printed, NULL returned), then serves on a new

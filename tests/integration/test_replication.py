@@ -7,12 +7,14 @@ One cluster serves the whole module; each test uses its own topic.
 """
 import re
 import signal
+import subprocess
 import time
+import urllib.request
 
 import pytest
 
-from harness import Cluster
-from test_controller import (SERVER_ARGS, Broker, describe_topic, keel, wait_active,
+from harness import Cluster, free_ports
+from test_controller import (BROKER_ARGS, KEEL, SERVER_ARGS, Broker, keel, wait_active,
                              wait_partitions)
 from test_kafka_clients import (connect, kafka_python_batch, produce_error, produce_v3,
                                 read_frame, wait_brokers_see)
@@ -20,12 +22,39 @@ from test_kafka_clients import (connect, kafka_python_batch, produce_error, prod
 LAG_MS = 2000
 
 
+class MetricsBroker(Broker):
+    """A broker that also serves /metrics (--metrics-port)."""
+
+    def __init__(self, cluster, bid):
+        super().__init__(cluster, bid)
+        self.metrics_port = free_ports(1)[0]
+
+    def start(self):
+        args = [KEEL, "broker", "--id", str(self.id), "--servers", self.cluster.connect_string(),
+                "--data-dir", self.data_dir, "--port", str(self.port),
+                "--metrics-port", str(self.metrics_port)] + BROKER_ARGS
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        log.close()
+
+    def metrics(self):
+        """{name or name{labels}: value} from /metrics."""
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        out = {}
+        for ln in text.splitlines():
+            if ln and not ln.startswith("#"):
+                k, v = ln.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+
 @pytest.fixture(scope="module")
 def rc():
     """(cluster, {id: Broker}, bootstrap) with 3 active brokers and
     replica.lag.time.max.ms set low."""
     c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i) for i in (1, 2, 3)}
+    brokers = {i: MetricsBroker(c, i) for i in (1, 2, 3)}
     ok = False
     try:
         c.start()
@@ -59,6 +88,13 @@ def create(c, name, rf=3, min_isr=2):
                             name + " led")
     wait_brokers_see(c, c.kafka_brokers, name, parts)
     return parts
+
+
+def describe(c, topic):
+    rc_, out, err = keel("topics", "describe", topic, "--servers", c.connect_string())
+    assert rc_ == 0, err
+    m = re.search(r"Partition: 0\tLeader: (\d+)", out)
+    return {"leader": int(m.group(1))}
 
 
 def produce_all(boot, topic, values, timeout=60):
@@ -132,6 +168,15 @@ def test_acks_all_is_on_every_isr_member_and_logs_agree(rc):
     # Moving the leadership away and back: each broker serves the same records.
     got = consume_all(boot, "rep-a", 300)
     assert sorted(got) == sorted((o, v) for v, o in acked.items())
+    lead = brokers[describe(c, "rep-a")["leader"]]
+    m = lead.metrics()
+    assert m["kafka_network_requestmetrics_requests_produce_total"] >= 1
+    assert m["kafka_network_requestmetrics_requests_fetchfollower_total"] >= 2
+    assert m["kafka_network_requestmetrics_totaltimems_produce_seconds_count"] >= 1
+    lags = [v for k, v in m.items()
+            if k.startswith('kafka_server_fetcherlagmetrics_consumerlag{topic="rep-a"')]
+    assert len(lags) == 2
+    assert all(v == 0 for v in lags), lags  # both followers are at the log end
 
 
 def test_kill_leader_mid_stream_loses_nothing_acknowledged(rc):
@@ -184,10 +229,16 @@ def test_isr_shrinks_on_lag_and_grows_back(rc):
                         "ISR shrinks without broker %d" % follower)
         assert time.time() - t0 < LAG_MS / 1000 + 10
         assert "ISR change" in brokers[lead].log()
+        m = brokers[lead].metrics()
+        assert m["kafka_server_replicamanager_isrshrinks_total"] >= 1
+        c.wait(lambda: brokers[lead].metrics()[
+            "kafka_server_replicamanager_underreplicatedpartitions"] >= 1, timeout=10,
+            what="leader reports an under-replicated partition")
     finally:
         brokers[follower].proc.send_signal(signal.SIGCONT)
     wait_partitions(c, "rep-s", lambda p: follower in p[0]["isr"], 30,
                     "ISR grows back with broker %d" % follower)
+    assert brokers[lead].metrics()["kafka_server_replicamanager_isrexpands_total"] >= 1
 
 
 def test_acks_all_below_min_insync_is_refused(rc):
