@@ -6,24 +6,9 @@
  * from the shell. Names follow Kafka's JMX ones, flattened the way the
  * Prometheus JMX exporter does (kafka_server_replicamanager_...).
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "cli/broker_metrics.h"
-
-static void line(struct keel_wbuf *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void line(struct keel_wbuf *w, const char *fmt, ...)
-{
-	char buf[768];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n > 0) {
-		keel_wbuf_bytes(w, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-	}
-}
 
 static void partitions(const struct broker_core *core, struct keel_wbuf *w)
 {
@@ -76,10 +61,14 @@ static void partitions(const struct broker_core *core, struct keel_wbuf *w)
 			}
 			int64_t end = p->progress[r].log_end_offset;
 			int64_t lag = end < 0 ? -1 : plog_log_end_offset(&p->log) - end;
-			line(w,
-			     "kafka_server_fetcherlagmetrics_consumerlag{topic=\"%s\",partition=\"%d\","
-			     "replica=\"%d\"} %lld\n",
-			     p->topic, p->index, p->replicas[r], (long long)lag);
+			char sample[BROKER_TOPIC_MAX + 128];
+			int n = snprintf(sample, sizeof(sample),
+			                 "kafka_server_fetcherlagmetrics_consumerlag{topic=\"%s\","
+			                 "partition=\"%d\",replica=\"%d\"} %lld\n",
+			                 p->topic, p->index, p->replicas[r], (long long)lag);
+			if (n > 0 && (size_t)n < sizeof(sample)) {
+				keel_wbuf_bytes(w, sample, (size_t)n);
+			}
 		}
 	}
 }
