@@ -95,6 +95,7 @@ struct broker_partition {
 	int32_t partition_epoch;
 	uint8_t recovery_state; /* META_RECOVERED / META_RECOVERING */
 	uint32_t min_isr;       /* min.insync.replicas in force */
+	bool replication_flush; /* flush.policy=replication: followers report unsynced data */
 	int32_t replicas[META_MAX_REPLICAS];
 	uint32_t replica_count;
 	int32_t isr[META_MAX_REPLICAS]; /* as the image says: never changed here */

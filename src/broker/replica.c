@@ -79,6 +79,16 @@ int64_t broker_replica_lag_time_max_ms(const struct meta_image *img, int32_t nod
 
 /* ---- taking the image ---- */
 
+static void mark_dirty(struct broker_core *core, struct broker_partition *p)
+{
+	if (!p->dirty) {
+		p->dirty = true;
+		p->sync_err = KEEL_OK;
+		core->dirty_count++;
+	}
+}
+
+
 static int32_t replica_slot(const struct broker_partition *p, int32_t id)
 {
 	for (uint32_t i = 0; i < p->replica_count; i++) {
@@ -107,6 +117,11 @@ void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, 
 	p->partition_epoch = mp->partition_epoch;
 	p->recovery_state = mp->leader_recovery_state;
 	p->min_isr = meta_min_isr(&core->image, topic);
+	const char *policy = meta_image_config(&core->image, META_RESOURCE_TOPIC, topic, "flush.policy");
+	if (policy == NULL) {
+		policy = meta_image_config(&core->image, META_RESOURCE_BROKER, "", "flush.policy");
+	}
+	p->replication_flush = policy != NULL && strcmp(policy, "replication") == 0;
 	p->replica_count = mp->replica_count;
 	memcpy(p->replicas, mp->replicas, mp->replica_count * sizeof(int32_t));
 	p->isr_count = mp->isr_count;
@@ -131,6 +146,11 @@ void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, 
 		if (p->leader && p->leader_epoch >= 0) {
 			/* Kafka's makeLeader: the epoch starts at the log end. */
 			(void)plog_assign_epoch(&p->log, p->leader_epoch);
+		}
+		if (p->leader && plog_durable_offset(&p->log) < plog_log_end_offset(&p->log)) {
+			/* A follower under flush.policy=replication did not sync
+			 * what it fetched: a leader counts only its durable end. */
+			mark_dirty(core, p);
 		}
 	}
 	if (p->leader) {
@@ -460,9 +480,12 @@ static bool fetch_request(struct broker_core *core, int32_t leader_id, int32_t m
 			continue;
 		}
 		/* Only durable data is reported: the fetch offset is the durable
-		 * end (the shell fetches only when nothing is dirty). */
+		 * end (the shell fetches only when nothing is dirty) — unless
+		 * flush.policy=replication, where the log end is reported
+		 * (Kafka's page-cache acknowledgement). */
 		KEEL_ASSERT(!p->dirty);
-		KEEL_ASSERT(plog_durable_offset(&p->log) == plog_log_end_offset(&p->log));
+		KEEL_ASSERT(p->replication_flush ||
+		            plog_durable_offset(&p->log) == plog_log_end_offset(&p->log));
 		if (t == NULL || starts_topic(t->topic, p)) {
 			t = &rq->topics[rq->topic_count++];
 			t->topic = kafka_str(p->topic);
@@ -470,7 +493,7 @@ static bool fetch_request(struct broker_core *core, int32_t leader_id, int32_t m
 			t->partition_count = 0;
 		}
 		*parts++ = (struct kafka_fetch_partition){
-		        p->index, p->leader_epoch, plog_durable_offset(&p->log), -1,
+		        p->index, p->leader_epoch, plog_log_end_offset(&p->log), -1,
 		        plog_log_start_offset(&p->log), REPLICA_PARTITION_MAX_BYTES};
 		t->partition_count++;
 	}
@@ -532,15 +555,6 @@ static struct broker_partition *answered(struct broker_core *core, int32_t leade
 		return NULL;
 	}
 	return p;
-}
-
-static void mark_dirty(struct broker_core *core, struct broker_partition *p)
-{
-	if (!p->dirty) {
-		p->dirty = true;
-		p->sync_err = KEEL_OK;
-		core->dirty_count++;
-	}
 }
 
 static void cut(struct broker_core *core, struct broker_partition *p, int64_t to,
@@ -663,7 +677,9 @@ static void fetched_partition(struct broker_core *core, struct broker_partition 
 			}
 			return;
 		}
-		mark_dirty(core, p);
+		if (!p->replication_flush) {
+			mark_dirty(core, p); /* synced before the next fetch reports it */
+		}
 		rep->appended_partitions++;
 		rep->appended_bytes += (uint64_t)d->records.size;
 		core->stats.follower_bytes += (uint64_t)d->records.size;

@@ -27,6 +27,9 @@ struct fx {
 	size_t batch_size;
 };
 
+/* The topic's flush.policy in the next images (NULL: unset). */
+static const char *image_flush_policy;
+
 /* Brokers 1-3 (active); topic "t" (seed 5), one partition with replicas
  * 1,2,3, the given leader, leader epoch and ISR; min.insync.replicas. */
 static void build_image(struct meta_image *img, int32_t leader, int32_t leader_epoch,
@@ -45,11 +48,13 @@ static void build_image(struct meta_image *img, int32_t leader, int32_t leader_e
 	        tm_partition(5, 0, r123, 3, isr, isr_count, leader),
 	        tm_config(META_RESOURCE_TOPIC, "t", "min.insync.replicas", min_isr),
 	        tm_config(META_RESOURCE_BROKER, "", "replica.lag.time.max.ms", "1000"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "flush.policy", image_flush_policy),
 	};
 	struct meta_apply_result res;
 	struct meta_changes ch;
 	meta_changes_init(&ch, 100);
-	assert_int_equal(tm_apply(img, 1, 1, recs, 10, &res, &ch), KEEL_OK);
+	assert_int_equal(tm_apply(img, 1, 1, recs, image_flush_policy != NULL ? 11 : 10, &res, &ch),
+	                 KEEL_OK);
 	meta_changes_close(&ch);
 	/* Later elections and ISR changes, without replaying them: each image
 	 * a new partition epoch, as the controller's changes are. */
@@ -98,6 +103,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
+	image_flush_policy = NULL;
 	broker_core_close(&f->a);
 	broker_core_close(&f->b);
 	keel_arena_close(&f->arena);
@@ -393,6 +399,33 @@ static void test_follower_truncates_by_epoch_then_fetches(void **state)
 	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_UNKNOWN_LEADER_EPOCH);
 }
 
+static void test_flush_policy_replication_reports_unsynced_data(void **state)
+{
+	struct fx *f = *state;
+	struct broker_replica_report rep;
+	image_flush_policy = "replication";
+	set_image(&f->a, 1, 0, isr123, 3, "2");
+	set_image(&f->b, 1, 0, isr123, 3, "2");
+	struct broker_partition *pb = broker_core_partition(&f->b, kafka_str("t"), 0);
+	assert_true(pb->replication_flush);
+	struct produce pr;
+	assert_int_equal(produce(f, &f->a, &pr, -1), KAFKA_NONE);
+	assert_true(replicate_once(f, &rep)); /* OffsetForLeaderEpoch */
+	assert_true(replicate_once(f, &rep)); /* Fetch: appended, not synced */
+	assert_int_equal(rep.appended_partitions, 1);
+	assert_false(broker_core_dirty(&f->b));
+	assert_int_equal(plog_log_end_offset(&pb->log), 3);
+	assert_int_equal(plog_durable_offset(&pb->log), 0);
+	/* Its next fetch reports the log end, which the leader counts. */
+	assert_true(replicate_once(f, &rep));
+	struct broker_partition *pa = broker_core_partition(&f->a, kafka_str("t"), 0);
+	assert_int_equal(pa->progress[1].log_end_offset, 3);
+	/* Made leader, it syncs before its own end counts. */
+	set_image(&f->b, 2, 1, isr123, 3, "2");
+	assert_true(broker_core_dirty(&f->b));
+	assert_int_equal(pb->high_watermark, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +435,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_isr_follows_lag, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_follower_truncates_by_epoch_then_fetches, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
+	                                        setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
