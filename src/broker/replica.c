@@ -147,11 +147,13 @@ void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, 
 			/* Kafka's makeLeader: the epoch starts at the log end. */
 			(void)plog_assign_epoch(&p->log, p->leader_epoch);
 		}
-		if (p->leader && plog_durable_offset(&p->log) < plog_log_end_offset(&p->log)) {
-			/* A follower under flush.policy=replication did not sync
-			 * what it fetched: a leader counts only its durable end. */
-			mark_dirty(core, p);
-		}
+	}
+	if ((p->leader || !p->replication_flush) &&
+	    plog_durable_offset(&p->log) < plog_log_end_offset(&p->log)) {
+		/* What a follower under flush.policy=replication fetched is not
+		 * synced: a leader counts only its durable end, and a follower
+		 * under the default policy reports only its durable end. */
+		mark_dirty(core, p);
 	}
 	if (p->leader) {
 		broker_replica_update_hw(core, p);
