@@ -399,6 +399,32 @@ static void test_follower_truncates_by_epoch_then_fetches(void **state)
 	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_UNKNOWN_LEADER_EPOCH);
 }
 
+/* KIP-704: the leader of an unclean election asks for RECOVERED. */
+static void test_recovering_leader_asks_for_recovered(void **state)
+{
+	struct fx *f = *state;
+	static const int32_t isr1[] = {1};
+	struct meta_image img;
+	build_image(&img, 1, 4, isr1, 1, "1");
+	img.topics[0]->partitions[0].leader_recovery_state = META_RECOVERING;
+	struct broker_image_report rep;
+	broker_core_set_image(&f->a, &img, &rep);
+	meta_image_close(&img);
+	struct broker_partition *p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	assert_int_equal(p->recovery_state, META_RECOVERING);
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1 << 20);
+	assert_true(broker_replica_isr_request(&f->a, 7, 2000, &f->arena2, &w));
+	struct meta_alter_partition_request rq;
+	decode_alter(f, &w, &rq);
+	const struct meta_alter_partition_item *it = &rq.topics[0].partitions[0];
+	assert_int_equal(it->leader_recovery_state, META_RECOVERED);
+	assert_int_equal(it->leader_epoch, 4);
+	assert_int_equal(it->new_isr_count, 1);
+	assert_int_equal(it->new_isr[0], 1);
+	keel_wbuf_free(&w);
+}
+
 static void test_flush_policy_replication_reports_unsynced_data(void **state)
 {
 	struct fx *f = *state;
@@ -437,6 +463,8 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_recovering_leader_asks_for_recovered, setup,
+	                                        teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
