@@ -977,6 +977,15 @@ static void on_prepare(uv_prepare_t *p)
 		recheck_acks(s);
 	}
 	if (broker_core_dirty(&s->core)) {
+		/* Followers waiting on a fetch get the new batches now, from the
+		 * page cache, so that their fdatasync runs alongside ours (the
+		 * high watermark still waits for our own durable end). */
+		for (struct conn *c = s->conns; c != NULL; c = c->next) {
+			if (!c->closing && c->wait == CONN_WAIT_FETCH &&
+			    c->req.body.fetch.replica_id >= 0) {
+				fetch_try(c, false);
+			}
+		}
 		s->sync_in_flight = true;
 		s->sync_seq++;
 		s->stats.syncs++;
