@@ -35,6 +35,7 @@ struct fetcher {
 	int handles;     /* open handles (timer, tcp) */
 	uv_tcp_t tcp;
 	uv_connect_t connect;
+	uv_getaddrinfo_t resolve; /* a host name is resolved off the loop */
 	uv_timer_t timer;
 	uint8_t *buf;
 	size_t len, cap;
@@ -373,6 +374,29 @@ static void on_connect(uv_connect_t *req, int status)
 	fetcher_step(f);
 }
 
+static void connect_to(struct fetcher *f, const struct sockaddr *addr);
+
+/* The resolver's answer: connect, or free a fetcher dropped meanwhile. */
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct fetcher *f = req->data;
+	f->handles--;
+	if (f->dropped || f->owner->closing) {
+		uv_freeaddrinfo(res);
+		if (f->handles == 0) {
+			fetcher_free(f);
+		}
+		return;
+	}
+	if (status != 0 || res == NULL) {
+		uv_freeaddrinfo(res);
+		fetcher_disconnect(f, status != 0 ? uv_strerror(status) : "no address");
+		return;
+	}
+	connect_to(f, res->ai_addr);
+	uv_freeaddrinfo(res);
+}
+
 static void fetcher_connect(struct fetcher *f)
 {
 	f->backing_off = false;
@@ -380,12 +404,27 @@ static void fetcher_connect(struct fetcher *f)
 		return;
 	}
 	struct sockaddr_storage addr;
-	if (uv_ip4_addr(f->host, f->port, (struct sockaddr_in *)&addr) != 0 &&
-	    uv_ip6_addr(f->host, f->port, (struct sockaddr_in6 *)&addr) != 0) {
-		KEEL_WARN("replica fetcher: broker %d's host '%s' is not an IP address", f->leader_id,
-		          f->host);
+	if (uv_ip4_addr(f->host, f->port, (struct sockaddr_in *)&addr) == 0 ||
+	    uv_ip6_addr(f->host, f->port, (struct sockaddr_in6 *)&addr) == 0) {
+		connect_to(f, (const struct sockaddr *)&addr);
 		return;
 	}
+	char port[8];
+	snprintf(port, sizeof(port), "%u", f->port);
+	struct addrinfo hints;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	f->resolve.data = f;
+	if (uv_getaddrinfo(f->owner->loop, &f->resolve, resolved, f->host, port, &hints) != 0) {
+		fetcher_disconnect(f, "cannot resolve the leader's host");
+		return;
+	}
+	f->handles++; /* the resolver holds the fetcher until it calls back */
+}
+
+static void connect_to(struct fetcher *f, const struct sockaddr *addr)
+{
 	uv_tcp_init(f->owner->loop, &f->tcp);
 	f->tcp.data = f;
 	f->tcp_open = true;
@@ -394,7 +433,7 @@ static void fetcher_connect(struct fetcher *f)
 	f->connect.data = f;
 	f->len = 0;
 	f->frame_bytes = 0;
-	if (uv_tcp_connect(&f->connect, &f->tcp, (const struct sockaddr *)&addr, on_connect) != 0) {
+	if (uv_tcp_connect(&f->connect, &f->tcp, addr, on_connect) != 0) {
 		fetcher_disconnect(f, "cannot connect");
 	}
 }
