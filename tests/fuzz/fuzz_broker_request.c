@@ -81,6 +81,11 @@ static void answer(struct kafka_request *rq, struct keel_arena *a, union kafka_r
 			broker_core_sync_done(core);
 			broker_produce_finish(&wait, &out->produce);
 		}
+		if (wait.needs_isr) {
+			/* A one-replica ISR: the sync alone covers acks=all. */
+			KEEL_ASSERT(broker_produce_acked(core, &rq->body.produce, &wait,
+			                                 &out->produce, false));
+		}
 		KEEL_ASSERT(!broker_core_dirty(core));
 		return;
 	case KAFKA_API_FETCH:
