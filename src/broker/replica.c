@@ -272,6 +272,17 @@ static bool isr_item(struct broker_core *core, struct broker_partition *p, int64
 	if (same && p->recovery_state == META_RECOVERED) {
 		return false;
 	}
+#ifdef KEEL_PLANT_BUG_ISR_SHRINK_BY_LEADER
+	/* PLANTED BUG: the leader drops lagging replicas from its ISR on its
+	 * own, without the controller (whose ISR keeps them, so it may elect
+	 * one later), and counts acks=all against the smaller set. */
+	if (n < p->isr_count) {
+		memcpy(p->isr, want, n * sizeof(int32_t));
+		p->isr_count = n;
+		broker_replica_update_hw(core, p);
+		return false;
+	}
+#endif
 	int32_t *copy = keel_arena_dup(arena, want, (size_t)n * sizeof(int32_t));
 	if (copy == NULL) {
 		return false;
@@ -285,15 +296,6 @@ static bool isr_item(struct broker_core *core, struct broker_partition *p, int64
 	*item = (struct meta_alter_partition_item){p->index, p->leader_epoch, p->partition_epoch,
 	                                           copy, n, META_RECOVERED};
 	p->alter_sent_ms = core->now_ms;
-#ifdef KEEL_PLANT_BUG_ISR_SHRINK_BY_LEADER
-	/* PLANTED BUG: the leader shrinks its ISR on its own, before the
-	 * controller agrees, and counts acks=all against it. */
-	if (n < p->isr_count) {
-		memcpy(p->isr, want, n * sizeof(int32_t));
-		p->isr_count = n;
-		broker_replica_update_hw(core, p);
-	}
-#endif
 	return true;
 }
 
