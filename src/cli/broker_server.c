@@ -514,9 +514,12 @@ static void admin_answers(struct broker_server *s)
 	while (job != NULL) {
 		struct broker_admin_job *next = job->next;
 		struct conn *c = job->conn;
+		if (c != NULL) {
+			c->admin_job = NULL;
+		}
 		if (c == NULL) {
 			isr_answer(s, job);
-		} else if ((c->admin_job = NULL), c->closing) {
+		} else if (c->closing) {
 			if (c->handles_open == 0) {
 				conn_free(c);
 			}
