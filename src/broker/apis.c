@@ -302,11 +302,10 @@ void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
 			wait->parts[flat] = NULL;
 			wait->required[flat] = -1;
 			wait->leader_epochs[flat] = -1;
-			op->error_code = acks_ok ? produce_one(core, pt->name, rq->acks,
-			                                       &pt->partitions[i], op,
-			                                       &wait->parts[flat],
-			                                       &wait->required[flat])
-			                         : KAFKA_INVALID_REQUIRED_ACKS;
+			op->error_code =
+			        acks_ok ? produce_one(core, pt->name, rq->acks, &pt->partitions[i],
+			                              op, &wait->parts[flat], &wait->required[flat])
+			                : KAFKA_INVALID_REQUIRED_ACKS;
 			if (wait->parts[flat] != NULL) {
 				wait->needs_sync = true;
 				wait->needs_isr |= rq->acks == -1;
@@ -372,8 +371,9 @@ bool broker_produce_acked(struct broker_core *core, const struct kafka_produce_r
 			}
 			struct kafka_produce_partition_response *op = &ot->partitions[i];
 			bool done = true;
-			int16_t code = acked_one(core, rq->topics[t].name, op->index,
-			                         wait->required[flat], wait->leader_epochs[flat], &done);
+			int16_t code =
+			        acked_one(core, rq->topics[t].name, op->index, wait->required[flat],
+			                  wait->leader_epochs[flat], &done);
 			if (!done && expired) {
 				code = KAFKA_REQUEST_TIMED_OUT;
 				done = true;
@@ -532,8 +532,8 @@ void broker_fetch_ranges(struct broker_core *core, const struct kafka_fetch_requ
 				fetch_one(core, ft->topic, rq->replica_id, &nothing, arena, 0, op,
 				          bytes, range);
 			} else {
-				fetch_one(core, ft->topic, rq->replica_id, &ft->partitions[i], arena,
-				          KEEL_MAX(budget, 1), op, bytes, range);
+				fetch_one(core, ft->topic, rq->replica_id, &ft->partitions[i],
+				          arena, KEEL_MAX(budget, 1), op, bytes, range);
 			}
 			ot->partition_count = i + 1;
 		}

@@ -101,20 +101,21 @@ struct broker_partition {
 	int32_t isr[META_MAX_REPLICAS]; /* as the image says: never changed here */
 	uint32_t isr_count;
 	/* ... and kept here: */
-	int64_t high_watermark; /* leader: min log end over the ISR; follower: the leader's, capped */
+	int64_t high_watermark; /* leader: min log end over the ISR; follower: the leader's, capped
+	                         */
 	struct broker_replica progress[META_MAX_REPLICAS]; /* leader: [i] for replicas[i] */
-	enum broker_follow_state follow;                    /* follower */
+	enum broker_follow_state follow;                   /* follower */
 	int64_t alter_sent_ms; /* leader: an AlterPartition is out since then; -1 none */
 };
 
 /* Counters for the broker's log and metrics. */
 struct broker_replication_stats {
-	uint64_t isr_shrinks;        /* AlterPartition requests that drop a replica */
-	uint64_t isr_expands;        /* ... that add one */
-	uint64_t truncations;        /* follower logs cut after OffsetForLeaderEpoch */
-	uint64_t truncated_offsets;  /* offsets cut by them */
-	uint64_t follower_bytes;     /* record bytes appended as a follower */
-	uint64_t follower_fetches;   /* fetches from followers served as leader */
+	uint64_t isr_shrinks;       /* AlterPartition requests that drop a replica */
+	uint64_t isr_expands;       /* ... that add one */
+	uint64_t truncations;       /* follower logs cut after OffsetForLeaderEpoch */
+	uint64_t truncated_offsets; /* offsets cut by them */
+	uint64_t follower_bytes;    /* record bytes appended as a follower */
+	uint64_t follower_fetches;  /* fetches from followers served as leader */
 };
 
 struct broker_core {
@@ -266,8 +267,8 @@ void broker_replica_update_hw(struct broker_core *core, struct broker_partition 
  * from mp; new_term (opened, or the role or leader epoch changed) resets
  * the followers' progress (leader: assigning the epoch in its log) or
  * sends the follower to truncate first. */
-void broker_replica_adopt(struct broker_core *core, struct broker_partition *p,
-                          const char *topic, const struct meta_partition *mp, bool new_term);
+void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, const char *topic,
+                          const struct meta_partition *mp, bool new_term);
 /* replica.lag.time.max.ms for this broker: its own config, else the
  * cluster default, else Kafka's 10000. */
 int64_t broker_replica_lag_time_max_ms(const struct meta_image *img, int32_t node_id);
@@ -275,8 +276,8 @@ int64_t broker_replica_lag_time_max_ms(const struct meta_image *img, int32_t nod
 /* Follower side. The leaders this broker fetches from (distinct ids, at
  * most cap), and a broker's PLAINTEXT endpoint from the image. */
 uint32_t broker_replica_leaders(const struct broker_core *core, int32_t *out, uint32_t cap);
-bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id,
-                             const char **host, uint16_t *port);
+bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id, const char **host,
+                             uint16_t *port);
 
 /* The next request to send to `leader_id` for the partitions this broker
  * follows there: OffsetForLeaderEpoch (v3) for those that must truncate
@@ -292,8 +293,8 @@ struct broker_replica_report {
 	uint32_t appended_partitions;
 	uint64_t appended_bytes;
 	uint32_t truncated_partitions;
-	uint32_t errors;       /* partitions answered with an error: back off */
-	char why[160];         /* the last error, for the log */
+	uint32_t errors; /* partitions answered with an error: back off */
+	char why[160];   /* the last error, for the log */
 };
 
 /* Applies the leader's answer to a request broker_replica_request built.
@@ -311,17 +312,16 @@ void broker_replica_epoch_answer(struct broker_core *core, int32_t leader_id,
 /* The ISR a leader wants for p now: itself, the ISR members that were at
  * its log end within replica.lag.time.max.ms, and the replicas outside it
  * that reached the high watermark and this epoch's start. Returns the count. */
-uint32_t broker_replica_wanted_isr(const struct broker_core *core,
-                                   const struct broker_partition *p, int32_t *isr);
+uint32_t broker_replica_wanted_isr(const struct broker_core *core, const struct broker_partition *p,
+                                   int32_t *isr);
 
 /* The AlterPartition request to send now (encoded into w, with the image's
  * leader and partition epochs), for the partitions led here whose wanted
  * ISR differs from the image's, or that are RECOVERING (to RECOVERED); a
  * partition asked for is not asked again for resend_ms or until the image
  * changes it. False: nothing to ask. */
-bool broker_replica_isr_request(struct broker_core *core, int64_t broker_epoch,
-                                int64_t resend_ms, struct keel_arena *arena,
-                                struct keel_wbuf *w);
+bool broker_replica_isr_request(struct broker_core *core, int64_t broker_epoch, int64_t resend_ms,
+                                struct keel_arena *arena, struct keel_wbuf *w);
 
 /* Whether a request of this API touches partition logs (the shell gates
  * those while a sync is in flight). */

@@ -224,8 +224,8 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 	core->image = *img;
 	meta_image_init(img, &core->image.limits);
 	core->has_image = true;
-	core->replica_lag_time_max_ms = broker_replica_lag_time_max_ms(&core->image,
-	                                                               core->config.node_id);
+	core->replica_lag_time_max_ms =
+	        broker_replica_lag_time_max_ms(&core->image, core->config.node_id);
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		core->parts[i]->seen = false;
 	}

@@ -34,11 +34,11 @@
 #include "meta/fmt.h"
 #include "meta/stats.h"
 
-#define ALLOC_ARRAY(arena, ptr, n) ((ptr) = keel_arena_alloc((arena), (size_t)(n) * sizeof(*(ptr))))
+#define ALLOC_ARRAY(arena, ptr, n)  ((ptr) = keel_arena_alloc((arena), (size_t)(n) * sizeof(*(ptr))))
 
-#define REPLICA_FETCH_MAX_BYTES (16 << 20)
+#define REPLICA_FETCH_MAX_BYTES     (16 << 20)
 #define REPLICA_PARTITION_MAX_BYTES (1 << 20)
-#define DEFAULT_LAG_TIME_MAX_MS 10000
+#define DEFAULT_LAG_TIME_MAX_MS     10000
 
 void broker_core_set_time(struct broker_core *core, int64_t now_ms)
 {
@@ -70,9 +70,9 @@ int64_t broker_replica_lag_time_max_ms(const struct meta_image *img, int32_t nod
 	int64_t v = DEFAULT_LAG_TIME_MAX_MS;
 	if (!parse_ms(meta_image_config(img, META_RESOURCE_BROKER, id, "replica.lag.time.max.ms"),
 	              &v)) {
-		(void)parse_ms(meta_image_config(img, META_RESOURCE_BROKER, "",
-		                                 "replica.lag.time.max.ms"),
-		               &v);
+		(void)parse_ms(
+		        meta_image_config(img, META_RESOURCE_BROKER, "", "replica.lag.time.max.ms"),
+		        &v);
 	}
 	return v;
 }
@@ -87,7 +87,6 @@ static void mark_dirty(struct broker_core *core, struct broker_partition *p)
 		core->dirty_count++;
 	}
 }
-
 
 static int32_t replica_slot(const struct broker_partition *p, int32_t id)
 {
@@ -117,7 +116,8 @@ void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, 
 	p->partition_epoch = mp->partition_epoch;
 	p->recovery_state = mp->leader_recovery_state;
 	p->min_isr = meta_min_isr(&core->image, topic);
-	const char *policy = meta_image_config(&core->image, META_RESOURCE_TOPIC, topic, "flush.policy");
+	const char *policy =
+	        meta_image_config(&core->image, META_RESOURCE_TOPIC, topic, "flush.policy");
 	if (policy == NULL) {
 		policy = meta_image_config(&core->image, META_RESOURCE_BROKER, "", "flush.policy");
 	}
@@ -218,8 +218,8 @@ static int64_t epoch_start(const struct broker_partition *p)
 	return plog_log_end_offset(&p->log);
 }
 
-uint32_t broker_replica_wanted_isr(const struct broker_core *core,
-                                   const struct broker_partition *p, int32_t *isr)
+uint32_t broker_replica_wanted_isr(const struct broker_core *core, const struct broker_partition *p,
+                                   int32_t *isr)
 {
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < p->replica_count; i++) {
@@ -293,15 +293,14 @@ static bool isr_item(struct broker_core *core, struct broker_partition *p, int64
 	for (uint32_t i = 0; i < p->isr_count; i++) {
 		core->stats.isr_shrinks += !meta_list_contains(want, n, p->isr[i]);
 	}
-	*item = (struct meta_alter_partition_item){p->index, p->leader_epoch, p->partition_epoch,
-	                                           copy, n, META_RECOVERED};
+	*item = (struct meta_alter_partition_item){
+	        p->index, p->leader_epoch, p->partition_epoch, copy, n, META_RECOVERED};
 	p->alter_sent_ms = core->now_ms;
 	return true;
 }
 
-bool broker_replica_isr_request(struct broker_core *core, int64_t broker_epoch,
-                                int64_t resend_ms, struct keel_arena *arena,
-                                struct keel_wbuf *w)
+bool broker_replica_isr_request(struct broker_core *core, int64_t broker_epoch, int64_t resend_ms,
+                                struct keel_arena *arena, struct keel_wbuf *w)
 {
 	struct meta_alter_partition_topic *topics = NULL;
 	struct meta_alter_partition_item *items = NULL;
@@ -316,8 +315,8 @@ bool broker_replica_isr_request(struct broker_core *core, int64_t broker_epoch,
 		if (!isr_item(core, p, resend_ms, arena, &items[item_count])) {
 			continue;
 		}
-		struct meta_alter_partition_topic *t = topic_count > 0 ? &topics[topic_count - 1]
-		                                                       : NULL;
+		struct meta_alter_partition_topic *t =
+		        topic_count > 0 ? &topics[topic_count - 1] : NULL;
 		if (t == NULL || memcmp(t->topic_id, p->topic_id, 16) != 0) {
 			t = &topics[topic_count++];
 			memcpy(t->topic_id, p->topic_id, 16);
@@ -358,8 +357,8 @@ uint32_t broker_replica_leaders(const struct broker_core *core, int32_t *out, ui
 	return n;
 }
 
-bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id,
-                             const char **host, uint16_t *port)
+bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id, const char **host,
+                             uint16_t *port)
 {
 	const struct meta_broker *b =
 	        core->has_image ? meta_image_broker(&core->image, broker_id) : NULL;
@@ -425,8 +424,7 @@ static bool starts_topic(struct kafka_str current, const struct broker_partition
 }
 
 static bool epoch_request(struct broker_core *core, int32_t leader_id, uint32_t n,
-                          uint32_t topic_count, struct keel_arena *arena,
-                          struct kafka_request *req)
+                          uint32_t topic_count, struct keel_arena *arena, struct kafka_request *req)
 {
 	struct kafka_offset_for_leader_epoch_request *rq = &req->body.offset_for_leader_epoch;
 	memset(rq, 0, sizeof(*rq));
@@ -496,9 +494,12 @@ static bool fetch_request(struct broker_core *core, int32_t leader_id, int32_t m
 			t->partitions = parts;
 			t->partition_count = 0;
 		}
-		*parts++ = (struct kafka_fetch_partition){
-		        p->index, p->leader_epoch, plog_log_end_offset(&p->log), -1,
-		        plog_log_start_offset(&p->log), REPLICA_PARTITION_MAX_BYTES};
+		*parts++ = (struct kafka_fetch_partition){p->index,
+		                                          p->leader_epoch,
+		                                          plog_log_end_offset(&p->log),
+		                                          -1,
+		                                          plog_log_start_offset(&p->log),
+		                                          REPLICA_PARTITION_MAX_BYTES};
 		t->partition_count++;
 	}
 	req->header.api_key = KAFKA_API_FETCH;
@@ -550,8 +551,8 @@ static void report_error(struct broker_replica_report *rep, const struct broker_
 /* The partition an answer is for, if this broker still follows leader_id
  * there at the epoch the request was sent with. */
 static struct broker_partition *answered(struct broker_core *core, int32_t leader_id,
-                                         struct kafka_str topic, int32_t index,
-                                         int32_t sent_epoch, enum broker_follow_state state)
+                                         struct kafka_str topic, int32_t index, int32_t sent_epoch,
+                                         enum broker_follow_state state)
 {
 	struct broker_partition *p = broker_core_partition(core, topic, index);
 	if (p == NULL || !follows(p, leader_id) || p->leader_epoch != sent_epoch ||
@@ -634,8 +635,9 @@ void broker_replica_epoch_answer(struct broker_core *core, int32_t leader_id,
 					}
 				}
 			}
-			struct broker_partition *p = answered(core, leader_id, rt->topic, e->partition,
-			                                      sent, BROKER_FOLLOW_TRUNCATE);
+			struct broker_partition *p =
+			        answered(core, leader_id, rt->topic, e->partition, sent,
+			                 BROKER_FOLLOW_TRUNCATE);
 			if (p == NULL) {
 				continue;
 			}
@@ -675,7 +677,8 @@ static void fetched_partition(struct broker_core *core, struct broker_partition 
 		enum keel_err err = plog_append_follower(&p->log, d->records.data,
 		                                         (size_t)d->records.size, &info);
 		if (err != KEEL_OK) {
-			report_error(rep, p, "the leader's batches do not append", plog_why(&p->log));
+			report_error(rep, p, "the leader's batches do not append",
+			             plog_why(&p->log));
 			if (p->log.state == PLOG_OPEN) {
 				p->follow = BROKER_FOLLOW_TRUNCATE; /* find out where we are */
 			}
@@ -721,9 +724,9 @@ void broker_replica_fetch_answer(struct broker_core *core, int32_t leader_id,
 					}
 				}
 			}
-			struct broker_partition *p = answered(core, leader_id, rt->topic,
-			                                      d->partition_index, sent,
-			                                      BROKER_FOLLOW_FETCH);
+			struct broker_partition *p =
+			        answered(core, leader_id, rt->topic, d->partition_index, sent,
+			                 BROKER_FOLLOW_FETCH);
 			if (p == NULL || plog_log_end_offset(&p->log) != sent_offset) {
 				continue; /* moved on since (an image, a truncation) */
 			}

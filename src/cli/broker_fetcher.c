@@ -12,13 +12,13 @@
 #include "cli/broker_fetcher.h"
 #include "os/log.h"
 
-#define FETCH_MAX_WAIT_MS 500
+#define FETCH_MAX_WAIT_MS  500
 #define REQUEST_TIMEOUT_MS 30000u
-#define RECONNECT_MS 500u
-#define ERROR_BACKOFF_MS 200u
-#define READ_CHUNK (64u * 1024u)
-#define MAX_ANSWER_BYTES (64u << 20)
-#define ARENA_BLOCK (64u * 1024u)
+#define RECONNECT_MS       500u
+#define ERROR_BACKOFF_MS   200u
+#define READ_CHUNK         (64u * 1024u)
+#define MAX_ANSWER_BYTES   (64u << 20)
+#define ARENA_BLOCK        (64u * 1024u)
 
 enum fetcher_state { F_IDLE, F_CONNECTING, F_READY, F_WAITING, F_HELD, F_CLOSING };
 
@@ -29,10 +29,10 @@ struct fetcher {
 	char host[256];
 	uint16_t port;
 	enum fetcher_state state;
-	bool tcp_open;   /* tcp initialised and not yet closed */
-	bool dropped;    /* no longer wanted: free once closed */
+	bool tcp_open;    /* tcp initialised and not yet closed */
+	bool dropped;     /* no longer wanted: free once closed */
 	bool backing_off; /* the timer holds the next step */
-	int handles;     /* open handles (timer, tcp) */
+	int handles;      /* open handles (timer, tcp) */
 	uv_tcp_t tcp;
 	uv_connect_t connect;
 	uv_getaddrinfo_t resolve; /* a host name is resolved off the loop */

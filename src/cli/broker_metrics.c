@@ -32,8 +32,7 @@ static void partitions(const struct broker_core *core, struct keel_wbuf *w)
 	metrics_gauge(w, "kafka_server_replicamanager_underminisrpartitioncount",
 	              "Partitions led here whose ISR is below min.insync.replicas.", under_min);
 	metrics_gauge(w, "kafka_controller_kafkacontroller_offlinepartitionscount",
-	              "Partitions held here that have no leader in this broker's image.",
-	              offline);
+	              "Partitions held here that have no leader in this broker's image.", offline);
 	const struct broker_replication_stats *st = &core->stats;
 	metrics_counter(w, "kafka_server_replicamanager_isrshrinks_total",
 	                "Replicas this leader asked the controller to drop from an ISR (lag).",

@@ -88,7 +88,7 @@ struct conn {
 	enum conn_wait wait;
 	uint64_t wait_sync_seq; /* WAIT_SYNC: the sync that covers it */
 	bool fetch_expired;
-	uint64_t started_ns; /* when the current request was decoded (0: none) */
+	uint64_t started_ns;          /* when the current request was decoded (0: none) */
 	struct keel_arena req_arena;  /* the decoded request */
 	struct keel_arena resp_arena; /* the response body */
 	struct kafka_request req;
@@ -116,13 +116,13 @@ struct broker_server {
 	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
 	uint64_t copied_bytes;   /* ... and read into memory first */
 	uint64_t conn_count;
-	struct broker_fetchers *fetchers; /* follower side: one connection per leader */
-	uv_timer_t isr_timer;             /* leader side: ISR changes to ask for */
-	bool isr_job_out;                 /* an AlterPartition is with the controller thread */
+	struct broker_fetchers *fetchers;  /* follower side: one connection per leader */
+	uv_timer_t isr_timer;              /* leader side: ISR changes to ask for */
+	bool isr_job_out;                  /* an AlterPartition is with the controller thread */
 	struct broker_request_stats stats; /* for /metrics */
 	struct http_server http;           /* --metrics-port */
 	bool http_running;
-	pthread_mutex_t mu; /* guards the fields below */
+	pthread_mutex_t mu;   /* guards the fields below */
 	int64_t broker_epoch; /* -1: not registered or fenced (no AlterPartition) */
 	struct meta_image *offered;
 	bool stop;
@@ -480,8 +480,9 @@ static void isr_answer(struct broker_server *s, struct broker_admin_job *job)
 	struct keel_arena arena;
 	keel_arena_init(&arena, 4096);
 	struct meta_alter_partition_response rs;
-	if (job->reply == NULL || meta_decode_alter_partition_response(
-	                                  job->reply, job->reply_size, &arena, &rs, NULL) != KEEL_OK) {
+	if (job->reply == NULL ||
+	    meta_decode_alter_partition_response(job->reply, job->reply_size, &arena, &rs, NULL) !=
+	            KEEL_OK) {
 		KEEL_INFO("AlterPartition: no answer from the controller; asking again later");
 		keel_arena_close(&arena);
 		return;
@@ -496,8 +497,9 @@ static void isr_answer(struct broker_server *s, struct broker_admin_job *job)
 			if (p->error != META_ERR_NONE) {
 				const struct meta_topic *mt =
 				        meta_image_topic_by_id(&s->core.image, t->topic_id);
-				KEEL_INFO("AlterPartition for %s-%d: %s", mt != NULL ? mt->name : "?",
-				          p->partition_id, meta_error_name(p->error));
+				KEEL_INFO("AlterPartition for %s-%d: %s",
+				          mt != NULL ? mt->name : "?", p->partition_id,
+				          meta_error_name(p->error));
 			}
 		}
 	}
@@ -1003,7 +1005,7 @@ static void on_prepare(uv_prepare_t *p)
 
 /* Leader side, every ISR_CHECK_MS: ISR changes to ask the controller for
  * (through the controller thread, like forwarded admin requests). */
-#define ISR_CHECK_MS 250u
+#define ISR_CHECK_MS  250u
 #define ISR_RESEND_MS 2000
 
 static void isr_check(uv_timer_t *t)
@@ -1216,7 +1218,8 @@ void broker_server_stop(struct broker_server *s)
 	struct broker_fetcher_totals ft;
 	broker_fetchers_totals(s->fetchers, &ft);
 	const struct broker_replication_stats *rs = &s->core.stats;
-	KEEL_INFO("replication: %" PRIu64 " fetches and %" PRIu64 " epoch requests to leaders, %" PRIu64
+	KEEL_INFO("replication: %" PRIu64 " fetches and %" PRIu64
+	          " epoch requests to leaders, %" PRIu64
 	          " record bytes appended as follower, %" PRIu64 " truncations; %" PRIu64
 	          " follower fetches served; %" PRIu64 " acks=all waits; ISR shrinks asked %" PRIu64
 	          ", expands %" PRIu64,

@@ -113,7 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                      &limits, out, NULL) == KEEL_OK) {
 		struct broker_replica_report rep;
 		if (rq->header.api_key == KAFKA_API_FETCH) {
-			broker_replica_fetch_answer(&fx.core, 1, &rq->body.fetch, &out->fetch, &rep);
+			broker_replica_fetch_answer(&fx.core, 1, &rq->body.fetch, &out->fetch,
+			                            &rep);
 		} else {
 			broker_replica_epoch_answer(&fx.core, 1, &rq->body.offset_for_leader_epoch,
 			                            &out->offset_for_leader_epoch, &rep);

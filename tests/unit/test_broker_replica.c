@@ -455,12 +455,12 @@ static void test_flush_policy_replication_reports_unsynced_data(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(test_hw_is_the_isr_minimum_and_acks_all_waits, setup,
-	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_hw_is_the_isr_minimum_and_acks_all_waits,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_acks_all_errors, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_isr_follows_lag, setup, teardown),
-	        cmocka_unit_test_setup_teardown(test_follower_truncates_by_epoch_then_fetches, setup,
-	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_follower_truncates_by_epoch_then_fetches,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_recovering_leader_asks_for_recovered, setup,
