@@ -6,29 +6,20 @@
  * appended is synced. Whatever the leader says, the follower's logs must
  * pass plog_check, and its high watermark stays within its log. The
  * follower starts with batches of its own at epoch 0 (it led then), so
- * truncation has something to cut; the core is rebuilt every REBUILD_EVERY
- * inputs.
+ * truncation has something to cut; the core is rebuilt every
+ * FUZZ_BROKER_REBUILD_EVERY inputs.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/assert.h"
-#include "base/rng.h"
-#include "broker/broker.h"
+#include "fuzz_broker.h"
 #include "../unit/test_meta_util.h"
 #include "fuzz_batch.h"
 
-#define REBUILD_EVERY 256
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct {
-	bool ready;
-	unsigned inputs;
-	struct keel_rng rng;
-	struct wal_vfs vfs;
-	struct broker_core core;
-} fx;
+static struct fuzz_broker fx;
 
 /* Topic "t": partitions 0 and 1, replicas 1,2, led by `leader` at `epoch`. */
 static void set_image(int32_t leader, int32_t epoch)
@@ -68,12 +59,7 @@ static void sync_core(void)
 
 static void build(void)
 {
-	keel_rng_seed(&fx.rng, 1);
-	struct wal_vfs_fault_config vc = {.rng = &fx.rng};
-	KEEL_ASSERT(wal_vfs_fault_init(&fx.vfs, &vc) == KEEL_OK);
-	KEEL_ASSERT(wal_vfs_mkdir(&fx.vfs, "/d") == KEEL_OK);
-	struct broker_config bc = {&fx.vfs, "/d", 2, 65536};
-	broker_core_init(&fx.core, &bc);
+	fuzz_broker_open(&fx, 2);
 	/* Epoch 0: this broker leads and appends to partition 0. */
 	set_image(2, 0);
 	uint8_t batch[80];
@@ -129,10 +115,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(out);
 	free(rq);
 	keel_arena_close(&arena);
-	if (++fx.inputs % REBUILD_EVERY == 0) {
-		broker_core_close(&fx.core);
-		wal_vfs_fault_close(&fx.vfs);
-		fx.ready = false;
-	}
+	fuzz_broker_input_done(&fx);
 	return 0;
 }
