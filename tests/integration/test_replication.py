@@ -245,6 +245,58 @@ def test_kill_leader_mid_stream_loses_nothing_acknowledged(rc):
     c.wait(same, timeout=30, what="three logs agree after the rejoin")
 
 
+def test_former_leader_truncates_its_unreplicated_suffix_by_epoch(rc):
+    """The followers are stopped while the leader takes three acks=1
+    batches: only the first reaches them (it answers the fetch they had
+    waiting). The leader dies; a follower is elected with the first batch
+    only; the old leader comes back as a follower, asks OffsetForLeaderEpoch
+    for its last epoch and cuts the two batches nobody else has — then holds
+    the same log as the others, new batches included."""
+    c, brokers, boot = rc
+    parts = create(c, "rep-x", min_isr=1)
+    old = parts[0]["leader"]
+    followers = [r for r in parts[0]["replicas"] if r != old]
+    wait_partitions(c, "rep-x", lambda p: len(p[0]["isr"]) == 3, 20, "full ISR")
+    acked = produce_all(boot, "rep-x", [b"base%d" % i for i in range(5)])
+    assert len(acked) == 5
+    for f in followers:
+        brokers[f].proc.send_signal(signal.SIGSTOP)
+    try:
+        s = connect(brokers[old].port)
+        for i in range(3):  # well inside replica.lag.time.max.ms
+            s.sendall(produce_v3("rep-x", 0, kafka_python_batch(b"only-old-%d" % i), acks=1,
+                                 corr=10 + i))
+            assert produce_error(read_frame(s)) == 0
+        s.close()
+        before = log_batches(brokers[old], "rep-x")
+        brokers[old].kill()
+    finally:
+        for f in followers:
+            brokers[f].proc.send_signal(signal.SIGCONT)
+    assert before is not None and len(before) >= 4  # the base batch(es) + 3
+    parts = wait_partitions(c, "rep-x", lambda p: p[0]["leader"] in followers,
+                            SESSION_MS / 1000 + 20, "a follower leads")
+    new = parts[0]["leader"]
+    try:
+        acked = produce_all(boot, "rep-x", [b"after%d" % i for i in range(5)])
+        assert len(acked) == 5
+    finally:
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)
+    wait_partitions(c, "rep-x", lambda p: len(p[0]["isr"]) == 3, 60, "old leader back in sync")
+
+    def same():
+        logs = [log_batches(b, "rep-x") for b in brokers.values()]
+        return logs if None not in logs and logs[0] == logs[1] == logs[2] else None
+    logs = c.wait(same, timeout=30, what="three logs agree")
+    assert before[-1] not in logs[0] and before[-2] not in logs[0]
+    assert "truncated 1 partition log(s)" in brokers[old].log()
+    got = [v for _, v in consume_all(boot, "rep-x", 100, timeout=20)]
+    assert b"only-old-2" not in got and b"only-old-1" not in got
+    assert got[-5:] == [b"after%d" % i for i in range(5)]
+    assert new in followers
+
+
 def test_isr_shrinks_on_lag_and_grows_back(rc):
     c, brokers, boot = rc
     parts = create(c, "rep-s")
