@@ -69,7 +69,7 @@ keel: $NODES servers starting (data in ./$DATA).
                    echo srvr | nc 127.0.0.1 2181
   metrics:         curl http://127.0.0.1:9181/metrics
   kafka brokers:   127.0.0.1:9092..$((9091 + BROKERS))
-  try:             build/keel topics create demo --partitions 3 --replication-factor 1 --servers $connect
+  try:             build/keel topics create demo --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --servers $connect
                    kcat -b 127.0.0.1:9092 -L
                    seq 10 | kcat -b 127.0.0.1:9092 -P -t demo
                    kcat -b 127.0.0.1:9092 -C -t demo -o beginning -e

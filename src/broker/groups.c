@@ -45,7 +45,8 @@ void broker_groups_set_incarnation(struct broker_core *core, uint64_t incarnatio
 
 bool broker_partition_committed(const struct broker_partition *p, int64_t offset)
 {
-	return p->open && p->sync_err == KEEL_OK && plog_durable_offset(&p->log) >= offset;
+	return p->open && p->sync_err == KEEL_OK && plog_durable_offset(&p->log) >= offset &&
+	       p->leader && p->high_watermark >= offset;
 }
 
 bool broker_groups_handles(int16_t api_key)

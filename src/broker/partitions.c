@@ -211,6 +211,9 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 		core->part_count++;
 	}
 	p->seen = true;
+	bool fresh = !p->open;
+	bool was_leader = p->leader;
+	int32_t old_epoch = p->leader_epoch;
 	broker_idem_leadership(p, mp->leader == core->config.node_id, mp->leader_epoch);
 	p->leader = mp->leader == core->config.node_id;
 	p->leader_epoch = mp->leader_epoch;
@@ -222,6 +225,8 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 		}
 	}
 	broker_apply_log_config(core, p);
+	bool new_term = fresh || was_leader != p->leader || old_epoch != p->leader_epoch;
+	broker_replica_adopt(core, p, topic->name, mp, new_term);
 }
 
 void broker_core_set_image(struct broker_core *core, struct meta_image *img,
@@ -233,6 +238,8 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 	core->image = *img;
 	meta_image_init(img, &core->image.limits);
 	core->has_image = true;
+	core->replica_lag_time_max_ms =
+	        broker_replica_lag_time_max_ms(&core->image, core->config.node_id);
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		core->parts[i]->seen = false;
 	}
@@ -281,7 +288,11 @@ void broker_core_sync(struct broker_core *core)
 void broker_core_sync_done(struct broker_core *core)
 {
 	for (uint32_t i = 0; i < core->part_count; i++) {
-		core->parts[i]->dirty = false;
+		struct broker_partition *p = core->parts[i];
+		if (p->dirty && p->leader) {
+			broker_replica_update_hw(core, p); /* its own durable end moved */
+		}
+		p->dirty = false;
 	}
 	core->dirty_count = 0;
 }

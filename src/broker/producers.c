@@ -168,10 +168,16 @@ int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, 
 }
 
 bool broker_idem_duplicate_waits(struct broker_core *core, struct broker_partition *p,
-                                 const struct broker_idem *idem)
+                                 const struct broker_idem *idem, bool for_isr)
 {
 	if (idem->duplicate.last_offset < plog_durable_offset(&p->log)) {
-		return false;
+		if (!for_isr || p->high_watermark > idem->duplicate.last_offset) {
+			return false;
+		}
+		/* acks=all and the ISR does not have it yet: wait as a produce
+		 * does (a sync first, which the shell's waits start from). */
+		mark_dirty(core, p);
+		return true;
 	}
 	/* The original is written but not yet synced: this answer waits for
 	 * the same sync. */

@@ -340,6 +340,18 @@ static enum keel_err record_epoch(struct plog *log, int32_t epoch, int64_t start
 	return KEEL_OK;
 }
 
+enum keel_err plog_assign_epoch(struct plog *log, int32_t epoch)
+{
+	KEEL_ASSERT(epoch >= 0);
+	if (log->state != PLOG_OPEN) {
+		return KEEL_FAILED;
+	}
+	if (epoch <= plog_epochs_latest(&log->epochs)) {
+		return KEEL_OK; /* known already (or older: the batches decide) */
+	}
+	return record_epoch(log, epoch, log->log_end_offset);
+}
+
 /* Validates a payload of concatenated batches; counts them. */
 static enum keel_err validate_payload(struct plog *log, const uint8_t *data, size_t size,
 				      uint32_t *count)

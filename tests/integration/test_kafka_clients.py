@@ -234,9 +234,10 @@ def test_kafka_python_produce_consume(kc):
 # ---- leadership ----
 
 def test_kill_leader_metadata_moves_and_produce_succeeds(kc):
-    """RF 2: only the leader holds data until replication lands; killing it
-    moves leadership, clients follow the metadata and produce to the new
-    leader. The killed broker comes back afterwards (module cluster)."""
+    """RF 2: killing the leader moves leadership, clients follow the
+    metadata and produce to the new leader, which has the follower's copy of
+    what was acknowledged before. The killed broker comes back afterwards
+    (module cluster)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient  # noqa: F401 (metadata only)
     c, brokers, boot = kc
@@ -256,12 +257,12 @@ def test_kill_leader_metadata_moves_and_produce_succeeds(kc):
         wait_brokers_see(c, brokers, "move-t", parts)
         others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
         assert "leader %d," % new in kcat("-b", others, "-L", "-t", "move-t")
-        # The same producer follows the metadata to the new leader. Without
-        # replication its log starts empty: "before" stayed on the dead one.
+        # The same producer follows the metadata to the new leader, whose
+        # log has "before" (acks=all: the follower had it durable).
         p.produce("move-t", value=b"after", on_delivery=lambda e, m: done.append((e, m.offset())))
-        assert p.flush(60) == 0 and done[1] == (None, 0), done
+        assert p.flush(60) == 0 and done[1] == (None, 1), done
         out = kcat("-b", others, "-C", "-t", "move-t", "-o", "beginning", "-e")
-        assert out.splitlines() == ["after"]
+        assert out.splitlines() == ["before", "after"]
     finally:
         brokers[old].start()
         wait_active(c, (1, 2, 3), timeout=30)
