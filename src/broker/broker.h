@@ -111,6 +111,7 @@ struct broker_partition {
 	struct broker_replica progress[META_MAX_REPLICAS]; /* leader: [i] for replicas[i] */
 	enum broker_follow_state follow;                   /* follower */
 	int64_t alter_sent_ms; /* leader: an AlterPartition is out since then; -1 none */
+	bool throttled;        /* follower: in follower.replication.throttled.replicas */
 };
 
 /* Counters for the broker's log and metrics. */
@@ -145,6 +146,12 @@ struct broker_core {
 	int64_t replica_lag_time_max_ms; /* replica.lag.time.max.ms from the image */
 	bool hw_moved;                   /* some high watermark rose: recheck acks=all waits */
 	struct broker_replication_stats stats;
+	/* Follower throttle (follower.replication.throttled.rate, bytes/s; < 0
+	 * none): throttled partitions are fetched again from throttle_next_ms,
+	 * which every throttled byte fetched moves 1/rate s further. */
+	int64_t throttle_rate;
+	int64_t throttle_next_ms;
+	uint64_t throttled_bytes;
 };
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config);
@@ -377,6 +384,10 @@ bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id, 
  * the arena. False: nothing to ask. */
 bool broker_replica_request(struct broker_core *core, int32_t leader_id, int32_t max_wait_ms,
                             struct keel_arena *arena, struct kafka_request *req);
+/* When broker_replica_request had nothing to ask because every partition
+ * followed at leader_id is throttled (follower.replication.throttled.*):
+ * the milliseconds until they may be fetched again; 0 otherwise. */
+int64_t broker_replica_throttle_wait_ms(const struct broker_core *core, int32_t leader_id);
 
 /* What a leader's answer did. */
 struct broker_replica_report {

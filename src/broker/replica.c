@@ -98,9 +98,67 @@ static int32_t replica_slot(const struct broker_partition *p, int32_t id)
 	return -1;
 }
 
+/* Kafka's follower.replication.throttled.replicas: "*" or "P:B,P:B,...",
+ * the (partition, follower broker) pairs whose fetching is throttled. */
+static bool replica_throttled(const struct broker_core *core, const char *topic, int32_t index)
+{
+	const char *v = meta_image_config(&core->image, META_RESOURCE_TOPIC, topic,
+	                                  "follower.replication.throttled.replicas");
+	if (v == NULL) {
+		return false;
+	}
+	while (*v == ' ') {
+		v++;
+	}
+	if (strcmp(v, "*") == 0) {
+		return true;
+	}
+	while (*v != '\0') {
+		char *end = NULL;
+		long part = strtol(v, &end, 10);
+		if (end == v || *end != ':') {
+			return false; /* not the format: nothing throttled */
+		}
+		v = end + 1;
+		long broker = strtol(v, &end, 10);
+		if (end == v) {
+			return false;
+		}
+		if (part == index && broker == core->config.node_id) {
+			return true;
+		}
+		v = *end == ',' ? end + 1 : end;
+		if (*end != ',' && *end != '\0') {
+			return false;
+		}
+	}
+	return false;
+}
+
+/* follower.replication.throttled.rate for this broker: its own config,
+ * else the cluster default; -1 when unset (no throttle). */
+static int64_t throttle_rate(const struct broker_core *core)
+{
+	char id[16];
+	struct meta_fmt f;
+	meta_fmt_init(&f, id, sizeof(id));
+	meta_fmt_i64(&f, core->config.node_id);
+	const char *v = meta_image_config(&core->image, META_RESOURCE_BROKER, id,
+	                                  "follower.replication.throttled.rate");
+	if (v == NULL) {
+		v = meta_image_config(&core->image, META_RESOURCE_BROKER, "",
+		                      "follower.replication.throttled.rate");
+	}
+	char *end = NULL;
+	long long rate = v != NULL ? strtoll(v, &end, 10) : -1;
+	return v != NULL && end != v && *end == '\0' && rate > 0 ? (int64_t)rate : -1;
+}
+
 void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, const char *topic,
                           const struct meta_partition *mp, bool new_term)
 {
+	core->throttle_rate = throttle_rate(core);
+	p->throttled = replica_throttled(core, topic, p->index);
 	KEEL_ASSERT(mp->replica_count <= META_MAX_REPLICAS);
 	KEEL_ASSERT(mp->isr_count <= META_MAX_REPLICAS);
 	/* Progress follows the replica, not its slot, across reassignments. */
@@ -377,6 +435,13 @@ bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id, 
 
 /* The partitions following leader_id in `state`, grouped by topic: fills
  * topics (one per run of a name) through the callback's per-partition slot. */
+/* A throttled partition waits while the throttle's budget is spent. */
+static bool held_back(const struct broker_core *core, const struct broker_partition *p)
+{
+	return p->follow == BROKER_FOLLOW_FETCH && p->throttled && core->throttle_rate > 0 &&
+	       core->now_ms < core->throttle_next_ms;
+}
+
 static uint32_t count_following(const struct broker_core *core, int32_t leader_id,
                                 enum broker_follow_state state, uint32_t *topics)
 {
@@ -385,7 +450,7 @@ static uint32_t count_following(const struct broker_core *core, int32_t leader_i
 	const char *last = NULL;
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		const struct broker_partition *p = core->parts[i];
-		if (!follows(p, leader_id) || p->follow != state) {
+		if (!follows(p, leader_id) || p->follow != state || held_back(core, p)) {
 			continue;
 		}
 		if (last == NULL || strcmp(last, p->topic) != 0) {
@@ -478,8 +543,13 @@ static bool fetch_request(struct broker_core *core, int32_t leader_id, int32_t m
 	struct kafka_fetch_topic *t = NULL;
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		struct broker_partition *p = core->parts[i];
-		if (!follows(p, leader_id) || p->follow != BROKER_FOLLOW_FETCH) {
+		if (!follows(p, leader_id) || p->follow != BROKER_FOLLOW_FETCH || held_back(core, p)) {
 			continue;
+		}
+		/* A throttled partition asks for a quarter second of its rate. */
+		int32_t max_bytes = REPLICA_PARTITION_MAX_BYTES;
+		if (p->throttled && core->throttle_rate > 0) {
+			max_bytes = (int32_t)KEEL_MIN(max_bytes, KEEL_MAX(core->throttle_rate / 4, 1024));
 		}
 		/* Only durable data is reported: the fetch offset is the durable
 		 * end (the shell fetches only when nothing is dirty) — unless
@@ -499,7 +569,7 @@ static bool fetch_request(struct broker_core *core, int32_t leader_id, int32_t m
 		                                          plog_log_end_offset(&p->log),
 		                                          -1,
 		                                          plog_log_start_offset(&p->log),
-		                                          REPLICA_PARTITION_MAX_BYTES};
+		                                          max_bytes};
 		t->partition_count++;
 	}
 	req->header.api_key = KAFKA_API_FETCH;
@@ -524,6 +594,17 @@ bool broker_replica_request(struct broker_core *core, int32_t leader_id, int32_t
 		return false;
 	}
 	return fetch_request(core, leader_id, max_wait_ms, n, topics, arena, req);
+}
+
+int64_t broker_replica_throttle_wait_ms(const struct broker_core *core, int32_t leader_id)
+{
+	for (uint32_t i = 0; i < core->part_count; i++) {
+		const struct broker_partition *p = core->parts[i];
+		if (follows(p, leader_id) && held_back(core, p)) {
+			return core->throttle_next_ms - core->now_ms;
+		}
+	}
+	return 0;
 }
 
 static bool str_same(struct kafka_str a, struct kafka_str b)
@@ -690,6 +771,13 @@ static void fetched_partition(struct broker_core *core, struct broker_partition 
 		rep->appended_partitions++;
 		rep->appended_bytes += (uint64_t)d->records.size;
 		core->stats.follower_bytes += (uint64_t)d->records.size;
+		if (p->throttled && core->throttle_rate > 0) {
+			/* The throttle: these bytes push the next throttled fetch
+			 * back by size / rate. */
+			core->throttle_next_ms = KEEL_MAX(core->throttle_next_ms, core->now_ms) +
+			                         (int64_t)d->records.size * 1000 / core->throttle_rate;
+			core->throttled_bytes += (uint64_t)d->records.size;
+		}
 	}
 	if (d->high_watermark >= 0) {
 		p->high_watermark = KEEL_MIN(d->high_watermark, plog_log_end_offset(&p->log));

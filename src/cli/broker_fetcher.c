@@ -300,7 +300,14 @@ static void send_request(struct fetcher *f)
 	broker_core_set_time(fs->core, (int64_t)uv_now(fs->loop));
 	if (!broker_replica_request(fs->core, f->leader_id, FETCH_MAX_WAIT_MS, &f->req_arena,
 	                            &f->req)) {
-		return; /* nothing to ask: the next image or kick may change that */
+		/* Nothing to ask: the next image or kick may change that, or the
+		 * throttle's wait ends. */
+		int64_t wait = broker_replica_throttle_wait_ms(fs->core, f->leader_id);
+		if (wait > 0) {
+			f->backing_off = true;
+			uv_timer_start(&f->timer, backoff_done, (uint64_t)wait, 0);
+		}
+		return;
 	}
 	char client_id[32];
 	snprintf(client_id, sizeof(client_id), "keel-replica-%d", fs->core->config.node_id);

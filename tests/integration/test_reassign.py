@@ -362,3 +362,41 @@ def test_reassign_through_kafka_api(kafka3):
     top, res = alter_reassignments(port, "kv", [(0, None)])
     assert res[0][0] == 85  # NO_REASSIGNMENT_IN_PROGRESS
     assert list_reassignments(port) == ((0, None), {})
+
+
+def test_throttled_reassignment_copies_at_the_rate(kafka3):
+    """--throttle reaches the new replica's broker: it fetches the moving
+    partition at follower.replication.throttled.rate, so copying ~600 KB at
+    150 KB/s takes at least ~3 s before the move completes (a lower bound
+    only: load can only make it slower); --verify then clears the
+    throttle."""
+    import subprocess
+    import time
+    c, brokers = kafka3
+    hosts = c.connect_string()
+    rc, out, err = keel("topics", "create", "thr", "--partitions", "1", "--replication-factor",
+                        "1", "--servers", hosts)
+    assert rc == 0, err
+    a = wait_partitions(c, "thr", lambda p: p[0]["leader"] > 0, 15, "thr led")[0]["leader"]
+    x = ({1, 2, 3} - {a}).pop()
+    boot = "127.0.0.1:%d" % brokers[a].port
+    # Many small batches (batch.size), so that the throttle can pace them.
+    payload = "".join("r%04d-%s\n" % (i, "x" * 1000) for i in range(600)).encode()
+    out = subprocess.run(["kcat", "-b", boot, "-P", "-t", "thr", "-p", "0", "-X", "acks=all",
+                          "-X", "batch.size=4000", "-X", "linger.ms=0"], input=payload,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    move = plan_file(c, "thr.json", [("thr", 0, [a, x])])
+    started = time.time()
+    rc, out, err = reassign(c, "--reassignment-json-file", move, "--execute",
+                            "--throttle", "150000")
+    assert rc == 0, out + err
+    p = wait_partitions(c, "thr", lambda p: p[0]["replicas"] == [a, x] and
+                        sorted(p[0]["isr"]) == sorted([a, x]), 60, "thr moved")[0]
+    took = time.time() - started
+    assert took >= 3.0, "600 KB copied at 150 KB/s in %.1f s" % took
+    assert "Adding" not in describe_lines(c, "thr")[0]
+    assert p["leader"] == a
+    rc, out, err = reassign(c, "--reassignment-json-file", move, "--verify")
+    assert rc == 0 and "Clearing topic-level throttles on topic thr" in out, out + err
+    assert "follower.replication.throttled.replicas" not in topic_configs(c, "thr")

@@ -442,6 +442,68 @@ static void test_flush_policy_replication_reports_unsynced_data(void **state)
 	assert_int_equal(pb->high_watermark, 0);
 }
 
+/* The test image plus a follower throttle on broker 2. */
+static void set_image_throttled(struct broker_core *core, const char *rate, const char *replicas)
+{
+	struct meta_image img;
+	build_image(&img, 1, 0, isr123, 3, "2");
+	struct meta_record recs[] = {
+	        tm_config(META_RESOURCE_BROKER, "2", "follower.replication.throttled.rate", rate),
+	        tm_config(META_RESOURCE_TOPIC, "t", "follower.replication.throttled.replicas",
+	                  replicas),
+	};
+	struct meta_apply_result res;
+	struct meta_changes ch;
+	meta_changes_init(&ch, 100);
+	assert_int_equal(tm_apply(&img, 2, 1, recs, 2, &res, &ch), KEEL_OK);
+	meta_changes_close(&ch);
+	struct broker_image_report rep;
+	broker_core_set_image(core, &img, &rep);
+	meta_image_close(&img);
+}
+
+/* follower.replication.throttled.rate / .replicas: a throttled follower
+ * fetches at most a quarter second of the rate at a time, and after the
+ * bytes it fetched waits size / rate before it fetches again; a replica
+ * not in the list is not held back. */
+static void test_follower_throttle(void **state)
+{
+	struct fx *f = *state;
+	struct broker_replica_report rep;
+	set_image_throttled(&f->b, "1000", "0:3,0:2");
+	struct broker_partition *pb = broker_core_partition(&f->b, kafka_str("t"), 0);
+	assert_true(pb->throttled);
+	assert_int_equal(f->b.throttle_rate, 1000);
+	struct produce pr;
+	for (int i = 0; i < 12; i++) { /* more than 1024 bytes */
+		assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	}
+	assert_true(replicate_once(f, &rep)); /* OffsetForLeaderEpoch */
+	struct kafka_request req;
+	keel_arena_reset(&f->arena2);
+	assert_true(broker_replica_request(&f->b, 1, 0, &f->arena2, &req));
+	assert_int_equal(req.body.fetch.topics[0].partitions[0].partition_max_bytes, 1024);
+	assert_true(replicate_once(f, &rep)); /* a fetch: one batch at least */
+	assert_true(rep.appended_bytes > 0 && rep.appended_bytes <= 1024);
+	uint64_t first = rep.appended_bytes;
+	int64_t wait = (int64_t)first * 1000 / 1000;
+	/* Held back now: nothing to ask, and the wait says for how long. */
+	keel_arena_reset(&f->arena2);
+	assert_false(broker_replica_request(&f->b, 1, 0, &f->arena2, &req));
+	assert_int_equal(broker_replica_throttle_wait_ms(&f->b, 1), wait);
+	broker_core_set_time(&f->b, 1000 + wait);
+	assert_int_equal(broker_replica_throttle_wait_ms(&f->b, 1), 0);
+	assert_true(replicate_once(f, &rep));
+	assert_true(rep.appended_bytes > 0);
+	assert_int_equal(f->b.throttled_bytes, first + rep.appended_bytes);
+	/* Another broker's replica in the list, not this one: no throttle. */
+	set_image_throttled(&f->b, "1000", "0:3");
+	assert_false(pb->throttled);
+	keel_arena_reset(&f->arena2);
+	assert_true(broker_replica_request(&f->b, 1, 0, &f->arena2, &req));
+	assert_int_equal(req.body.fetch.topics[0].partitions[0].partition_max_bytes, 1 << 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +515,7 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_follower_throttle, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_recovering_leader_asks_for_recovered, setup,
 	                                        teardown),
 	};
