@@ -494,10 +494,6 @@ def test_kafkajs_consumer_run(gc):
 
 # ---- coordinator failover across brokers ----
 
-@pytest.mark.skip(reason="needs partition replication (branch repl): a follower of an offsets "
-                         "partition has an empty log, so a new coordinator on another broker "
-                         "finds no offsets. Failover is tested as a restart of the same broker "
-                         "(test_coordinator_restart_keeps_committed_offsets) until then.")
 def test_coordinator_failover_to_another_broker():
     c = Cluster(3, server_args=SERVER_ARGS)
     brokers = {i: Broker(c, i) for i in (1, 2, 3)}
