@@ -31,7 +31,7 @@
 #include "node/entry.h"
 #include "node/fsm.h"
 #include "node/snapshot.h"
-#include "os/clock.h"
+#include "node/core.h"
 #include "os/log.h"
 
 #define ADMIN_DEADLINE_MS 300000u
@@ -146,7 +146,7 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 			size_t len = strlen(msg);
 			keel_wbuf_u16(w, (uint16_t)len);
 			keel_wbuf_bytes(w, msg, len);
-			peers_send_end(&n->peers, req->from_peer, mark);
+			core_peer_end(n, req->from_peer, mark);
 		}
 	}
 	if (err == KEEL_OK) {
@@ -193,7 +193,7 @@ static void on_committed(struct node *n, struct node_waiter *w, enum keel_err er
 			/* Best effort: forget its address so nobody dials it. */
 			struct keel_wbuf e;
 			keel_wbuf_init_dynamic(&e, 64, 1024);
-			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, keel_clock_wall_ms());
+			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(n));
 			keel_wbuf_u8(&e, NODE_CLUSTER_DEL_ADDR);
 			keel_wbuf_u64(&e, req->target);
 			uint64_t idx, term;
@@ -268,7 +268,7 @@ static void step(struct node *n, struct admin_req *req)
 	case ADMIN_ADDR: {
 		struct keel_wbuf e;
 		keel_wbuf_init_dynamic(&e, 128, 4096);
-		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, keel_clock_wall_ms());
+		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(n));
 		keel_wbuf_u8(&e, NODE_CLUSTER_SET_ADDR);
 		keel_wbuf_u64(&e, req->target);
 		size_t len = strlen(req->addr);
@@ -342,7 +342,7 @@ static struct admin_req *req_new(struct node *n, uint8_t op)
 	}
 	struct node_admin *a = admin_of(n);
 	req->op = op;
-	req->deadline_ms = node_now_ms(n) + ADMIN_DEADLINE_MS;
+	req->deadline_ms = core_now_ms(n) + ADMIN_DEADLINE_MS;
 	keel_list_init(&req->waiter.link);
 	keel_list_init(&req->link);
 	keel_list_init(&req->track.link);
@@ -409,9 +409,9 @@ static void forward_to_leader(struct node *n, struct admin_req *req, const uint8
 	}
 	keel_wbuf_u8(w, req->op);
 	keel_wbuf_bytes(w, body, size);
-	peers_send_end(&n->peers, to, mark);
+	core_peer_end(n, to, mark);
 	req->state = ADMIN_FORWARDED;
-	uint64_t now = node_now_ms(n);
+	uint64_t now = core_now_ms(n);
 	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
 	if (tracker_add(&n->tracker, &req->track, TRACK_ADMIN, timeout, to, n->term, now) !=
 	    KEEL_OK) {
@@ -641,7 +641,7 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		(unsigned long long)st.persisted_index, (unsigned long long)st.snapshot_index,
 		(unsigned long long)fsm_znode_count(n->fsm),
 		(unsigned long long)fsm_session_count(n->fsm), node_clients_count(n),
-		(unsigned long long)(node_now_ms(n) - n->start_ms));
+		(unsigned long long)(core_now_ms(n) - n->start_ms));
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		const struct raft_member_status *m = &st.members[i];
 		const struct node_addr *a = node_addr_find(n, m->id);
@@ -660,7 +660,7 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		}
 		if (m->id != st.id) {
 			wprintf(w, ",\"connected\":%s",
-				peers_connected(&n->peers, m->id) ? "true" : "false");
+				core_peer_connected(n, m->id) ? "true" : "false");
 		}
 		wprintf(w, "}");
 	}

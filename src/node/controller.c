@@ -43,7 +43,7 @@
 #include "node/fsm.h"
 #include "node/metrics.h"
 #include "node/peers.h"
-#include "os/clock.h"
+#include "node/core.h"
 #include "os/log.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_state.h"
@@ -132,7 +132,7 @@ static size_t reply_budget(const struct node_ctl *c)
 
 static int64_t now_ms(const struct node *n)
 {
-	return (int64_t)node_now_ms(n);
+	return (int64_t)core_now_ms(n);
 }
 
 /* ---- the ring of recent META entries ---- */
@@ -239,8 +239,7 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	keel_list_init(&c->held);
 	keel_list_init(&c->forwarded);
 	controller_config(n, &c->cfg);
-	uint64_t seed = 0;
-	keel_os_random(&seed, sizeof(seed));
+	uint64_t seed = core_seed_next(n);
 	keel_rng_seed(&c->rng, seed);
 	n->ctl = c;
 	return KEEL_OK;
@@ -585,7 +584,7 @@ static void send_peer_reply(struct node *n, uint64_t peer, uint64_t request_id,
 	}
 	keel_wbuf_i32(w, zk_err);
 	keel_wbuf_bytes(w, body, size);
-	peers_send_end(&n->peers, peer, mark);
+	core_peer_end(n, peer, mark);
 }
 
 static void deliver(struct node *n, uint64_t peer, uint64_t request_id, uint64_t wait_index,
@@ -669,7 +668,7 @@ static void release_held(struct node *n)
 			keel_list_remove(&w->link);
 			if (!w->from_leader && w->started_ns != 0) {
 				metrics_hist_observe(&c->request_latency,
-						     (keel_clock_mono_ns() - w->started_ns) / 1000u);
+						     (core_mono_ns(n) - w->started_ns) / 1000u);
 			}
 			deliver(n, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
 				w->reply_size);
@@ -684,7 +683,7 @@ static void release_held(struct node *n)
 static void fail_held(struct node *n, bool only_overdue)
 {
 	struct node_ctl *c = ctl_of(n);
-	uint64_t now = node_now_ms(n);
+	uint64_t now = core_now_ms(n);
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
@@ -718,7 +717,7 @@ static void controller_stop(struct node *n, bool rebuild, const char *why)
 static bool propose_batch(struct node *n, struct meta_batch *batch)
 {
 	struct node_ctl *c = ctl_of(n);
-	int64_t ts = keel_clock_wall_ms();
+	int64_t ts = core_wall_ms(n);
 	batch->hdr.timestamp_ms = ts;
 	struct keel_wbuf *w = &c->entry_buf;
 	keel_wbuf_reset(w);
@@ -887,7 +886,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
-	uint64_t started = keel_clock_mono_ns();
+	uint64_t started = core_mono_ns(n);
 	struct keel_wbuf *out = &c->reply_buf;
 	keel_wbuf_reset(out);
 	struct meta_batch *batch = NULL;
@@ -912,7 +911,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		return;
 	}
 	if (c->last_proposed_index <= n->applied_index) {
-		metrics_hist_observe(&c->request_latency, (keel_clock_mono_ns() - started) / 1000u);
+		metrics_hist_observe(&c->request_latency, (core_mono_ns(n) - started) / 1000u);
 		deliver(n, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;
 	}
@@ -1027,11 +1026,11 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	}
 	keel_wbuf_u8(fw, api);
 	keel_wbuf_bytes(fw, body, size);
-	peers_send_end(&n->peers, to, mark);
+	core_peer_end(n, to, mark);
 	w->request_id = request_id;
 	w->track.request_id = request_id; /* the client's pending: a tracker id */
 	if (tracker_add(&n->tracker, &w->track, TRACK_META, n->tracker.policy.leader_wait_ms, to,
-			n->term, node_now_ms(n)) != KEEL_OK) {
+			n->term, core_now_ms(n)) != KEEL_OK) {
 		deliver_not_controller(n, 0, request_id, api, body, size);
 		waiter_free(c, w);
 		return;
@@ -1072,7 +1071,7 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 	}
 	w->reply_size = reply_size;
 	w->from_leader = true;
-	w->deadline_ms = node_now_ms(n) + n->tracker.policy.leader_wait_ms;
+	w->deadline_ms = core_now_ms(n) + n->tracker.policy.leader_wait_ms;
 	w->zk_err = zk_err;
 	w->wait_index = hdr->wait_index;
 	keel_list_push_back(&c->held, &w->link);

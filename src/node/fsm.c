@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "node/core.h"
 #include "node/controller.h"
 #include "node/entry.h"
 #include "os/log.h"

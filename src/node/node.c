@@ -26,6 +26,7 @@
 #include "node/controller.h"
 #include "node/entry.h"
 #include "node/fsm.h"
+#include "node/host.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
 #include "os/log.h"
@@ -238,8 +239,8 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 			n->installs[n->n_installs].meta = rd->install->meta;
 			n->n_installs++;
 		}
-		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = keel_clock_mono_ns();
-		enum keel_err rc = node_storage_submit(n->storage, rd);
+		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = core_mono_ns(n);
+		enum keel_err rc = n->host.ops->persist(n->host.ctx, rd);
 		if (rc != KEEL_OK) {
 			KEEL_ERROR("storage refused a batch (%s): stopping", keel_strerror(rc));
 			n->failed = true;
@@ -383,7 +384,7 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 	uint64_t started = n->persist_submitted_ns[persist_id % PERSIST_RING];
 	if (started != 0) {
 		metrics_hist_observe(&n->stats.append_latency,
-				     (keel_clock_mono_ns() - started) / 1000u);
+				     (core_mono_ns(n) - started) / 1000u);
 	}
 	while (n->n_installs > 0 && n->installs[0].persist_id <= persist_id) {
 		/* A received snapshot is durable: load it before telling Raft. */
@@ -758,10 +759,7 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 static enum keel_err tracker_setup(struct node *n)
 {
 	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
-	uint64_t start = 0;
-	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
-		start = (uint64_t)keel_clock_wall_ms() << 20;
-	}
+	uint64_t start = core_seed_next(n);
 	enum keel_err rc = tracker_init(&n->tracker, &policy, (start >> 1) | 1u);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -786,6 +784,10 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	keel_list_init(&n->done);
 	n->cfg = *cfg;
 	n->loop = loop;
+	n->host = node_host(n);
+	if (keel_os_random(&n->seed_state, sizeof(n->seed_state)) != KEEL_OK) {
+		n->seed_state = (uint64_t)keel_clock_wall_ms() << 20;
+	}
 	char prefix[32];
 	snprintf(prefix, sizeof(prefix), "id=%llu", (unsigned long long)cfg->id);
 	keel_log_set_prefix(prefix);
@@ -813,9 +815,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	}
 	raft_options_default(&n->raft_opts);
 	n->raft_opts.id = cfg->id;
-	uint64_t seed;
-	keel_os_random(&seed, sizeof(seed));
-	keel_rng_seed(&n->raft_opts.rng, seed);
+	keel_rng_seed(&n->raft_opts.rng, core_seed_next(n));
 	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
 	rc = tracker_setup(n);
 	if (rc != KEEL_OK) {

@@ -28,6 +28,7 @@
 #include "net/http.h"
 #include "net/net.h"
 #include "node/config.h"
+#include "node/core.h"
 #include "node/limits.h"
 #include "node/metrics.h"
 #include "node/peers.h"
@@ -86,6 +87,8 @@ struct node_stats {
 
 struct node {
 	struct node_config cfg;
+	struct core_host host; /* the core's effects (core.h) */
+	uint64_t seed_state;   /* core_seed_next() */
 	uv_loop_t *loop;
 	struct net_loop nl;
 	struct peers peers;
