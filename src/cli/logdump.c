@@ -42,7 +42,7 @@
 #include "meta/format.h"
 #include "meta/image.h"
 #include "meta/record.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "raft/raft.h"
 #include "wal/snapshot.h"
 #include "wal/wal.h"

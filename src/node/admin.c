@@ -28,7 +28,7 @@
 
 #include "base/assert.h"
 #include "node/client.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "node/fsm.h"
 #include "node/snapshot.h"
 #include "node/core.h"

@@ -17,7 +17,7 @@
  *     FetchMetadata are answered from this server's applied state; the
  *     controller APIs are handled here when this server is the active
  *     controller, else forwarded to the Raft leader over the peer link
- *     (a tracked request, node/tracker.h).
+ *     (a tracked request, core/tracker.h).
  *
  * On the Raft LEADER only, the active controller (struct meta_controller):
  *
@@ -50,7 +50,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "meta/image.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "node/metrics.h"
 #include "node/node.h"
 

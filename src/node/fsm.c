@@ -15,7 +15,7 @@
 #include "base/assert.h"
 #include "node/core.h"
 #include "node/controller.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "os/log.h"
 #include "zk/zk_snapshot.h"
 

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "node/node.h"
 #include "zk/zk_state.h"
 

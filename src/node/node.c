@@ -24,7 +24,7 @@
 #include "node/client.h"
 #include "node/client_zk.h"
 #include "node/controller.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "node/fsm.h"
 #include "node/host.h"
 #include "node/snapshot.h"

@@ -33,7 +33,7 @@
 #include "node/metrics.h"
 #include "node/peers.h"
 #include "node/storage.h"
-#include "node/tracker.h"
+#include "core/tracker.h"
 #include "raft/raft.h"
 
 struct node_client;
