@@ -31,7 +31,7 @@
 #include "core/entry.h"
 #include "node/fsm.h"
 #include "node/snapshot.h"
-#include "node/core.h"
+#include "core/core.h"
 #include "os/log.h"
 
 #define ADMIN_DEADLINE_MS 300000u
@@ -146,7 +146,7 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 			size_t len = strlen(msg);
 			keel_wbuf_u16(w, (uint16_t)len);
 			keel_wbuf_bytes(w, msg, len);
-			core_peer_end(n, req->from_peer, mark);
+			core_peer_end(&n->core, req->from_peer, mark);
 		}
 	}
 	if (err == KEEL_OK) {
@@ -193,7 +193,7 @@ static void on_committed(struct node *n, struct node_waiter *w, enum keel_err er
 			/* Best effort: forget its address so nobody dials it. */
 			struct keel_wbuf e;
 			keel_wbuf_init_dynamic(&e, 64, 1024);
-			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(n));
+			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
 			keel_wbuf_u8(&e, NODE_CLUSTER_DEL_ADDR);
 			keel_wbuf_u64(&e, req->target);
 			uint64_t idx, term;
@@ -268,7 +268,7 @@ static void step(struct node *n, struct admin_req *req)
 	case ADMIN_ADDR: {
 		struct keel_wbuf e;
 		keel_wbuf_init_dynamic(&e, 128, 4096);
-		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(n));
+		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
 		keel_wbuf_u8(&e, NODE_CLUSTER_SET_ADDR);
 		keel_wbuf_u64(&e, req->target);
 		size_t len = strlen(req->addr);
@@ -342,7 +342,7 @@ static struct admin_req *req_new(struct node *n, uint8_t op)
 	}
 	struct node_admin *a = admin_of(n);
 	req->op = op;
-	req->deadline_ms = core_now_ms(n) + ADMIN_DEADLINE_MS;
+	req->deadline_ms = core_now_ms(&n->core) + ADMIN_DEADLINE_MS;
 	keel_list_init(&req->waiter.link);
 	keel_list_init(&req->link);
 	keel_list_init(&req->track.link);
@@ -409,9 +409,9 @@ static void forward_to_leader(struct node *n, struct admin_req *req, const uint8
 	}
 	keel_wbuf_u8(w, req->op);
 	keel_wbuf_bytes(w, body, size);
-	core_peer_end(n, to, mark);
+	core_peer_end(&n->core, to, mark);
 	req->state = ADMIN_FORWARDED;
-	uint64_t now = core_now_ms(n);
+	uint64_t now = core_now_ms(&n->core);
 	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
 	if (tracker_add(&n->tracker, &req->track, TRACK_ADMIN, timeout, to, n->term, now) !=
 	    KEEL_OK) {
@@ -639,12 +639,12 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		(unsigned long long)st.leader, (unsigned long long)st.commit_index,
 		(unsigned long long)n->applied_index, (unsigned long long)st.last_index,
 		(unsigned long long)st.persisted_index, (unsigned long long)st.snapshot_index,
-		(unsigned long long)fsm_znode_count(n->fsm),
-		(unsigned long long)fsm_session_count(n->fsm), node_clients_count(n),
-		(unsigned long long)(core_now_ms(n) - n->start_ms));
+		(unsigned long long)fsm_znode_count(n->core.fsm),
+		(unsigned long long)fsm_session_count(n->core.fsm), node_clients_count(n),
+		(unsigned long long)(core_now_ms(&n->core) - n->start_ms));
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		const struct raft_member_status *m = &st.members[i];
-		const struct node_addr *a = node_addr_find(n, m->id);
+		const struct node_addr *a = core_addr_find(&n->core, m->id);
 		wprintf(w, "%s{\"id\":%llu,\"role\":\"%s\",\"peer_addr\":\"%s\"", i ? "," : "",
 			(unsigned long long)m->id, member_role_name(m->role),
 			a != NULL ? a->peer_addr : "");
@@ -660,7 +660,7 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		}
 		if (m->id != st.id) {
 			wprintf(w, ",\"connected\":%s",
-				core_peer_connected(n, m->id) ? "true" : "false");
+				core_peer_connected(&n->core, m->id) ? "true" : "false");
 		}
 		wprintf(w, "}");
 	}
@@ -701,7 +701,7 @@ static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
 		(unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
 		(unsigned long long)cs.packets_sent, node_clients_count(n),
 		(unsigned long long)cs.outstanding, (unsigned long long)n->applied_index, zk_mode(n),
-		(unsigned long long)fsm_znode_count(n->fsm));
+		(unsigned long long)fsm_znode_count(n->core.fsm));
 	if (!with_clients) {
 		wprintf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
 	}
@@ -739,10 +739,10 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 	wprintf(out, "zk_num_alive_connections\t%zu\nzk_outstanding_requests\t%llu\n",
 		node_clients_count(n), (unsigned long long)cs.outstanding);
 	wprintf(out, "zk_znode_count\t%llu\nzk_watch_count\t%llu\nzk_ephemerals_count\t%llu\n",
-		(unsigned long long)fsm_znode_count(n->fsm), (unsigned long long)cs.watches,
-		(unsigned long long)fsm_ephemeral_count(n->fsm));
+		(unsigned long long)fsm_znode_count(n->core.fsm), (unsigned long long)cs.watches,
+		(unsigned long long)fsm_ephemeral_count(n->core.fsm));
 	wprintf(out, "zk_approximate_data_size\t%llu\n",
-		(unsigned long long)fsm_data_bytes(n->fsm));
+		(unsigned long long)fsm_data_bytes(n->core.fsm));
 	wprintf(out, "zk_open_file_descriptor_count\t%ld\nzk_max_file_descriptor_count\t%llu\n",
 		open_fds(), (unsigned long long)rl.rlim_cur);
 	node_ctl_mntr(n, out);
@@ -770,7 +770,7 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 		(unsigned long long)st.last_index);
 	wprintf(out, "keel_snapshot_index\t%llu\nkeel_sessions\t%llu\nkeel_proposals\t%llu\n",
 		(unsigned long long)st.snapshot_index,
-		(unsigned long long)fsm_session_count(n->fsm),
+		(unsigned long long)fsm_session_count(n->core.fsm),
 		(unsigned long long)n->stats.proposals);
 	wprintf(out, "keel_fsync_p99_us\t%llu\nkeel_append_p99_us\t%llu\n",
 		(unsigned long long)metrics_hist_quantile(&n->stats.fsync_latency, 0.99),
@@ -787,9 +787,9 @@ static void four_conf(struct node *n, struct keel_wbuf *out)
 		c->tick_ms, c->max_client_connections, c->min_session_timeout_ms,
 		c->max_session_timeout_ms);
 	wprintf(out, "clientPortListenBacklog=-1\nserverId=%llu\n", (unsigned long long)c->id);
-	for (size_t i = 0; i < n->book.count; i++) {
-		wprintf(out, "server.%llu=%s\n", (unsigned long long)n->book.addrs[i].id,
-			n->book.addrs[i].peer_addr);
+	for (size_t i = 0; i < n->core.book.count; i++) {
+		wprintf(out, "server.%llu=%s\n", (unsigned long long)n->core.book.addrs[i].id,
+			n->core.book.addrs[i].peer_addr);
 	}
 	wprintf(out, "jute.maxbuffer=%u\nelectionTimeoutMs=%u\nheartbeatMs=%u\n", c->max_packet_bytes,
 		c->election_timeout_ms, c->heartbeat_ms);
@@ -908,8 +908,8 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 		      (double)node_clients_count(n));
 	metrics_counter(w, "keel_client_requests_total", "Client requests received",
 			cs.packets_received);
-	metrics_gauge(w, "keel_sessions", "Live sessions", (double)fsm_session_count(n->fsm));
-	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->fsm));
+	metrics_gauge(w, "keel_sessions", "Live sessions", (double)fsm_session_count(n->core.fsm));
+	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->core.fsm));
 	metrics_gauge(w, "keel_watches", "Watches held by this server's connections",
 		      (double)cs.watches);
 	node_ctl_metrics(n, w);
@@ -936,8 +936,8 @@ int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,
 		return 200;
 	}
 	if (strcmp(path, "/health") == 0 || strcmp(path, "/") == 0) {
-		wprintf(body, "%s\n", n->failed ? "failed" : "ok");
-		return n->failed ? 500 : 200;
+		wprintf(body, "%s\n", n->core.failed ? "failed" : "ok");
+		return n->core.failed ? 500 : 200;
 	}
 	wprintf(body, "not found; try /metrics, /status or /health\n");
 	return 404;

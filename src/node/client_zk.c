@@ -51,7 +51,7 @@
 #include "node/controller.h"
 #include "node/fsm.h"
 #include "node/peers.h"
-#include "node/core.h"
+#include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_housekeeping.h"
 #include "zk/zk_read.h"
@@ -244,7 +244,7 @@ static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, 
 	p->kind = kind;
 	p->xid = xid;
 	p->opcode = opcode;
-	p->start_ns = core_mono_ns(zc->client->node);
+	p->start_ns = core_mono_ns(&zc->client->node->core);
 	zs->outstanding++;
 	return p;
 }
@@ -276,13 +276,13 @@ static void conn_close(struct zk_conn *zc, enum keel_err reason, bool flush)
 		return;
 	}
 	zc->state = ZC_CLOSING;
-	core_client_close(zc->client->node, zc->client, reason, flush);
+	core_client_close(&zc->client->node->core, zc->client, reason, flush);
 }
 
 static void record_latency(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 {
 	struct zk_server *zs = server_of(n);
-	uint64_t us = (core_mono_ns(n) - p->start_ns) / 1000u;
+	uint64_t us = (core_mono_ns(&n->core) - p->start_ns) / 1000u;
 	uint64_t ms = us / 1000u;
 	metrics_hist_observe(&n->stats.request_latency, us);
 	if (zs->latency_count == 0 || ms < zs->latency_min_ms) {
@@ -305,7 +305,7 @@ static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t er
 		       const uint8_t *body, size_t body_size)
 {
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(zc->client->node, zc->client, &mark);
+	struct keel_wbuf *w = core_client_begin(&zc->client->node->core, zc->client, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -313,14 +313,14 @@ static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t er
 	if (err == 0 && body_size > 0) {
 		keel_wbuf_bytes(w, body, body_size);
 	}
-	core_client_end(zc->client->node, zc->client, mark);
+	core_client_end(&zc->client->node->core, zc->client, mark);
 	zc->client->packets_sent++;
 	zc->last_zxid = zxid;
 }
 
 static void send_raw_payload(struct zk_conn *zc, const uint8_t *payload, size_t size)
 {
-	core_client_send(zc->client->node, zc->client, payload, size);
+	core_client_send(&zc->client->node->core, zc->client, payload, size);
 	zc->client->packets_sent++;
 }
 
@@ -331,7 +331,7 @@ static void fifo_push(struct zk_conn *zc, struct zk_pending *p)
 	if (zc->pending_count >= zc->client->node->cfg.max_pending_per_connection &&
 	    !zc->paused_for_backlog) {
 		zc->paused_for_backlog = true;
-		core_client_pause(zc->client->node, zc->client, true);
+		core_client_pause(&zc->client->node->core, zc->client, true);
 	}
 }
 
@@ -409,7 +409,7 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 	if (zc->paused_for_backlog &&
 	    zc->pending_count < zc->client->node->cfg.max_pending_per_connection / 2) {
 		zc->paused_for_backlog = false;
-		core_client_pause(zc->client->node, zc->client, false);
+		core_client_pause(&zc->client->node->core, zc->client, false);
 	}
 }
 
@@ -423,7 +423,7 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 		return;
 	}
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(zc->client->node, zc->client, &mark);
+	struct keel_wbuf *w = core_client_begin(&zc->client->node->core, zc->client, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -431,7 +431,7 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 	zk_reply_header_encode(w, -1, -1, 0);
 	struct zk_watcher_event we = {ev->type, ZK_STATE_SYNC_CONNECTED, ev->path};
 	zk_watcher_event_encode(w, &we);
-	core_client_end(zc->client->node, zc->client, mark);
+	core_client_end(&zc->client->node->core, zc->client, mark);
 	zc->client->packets_sent++;
 }
 
@@ -439,13 +439,13 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 
 static void touch(struct node *n, struct zk_conn *zc)
 {
-	zc->last_heard_ms = core_now_ms(n);
+	zc->last_heard_ms = core_now_ms(&n->core);
 	if (zc->session_id == 0) {
 		return;
 	}
 	struct zk_server *zs = server_of(n);
 	if (zs->expiry_active) {
-		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)core_now_ms(n));
+		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)core_now_ms(&n->core));
 	} else {
 		zc->touched = true;
 	}
@@ -483,7 +483,7 @@ static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int
 		zc->attached = true;
 	}
 	touch(n, zc);
-	core_client_pause(zc->client->node, zc->client, false);
+	core_client_pause(&zc->client->node->core, zc->client, false);
 }
 
 /* ---- proposing ---- */
@@ -511,7 +511,7 @@ static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t
 		return 0;
 	}
 	keel_wbuf_bytes(w, entry, size);
-	core_peer_end(n, to, mark);
+	core_peer_end(&n->core, to, mark);
 	return to;
 }
 
@@ -519,7 +519,7 @@ static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t
 static void encode_entry_header(struct node *n, struct zk_pending *p, struct keel_wbuf *w)
 {
 	keel_wbuf_reset(w);
-	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, core_wall_ms(n));
+	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, core_wall_ms(&n->core));
 }
 
 /* Proposes now or keeps the entry until a leader is known; either way the
@@ -529,7 +529,7 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 	struct zk_server *zs = server_of(n);
 	uint64_t sent_to = submit_entry(n, p, entry->data, entry->size);
 	if (sent_to == 0 && (n->role == RAFT_LEADER ||
-			     (n->leader != 0 && core_peer_connected(n, n->leader)))) {
+			     (n->leader != 0 && core_peer_connected(&n->core, n->leader)))) {
 		/* A leader that refused (busy, transferring): give up on it. */
 		if (p->zc != NULL) {
 			conn_close(p->zc, KEEL_BUSY, true);
@@ -548,7 +548,7 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 		p->frame_size = entry->size;
 	}
 	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->term,
-			core_now_ms(n)) != KEEL_OK &&
+			core_now_ms(&n->core)) != KEEL_OK &&
 	    p->zc != NULL) {
 		conn_close(p->zc, KEEL_NOMEM, false);
 	}
@@ -604,7 +604,7 @@ static void ask_barrier(struct node *n, struct zk_pending *p)
 		if (p->barrier != BARRIER_RETRY) {
 			p->barrier = BARRIER_RETRY;
 			p->barrier_deadline_ms =
-				core_now_ms(n) + server_of(n)->tracker->policy.leader_wait_ms;
+				core_now_ms(&n->core) + server_of(n)->tracker->policy.leader_wait_ms;
 		}
 		return;
 	}
@@ -624,12 +624,12 @@ static void send_connect_response(struct zk_conn *zc, const struct zk_connect_re
 {
 	struct keel_wbuf *w;
 	size_t mark;
-	w = core_client_begin(zc->client->node, zc->client, &mark);
+	w = core_client_begin(&zc->client->node->core, zc->client, &mark);
 	if (w == NULL) {
 		return;
 	}
 	zk_connect_response_encode(w, rsp);
-	core_client_end(zc->client->node, zc->client, mark);
+	core_client_end(&zc->client->node->core, zc->client, mark);
 	zc->client->packets_sent++;
 }
 
@@ -640,7 +640,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	struct zk_connect_response rsp;
 	int32_t timeout = 0;
 	enum zk_connect_action action =
-		zk_session_connect(fsm_zk(n->fsm), fsm_zk_config(n->fsm), &zc->connect,
+		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
 				   (int64_t)n->applied_index, &rsp, &timeout);
 	if (!final && (action == ZK_CONNECT_REFUSE || action == ZK_CONNECT_EXPIRED)) {
 		/* This server may be behind: look again after a barrier. */
@@ -670,7 +670,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	}
 	case ZK_CONNECT_NEW: {
 		if (pending_map_add(zs, p) != KEEL_OK ||
-		    core_random(n, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+		    core_random(&n->core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);
 			return;
 		}
@@ -678,7 +678,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 		zc->timeout_ms = timeout;
 		struct keel_wbuf *w = &zs->scratch;
 		encode_entry_header(n, p, w);
-		struct zk_txn_meta meta = {core_wall_ms(n), n->cfg.id, 0, 0};
+		struct zk_txn_meta meta = {core_wall_ms(&n->core), n->cfg.id, 0, 0};
 		zk_txn_encode_create_session(w, &meta, timeout, zc->connect_passwd);
 		propose_or_hold(n, p, w);
 		return; /* p stays in the map until applied */
@@ -695,7 +695,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 	struct zk_server *zs = server_of(n);
 	struct zk_conn *zc = calloc(1, sizeof(*zc));
 	if (zc == NULL) {
-		core_client_close(n, c, KEEL_NOMEM, false);
+		core_client_close(&n->core, c, KEEL_NOMEM, false);
 		return false;
 	}
 	c->zk = zc;
@@ -733,7 +733,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 		return false;
 	}
 	/* No request is read before the handshake is decided. */
-	core_client_pause(n, c, true);
+	core_client_pause(&n->core, c, true);
 	zc->connect_pending = p;
 	decide_connect(n, zc, p, false);
 	return false;
@@ -767,7 +767,7 @@ static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 	enum keel_err rc = zk_request_decode(&req, p->frame, p->frame_size);
 	KEEL_ASSERT(rc == KEEL_OK); /* decoded once already */
 	struct zk_read_ctx ctx = {
-		.state = fsm_zk(n->fsm),
+		.state = fsm_zk(n->core.fsm),
 		.watches = zc->attached ? &zs->watches : NULL,
 		.conn = &zc->wconn,
 		.ids = &zc->auth.ids,
@@ -801,7 +801,7 @@ static void handle_write(struct node *n, struct zk_conn *zc, const struct zk_req
 	fifo_push(zc, p);
 	struct keel_wbuf *w = &zs->scratch;
 	encode_entry_header(n, p, w);
-	struct zk_txn_meta meta = {core_wall_ms(n), n->cfg.id, req->xid, zc->session_id};
+	struct zk_txn_meta meta = {core_wall_ms(&n->core), n->cfg.id, req->xid, zc->session_id};
 	zk_txn_encode_request(w, &meta, &zc->auth.ids, req->opcode, req->body, req->body_size);
 	if (!keel_wbuf_ok(w)) {
 		conn_close(zc, KEEL_TOOBIG, false);
@@ -907,7 +907,7 @@ void zk_clients_fire_system(struct node *n, const struct zk_result *res)
 {
 	struct zk_server *zs = server_of(n);
 	if (zs != NULL) {
-		zk_watches_fire(&zs->watches, fsm_zk(n->fsm), res);
+		zk_watches_fire(&zs->watches, fsm_zk(n->core.fsm), res);
 	}
 }
 
@@ -1012,12 +1012,12 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 			   const struct zk_result *res)
 {
 	struct zk_server *zs = server_of(n);
-	struct zk_state *st = fsm_zk(n->fsm);
+	struct zk_state *st = fsm_zk(n->core.fsm);
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&zs->watches, st, res);
 	if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0 && zs->expiry_active) {
 		zk_expiry_add(&zs->expiry, res->new_session_id, res->new_session_timeout_ms,
-			      (int64_t)core_now_ms(n));
+			      (int64_t)core_now_ms(&n->core));
 	}
 	if (res->closed_session_id != 0) {
 		if (zs->expiry_active) {
@@ -1145,7 +1145,7 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 			/* Not confirmed (leadership moved, lost messages): ask again
 			 * on the next tick, within the deadline. */
 			p->barrier = BARRIER_RETRY;
-			p->barrier_deadline_ms = core_now_ms(n) + zs->tracker->policy.leader_wait_ms;
+			p->barrier_deadline_ms = core_now_ms(&n->core) + zs->tracker->policy.leader_wait_ms;
 		}
 	}
 	/* Served after the ready (they may already be applied). */
@@ -1159,7 +1159,7 @@ static void reap_emit(void *ctx, enum zk_txn_kind kind, struct zk_bytes path)
 	struct zk_server *zs = server_of(n);
 	struct keel_wbuf *w = &zs->scratch;
 	keel_wbuf_reset(w);
-	int64_t now = core_wall_ms(n);
+	int64_t now = core_wall_ms(&n->core);
 	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
 	zk_txn_encode_delete(w, kind, now, (const char *)path.data, (size_t)path.size);
 	uint64_t index, term;
@@ -1173,7 +1173,7 @@ static void propose_session_close(struct node *n, int64_t session_id)
 	struct zk_server *zs = server_of(n);
 	struct keel_wbuf *w = &zs->scratch;
 	keel_wbuf_reset(w);
-	int64_t now = core_wall_ms(n);
+	int64_t now = core_wall_ms(&n->core);
 	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
 	struct zk_txn_meta meta = {now, 0, 0, session_id};
 	zk_txn_encode_close_session(w, &meta, ZK_CLOSE_EXPIRED);
@@ -1186,9 +1186,9 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 	struct zk_server *zs = server_of(n);
 	(void)old_leader;
 	if (new_leader == n->cfg.id && n->role == RAFT_LEADER) {
-		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->fsm), (int64_t)core_now_ms(n));
+		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));
 		zs->expiry_active = true;
-		zs->last_housekeeping_ms = core_now_ms(n);
+		zs->last_housekeeping_ms = core_now_ms(&n->core);
 	} else if (zs->expiry_active) {
 		zs->expiry_active = false;
 		zk_expiry_close(&zs->expiry);
@@ -1218,7 +1218,7 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 			rc = KEEL_NOMEM;
 		} else {
 			memcpy(copy, body, size);
-			int64_t now = core_wall_ms(n);
+			int64_t now = core_wall_ms(&n->core);
 			keel_store_be64(copy + NODE_ENTRY_TIME_OFFSET, (uint64_t)now);
 			size_t off = NODE_ENTRY_HEADER_SIZE;
 			rc = zk_txn_set_time(copy + off, size - off, now);
@@ -1233,7 +1233,7 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 		struct tracker_reply hdr = {TRACK_ZK_WRITE, from, request_id, rc, 0};
 		size_t mark;
 		if (node_reply_begin(n, &hdr, &mark) != NULL) {
-			core_peer_end(n, from, mark);
+			core_peer_end(&n->core, from, mark);
 		}
 	}
 	node_schedule_drive(n);
@@ -1248,7 +1248,7 @@ void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const
 		struct keel_rbuf r;
 		keel_rbuf_init(&r, body, size);
 		uint32_t count = keel_rbuf_u32(&r);
-		int64_t now = (int64_t)core_now_ms(n);
+		int64_t now = (int64_t)core_now_ms(&n->core);
 		for (uint32_t i = 0; i < count && keel_rbuf_ok(&r); i++) {
 			int64_t sid = keel_rbuf_i64(&r);
 			if (keel_rbuf_ok(&r)) {
@@ -1278,7 +1278,7 @@ static void report_sessions(struct node *n, uint64_t now)
 			continue;
 		}
 		if (w == NULL) {
-			w = core_peer_begin(n, n->leader, PEER_FRAME_SESSION_TOUCH, &mark);
+			w = core_peer_begin(&n->core, n->leader, PEER_FRAME_SESSION_TOUCH, &mark);
 			if (w == NULL) {
 				return; /* retried next time; flags stay set */
 			}
@@ -1293,7 +1293,7 @@ static void report_sessions(struct node *n, uint64_t now)
 	}
 	if (w != NULL) {
 		keel_wbuf_patch_u32(w, count_pos, count);
-		core_peer_end(n, n->leader, mark);
+		core_peer_end(&n->core, n->leader, mark);
 	}
 }
 
@@ -1339,7 +1339,7 @@ void zk_clients_tick(struct node *n, uint64_t now_ms)
 		}
 		if (now_ms >= zs->last_housekeeping_ms + n->cfg.housekeeping_ms) {
 			zs->last_housekeeping_ms = now_ms;
-			zk_housekeeping_scan(fsm_zk(n->fsm), core_wall_ms(n), MAX_REAP_PER_SCAN,
+			zk_housekeeping_scan(fsm_zk(n->core.fsm), core_wall_ms(&n->core), MAX_REAP_PER_SCAN,
 					     reap_emit, n);
 		}
 	}
@@ -1366,7 +1366,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		return KEEL_NOMEM;
 	}
 	n->zk_server = zs;
-	uint64_t seed = core_seed_next(n);
+	uint64_t seed = core_seed_next(&n->core);
 	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
 			    n) != KEEL_OK ||
 	    zk_expiry_init(&zs->expiry, 0) != KEEL_OK ||

@@ -43,7 +43,7 @@
 #include "node/fsm.h"
 #include "node/metrics.h"
 #include "node/peers.h"
-#include "node/core.h"
+#include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_state.h"
@@ -132,7 +132,7 @@ static size_t reply_budget(const struct node_ctl *c)
 
 static int64_t now_ms(const struct node *n)
 {
-	return (int64_t)core_now_ms(n);
+	return (int64_t)core_now_ms(&n->core);
 }
 
 /* ---- the ring of recent META entries ---- */
@@ -239,7 +239,7 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	keel_list_init(&c->held);
 	keel_list_init(&c->forwarded);
 	controller_config(n, &c->cfg);
-	uint64_t seed = core_seed_next(n);
+	uint64_t seed = core_seed_next(&n->core);
 	keel_rng_seed(&c->rng, seed);
 	n->ctl = c;
 	return KEEL_OK;
@@ -343,13 +343,13 @@ static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
 		KEEL_ERROR("entry %llu: cannot build the ZooKeeper view of the metadata (%s): "
 			   "this server cannot follow the log",
 			   (unsigned long long)index, keel_strerror(rc));
-		n->failed = true;
+		n->core.failed = true;
 		return;
 	}
 	if (c->ops.count == 0) {
 		return;
 	}
-	struct zk_state *st = fsm_zk(n->fsm);
+	struct zk_state *st = fsm_zk(n->core.fsm);
 	zk_system_begin(st, &c->zk_res, index, time_ms);
 	for (uint32_t i = 0; i < c->ops.count; i++) {
 		const struct meta_zk_op *op = &c->ops.items[i];
@@ -358,7 +358,7 @@ static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
 			KEEL_ERROR("entry %llu: out of memory writing %s: this server cannot follow "
 				   "the log",
 				   (unsigned long long)index, op->path);
-			n->failed = true;
+			n->core.failed = true;
 			return;
 		}
 		if (rc != KEEL_OK) {
@@ -372,7 +372,7 @@ static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
 void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct node_entry *ne)
 {
 	struct node_ctl *c = ctl_of(n);
-	if (n->failed) {
+	if (n->core.failed) {
 		return;
 	}
 	keel_arena_reset(&c->apply_arena);
@@ -385,7 +385,7 @@ void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct
 		KEEL_ERROR("entry %llu: metadata batch does not decode (%s: %s): this server "
 			   "cannot follow the log; upgrade it or restore it from a snapshot",
 			   (unsigned long long)entry->index, keel_strerror(rc), eb.msg);
-		n->failed = true;
+		n->core.failed = true;
 		return;
 	}
 	meta_changes_reset(&c->changes);
@@ -396,7 +396,7 @@ void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct
 		KEEL_ERROR("entry %llu: cannot apply the metadata batch (%s): this server cannot "
 			   "follow the log",
 			   (unsigned long long)entry->index, keel_strerror(rc));
-		n->failed = true;
+		n->core.failed = true;
 		return;
 	}
 	if (res.ignored > 0 || res.batch_ignored) {
@@ -584,7 +584,7 @@ static void send_peer_reply(struct node *n, uint64_t peer, uint64_t request_id,
 	}
 	keel_wbuf_i32(w, zk_err);
 	keel_wbuf_bytes(w, body, size);
-	core_peer_end(n, peer, mark);
+	core_peer_end(&n->core, peer, mark);
 }
 
 static void deliver(struct node *n, uint64_t peer, uint64_t request_id, uint64_t wait_index,
@@ -668,7 +668,7 @@ static void release_held(struct node *n)
 			keel_list_remove(&w->link);
 			if (!w->from_leader && w->started_ns != 0) {
 				metrics_hist_observe(&c->request_latency,
-						     (core_mono_ns(n) - w->started_ns) / 1000u);
+						     (core_mono_ns(&n->core) - w->started_ns) / 1000u);
 			}
 			deliver(n, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
 				w->reply_size);
@@ -683,7 +683,7 @@ static void release_held(struct node *n)
 static void fail_held(struct node *n, bool only_overdue)
 {
 	struct node_ctl *c = ctl_of(n);
-	uint64_t now = core_now_ms(n);
+	uint64_t now = core_now_ms(&n->core);
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
@@ -717,7 +717,7 @@ static void controller_stop(struct node *n, bool rebuild, const char *why)
 static bool propose_batch(struct node *n, struct meta_batch *batch)
 {
 	struct node_ctl *c = ctl_of(n);
-	int64_t ts = core_wall_ms(n);
+	int64_t ts = core_wall_ms(&n->core);
 	batch->hdr.timestamp_ms = ts;
 	struct keel_wbuf *w = &c->entry_buf;
 	keel_wbuf_reset(w);
@@ -761,7 +761,7 @@ static void controller_tick(struct node *n)
 static void maybe_start(struct node *n)
 {
 	struct node_ctl *c = ctl_of(n);
-	if (c->active || n->stopping || n->failed || n->role != RAFT_LEADER ||
+	if (c->active || n->stopping || n->core.failed || n->role != RAFT_LEADER ||
 	    n->leader != n->cfg.id || n->applied_term != n->term ||
 	    n->applied_index < c->rebuild_index) {
 		return;
@@ -886,7 +886,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
-	uint64_t started = core_mono_ns(n);
+	uint64_t started = core_mono_ns(&n->core);
 	struct keel_wbuf *out = &c->reply_buf;
 	keel_wbuf_reset(out);
 	struct meta_batch *batch = NULL;
@@ -911,7 +911,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		return;
 	}
 	if (c->last_proposed_index <= n->applied_index) {
-		metrics_hist_observe(&c->request_latency, (core_mono_ns(n) - started) / 1000u);
+		metrics_hist_observe(&c->request_latency, (core_mono_ns(&n->core) - started) / 1000u);
 		deliver(n, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;
 	}
@@ -1026,11 +1026,11 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	}
 	keel_wbuf_u8(fw, api);
 	keel_wbuf_bytes(fw, body, size);
-	core_peer_end(n, to, mark);
+	core_peer_end(&n->core, to, mark);
 	w->request_id = request_id;
 	w->track.request_id = request_id; /* the client's pending: a tracker id */
 	if (tracker_add(&n->tracker, &w->track, TRACK_META, n->tracker.policy.leader_wait_ms, to,
-			n->term, core_now_ms(n)) != KEEL_OK) {
+			n->term, core_now_ms(&n->core)) != KEEL_OK) {
 		deliver_not_controller(n, 0, request_id, api, body, size);
 		waiter_free(c, w);
 		return;
@@ -1071,7 +1071,7 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 	}
 	w->reply_size = reply_size;
 	w->from_leader = true;
-	w->deadline_ms = core_now_ms(n) + n->tracker.policy.leader_wait_ms;
+	w->deadline_ms = core_now_ms(&n->core) + n->tracker.policy.leader_wait_ms;
 	w->zk_err = zk_err;
 	w->wait_index = hdr->wait_index;
 	keel_list_push_back(&c->held, &w->link);

@@ -66,7 +66,7 @@ void node_ctl_destroy(struct node *n);
 /* ---- the replicated part (called from fsm.c) ---- */
 
 /* Applies a committed META entry at entry->index; on a fatal error sets
- * n->failed. */
+ * n->core.failed. */
 void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct node_entry *ne);
 
 /* Streams the committed image (meta_image_save format) for the snapshot. */

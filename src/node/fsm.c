@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/assert.h"
-#include "node/core.h"
+#include "core/core.h"
 #include "node/controller.h"
 #include "core/entry.h"
 #include "os/log.h"
@@ -87,14 +87,14 @@ const struct zk_config *fsm_zk_config(const struct node_fsm *fsm)
 static enum fsm_applied_kind apply_zk(struct node *n, const struct raft_entry *entry,
 				      const struct node_entry *ne)
 {
-	struct node_fsm *fsm = n->fsm;
+	struct node_fsm *fsm = n->core.fsm;
 	zk_result_reset(&fsm->zk_result);
 	enum keel_err rc = zk_apply(&fsm->zk, entry->index, ne->payload, ne->payload_size,
 				    &fsm->zk_result);
 	if (rc == KEEL_NOMEM) {
 		KEEL_ERROR("out of memory applying entry %llu: this server cannot follow the log",
 			   (unsigned long long)entry->index);
-		n->failed = true;
+		n->core.failed = true;
 		return FSM_APPLIED_NOTHING;
 	}
 	if (rc != KEEL_OK) {
@@ -108,15 +108,15 @@ static enum fsm_applied_kind apply_zk(struct node *n, const struct raft_entry *e
 
 static struct node_addr *book_upsert(struct node *n, uint64_t id)
 {
-	for (size_t i = 0; i < n->book.count; i++) {
-		if (n->book.addrs[i].id == id) {
-			return &n->book.addrs[i];
+	for (size_t i = 0; i < n->core.book.count; i++) {
+		if (n->core.book.addrs[i].id == id) {
+			return &n->core.book.addrs[i];
 		}
 	}
-	if (n->book.count >= KEEL_ARRAY_SIZE(n->book.addrs)) {
+	if (n->core.book.count >= KEEL_ARRAY_SIZE(n->core.book.addrs)) {
 		return NULL;
 	}
-	struct node_addr *a = &n->book.addrs[n->book.count++];
+	struct node_addr *a = &n->core.book.addrs[n->core.book.count++];
 	memset(a, 0, sizeof(*a));
 	a->id = id;
 	return a;
@@ -124,10 +124,10 @@ static struct node_addr *book_upsert(struct node *n, uint64_t id)
 
 static void book_delete(struct node *n, uint64_t id)
 {
-	for (size_t i = 0; i < n->book.count; i++) {
-		if (n->book.addrs[i].id == id) {
-			n->book.addrs[i] = n->book.addrs[n->book.count - 1];
-			n->book.count--;
+	for (size_t i = 0; i < n->core.book.count; i++) {
+		if (n->core.book.addrs[i].id == id) {
+			n->core.book.addrs[i] = n->core.book.addrs[n->core.book.count - 1];
+			n->core.book.count--;
 			return;
 		}
 	}
@@ -197,7 +197,7 @@ void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applie
 	}
 	struct node_entry ne;
 	if (node_entry_decode(entry->data, entry->size, &ne) != KEEL_OK) {
-		n->fsm->malformed_entries++;
+		n->core.fsm->malformed_entries++;
 		KEEL_ERROR("entry %llu is malformed; skipped on every server",
 			   (unsigned long long)entry->index);
 		return;
@@ -211,14 +211,14 @@ void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applie
 		return;
 	case NODE_ENTRY_ZK:
 		out->kind = apply_zk(n, entry, &ne);
-		out->zk = out->kind == FSM_APPLIED_ZK ? &n->fsm->zk_result : NULL;
+		out->zk = out->kind == FSM_APPLIED_ZK ? &n->core.fsm->zk_result : NULL;
 		return;
 	case NODE_ENTRY_META:
 		node_ctl_apply(n, entry, &ne); /* the image is the controller glue's */
 		out->kind = FSM_APPLIED_META;
 		return;
 	default:
-		n->fsm->malformed_entries++;
+		n->core.fsm->malformed_entries++;
 		return;
 	}
 }
@@ -318,7 +318,7 @@ enum keel_err fsm_snapshot_write_parts(const struct node_addr_book *book,
 enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
 {
 	struct section_writer sw = {write, ctx, KEEL_OK};
-	write_book_and_zk(&sw, &n->book, &n->fsm->zk);
+	write_book_and_zk(&sw, &n->core.book, &n->core.fsm->zk);
 	enum keel_err rc;
 
 	/* The metadata image (node/controller.h). */
@@ -392,7 +392,7 @@ static enum keel_err load_book(struct node *n, const uint8_t *data, size_t size)
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, data, size);
 	uint32_t count = keel_rbuf_u32(&r);
-	if (count > KEEL_ARRAY_SIZE(n->book.addrs)) {
+	if (count > KEEL_ARRAY_SIZE(n->core.book.addrs)) {
 		return KEEL_CORRUPT;
 	}
 	struct node_addr_book book;
@@ -407,7 +407,7 @@ static enum keel_err load_book(struct node *n, const uint8_t *data, size_t size)
 		return KEEL_CORRUPT;
 	}
 	book.count = count;
-	n->book = book;
+	n->core.book = book;
 	return KEEL_OK;
 }
 
@@ -450,7 +450,7 @@ static enum keel_err section_stream_read(void *ctx, void *buf, size_t max, size_
 static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *err,
 			     size_t err_size)
 {
-	struct node_fsm *fsm = n->fsm;
+	struct node_fsm *fsm = n->core.fsm;
 	struct zk_state fresh;
 	struct section_stream ss = {sr, 0, false};
 	/* zk_snapshot_load initializes `fresh` itself, and closes it on error. */

@@ -2,12 +2,12 @@
  * fsm.h — the replicated state machine of a server: everything committed
  * entries change, and its snapshot.
  *
- * Ownership: struct node_fsm (n->fsm, fsm_create/fsm_destroy) owns the
+ * Ownership: struct node_fsm (n->core.fsm, fsm_create/fsm_destroy) owns the
  * ZooKeeper state (src/zk) and its configuration. It does NOT own the two
  * other parts of the replicated state, which it only applies to and
  * snapshots: the metadata image belongs to the controller glue (n->ctl,
  * node/controller.h: node_ctl_apply, node_ctl_save_image/load_image), and
- * the address book is n->book in struct node (node.h). fsm_apply dispatches
+ * the address book is n->core.book in struct node (node.h). fsm_apply dispatches
  * each committed NORMAL entry by its envelope kind (entry.h) to the owner.
  * Deterministic: the same entries in the same order give the same state on
  * every server (zk_state_hash() is equal; the ZooKeeper snapshot carries it).

@@ -11,6 +11,7 @@
 #include "node/client.h"
 #include "node/node.h"
 #include "os/clock.h"
+#include "os/log.h"
 
 static enum keel_err host_persist(void *ctx, const struct raft_ready *rd)
 {
@@ -94,6 +95,18 @@ static enum keel_err host_random(void *ctx, void *buf, size_t size)
 	return keel_os_random(buf, size);
 }
 
+_Static_assert((int)CORE_LOG_DEBUG == (int)KEEL_LOG_DEBUG && (int)CORE_LOG_INFO == (int)KEEL_LOG_INFO &&
+		       (int)CORE_LOG_WARN == (int)KEEL_LOG_WARN &&
+		       (int)CORE_LOG_ERROR == (int)KEEL_LOG_ERROR,
+	       "core and os log levels agree");
+
+__attribute__((format(printf, 3, 0))) static void host_log(void *ctx, enum core_log_level level,
+							   const char *fmt, va_list ap)
+{
+	(void)ctx;
+	keel_logv((enum keel_log_level)level, fmt, ap);
+}
+
 static const struct core_host_ops host_ops = {
 	.persist = host_persist,
 	.peer_begin = host_peer_begin,
@@ -107,7 +120,8 @@ static const struct core_host_ops host_ops = {
 	.now_ms = host_now_ms,
 	.wall_ms = host_wall_ms,
 	.mono_ns = host_mono_ns,
-	.random = host_random,
+	.random_bytes = host_random,
+	.log = host_log,
 };
 
 struct core_host node_host(struct node *n)

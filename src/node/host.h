@@ -4,7 +4,7 @@
 #ifndef KEEL_NODE_HOST_H
 #define KEEL_NODE_HOST_H
 
-#include "node/core.h"
+#include "core/core.h"
 
 struct node;
 

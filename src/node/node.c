@@ -50,16 +50,6 @@ uint64_t node_now_ms(const struct node *n)
 	return uv_now(n->loop);
 }
 
-const struct node_addr *node_addr_find(const struct node *n, uint64_t id)
-{
-	for (size_t i = 0; i < n->book.count; i++) {
-		if (n->book.addrs[i].id == id) {
-			return &n->book.addrs[i];
-		}
-	}
-	return NULL;
-}
-
 /* ---- deferred work (runs after raft_advance) ---- */
 
 static void defer_snapshot_failure(struct node *n, uint64_t peer)
@@ -239,11 +229,11 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 			n->installs[n->n_installs].meta = rd->install->meta;
 			n->n_installs++;
 		}
-		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = core_mono_ns(n);
-		enum keel_err rc = n->host.ops->persist(n->host.ctx, rd);
+		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = core_mono_ns(&n->core);
+		enum keel_err rc = n->core.host.ops->persist(n->core.host.ctx, rd);
 		if (rc != KEEL_OK) {
 			KEEL_ERROR("storage refused a batch (%s): stopping", keel_strerror(rc));
-			n->failed = true;
+			n->core.failed = true;
 		}
 		n->stats.persist_batches++;
 	}
@@ -291,7 +281,7 @@ void node_drive(struct node *n)
 	do {
 		n->drive_again = false;
 		struct raft_ready rd;
-		while (!n->failed && raft_ready(n->raft, &rd)) {
+		while (!n->core.failed && raft_ready(n->raft, &rd)) {
 			uint64_t applied_before = n->applied_index;
 			n->in_ready = true;
 			handle_ready(n, &rd);
@@ -302,8 +292,8 @@ void node_drive(struct node *n)
 			}
 			node_after_advance(n);
 		}
-	} while (n->drive_again && !n->failed);
-	if (n->failed && !n->stopping) {
+	} while (n->drive_again && !n->core.failed);
+	if (n->core.failed && !n->stopping) {
 		KEEL_ERROR("stopping: the server cannot make writes durable");
 		n->exit_code = 1;
 		uv_stop(n->loop);
@@ -377,14 +367,14 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 	if (err != KEEL_OK) {
 		KEEL_ERROR("storage failed (%s): refusing to acknowledge anything more",
 			   keel_strerror(err));
-		n->failed = true;
+		n->core.failed = true;
 		node_drive(n);
 		return;
 	}
 	uint64_t started = n->persist_submitted_ns[persist_id % PERSIST_RING];
 	if (started != 0) {
 		metrics_hist_observe(&n->stats.append_latency,
-				     (core_mono_ns(n) - started) / 1000u);
+				     (core_mono_ns(&n->core) - started) / 1000u);
 	}
 	while (n->n_installs > 0 && n->installs[0].persist_id <= persist_id) {
 		/* A received snapshot is durable: load it before telling Raft. */
@@ -397,7 +387,7 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 		enum keel_err rc = fsm_snapshot_load(n, path, meta.index, msg, sizeof(msg));
 		if (rc != KEEL_OK) {
 			KEEL_ERROR("cannot load installed snapshot %s: %s", path, msg);
-			n->failed = true;
+			n->core.failed = true;
 			node_drive(n);
 			return;
 		}
@@ -566,7 +556,7 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 static bool peer_is_member(void *ctx, uint64_t id)
 {
 	struct node *n = ctx;
-	return node_addr_find(n, id) != NULL || node_addr_find(n, n->cfg.id) == NULL;
+	return core_addr_find(&n->core, id) != NULL || core_addr_find(&n->core, n->cfg.id) == NULL;
 }
 
 static void on_peer_link(void *ctx, uint64_t id, bool up)
@@ -616,9 +606,9 @@ static void on_signal(uv_signal_t *s, int signum)
 static void book_seed(struct node *n)
 {
 	for (size_t i = 0; i < n->cfg.cluster_count; i++) {
-		if (node_addr_find(n, n->cfg.cluster[i].id) == NULL &&
-		    n->book.count < KEEL_ARRAY_SIZE(n->book.addrs)) {
-			struct node_addr *a = &n->book.addrs[n->book.count++];
+		if (core_addr_find(&n->core, n->cfg.cluster[i].id) == NULL &&
+		    n->core.book.count < KEEL_ARRAY_SIZE(n->core.book.addrs)) {
+			struct node_addr *a = &n->core.book.addrs[n->core.book.count++];
 			memset(a, 0, sizeof(*a));
 			a->id = n->cfg.cluster[i].id;
 			snprintf(a->peer_addr, sizeof(a->peer_addr), "%s", n->cfg.cluster[i].peer_addr);
@@ -628,8 +618,8 @@ static void book_seed(struct node *n)
 
 void node_book_changed(struct node *n)
 {
-	for (size_t i = 0; i < n->book.count; i++) {
-		const struct node_addr *a = &n->book.addrs[i];
+	for (size_t i = 0; i < n->core.book.count; i++) {
+		const struct node_addr *a = &n->core.book.addrs[i];
 		if (a->id != n->cfg.id && a->peer_addr[0] != '\0') {
 			peers_set(&n->peers, a->id, a->peer_addr);
 		}
@@ -637,7 +627,7 @@ void node_book_changed(struct node *n)
 	/* Forget peers no longer in the book. */
 	for (size_t i = 0; i < n->peers.count;) {
 		uint64_t id = n->peers.table[i].id;
-		if (node_addr_find(n, id) == NULL) {
+		if (core_addr_find(&n->core, id) == NULL) {
 			peers_remove(&n->peers, id);
 		} else {
 			i++;
@@ -759,7 +749,7 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 static enum keel_err tracker_setup(struct node *n)
 {
 	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
-	uint64_t start = core_seed_next(n);
+	uint64_t start = core_seed_next(&n->core);
 	enum keel_err rc = tracker_init(&n->tracker, &policy, (start >> 1) | 1u);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -780,14 +770,16 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			size_t err_size)
 {
 	memset(n, 0, sizeof(*n));
+	uint64_t seed = 0;
+	if (keel_os_random(&seed, sizeof(seed)) != KEEL_OK) {
+		seed = (uint64_t)keel_clock_wall_ms() << 20;
+	}
+	struct core_host host = node_host(n);
+	core_init(&n->core, cfg->id, &host, seed);
 	keel_list_init(&n->waiters);
 	keel_list_init(&n->done);
 	n->cfg = *cfg;
 	n->loop = loop;
-	n->host = node_host(n);
-	if (keel_os_random(&n->seed_state, sizeof(n->seed_state)) != KEEL_OK) {
-		n->seed_state = (uint64_t)keel_clock_wall_ms() << 20;
-	}
 	char prefix[32];
 	snprintf(prefix, sizeof(prefix), "id=%llu", (unsigned long long)cfg->id);
 	keel_log_set_prefix(prefix);
@@ -815,7 +807,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	}
 	raft_options_default(&n->raft_opts);
 	n->raft_opts.id = cfg->id;
-	keel_rng_seed(&n->raft_opts.rng, core_seed_next(n));
+	keel_rng_seed(&n->raft_opts.rng, core_seed_next(&n->core));
 	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
 	rc = tracker_setup(n);
 	if (rc != KEEL_OK) {
@@ -838,7 +830,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		snprintf(err, err_size, "invalid Raft options (%s)", keel_strerror(rc));
 		return rc;
 	}
-	rc = fsm_create(n, &n->fsm);
+	rc = fsm_create(n, &n->core.fsm);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "cannot create the state machine (%s)", keel_strerror(rc));
 		return rc;
@@ -954,9 +946,9 @@ void node_close(struct node *n)
 	}
 	node_ctl_destroy(n);
 	tracker_close(&n->tracker);
-	if (n->fsm != NULL) {
-		fsm_destroy(n->fsm);
-		n->fsm = NULL;
+	if (n->core.fsm != NULL) {
+		fsm_destroy(n->core.fsm);
+		n->core.fsm = NULL;
 	}
 	free(n->decode_entries);
 	free(n->snapshot_chunk_buf);

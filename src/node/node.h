@@ -25,33 +25,23 @@
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/list.h"
+#include "core/core.h"
+#include "core/tracker.h"
 #include "net/http.h"
 #include "net/net.h"
 #include "node/config.h"
-#include "node/core.h"
 #include "node/limits.h"
 #include "node/metrics.h"
 #include "node/peers.h"
 #include "node/storage.h"
-#include "core/tracker.h"
 #include "raft/raft.h"
 
 struct node_client;
 struct node_admin_conn;
 struct node_ctl;
 
-/* The address book: where each server's peer and client ports are. Part of
- * the replicated state (changed by NODE_ENTRY_CLUSTER entries). */
-struct node_addr {
-	uint64_t id;
-	char peer_addr[NODE_ADDR_SIZE];
-	char client_addr[NODE_ADDR_SIZE];
-};
-
-struct node_addr_book {
-	struct node_addr addrs[PEERS_MAX];
-	size_t count;
-};
+_Static_assert(PEERS_MAX == CORE_MEMBERS_MAX, "one server limit for peers and the book");
+_Static_assert(NODE_ADDR_SIZE == CORE_ADDR_SIZE, "one address size");
 
 /* Something waiting for its Raft entry to commit (admin operations on the
  * leader). Matched by (index, term) in commit order. `link` puts it in
@@ -86,9 +76,8 @@ struct node_stats {
 };
 
 struct node {
+	struct node_core core; /* the pure part (core/core.h) */
 	struct node_config cfg;
-	struct core_host host; /* the core's effects (core.h) */
-	uint64_t seed_state;   /* core_seed_next() */
 	uv_loop_t *loop;
 	struct net_loop nl;
 	struct peers peers;
@@ -146,10 +135,6 @@ struct node {
 	/* Persist batches in flight: submit time per id, for latency. */
 	uint64_t persist_submitted_ns[256];
 
-	/* The replicated state machine (besides the address book). */
-	struct node_addr_book book;
-	struct node_fsm *fsm;
-
 	/* Admin waiters (leader) in index order. */
 	struct keel_list waiters; /* of node_waiter */
 
@@ -166,7 +151,6 @@ struct node {
 	struct node_stats stats;
 	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
 	bool stopping;
-	bool failed; /* storage failed: stop serving */
 	int exit_code;
 };
 
@@ -209,8 +193,6 @@ struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *h
 
 /* Monotonic milliseconds of the loop. */
 uint64_t node_now_ms(const struct node *n);
-
-const struct node_addr *node_addr_find(const struct node *n, uint64_t id);
 
 /* The address book changed: update peer links. */
 void node_book_changed(struct node *n);

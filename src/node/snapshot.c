@@ -124,7 +124,7 @@ static enum keel_err start(struct node *n)
 void snapshot_maybe_start(struct node *n)
 {
 	struct node_snapshotter *s = snap_of(n);
-	if (s->child != 0 || n->stopping || n->failed) {
+	if (s->child != 0 || n->stopping || n->core.failed) {
 		return;
 	}
 	if (s->requested || n->applied_index >= n->snapshot_index + n->cfg.snapshot_entries ||

@@ -33,7 +33,7 @@
  *   wall_ms        the wall clock in milliseconds (znode ctime/mtime, txn
  *                  timestamps);
  *   mono_ns        monotonic nanoseconds (latency histograms only);
- *   random         fills a buffer from an unpredictable source (ZooKeeper
+ *   random_bytes   fills a buffer from an unpredictable source (ZooKeeper
  *                  session passwords; base/rng.h is not for secrets).
  *                  Every other random choice comes from `seed` (below).
  * Effects never call back into the core: each returns before the host
@@ -55,9 +55,10 @@
  *                    batched (node_schedule_drive). Re-entrant calls fold
  *                    into the running one.
  */
-#ifndef KEEL_NODE_CORE_H
-#define KEEL_NODE_CORE_H
+#ifndef KEEL_CORE_CORE_H
+#define KEEL_CORE_CORE_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,8 +67,33 @@
 #include "base/err.h"
 #include "raft/raft.h"
 
-struct node;
-struct node_client;
+struct node_client; /* a client connection: the host's, opaque here */
+struct node_fsm;
+
+/* Servers an address book holds at most, and the longest address. */
+#define CORE_MEMBERS_MAX 32
+#define CORE_ADDR_SIZE 128
+
+/* The address book: where each server's peer and client ports are. Part of
+ * the replicated state (changed by NODE_ENTRY_CLUSTER entries, core/fsm.h). */
+struct node_addr {
+	uint64_t id;
+	char peer_addr[CORE_ADDR_SIZE];
+	char client_addr[CORE_ADDR_SIZE];
+};
+
+struct node_addr_book {
+	struct node_addr addrs[CORE_MEMBERS_MAX];
+	size_t count;
+};
+
+/* Log levels of the `log` effect (the same order as os/log.h). */
+enum core_log_level {
+	CORE_LOG_DEBUG = 0,
+	CORE_LOG_INFO = 1,
+	CORE_LOG_WARN = 2,
+	CORE_LOG_ERROR = 3,
+};
 
 struct core_host_ops {
 	enum keel_err (*persist)(void *ctx, const struct raft_ready *rd);
@@ -85,7 +111,9 @@ struct core_host_ops {
 	uint64_t (*now_ms)(void *ctx);
 	int64_t (*wall_ms)(void *ctx);
 	uint64_t (*mono_ns)(void *ctx);
-	enum keel_err (*random)(void *ctx, void *buf, size_t size);
+	enum keel_err (*random_bytes)(void *ctx, void *buf, size_t size);
+	/* One operator log line; `fmt` and `ap` as vprintf, borrowed. */
+	void (*log)(void *ctx, enum core_log_level level, const char *fmt, va_list ap);
 };
 
 struct core_host {
@@ -93,29 +121,52 @@ struct core_host {
 	void *ctx;
 };
 
+/* The server core's state. Being split out of struct node (node/node.h)
+ * part by part: what is here is reached by the pure core files (src/core)
+ * and by nothing that needs the host's handles. */
+struct node_core {
+	struct core_host host;
+	uint64_t id;         /* this server's id */
+	uint64_t seed_state; /* core_seed_next() */
+	/* The replicated state machine (core/fsm.h) and the address book,
+	 * changed only by applying committed entries (and loading snapshots). */
+	struct node_fsm *fsm;
+	struct node_addr_book book;
+	bool failed; /* cannot follow the log or make writes durable: stop */
+};
+
+/* Sets up the core's own fields (the rest of the state is set up by its
+ * owners); `seed` is the start seed every pseudo-random choice derives
+ * from. */
+void core_init(struct node_core *c, uint64_t id, const struct core_host *host, uint64_t seed);
+
 /* The next derived seed (splitmix64 over the start seed). */
-uint64_t core_seed_next(struct node *n);
+uint64_t core_seed_next(struct node_core *c);
+
+/* The book entry of server `id`, or NULL. */
+const struct node_addr *core_addr_find(const struct node_core *c, uint64_t id);
+
+/* One log line through the host. */
+__attribute__((format(printf, 3, 4))) void core_log(const struct node_core *c,
+						    enum core_log_level level, const char *fmt,
+						    ...);
+#define CORE_DEBUG(c, ...) core_log((c), CORE_LOG_DEBUG, __VA_ARGS__)
+#define CORE_INFO(c, ...) core_log((c), CORE_LOG_INFO, __VA_ARGS__)
+#define CORE_WARN(c, ...) core_log((c), CORE_LOG_WARN, __VA_ARGS__)
+#define CORE_ERROR(c, ...) core_log((c), CORE_LOG_ERROR, __VA_ARGS__)
 
 /* Shorthands for the effects. */
-uint64_t core_now_ms(const struct node *n);
-int64_t core_wall_ms(const struct node *n);
-uint64_t core_mono_ns(const struct node *n);
-struct keel_wbuf *core_peer_begin(struct node *n, uint64_t to, uint8_t type, size_t *mark);
-void core_peer_end(struct node *n, uint64_t to, size_t mark);
-bool core_peer_connected(struct node *n, uint64_t to);
-enum keel_err core_random(struct node *n, void *buf, size_t size);
-struct keel_wbuf *core_client_begin(struct node *n, struct node_client *c, size_t *mark);
-void core_client_end(struct node *n, struct node_client *c, size_t mark);
-void core_client_send(struct node *n, struct node_client *c, const void *payload, size_t size);
-void core_client_pause(struct node *n, struct node_client *c, bool paused);
-void core_client_close(struct node *n, struct node_client *c, enum keel_err reason, bool flush);
-
-/* Inputs. */
-void core_on_durable(struct node *n, uint64_t persist_id, enum keel_err err);
-void core_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-			size_t size);
-void core_on_peer_link(struct node *n, uint64_t id, bool up);
-void core_tick(struct node *n, uint64_t now_ms);
-void core_drive(struct node *n);
+uint64_t core_now_ms(const struct node_core *c);
+int64_t core_wall_ms(const struct node_core *c);
+uint64_t core_mono_ns(const struct node_core *c);
+struct keel_wbuf *core_peer_begin(struct node_core *c, uint64_t to, uint8_t type, size_t *mark);
+void core_peer_end(struct node_core *c, uint64_t to, size_t mark);
+bool core_peer_connected(struct node_core *c, uint64_t to);
+enum keel_err core_random(struct node_core *c, void *buf, size_t size);
+struct keel_wbuf *core_client_begin(struct node_core *c, struct node_client *conn, size_t *mark);
+void core_client_end(struct node_core *c, struct node_client *conn, size_t mark);
+void core_client_send(struct node_core *c, struct node_client *conn, const void *payload, size_t size);
+void core_client_pause(struct node_core *c, struct node_client *conn, bool paused);
+void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason, bool flush);
 
 #endif
