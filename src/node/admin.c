@@ -29,7 +29,7 @@
 #include "base/assert.h"
 #include "node/client.h"
 #include "core/entry.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "node/snapshot.h"
 #include "core/core.h"
 #include "os/log.h"

@@ -49,7 +49,7 @@
 
 #include "base/assert.h"
 #include "node/controller.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "node/peers.h"
 #include "core/core.h"
 #include "os/log.h"

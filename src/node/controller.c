@@ -40,7 +40,7 @@
 #include "meta/record.h"
 #include "meta/zkview.h"
 #include "node/client_zk.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "node/metrics.h"
 #include "node/peers.h"
 #include "core/core.h"

@@ -5,7 +5,7 @@
  *
  * What lives here, on EVERY server:
  *   - the committed metadata image: each committed NODE_ENTRY_META entry is
- *     decoded and applied to it (node_ctl_apply, called by fsm_apply), and
+ *     decoded and applied to it (node_ctl_apply, for the entries fsm_apply reports as FSM_APPLIED_META), and
  *     its ZooKeeper view (/brokers/..., /controller, /config/...) is written
  *     into the ZooKeeper tree in the same apply, read-only for clients
  *     (world:anyone:READ), firing watches like any write;
@@ -63,7 +63,7 @@ struct node_ctl;
 enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size);
 void node_ctl_destroy(struct node *n);
 
-/* ---- the replicated part (called from fsm.c) ---- */
+/* ---- the replicated part (applied and snapshotted through core/fsm.h) ---- */
 
 /* Applies a committed META entry at entry->index; on a fatal error sets
  * n->core.failed. */

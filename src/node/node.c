@@ -25,7 +25,7 @@
 #include "node/client_zk.h"
 #include "node/controller.h"
 #include "core/entry.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "node/host.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
@@ -198,7 +198,8 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 
 /* Hands what an applied entry produced to whoever waits for it: the
  * ZooKeeper clients (watches, the waiting request) and the peer links. */
-static void route_applied(struct node *n, const struct fsm_applied *applied)
+static void route_applied(struct node *n, const struct raft_entry *e,
+			  const struct fsm_applied *applied)
 {
 	switch (applied->kind) {
 	case FSM_APPLIED_ZK:
@@ -211,6 +212,8 @@ static void route_applied(struct node *n, const struct fsm_applied *applied)
 		node_book_changed(n);
 		return;
 	case FSM_APPLIED_META:
+		node_ctl_apply(n, e, &applied->entry); /* the image is the controller glue's */
+		return;
 	case FSM_APPLIED_NOTHING:
 		return;
 	}
@@ -251,8 +254,8 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 			KEEL_ASSERT(crc == KEEL_OK);
 		}
 		struct fsm_applied applied;
-		fsm_apply(n, e, &applied);
-		route_applied(n, &applied);
+		fsm_apply(&n->core, e, &applied);
+		route_applied(n, e, &applied);
 		n->bytes_since_snapshot += e->size;
 		n->applied_index = e->index;
 		n->applied_term = e->term;
@@ -718,7 +721,7 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 			struct node_entry ne;
 			if (node_entry_decode(e->data, e->size, &ne) == KEEL_OK &&
 			    ne.kind == NODE_ENTRY_CLUSTER) {
-				fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, false);
+				fsm_apply_cluster_payload(&n->core, ne.payload, ne.payload_size, false);
 			}
 		}
 	}
@@ -736,6 +739,29 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 	}
 	keel_wbuf_free(&boot);
 	return rc;
+}
+
+/* The state machine's configuration from the server's. */
+static void zk_config_from(const struct node_config *c, struct zk_config *zc)
+{
+	zk_config_default(zc);
+	zc->max_packet_size = c->max_packet_bytes;
+	zc->tick_time_ms = (int32_t)c->tick_ms;
+	zc->min_session_timeout_ms = (int32_t)c->min_session_timeout_ms;
+	zc->max_session_timeout_ms = (int32_t)c->max_session_timeout_ms;
+	zc->max_watches_per_conn = c->max_watches_per_connection;
+}
+
+/* The metadata image's snapshot section is the controller glue's. */
+static enum keel_err ctl_image_save(void *ctx, fsm_write_fn write, void *write_ctx)
+{
+	return node_ctl_save_image(ctx, write, write_ctx);
+}
+
+static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size, char *err,
+				    size_t err_size)
+{
+	return node_ctl_load_image(ctx, data, size, err, err_size);
 }
 
 /* The request tracker: its deadline policy and its three kinds. Request
@@ -830,7 +856,10 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		snprintf(err, err_size, "invalid Raft options (%s)", keel_strerror(rc));
 		return rc;
 	}
-	rc = fsm_create(n, &n->core.fsm);
+	struct zk_config zk_config;
+	zk_config_from(cfg, &zk_config);
+	struct fsm_image_ops image = {ctl_image_save, ctl_image_load, n};
+	rc = fsm_create(&zk_config, &image, &n->core.fsm);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "cannot create the state machine (%s)", keel_strerror(rc));
 		return rc;

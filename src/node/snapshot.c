@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "base/assert.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "os/clock.h"
 #include "os/log.h"
 #include "wal/snapshot.h"
@@ -77,7 +77,7 @@ static _Noreturn void child_main(struct node *n, struct node_snapshotter *s)
 		fprintf(stderr, "snapshot: %s\n", cw.w.errmsg);
 		_exit(1);
 	}
-	rc = fsm_snapshot_write(n, child_write, &cw);
+	rc = fsm_snapshot_write(&n->core, child_write, &cw);
 	if (rc != KEEL_OK) {
 		fprintf(stderr, "snapshot: writing state failed: %s %s\n", keel_strerror(rc),
 			cw.w.errmsg);
@@ -284,7 +284,7 @@ enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index
 		keel_arena_close(&arena);
 		return KEEL_CORRUPT;
 	}
-	rc = fsm_snapshot_read(n, load_read, &lr, err, err_size);
+	rc = fsm_snapshot_read(&n->core, load_read, &lr, err, err_size);
 	if (rc == KEEL_OK) {
 		/* The checksum is verified by the read that delivers the last
 		 * byte: make sure the whole payload was consumed. */
