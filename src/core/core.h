@@ -65,10 +65,16 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/list.h"
+#include "core/hist.h"
+#include "core/tracker.h"
 #include "raft/raft.h"
 
 struct node_client; /* a client connection: the host's, opaque here */
 struct node_fsm;
+struct node_core;
+struct zk_server;
+struct node_ctl;
 
 /* Servers an address book holds at most, and the longest address. */
 #define CORE_MEMBERS_MAX 32
@@ -121,6 +127,36 @@ struct core_host {
 	void *ctx;
 };
 
+/* Something waiting for its Raft entry to commit (admin operations on the
+ * leader). Matched by (index, term) in commit order. `link` puts it in
+ * c->waiters (index order), then in c->done until its callback runs; it is
+ * in no list before node_wait_commit and after the callback. */
+struct node_waiter {
+	uint64_t index;
+	uint64_t term;
+	void (*done)(struct node_core *c, struct node_waiter *w, enum keel_err err);
+	void *ctx;
+	enum keel_err result;
+	struct keel_list link;
+};
+
+struct node_stats {
+	uint64_t proposals;
+	uint64_t proposals_failed;
+	uint64_t entries_applied;
+	uint64_t elections_seen;
+	uint64_t leader_changes;
+	uint64_t persist_batches;
+	uint64_t snapshots_taken;
+	uint64_t snapshots_installed;
+	uint64_t client_connections_total;
+	uint64_t requests;
+	struct metrics_hist append_latency;  /* submit -> durable, per batch */
+	struct metrics_hist fsync_latency;   /* storage thread's fdatasync */
+	struct metrics_hist commit_latency;  /* propose -> applied (local writes) */
+	struct metrics_hist request_latency; /* client request -> reply */
+};
+
 /* The server core's state. Being split out of struct node (node/node.h)
  * part by part: what is here is reached by the pure core files (src/core)
  * and by nothing that needs the host's handles. */
@@ -133,6 +169,58 @@ struct node_core {
 	struct node_fsm *fsm;
 	struct node_addr_book book;
 	bool failed; /* cannot follow the log or make writes durable: stop */
+
+	struct raft *raft;
+	struct raft_options raft_opts;
+	struct raft_msg_limits msg_limits;
+	struct raft_entry *decode_entries; /* scratch for raft_msg_decode */
+	uint8_t *snapshot_chunk_buf;
+
+	/* Soft state from the last ready. */
+	uint8_t role;
+	uint64_t leader;
+	uint64_t term;
+	uint64_t commit_index;
+	uint64_t applied_index;
+	uint64_t applied_term;             /* term of the entry at applied_index */
+	struct raft_config applied_config; /* membership in force at applied_index */
+	bool in_ready;    /* between raft_ready and raft_advance */
+	bool drive_again; /* a drive was asked for while in_ready */
+
+	/* Work for after raft_advance (the core forbids calls before). */
+	uint64_t deferred_snap_fail[CORE_MEMBERS_MAX];
+	size_t deferred_snap_fail_count;
+	uint64_t deferred_unreachable[CORE_MEMBERS_MAX];
+	size_t deferred_unreachable_count;
+	struct keel_list done; /* of node_waiter, decided, callbacks due */
+
+	/* Snapshots received from the leader, being made durable, in persist
+	 * order (the core may hand out another before the first is durable). */
+	struct {
+		uint64_t persist_id;
+		struct raft_snapshot_meta meta;
+	} installs[8];
+	size_t n_installs;
+
+	/* Our own snapshots. */
+	uint64_t snapshot_index;
+	uint64_t bytes_since_snapshot; /* entry bytes applied since the last one */
+
+	/* Persist batches in flight: submit time per id, for latency. */
+	uint64_t persist_submitted_ns[256];
+
+	/* Admin waiters (leader) in index order. */
+	struct keel_list waiters; /* of node_waiter */
+
+	/* Requests decided by the leader, of every kind (core/tracker.h). */
+	struct tracker tracker;
+
+	/* The ZooKeeper sessions and requests of this server's clients. */
+	struct zk_server *zk_server;
+	/* The cluster controller's glue. */
+	struct node_ctl *ctl;
+
+	struct node_stats stats;
 };
 
 /* Sets up the core's own fields (the rest of the state is set up by its

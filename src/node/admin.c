@@ -154,7 +154,7 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	}
 	keel_list_remove(&req->link);
 	keel_list_remove(&req->waiter.link);
-	tracker_finish(&n->tracker, &req->track);
+	tracker_finish(&n->core.tracker, &req->track);
 	free(req);
 }
 
@@ -162,8 +162,9 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 
 static void step(struct node *n, struct admin_req *req);
 
-static void on_committed(struct node *n, struct node_waiter *w, enum keel_err err)
+static void on_committed(struct node_core *c, struct node_waiter *w, enum keel_err err)
 {
+	struct node *n = node_of(c);
 	struct admin_req *req = w->ctx;
 	if (err != KEEL_OK) {
 		req_finish(n, req, err == KEEL_CANCELED ? KEEL_NOTLEADER : err,
@@ -197,7 +198,7 @@ static void on_committed(struct node *n, struct node_waiter *w, enum keel_err er
 			keel_wbuf_u8(&e, NODE_CLUSTER_DEL_ADDR);
 			keel_wbuf_u64(&e, req->target);
 			uint64_t idx, term;
-			if (n->role == RAFT_LEADER) {
+			if (n->core.role == RAFT_LEADER) {
 				(void)node_propose(n, e.data, (uint32_t)e.size, &idx, &term);
 			}
 			keel_wbuf_free(&e);
@@ -245,7 +246,7 @@ static const char *change_error(enum keel_err rc)
 static bool learner_caught_up(struct node *n, uint64_t id)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		if (st.members[i].id == id) {
 			return st.members[i].match_index + CATCHUP_MARGIN >= st.commit_index &&
@@ -260,7 +261,7 @@ static void step(struct node *n, struct admin_req *req)
 	uint64_t index = 0, term = 0;
 	enum keel_err rc = KEEL_OK;
 	req->retry = false;
-	if (n->role != RAFT_LEADER) {
+	if (n->core.role != RAFT_LEADER) {
 		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader");
 		return;
 	}
@@ -280,13 +281,13 @@ static void step(struct node *n, struct admin_req *req)
 		break;
 	}
 	case ADMIN_LEARNER:
-		rc = raft_change_member(n->raft, RAFT_ADD_LEARNER, req->target, &index, &term);
+		rc = raft_change_member(n->core.raft, RAFT_ADD_LEARNER, req->target, &index, &term);
 		if (rc == KEEL_EXIST) {
 			/* Already a learner (a retried add): go on. */
 			req->state = ADMIN_LEARNER;
 			struct node_waiter w = {.ctx = req};
 			keel_list_init(&w.link);
-			on_committed(n, &w, KEEL_OK);
+			on_committed(&n->core, &w, KEEL_OK);
 			return;
 		}
 		break;
@@ -296,23 +297,23 @@ static void step(struct node *n, struct admin_req *req)
 			return;
 		}
 		req->state = ADMIN_PROMOTE;
-		rc = raft_change_member(n->raft, RAFT_PROMOTE, req->target, &index, &term);
+		rc = raft_change_member(n->core.raft, RAFT_PROMOTE, req->target, &index, &term);
 		break;
 	case ADMIN_PROMOTE:
-		rc = raft_change_member(n->raft, RAFT_PROMOTE, req->target, &index, &term);
+		rc = raft_change_member(n->core.raft, RAFT_PROMOTE, req->target, &index, &term);
 		break;
 	case ADMIN_CHANGE:
-		rc = raft_change_member(n->raft,
+		rc = raft_change_member(n->core.raft,
 					req->change == ADMIN_MEMBER_REMOVE ? RAFT_REMOVE : RAFT_PROMOTE,
 					req->target, &index, &term);
 		break;
 	case ADMIN_TRANSFER:
-		if (n->leader == req->target) {
+		if (n->core.leader == req->target) {
 			req_finish(n, req, KEEL_OK, "server %llu is the leader",
 				   (unsigned long long)req->target);
 			return;
 		}
-		rc = raft_transfer_leader(n->raft, req->target);
+		rc = raft_transfer_leader(n->core.raft, req->target);
 		if (rc == KEEL_OK) {
 			return; /* admin_on_leader_change / tick finish it */
 		}
@@ -398,13 +399,13 @@ static bool parse_body(struct admin_req *req, const uint8_t *body, size_t size)
 static void forward_to_leader(struct node *n, struct admin_req *req, const uint8_t *body,
 			      size_t size)
 {
-	req->track.request_id = tracker_next_id(&n->tracker);
+	req->track.request_id = tracker_next_id(&n->core.tracker);
 	uint64_t to;
 	size_t mark;
 	struct keel_wbuf *w = node_request_begin(n, TRACK_ADMIN, req->track.request_id, &to, &mark);
 	if (w == NULL) {
 		req_finish(n, req, KEEL_NOLEADER, "no link to the leader (%llu)",
-			   (unsigned long long)n->leader);
+			   (unsigned long long)n->core.leader);
 		return;
 	}
 	keel_wbuf_u8(w, req->op);
@@ -413,7 +414,7 @@ static void forward_to_leader(struct node *n, struct admin_req *req, const uint8
 	req->state = ADMIN_FORWARDED;
 	uint64_t now = core_now_ms(&n->core);
 	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
-	if (tracker_add(&n->tracker, &req->track, TRACK_ADMIN, timeout, to, n->term, now) !=
+	if (tracker_add(&n->core.tracker, &req->track, TRACK_ADMIN, timeout, to, n->core.term, now) !=
 	    KEEL_OK) {
 		req_finish(n, req, KEEL_NOMEM, "out of memory");
 	}
@@ -510,9 +511,9 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 		req_finish(n, req, KEEL_INVAL, "malformed admin request");
 		return;
 	}
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		step(n, req);
-	} else if (n->leader != 0) {
+	} else if (n->core.leader != 0) {
 		forward_to_leader(n, req, body, body_size);
 	} else {
 		req_finish(n, req, KEEL_NOLEADER, "no leader is known right now; retry");
@@ -549,7 +550,7 @@ void admin_on_forward(struct node *n, uint64_t from, uint64_t request_id, const 
 	req->peer_req_id = request_id;
 	if (!parse_body(req, b, rest)) {
 		req_finish(n, req, KEEL_INVAL, "malformed admin request");
-	} else if (n->role != RAFT_LEADER) {
+	} else if (n->core.role != RAFT_LEADER) {
 		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader; retry");
 	} else {
 		step(n, req);
@@ -568,14 +569,14 @@ void admin_on_leader_change(struct node *n)
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
 		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
-		bool transferred = req->op == ADMIN_OP_TRANSFER && n->leader == req->target;
+		bool transferred = req->op == ADMIN_OP_TRANSFER && n->core.leader == req->target;
 		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
 			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
 				   (unsigned long long)req->target);
 		} else if (req->state == ADMIN_FORWARDED) {
 			/* The old leader may still answer (its reply crosses the
 			 * change): the tracker keeps it in doubt for a while. */
-		} else if (req->state != ADMIN_TRANSFER && n->role != RAFT_LEADER &&
+		} else if (req->state != ADMIN_TRANSFER && n->core.role != RAFT_LEADER &&
 			   req->waiter.index == 0) {
 			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
 		}
@@ -612,7 +613,7 @@ void admin_close(struct node *n)
 	while ((it = keel_list_pop_front(&n->admin->reqs)) != NULL) {
 		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		keel_list_remove(&req->waiter.link);
-		tracker_finish(&n->tracker, &req->track);
+		tracker_finish(&n->core.tracker, &req->track);
 		free(req);
 	}
 	free(n->admin);
@@ -629,7 +630,7 @@ static const char *member_role_name(uint8_t role)
 void admin_status_json(struct node *n, struct keel_wbuf *w)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	wprintf(w,
 		"{\"id\":%llu,\"role\":\"%s\",\"term\":%llu,\"leader\":%llu,"
 		"\"commit_index\":%llu,\"applied_index\":%llu,\"last_index\":%llu,"
@@ -637,7 +638,7 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		"\"sessions\":%llu,\"connections\":%zu,\"uptime_ms\":%llu,\"members\":[",
 		(unsigned long long)st.id, raft_role_name(st.role), (unsigned long long)st.term,
 		(unsigned long long)st.leader, (unsigned long long)st.commit_index,
-		(unsigned long long)n->applied_index, (unsigned long long)st.last_index,
+		(unsigned long long)n->core.applied_index, (unsigned long long)st.last_index,
 		(unsigned long long)st.persisted_index, (unsigned long long)st.snapshot_index,
 		(unsigned long long)fsm_znode_count(n->core.fsm),
 		(unsigned long long)fsm_session_count(n->core.fsm), node_clients_count(n),
@@ -672,16 +673,16 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 static const char *zk_mode(struct node *n)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		if (st.members[i].id == n->cfg.id && st.members[i].role == RAFT_LEARNER) {
 			return "observer";
 		}
 	}
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		return "leader";
 	}
-	return n->leader != 0 ? "follower" : "candidate";
+	return n->core.leader != 0 ? "follower" : "candidate";
 }
 
 static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
@@ -700,7 +701,7 @@ static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
 		(unsigned long long)cs.latency_min_ms, cs.latency_avg_ms,
 		(unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
 		(unsigned long long)cs.packets_sent, node_clients_count(n),
-		(unsigned long long)cs.outstanding, (unsigned long long)n->applied_index, zk_mode(n),
+		(unsigned long long)cs.outstanding, (unsigned long long)n->core.applied_index, zk_mode(n),
 		(unsigned long long)fsm_znode_count(n->core.fsm));
 	if (!with_clients) {
 		wprintf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
@@ -726,7 +727,7 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 	struct node_client_stats cs;
 	node_clients_stats(n, &cs);
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	wprintf(out, "zk_version\t3.8.0-keel-0.1.0, built on keel\n");
@@ -748,7 +749,7 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 	node_ctl_mntr(n, out);
 	wprintf(out, "zk_connection_rejected\t%llu\n",
 		(unsigned long long)node_limits_refused_total(&n->limits));
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		uint32_t followers = 0, synced = 0;
 		for (uint32_t i = 0; i < st.n_members; i++) {
 			if (st.members[i].id == st.id) {
@@ -766,15 +767,15 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 		(unsigned long long)st.id, (unsigned long long)st.term,
 		(unsigned long long)st.leader);
 	wprintf(out, "keel_commit_index\t%llu\nkeel_applied_index\t%llu\nkeel_last_index\t%llu\n",
-		(unsigned long long)st.commit_index, (unsigned long long)n->applied_index,
+		(unsigned long long)st.commit_index, (unsigned long long)n->core.applied_index,
 		(unsigned long long)st.last_index);
 	wprintf(out, "keel_snapshot_index\t%llu\nkeel_sessions\t%llu\nkeel_proposals\t%llu\n",
 		(unsigned long long)st.snapshot_index,
 		(unsigned long long)fsm_session_count(n->core.fsm),
-		(unsigned long long)n->stats.proposals);
+		(unsigned long long)n->core.stats.proposals);
 	wprintf(out, "keel_fsync_p99_us\t%llu\nkeel_append_p99_us\t%llu\n",
-		(unsigned long long)metrics_hist_quantile(&n->stats.fsync_latency, 0.99),
-		(unsigned long long)metrics_hist_quantile(&n->stats.append_latency, 0.99));
+		(unsigned long long)metrics_hist_quantile(&n->core.stats.fsync_latency, 0.99),
+		(unsigned long long)metrics_hist_quantile(&n->core.stats.append_latency, 0.99));
 }
 
 static void four_conf(struct node *n, struct keel_wbuf *out)
@@ -862,7 +863,7 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 static void metrics_text(struct node *n, struct keel_wbuf *w)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	struct node_client_stats cs;
 	node_clients_stats(n, &cs);
 	metrics_gauge(w, "keel_raft_term", "Current Raft term", (double)st.term);
@@ -874,32 +875,32 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 		      (double)st.leader);
 	metrics_gauge(w, "keel_raft_commit_index", "Raft commit index", (double)st.commit_index);
 	metrics_gauge(w, "keel_raft_applied_index", "Last entry applied to the state machine",
-		      (double)n->applied_index);
+		      (double)n->core.applied_index);
 	metrics_gauge(w, "keel_raft_last_index", "Last log index", (double)st.last_index);
 	metrics_gauge(w, "keel_raft_snapshot_index", "Index of the newest snapshot",
 		      (double)st.snapshot_index);
 	metrics_counter(w, "keel_raft_proposals_total", "Proposals accepted by this leader",
-			n->stats.proposals);
+			n->core.stats.proposals);
 	metrics_counter(w, "keel_raft_proposals_failed_total", "Proposals refused",
-			n->stats.proposals_failed);
+			n->core.stats.proposals_failed);
 	metrics_counter(w, "keel_raft_leader_changes_total", "Leader changes seen",
-			n->stats.leader_changes);
+			n->core.stats.leader_changes);
 	metrics_counter(w, "keel_raft_entries_applied_total", "Entries applied",
-			n->stats.entries_applied);
+			n->core.stats.entries_applied);
 	metrics_counter(w, "keel_raft_follower_lost_entries_total",
 			"Followers found missing entries they had acknowledged (disk lost data)",
 			st.follower_lost_entries);
 	metrics_counter(w, "keel_snapshots_taken_total", "Snapshots written",
-			n->stats.snapshots_taken);
+			n->core.stats.snapshots_taken);
 	metrics_counter(w, "keel_snapshots_installed_total", "Snapshots installed from the leader",
-			n->stats.snapshots_installed);
+			n->core.stats.snapshots_installed);
 	metrics_histogram(w, "keel_wal_append_seconds",
 			  "Time from handing a batch to storage to it being durable",
-			  &n->stats.append_latency);
+			  &n->core.stats.append_latency);
 	metrics_histogram(w, "keel_wal_fsync_seconds", "fdatasync duration",
-			  &n->stats.fsync_latency);
+			  &n->core.stats.fsync_latency);
 	metrics_histogram(w, "keel_request_seconds", "Client request latency",
-			  &n->stats.request_latency);
+			  &n->core.stats.request_latency);
 	metrics_counter(w, "keel_network_bytes_in_total", "Bytes received (clients and peers)",
 			n->nl.bytes_in);
 	metrics_counter(w, "keel_network_bytes_out_total", "Bytes sent (clients and peers)",

@@ -166,7 +166,7 @@ struct zk_server {
 
 static struct zk_server *server_of(struct node *n)
 {
-	return n->zk_server;
+	return n->core.zk_server;
 }
 
 /* ---- maps ---- */
@@ -284,7 +284,7 @@ static void record_latency(struct node *n, struct zk_conn *zc, struct zk_pending
 	struct zk_server *zs = server_of(n);
 	uint64_t us = (core_mono_ns(&n->core) - p->start_ns) / 1000u;
 	uint64_t ms = us / 1000u;
-	metrics_hist_observe(&n->stats.request_latency, us);
+	metrics_hist_observe(&n->core.stats.request_latency, us);
 	if (zs->latency_count == 0 || ms < zs->latency_min_ms) {
 		zs->latency_min_ms = ms;
 	}
@@ -398,7 +398,7 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 		}
 		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
 		    (p->kind == PK_SYNC && p->barrier == BARRIER_CONFIRMED &&
-		     n->applied_index >= p->read_index)) {
+		     n->core.applied_index >= p->read_index)) {
 			fifo_pop(zc);
 			serve_read(n, zc, p);
 			pending_free(server_of(n), p);
@@ -494,7 +494,7 @@ static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int
 static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t *entry,
 			     size_t size)
 {
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		uint64_t index, term;
 		enum keel_err rc = node_propose(n, entry, (uint32_t)size, &index, &term);
 		if (rc != KEEL_OK) {
@@ -528,8 +528,8 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 {
 	struct zk_server *zs = server_of(n);
 	uint64_t sent_to = submit_entry(n, p, entry->data, entry->size);
-	if (sent_to == 0 && (n->role == RAFT_LEADER ||
-			     (n->leader != 0 && core_peer_connected(&n->core, n->leader)))) {
+	if (sent_to == 0 && (n->core.role == RAFT_LEADER ||
+			     (n->core.leader != 0 && core_peer_connected(&n->core, n->core.leader)))) {
 		/* A leader that refused (busy, transferring): give up on it. */
 		if (p->zc != NULL) {
 			conn_close(p->zc, KEEL_BUSY, true);
@@ -547,7 +547,7 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 		memcpy(p->frame, entry->data, entry->size);
 		p->frame_size = entry->size;
 	}
-	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->term,
+	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->core.term,
 			core_now_ms(&n->core)) != KEEL_OK &&
 	    p->zc != NULL) {
 		conn_close(p->zc, KEEL_NOMEM, false);
@@ -600,7 +600,7 @@ const struct tracker_kind_ops zk_write_track_ops = {
  * within the tracker's deadline policy. */
 static void ask_barrier(struct node *n, struct zk_pending *p)
 {
-	if (raft_read_index(n->raft, p->request_id) != KEEL_OK) {
+	if (raft_read_index(n->core.raft, p->request_id) != KEEL_OK) {
 		if (p->barrier != BARRIER_RETRY) {
 			p->barrier = BARRIER_RETRY;
 			p->barrier_deadline_ms =
@@ -641,7 +641,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	int32_t timeout = 0;
 	enum zk_connect_action action =
 		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
-				   (int64_t)n->applied_index, &rsp, &timeout);
+				   (int64_t)n->core.applied_index, &rsp, &timeout);
 	if (!final && (action == ZK_CONNECT_REFUSE || action == ZK_CONNECT_EXPIRED)) {
 		/* This server may be behind: look again after a barrier. */
 		if (pending_map_add(zs, p) != KEEL_OK) {
@@ -655,7 +655,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	case ZK_CONNECT_REFUSE:
 		KEEL_INFO("client %s saw zxid 0x%llx, this server is at 0x%llx: refused",
 			  zc->client->conn.peer_addr, (unsigned long long)zc->connect.last_zxid_seen,
-			  (unsigned long long)n->applied_index);
+			  (unsigned long long)n->core.applied_index);
 		conn_close(zc, KEEL_STALE, false);
 		break;
 	case ZK_CONNECT_EXPIRED:
@@ -752,7 +752,7 @@ static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending
 		conn_close(zc, KEEL_TOOBIG, false);
 		return;
 	}
-	send_reply(zc, p->xid, (int64_t)n->applied_index, err, body->data, body->size);
+	send_reply(zc, p->xid, (int64_t)n->core.applied_index, err, body->data, body->size);
 	record_latency(n, zc, p);
 }
 
@@ -783,7 +783,7 @@ static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 	if (zc->state == ZC_CLOSING) {
 		return;
 	}
-	send_reply(zc, p->xid, (int64_t)n->applied_index, err, body->data, body->size);
+	send_reply(zc, p->xid, (int64_t)n->core.applied_index, err, body->data, body->size);
 	record_latency(n, zc, p);
 }
 
@@ -900,7 +900,7 @@ void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 		}
 		return;
 	}
-	complete(n, p, err, (int64_t)n->applied_index, body, size);
+	complete(n, p, err, (int64_t)n->core.applied_index, body, size);
 }
 
 void zk_clients_fire_system(struct node *n, const struct zk_result *res)
@@ -917,7 +917,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	if (zc == NULL || zc->state != ZC_ACTIVE) {
 		return false;
 	}
-	n->stats.requests++;
+	n->core.stats.requests++;
 	struct zk_request req;
 	enum keel_err rc = zk_request_decode(&req, payload, size);
 	if (rc == KEEL_SHORT) {
@@ -938,7 +938,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		return false;
 	}
 	if (rc != KEEL_OK) {
-		send_reply(zc, req.xid, (int64_t)n->applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
+		send_reply(zc, req.xid, (int64_t)n->core.applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
 		return true;
 	}
 	switch (zk_op_classify(req.opcode)) {
@@ -965,7 +965,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		break;
 	}
 	case ZK_CLASS_REFUSE:
-		send_reply(zc, req.xid, (int64_t)n->applied_index, zk_op_refusal(req.opcode), NULL,
+		send_reply(zc, req.xid, (int64_t)n->core.applied_index, zk_op_refusal(req.opcode), NULL,
 			   0);
 		break;
 	case ZK_CLASS_UNKNOWN:
@@ -1105,7 +1105,7 @@ void zk_clients_after_apply(struct node *n)
 	struct keel_list *it = keel_list_first(&zs->barriers);
 	while (it != NULL) {
 		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, barrier_link);
-		if (p->barrier != BARRIER_CONFIRMED || n->applied_index < p->read_index) {
+		if (p->barrier != BARRIER_CONFIRMED || n->core.applied_index < p->read_index) {
 			it = it->next != &zs->barriers ? it->next : NULL;
 			continue;
 		}
@@ -1185,7 +1185,7 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 {
 	struct zk_server *zs = server_of(n);
 	(void)old_leader;
-	if (new_leader == n->cfg.id && n->role == RAFT_LEADER) {
+	if (new_leader == n->cfg.id && n->core.role == RAFT_LEADER) {
 		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));
 		zs->expiry_active = true;
 		zs->last_housekeeping_ms = core_now_ms(&n->core);
@@ -1212,7 +1212,7 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 		return;
 	}
 	enum keel_err rc = KEEL_NOTLEADER;
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		uint8_t *copy = malloc(size);
 		if (copy == NULL) {
 			rc = KEEL_NOMEM;
@@ -1265,7 +1265,7 @@ static void report_sessions(struct node *n, uint64_t now)
 		return;
 	}
 	zs->last_report_ms = now;
-	if (n->role == RAFT_LEADER || n->leader == 0) {
+	if (n->core.role == RAFT_LEADER || n->core.leader == 0) {
 		return;
 	}
 	size_t mark;
@@ -1278,7 +1278,7 @@ static void report_sessions(struct node *n, uint64_t now)
 			continue;
 		}
 		if (w == NULL) {
-			w = core_peer_begin(&n->core, n->leader, PEER_FRAME_SESSION_TOUCH, &mark);
+			w = core_peer_begin(&n->core, n->core.leader, PEER_FRAME_SESSION_TOUCH, &mark);
 			if (w == NULL) {
 				return; /* retried next time; flags stay set */
 			}
@@ -1293,7 +1293,7 @@ static void report_sessions(struct node *n, uint64_t now)
 	}
 	if (w != NULL) {
 		keel_wbuf_patch_u32(w, count_pos, count);
-		core_peer_end(&n->core, n->leader, mark);
+		core_peer_end(&n->core, n->core.leader, mark);
 	}
 }
 
@@ -1329,7 +1329,7 @@ void zk_clients_tick(struct node *n, uint64_t now_ms)
 	struct zk_server *zs = server_of(n);
 	retry_barriers(n, now_ms);
 	report_sessions(n, now_ms);
-	if (zs->expiry_active && n->role == RAFT_LEADER) {
+	if (zs->expiry_active && n->core.role == RAFT_LEADER) {
 		int64_t ids[MAX_EXPIRE_PER_TICK];
 		size_t count = zk_expiry_expired(&zs->expiry, (int64_t)now_ms, ids,
 						 KEEL_ARRAY_SIZE(ids));
@@ -1365,7 +1365,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		snprintf(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
-	n->zk_server = zs;
+	n->core.zk_server = zs;
 	uint64_t seed = core_seed_next(&n->core);
 	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
 			    n) != KEEL_OK ||
@@ -1377,7 +1377,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 	}
 	zk_watches_set_max_bytes(&zs->watches, n->cfg.max_watch_bytes_per_connection);
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
-	zs->tracker = &n->tracker;
+	zs->tracker = &n->core.tracker;
 	keel_list_init(&zs->barriers);
 	return KEEL_OK;
 }
@@ -1404,7 +1404,7 @@ void zk_clients_close(struct node *n)
 	zk_expiry_close(&zs->expiry);
 	keel_wbuf_free(&zs->scratch);
 	free(zs);
-	n->zk_server = NULL;
+	n->core.zk_server = NULL;
 }
 
 void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed)

@@ -119,7 +119,7 @@ struct node_ctl {
 
 static struct node_ctl *ctl_of(const struct node *n)
 {
-	return n->ctl;
+	return n->core.ctl;
 }
 
 /* The most a reply body may hold (the client's packet limit, less room for
@@ -235,13 +235,13 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	keel_arena_init(&c->req_arena, 16 * 1024);
 	c->max_reply_bytes = n->cfg.max_packet_bytes;
 	keel_wbuf_init_dynamic(&c->reply_buf, 4096, c->max_reply_bytes);
-	keel_wbuf_init_dynamic(&c->entry_buf, 4096, n->raft_opts.max_entry_bytes);
+	keel_wbuf_init_dynamic(&c->entry_buf, 4096, n->core.raft_opts.max_entry_bytes);
 	keel_list_init(&c->held);
 	keel_list_init(&c->forwarded);
 	controller_config(n, &c->cfg);
 	uint64_t seed = core_seed_next(&n->core);
 	keel_rng_seed(&c->rng, seed);
-	n->ctl = c;
+	n->core.ctl = c;
 	return KEEL_OK;
 }
 
@@ -250,7 +250,7 @@ static void list_free(struct node *n, struct keel_list *l)
 	struct keel_list *it;
 	while ((it = keel_list_pop_front(l)) != NULL) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
-		tracker_finish(&n->tracker, &w->track);
+		tracker_finish(&n->core.tracker, &w->track);
 		free(w->request);
 		free(w->reply);
 		free(w);
@@ -279,7 +279,7 @@ void node_ctl_destroy(struct node *n)
 	keel_wbuf_free(&c->reply_buf);
 	keel_wbuf_free(&c->entry_buf);
 	free(c);
-	n->ctl = NULL;
+	n->core.ctl = NULL;
 }
 
 const struct meta_image *node_ctl_image(const struct node *n)
@@ -664,7 +664,7 @@ static void release_held(struct node *n)
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
-		if (w->wait_index <= n->applied_index) {
+		if (w->wait_index <= n->core.applied_index) {
 			keel_list_remove(&w->link);
 			if (!w->from_leader && w->started_ns != 0) {
 				metrics_hist_observe(&c->request_latency,
@@ -761,14 +761,14 @@ static void controller_tick(struct node *n)
 static void maybe_start(struct node *n)
 {
 	struct node_ctl *c = ctl_of(n);
-	if (c->active || n->stopping || n->core.failed || n->role != RAFT_LEADER ||
-	    n->leader != n->cfg.id || n->applied_term != n->term ||
-	    n->applied_index < c->rebuild_index) {
+	if (c->active || n->stopping || n->core.failed || n->core.role != RAFT_LEADER ||
+	    n->core.leader != n->cfg.id || n->core.applied_term != n->core.term ||
+	    n->core.applied_index < c->rebuild_index) {
 		return;
 	}
-	KEEL_ASSERT(n->term <= INT32_MAX);
+	KEEL_ASSERT(n->core.term <= INT32_MAX);
 	enum keel_err rc = meta_controller_init(&c->ctl, &c->cfg, (int32_t)n->cfg.id,
-						(int32_t)n->term, &c->image, &c->rng, now_ms(n));
+						(int32_t)n->core.term, &c->image, &c->rng, now_ms(n));
 	if (rc != KEEL_OK) {
 		KEEL_WARN("cannot start the controller (%s); retrying", keel_strerror(rc));
 		return;
@@ -777,7 +777,7 @@ static void maybe_start(struct node *n)
 	c->broken = false;
 	c->rebuild_index = 0;
 	KEEL_INFO("active controller for epoch %llu (metadata offset %lld, %u brokers, %u topics)",
-		  (unsigned long long)n->term, (long long)c->image.offset, c->image.broker_count,
+		  (unsigned long long)n->core.term, (long long)c->image.offset, c->image.broker_count,
 		  c->image.topic_count);
 	controller_tick(n);
 }
@@ -811,7 +811,7 @@ void node_ctl_on_leader_change(struct node *n)
 	if (c == NULL) {
 		return;
 	}
-	if (n->leader != n->cfg.id) {
+	if (n->core.leader != n->cfg.id) {
 		controller_stop(n, false, "leadership lost");
 		c->rebuild_index = 0;
 	}
@@ -910,7 +910,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
-	if (c->last_proposed_index <= n->applied_index) {
+	if (c->last_proposed_index <= n->core.applied_index) {
 		metrics_hist_observe(&c->request_latency, (core_mono_ns(&n->core) - started) / 1000u);
 		deliver(n, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;
@@ -1002,7 +1002,7 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 		deliver(n, 0, request_id, 0, zk_err, NULL, 0);
 		return;
 	}
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		handle_on_leader(n, 0, request_id, api, body, size);
 		node_drive(n);
 		return;
@@ -1011,7 +1011,7 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	size_t mark = 0;
 	uint64_t to = 0;
 	struct keel_wbuf *fw = NULL;
-	if (n->leader != 0) {
+	if (n->core.leader != 0) {
 		w = waiter_new(c, api, body, size, NULL, 0);
 	}
 	if (w != NULL) {
@@ -1029,8 +1029,8 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	core_peer_end(&n->core, to, mark);
 	w->request_id = request_id;
 	w->track.request_id = request_id; /* the client's pending: a tracker id */
-	if (tracker_add(&n->tracker, &w->track, TRACK_META, n->tracker.policy.leader_wait_ms, to,
-			n->term, core_now_ms(&n->core)) != KEEL_OK) {
+	if (tracker_add(&n->core.tracker, &w->track, TRACK_META, n->core.tracker.policy.leader_wait_ms, to,
+			n->core.term, core_now_ms(&n->core)) != KEEL_OK) {
 		deliver_not_controller(n, 0, request_id, api, body, size);
 		waiter_free(c, w);
 		return;
@@ -1057,7 +1057,7 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 	}
 	const uint8_t *reply = body + 4;
 	size_t reply_size = size - 4;
-	if (hdr->wait_index <= n->applied_index) {
+	if (hdr->wait_index <= n->core.applied_index) {
 		deliver(n, 0, w->request_id, hdr->wait_index, zk_err, reply, reply_size);
 		waiter_free(c, w);
 		return;
@@ -1071,7 +1071,7 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 	}
 	w->reply_size = reply_size;
 	w->from_leader = true;
-	w->deadline_ms = core_now_ms(&n->core) + n->tracker.policy.leader_wait_ms;
+	w->deadline_ms = core_now_ms(&n->core) + n->core.tracker.policy.leader_wait_ms;
 	w->zk_err = zk_err;
 	w->wait_index = hdr->wait_index;
 	keel_list_push_back(&c->held, &w->link);
@@ -1187,7 +1187,7 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 	}
 	struct meta_fetch_metadata_response rs;
 	memset(&rs, 0, sizeof(rs));
-	rs.high_watermark = (int64_t)n->applied_index;
+	rs.high_watermark = (int64_t)n->core.applied_index;
 	rs.snapshot_offset = -1;
 	size_t limit = reply_budget(c);
 	size_t budget = rq.max_bytes > 0 ? KEEL_MIN(limit, (size_t)rq.max_bytes) : limit;

@@ -36,7 +36,7 @@
  * Errors: a META entry that does not decode (or an image that runs out of
  * memory) stops the server — skipping it would let its image diverge.
  *
- * Ownership: `struct node_ctl` is owned by the node (n->ctl), created by
+ * Ownership: `struct node_ctl` is owned by the node (n->core.ctl), created by
  * node_ctl_create and freed by node_ctl_destroy. Request bodies passed in
  * are the caller's and are copied when kept.
  */

@@ -54,20 +54,20 @@ uint64_t node_now_ms(const struct node *n)
 
 static void defer_snapshot_failure(struct node *n, uint64_t peer)
 {
-	if (n->deferred_snap_fail_count < KEEL_ARRAY_SIZE(n->deferred_snap_fail)) {
-		n->deferred_snap_fail[n->deferred_snap_fail_count++] = peer;
+	if (n->core.deferred_snap_fail_count < KEEL_ARRAY_SIZE(n->core.deferred_snap_fail)) {
+		n->core.deferred_snap_fail[n->core.deferred_snap_fail_count++] = peer;
 	}
 }
 
 static void defer_unreachable(struct node *n, uint64_t peer)
 {
-	for (size_t i = 0; i < n->deferred_unreachable_count; i++) {
-		if (n->deferred_unreachable[i] == peer) {
+	for (size_t i = 0; i < n->core.deferred_unreachable_count; i++) {
+		if (n->core.deferred_unreachable[i] == peer) {
 			return;
 		}
 	}
-	if (n->deferred_unreachable_count < KEEL_ARRAY_SIZE(n->deferred_unreachable)) {
-		n->deferred_unreachable[n->deferred_unreachable_count++] = peer;
+	if (n->core.deferred_unreachable_count < KEEL_ARRAY_SIZE(n->core.deferred_unreachable)) {
+		n->core.deferred_unreachable[n->core.deferred_unreachable_count++] = peer;
 	}
 }
 
@@ -75,11 +75,11 @@ static void defer_unreachable(struct node *n, uint64_t peer)
 
 void node_wait_commit(struct node *n, struct node_waiter *w)
 {
-	struct keel_list *last = keel_list_last(&n->waiters);
+	struct keel_list *last = keel_list_last(&n->core.waiters);
 	KEEL_ASSERT(last == NULL ||
 		    KEEL_LIST_ITEM(last, struct node_waiter, link)->index < w->index);
 	keel_list_init(&w->link);
-	keel_list_push_back(&n->waiters, &w->link);
+	keel_list_push_back(&n->core.waiters, &w->link);
 }
 
 /* Moves a decided waiter to the done list: its callback runs after
@@ -88,14 +88,14 @@ static void waiter_decided(struct node *n, struct node_waiter *w, enum keel_err 
 {
 	keel_list_remove(&w->link);
 	w->result = result;
-	keel_list_push_back(&n->done, &w->link);
+	keel_list_push_back(&n->core.done, &w->link);
 }
 
 /* A committed entry at (index, term): waiters up to it are decided. */
 static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
 {
 	struct keel_list *it;
-	while ((it = keel_list_first(&n->waiters)) != NULL) {
+	while ((it = keel_list_first(&n->core.waiters)) != NULL) {
 		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
 		if (w->index > index) {
 			break;
@@ -113,7 +113,7 @@ static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
 static void waiters_fail_uncommitted(struct node *n, uint64_t commit, enum keel_err err)
 {
 	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &n->waiters) {
+	KEEL_LIST_FOR_EACH_SAFE (it, next, &n->core.waiters) {
 		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
 		if (w->index > commit) {
 			waiter_decided(n, w, err);
@@ -133,7 +133,7 @@ static void send_raft_msg(struct node *n, const struct raft_msg *msg)
 		size_t got = 0;
 		enum keel_err rc = node_storage_snapshot_read(
 			n->storage, msg->snapshot.meta.index, msg->snapshot.meta.term,
-			msg->snapshot.offset, n->snapshot_chunk_buf, msg->snapshot.size, &got);
+			msg->snapshot.offset, n->core.snapshot_chunk_buf, msg->snapshot.size, &got);
 		if (rc != KEEL_OK || got != msg->snapshot.size) {
 			KEEL_WARN("snapshot %llu for peer %llu: cannot read chunk at %llu (%s)",
 				  (unsigned long long)msg->snapshot.meta.index,
@@ -142,7 +142,7 @@ static void send_raft_msg(struct node *n, const struct raft_msg *msg)
 			defer_snapshot_failure(n, msg->to);
 			return;
 		}
-		copy.snapshot.data = n->snapshot_chunk_buf;
+		copy.snapshot.data = n->core.snapshot_chunk_buf;
 		m = &copy;
 	}
 	size_t mark;
@@ -160,12 +160,12 @@ static void send_raft_msg(struct node *n, const struct raft_msg *msg)
 
 static void on_soft_state(struct node *n, const struct raft_ready *rd)
 {
-	bool leader_changed = rd->leader != n->leader;
-	uint8_t old_role = n->role;
-	n->role = rd->role;
-	n->term = rd->term;
+	bool leader_changed = rd->leader != n->core.leader;
+	uint8_t old_role = n->core.role;
+	n->core.role = rd->role;
+	n->core.term = rd->term;
 	if (leader_changed) {
-		n->stats.leader_changes++;
+		n->core.stats.leader_changes++;
 		if (rd->leader == n->cfg.id) {
 			KEEL_INFO("became leader in term %llu", (unsigned long long)rd->term);
 		} else if (rd->leader != 0) {
@@ -176,11 +176,11 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 				  raft_role_name(rd->role));
 		}
 	} else if (old_role != rd->role && rd->role == RAFT_CANDIDATE) {
-		n->stats.elections_seen++;
+		n->core.stats.elections_seen++;
 		KEEL_INFO("starting election for term %llu", (unsigned long long)rd->term);
 	}
-	uint64_t old_leader = n->leader;
-	n->leader = rd->leader;
+	uint64_t old_leader = n->core.leader;
+	n->core.leader = rd->leader;
 	if (leader_changed) {
 		if (old_leader == n->cfg.id) {
 			/* Lost leadership: admin operations waiting here for
@@ -190,7 +190,7 @@ static void on_soft_state(struct node *n, const struct raft_ready *rd)
 		node_clients_on_leader_change(n, old_leader, rd->leader);
 		node_ctl_on_leader_change(n);
 		admin_on_leader_change(n); /* before the tracker: transfers succeed */
-		tracker_on_leader_change(&n->tracker, rd->leader, node_now_ms(n));
+		tracker_on_leader_change(&n->core.tracker, rd->leader, node_now_ms(n));
 	}
 }
 
@@ -227,46 +227,46 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 				  (unsigned long long)rd->install->meta.index,
 				  (unsigned long long)rd->install->meta.term,
 				  (unsigned long long)rd->install->meta.size_bytes);
-			KEEL_ASSERT(n->n_installs < KEEL_ARRAY_SIZE(n->installs));
-			n->installs[n->n_installs].persist_id = rd->persist_id;
-			n->installs[n->n_installs].meta = rd->install->meta;
-			n->n_installs++;
+			KEEL_ASSERT(n->core.n_installs < KEEL_ARRAY_SIZE(n->core.installs));
+			n->core.installs[n->core.n_installs].persist_id = rd->persist_id;
+			n->core.installs[n->core.n_installs].meta = rd->install->meta;
+			n->core.n_installs++;
 		}
-		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = core_mono_ns(&n->core);
+		n->core.persist_submitted_ns[rd->persist_id % PERSIST_RING] = core_mono_ns(&n->core);
 		enum keel_err rc = n->core.host.ops->persist(n->core.host.ctx, rd);
 		if (rc != KEEL_OK) {
 			KEEL_ERROR("storage refused a batch (%s): stopping", keel_strerror(rc));
 			n->core.failed = true;
 		}
-		n->stats.persist_batches++;
+		n->core.stats.persist_batches++;
 	}
 	for (size_t i = 0; i < rd->n_msgs; i++) {
 		send_raft_msg(n, &rd->msgs[i]);
 	}
 	for (size_t i = 0; i < rd->n_committed; i++) {
 		const struct raft_entry *e = &rd->committed[i];
-		KEEL_ASSERT(e->index == n->applied_index + 1);
-		if (e->term > n->applied_term && n->applied_term != 0) {
-			tracker_on_term_applied(&n->tracker, e->term);
+		KEEL_ASSERT(e->index == n->core.applied_index + 1);
+		if (e->term > n->core.applied_term && n->core.applied_term != 0) {
+			tracker_on_term_applied(&n->core.tracker, e->term);
 		}
 		if (e->type == RAFT_ENTRY_CONFIG) {
-			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
+			enum keel_err crc = raft_config_decode(e->data, e->size, &n->core.applied_config);
 			KEEL_ASSERT(crc == KEEL_OK);
 		}
 		struct fsm_applied applied;
 		fsm_apply(&n->core, e, &applied);
 		route_applied(n, e, &applied);
-		n->bytes_since_snapshot += e->size;
-		n->applied_index = e->index;
-		n->applied_term = e->term;
-		n->stats.entries_applied++;
+		n->core.bytes_since_snapshot += e->size;
+		n->core.applied_index = e->index;
+		n->core.applied_term = e->term;
+		n->core.stats.entries_applied++;
 		waiters_on_commit(n, e->index, e->term);
 	}
 	if (rd->n_reads > 0) {
 		node_clients_on_reads(n, rd->reads, rd->n_reads);
 		admin_on_reads(n, rd->reads, rd->n_reads);
 	}
-	n->commit_index = rd->commit;
+	n->core.commit_index = rd->commit;
 	if (rd->soft_state_changed) {
 		on_soft_state(n, rd);
 	}
@@ -274,28 +274,28 @@ static void handle_ready(struct node *n, struct raft_ready *rd)
 
 void node_drive(struct node *n)
 {
-	if (n->in_ready) {
-		n->drive_again = true;
+	if (n->core.in_ready) {
+		n->core.drive_again = true;
 		return;
 	}
-	if (n->raft == NULL || n->stopping) {
+	if (n->core.raft == NULL || n->stopping) {
 		return;
 	}
 	do {
-		n->drive_again = false;
+		n->core.drive_again = false;
 		struct raft_ready rd;
-		while (!n->core.failed && raft_ready(n->raft, &rd)) {
-			uint64_t applied_before = n->applied_index;
-			n->in_ready = true;
+		while (!n->core.failed && raft_ready(n->core.raft, &rd)) {
+			uint64_t applied_before = n->core.applied_index;
+			n->core.in_ready = true;
 			handle_ready(n, &rd);
-			raft_advance(n->raft, &rd);
-			n->in_ready = false;
-			if (n->applied_index != applied_before) {
-				raft_applied(n->raft, n->applied_index);
+			raft_advance(n->core.raft, &rd);
+			n->core.in_ready = false;
+			if (n->core.applied_index != applied_before) {
+				raft_applied(n->core.raft, n->core.applied_index);
 			}
 			node_after_advance(n);
 		}
-	} while (n->drive_again && !n->core.failed);
+	} while (n->core.drive_again && !n->core.failed);
 	if (n->core.failed && !n->stopping) {
 		KEEL_ERROR("stopping: the server cannot make writes durable");
 		n->exit_code = 1;
@@ -328,18 +328,18 @@ void node_schedule_drive(struct node *n)
 
 static void node_after_advance(struct node *n)
 {
-	for (size_t i = 0; i < n->deferred_snap_fail_count; i++) {
-		raft_report_snapshot(n->raft, n->deferred_snap_fail[i], RAFT_SNAPSHOT_FAILED);
+	for (size_t i = 0; i < n->core.deferred_snap_fail_count; i++) {
+		raft_report_snapshot(n->core.raft, n->core.deferred_snap_fail[i], RAFT_SNAPSHOT_FAILED);
 	}
-	n->deferred_snap_fail_count = 0;
-	for (size_t i = 0; i < n->deferred_unreachable_count; i++) {
-		raft_report_unreachable(n->raft, n->deferred_unreachable[i]);
+	n->core.deferred_snap_fail_count = 0;
+	for (size_t i = 0; i < n->core.deferred_unreachable_count; i++) {
+		raft_report_unreachable(n->core.raft, n->core.deferred_unreachable[i]);
 	}
-	n->deferred_unreachable_count = 0;
+	n->core.deferred_unreachable_count = 0;
 	struct keel_list *it;
-	while ((it = keel_list_pop_front(&n->done)) != NULL) {
+	while ((it = keel_list_pop_front(&n->core.done)) != NULL) {
 		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
-		w->done(n, w, w->result);
+		w->done(&n->core, w, w->result);
 	}
 	node_ctl_after_apply(n);
 	node_clients_after_apply(n);
@@ -349,12 +349,12 @@ static void node_after_advance(struct node *n)
 enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
 			   uint64_t *term)
 {
-	KEEL_ASSERT(!n->in_ready);
-	enum keel_err rc = raft_propose(n->raft, data, size, index, term);
+	KEEL_ASSERT(!n->core.in_ready);
+	enum keel_err rc = raft_propose(n->core.raft, data, size, index, term);
 	if (rc == KEEL_OK) {
-		n->stats.proposals++;
+		n->core.stats.proposals++;
 	} else {
-		n->stats.proposals_failed++;
+		n->core.stats.proposals_failed++;
 	}
 	return rc;
 }
@@ -374,16 +374,16 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 		node_drive(n);
 		return;
 	}
-	uint64_t started = n->persist_submitted_ns[persist_id % PERSIST_RING];
+	uint64_t started = n->core.persist_submitted_ns[persist_id % PERSIST_RING];
 	if (started != 0) {
-		metrics_hist_observe(&n->stats.append_latency,
+		metrics_hist_observe(&n->core.stats.append_latency,
 				     (core_mono_ns(&n->core) - started) / 1000u);
 	}
-	while (n->n_installs > 0 && n->installs[0].persist_id <= persist_id) {
+	while (n->core.n_installs > 0 && n->core.installs[0].persist_id <= persist_id) {
 		/* A received snapshot is durable: load it before telling Raft. */
-		struct raft_snapshot_meta meta = n->installs[0].meta;
-		n->n_installs--;
-		memmove(&n->installs[0], &n->installs[1], n->n_installs * sizeof(n->installs[0]));
+		struct raft_snapshot_meta meta = n->core.installs[0].meta;
+		n->core.n_installs--;
+		memmove(&n->core.installs[0], &n->core.installs[1], n->core.n_installs * sizeof(n->core.installs[0]));
 		char path[2048];
 		char msg[256];
 		node_storage_snapshot_path_for(n->storage, meta.index, meta.term, path, sizeof(path));
@@ -394,19 +394,19 @@ static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
 			node_drive(n);
 			return;
 		}
-		n->applied_index = meta.index;
-		n->applied_term = meta.term;
-		n->snapshot_index = meta.index;
-		n->bytes_since_snapshot = 0;
-		n->commit_index = KEEL_MAX(n->commit_index, n->applied_index);
-		n->stats.snapshots_installed++;
+		n->core.applied_index = meta.index;
+		n->core.applied_term = meta.term;
+		n->core.snapshot_index = meta.index;
+		n->core.bytes_since_snapshot = 0;
+		n->core.commit_index = KEEL_MAX(n->core.commit_index, n->core.applied_index);
+		n->core.stats.snapshots_installed++;
 		node_clients_on_snapshot_installed(n);
 		KEEL_INFO("snapshot %llu installed", (unsigned long long)meta.index);
 	}
-	enum keel_err rc = raft_persisted(n->raft, persist_id);
+	enum keel_err rc = raft_persisted(n->core.raft, persist_id);
 	KEEL_ASSERT(rc == KEEL_OK);
-	if (n->applied_index > 0) {
-		raft_applied(n->raft, n->applied_index);
+	if (n->core.applied_index > 0) {
+		raft_applied(n->core.raft, n->core.applied_index);
 	}
 	node_schedule_drive(n);
 }
@@ -482,11 +482,11 @@ static void on_tracked_request(struct node *n, uint64_t from, const uint8_t *bod
 struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
 				     uint64_t *to, size_t *mark)
 {
-	*to = n->leader;
-	if (n->leader == 0 || n->leader == n->cfg.id) {
+	*to = n->core.leader;
+	if (n->core.leader == 0 || n->core.leader == n->cfg.id) {
 		return NULL;
 	}
-	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_REQUEST, mark);
+	struct keel_wbuf *w = peers_send_begin(&n->peers, n->core.leader, PEER_FRAME_REQUEST, mark);
 	if (w != NULL) {
 		tracker_request_encode(w, kind, n->cfg.id, request_id);
 	}
@@ -509,8 +509,8 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 	switch (type) {
 	case PEER_FRAME_RAFT: {
 		struct raft_msg msg;
-		enum keel_err rc = raft_msg_decode(body, size, &n->msg_limits, &msg,
-						   n->decode_entries, n->msg_limits.max_entries);
+		enum keel_err rc = raft_msg_decode(body, size, &n->core.msg_limits, &msg,
+						   n->core.decode_entries, n->core.msg_limits.max_entries);
 		if (rc != KEEL_OK || msg.from != from || msg.to != n->cfg.id) {
 			KEEL_WARN("peer %llu: bad Raft message (%s), ignored",
 				  (unsigned long long)from, keel_strerror(rc));
@@ -522,7 +522,7 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 				  (unsigned long long)from, msg.type, (unsigned long long)msg.term);
 			return;
 		}
-		rc = raft_step(n->raft, &msg);
+		rc = raft_step(n->core.raft, &msg);
 		if (rc != KEEL_OK && rc != KEEL_INVAL) {
 			KEEL_WARN("raft_step: %s", keel_strerror(rc));
 		}
@@ -545,7 +545,7 @@ static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_
 			return;
 		}
 		/* No match: already ended (timed out, failed on a change). */
-		(void)tracker_on_reply(&n->tracker, n->cfg.id, &hdr, rest, rest_size);
+		(void)tracker_on_reply(&n->core.tracker, n->cfg.id, &hdr, rest, rest_size);
 		return;
 	}
 	default:
@@ -567,10 +567,10 @@ static void on_peer_link(void *ctx, uint64_t id, bool up)
 	struct node *n = ctx;
 	if (!up) {
 		/* Replies from `id` sent before the link went are lost. */
-		tracker_on_link_down(&n->tracker, id, node_now_ms(n));
+		tracker_on_link_down(&n->core.tracker, id, node_now_ms(n));
 	}
-	if (!up && n->raft != NULL && !n->in_ready) {
-		raft_report_unreachable(n->raft, id);
+	if (!up && n->core.raft != NULL && !n->core.in_ready) {
+		raft_report_unreachable(n->core.raft, id);
 		node_drive(n);
 	}
 }
@@ -581,12 +581,12 @@ static void on_tick(uv_timer_t *t)
 {
 	struct node *n = t->data;
 	uint64_t now = node_now_ms(n);
-	raft_tick(n->raft, now);
+	raft_tick(n->core.raft, now);
 	peers_tick(&n->peers, now);
 	node_clients_tick(n, now);
 	node_ctl_tick(n, now);
 	admin_tick(n, now);
-	tracker_tick(&n->tracker, n->leader, n->term, now);
+	tracker_tick(&n->core.tracker, n->core.leader, n->core.term, now);
 	snapshot_tick(n);
 	node_drive(n);
 }
@@ -643,11 +643,11 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 	struct node_storage_options so = {
 		.data_dir = n->cfg.data_dir,
 		.segment_bytes = n->cfg.segment_bytes,
-		.max_entry_bytes = n->raft_opts.max_entry_bytes,
+		.max_entry_bytes = n->core.raft_opts.max_entry_bytes,
 		.loop = n->loop,
 		.on_durable = on_durable,
 		.ctx = n,
-		.fsync_hist = &n->stats.fsync_latency,
+		.fsync_hist = &n->core.stats.fsync_latency,
 	};
 	struct node_recovered rec;
 	memset(&rec, 0, sizeof(rec));
@@ -707,9 +707,9 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 			keel_wbuf_free(&boot);
 			return rc;
 		}
-		n->applied_index = rec.snapshot.index;
-		n->commit_index = rec.snapshot.index;
-		n->snapshot_index = rec.snapshot.index;
+		n->core.applied_index = rec.snapshot.index;
+		n->core.commit_index = rec.snapshot.index;
+		n->core.snapshot_index = rec.snapshot.index;
 		KEEL_INFO("loaded snapshot %llu (term %llu)", (unsigned long long)rec.snapshot.index,
 			  (unsigned long long)rec.snapshot.term);
 	}
@@ -725,7 +725,7 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 			}
 		}
 	}
-	rc = raft_restore(n->raft, &rec.hard_state, rec.has_snapshot ? &rec.snapshot : NULL,
+	rc = raft_restore(n->core.raft, &rec.hard_state, rec.has_snapshot ? &rec.snapshot : NULL,
 			  rec.entries, rec.n_entries);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "the log on disk does not fit together (%s)",
@@ -776,19 +776,19 @@ static enum keel_err tracker_setup(struct node *n)
 {
 	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
 	uint64_t start = core_seed_next(&n->core);
-	enum keel_err rc = tracker_init(&n->tracker, &policy, (start >> 1) | 1u);
+	enum keel_err rc = tracker_init(&n->core.tracker, &policy, (start >> 1) | 1u);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
 	struct tracker_kind_ops ops = zk_write_track_ops;
 	ops.ctx = n;
-	tracker_set_kind(&n->tracker, TRACK_ZK_WRITE, &ops);
+	tracker_set_kind(&n->core.tracker, TRACK_ZK_WRITE, &ops);
 	ops = admin_track_ops;
 	ops.ctx = n;
-	tracker_set_kind(&n->tracker, TRACK_ADMIN, &ops);
+	tracker_set_kind(&n->core.tracker, TRACK_ADMIN, &ops);
 	ops = node_ctl_track_ops;
 	ops.ctx = n;
-	tracker_set_kind(&n->tracker, TRACK_META, &ops);
+	tracker_set_kind(&n->core.tracker, TRACK_META, &ops);
 	return KEEL_OK;
 }
 
@@ -802,8 +802,8 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	}
 	struct core_host host = node_host(n);
 	core_init(&n->core, cfg->id, &host, seed);
-	keel_list_init(&n->waiters);
-	keel_list_init(&n->done);
+	keel_list_init(&n->core.waiters);
+	keel_list_init(&n->core.done);
 	n->cfg = *cfg;
 	n->loop = loop;
 	char prefix[32];
@@ -831,27 +831,27 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		snprintf(err, err_size, "cannot set up the event loop");
 		return rc;
 	}
-	raft_options_default(&n->raft_opts);
-	n->raft_opts.id = cfg->id;
-	keel_rng_seed(&n->raft_opts.rng, core_seed_next(&n->core));
-	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
+	raft_options_default(&n->core.raft_opts);
+	n->core.raft_opts.id = cfg->id;
+	keel_rng_seed(&n->core.raft_opts.rng, core_seed_next(&n->core));
+	n->core.raft_opts.election_timeout_ms = cfg->election_timeout_ms;
 	rc = tracker_setup(n);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "out of memory");
 		return rc;
 	}
-	n->raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
-	n->raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
-	n->raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
-	n->raft_opts.max_entry_bytes = cfg->max_packet_bytes + 4096;
-	raft_options_msg_limits(&n->raft_opts, &n->msg_limits);
-	n->decode_entries = calloc(n->msg_limits.max_entries, sizeof(struct raft_entry));
-	n->snapshot_chunk_buf = malloc(cfg->snapshot_chunk_bytes);
-	if (n->decode_entries == NULL || n->snapshot_chunk_buf == NULL) {
+	n->core.raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
+	n->core.raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
+	n->core.raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
+	n->core.raft_opts.max_entry_bytes = cfg->max_packet_bytes + 4096;
+	raft_options_msg_limits(&n->core.raft_opts, &n->core.msg_limits);
+	n->core.decode_entries = calloc(n->core.msg_limits.max_entries, sizeof(struct raft_entry));
+	n->core.snapshot_chunk_buf = malloc(cfg->snapshot_chunk_bytes);
+	if (n->core.decode_entries == NULL || n->core.snapshot_chunk_buf == NULL) {
 		snprintf(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
-	rc = raft_init(&n->raft, &n->raft_opts);
+	rc = raft_init(&n->core.raft, &n->core.raft_opts);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "invalid Raft options (%s)", keel_strerror(rc));
 		return rc;
@@ -881,7 +881,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			  cfg->peer_listen);
 	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
-			peer_max_frame_bytes(&n->raft_opts), on_peer_message, on_peer_link, n,
+			peer_max_frame_bytes(&n->core.raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -922,7 +922,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		  (unsigned long long)cfg->id, cfg->listen, cfg->peer_listen,
 		  cfg->metrics_listen[0] ? ", metrics on " : "", cfg->metrics_listen,
 		  cfg->data_dir);
-	raft_tick(n->raft, node_now_ms(n));
+	raft_tick(n->core.raft, node_now_ms(n));
 	node_drive(n);
 	return KEEL_OK;
 }
@@ -969,17 +969,17 @@ void node_close(struct node *n)
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
 	node_limits_close(&n->limits);
-	if (n->raft != NULL) {
-		raft_close(n->raft);
-		n->raft = NULL;
+	if (n->core.raft != NULL) {
+		raft_close(n->core.raft);
+		n->core.raft = NULL;
 	}
 	node_ctl_destroy(n);
-	tracker_close(&n->tracker);
+	tracker_close(&n->core.tracker);
 	if (n->core.fsm != NULL) {
 		fsm_destroy(n->core.fsm);
 		n->core.fsm = NULL;
 	}
-	free(n->decode_entries);
-	free(n->snapshot_chunk_buf);
+	free(n->core.decode_entries);
+	free(n->core.snapshot_chunk_buf);
 	KEEL_INFO("stopped");
 }

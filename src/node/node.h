@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/assert.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/list.h"
@@ -43,38 +44,6 @@ struct node_ctl;
 _Static_assert(PEERS_MAX == CORE_MEMBERS_MAX, "one server limit for peers and the book");
 _Static_assert(NODE_ADDR_SIZE == CORE_ADDR_SIZE, "one address size");
 
-/* Something waiting for its Raft entry to commit (admin operations on the
- * leader). Matched by (index, term) in commit order. `link` puts it in
- * n->waiters (index order), then in n->done until its callback runs; it is
- * in no list before node_wait_commit and after the callback. */
-struct node;
-
-struct node_waiter {
-	uint64_t index;
-	uint64_t term;
-	void (*done)(struct node *n, struct node_waiter *w, enum keel_err err);
-	void *ctx;
-	enum keel_err result;
-	struct keel_list link;
-};
-
-struct node_stats {
-	uint64_t proposals;
-	uint64_t proposals_failed;
-	uint64_t entries_applied;
-	uint64_t elections_seen;
-	uint64_t leader_changes;
-	uint64_t persist_batches;
-	uint64_t snapshots_taken;
-	uint64_t snapshots_installed;
-	uint64_t client_connections_total;
-	uint64_t requests;
-	struct metrics_hist append_latency;  /* submit -> durable, per batch */
-	struct metrics_hist fsync_latency;   /* storage thread's fdatasync */
-	struct metrics_hist commit_latency;  /* propose -> applied (local writes) */
-	struct metrics_hist request_latency; /* client request -> reply */
-};
-
 struct node {
 	struct node_core core; /* the pure part (core/core.h) */
 	struct node_config cfg;
@@ -91,64 +60,17 @@ struct node {
 	uint64_t start_ms;
 
 	struct node_storage *storage;
-	struct raft *raft;
-	struct raft_options raft_opts;
-	struct raft_msg_limits msg_limits;
-	struct raft_entry *decode_entries; /* scratch for raft_msg_decode */
-	uint8_t *snapshot_chunk_buf;
-
-	/* Soft state from the last ready. */
-	uint8_t role;
-	uint64_t leader;
-	uint64_t term;
-	uint64_t commit_index;
-	uint64_t applied_index;
-	uint64_t applied_term;             /* term of the entry at applied_index */
-	struct raft_config applied_config; /* membership in force at applied_index */
-	bool in_ready;    /* between raft_ready and raft_advance */
-	bool drive_again; /* node_drive was asked for while in_ready */
 	bool drive_scheduled;
 	uv_check_t drive_check; /* runs a scheduled drive once per loop turn */
 	uv_idle_t drive_idle;   /* keeps the loop from blocking while one is due */
 
-	/* Work for after raft_advance (the core forbids calls before). */
-	uint64_t deferred_snap_fail[PEERS_MAX];
-	size_t deferred_snap_fail_count;
-	uint64_t deferred_unreachable[PEERS_MAX];
-	size_t deferred_unreachable_count;
-	struct keel_list done; /* of node_waiter, decided, callbacks due */
-
-	/* Snapshots received from the leader, being made durable, in persist
-	 * order (the core may hand out another before the first is durable). */
-	struct {
-		uint64_t persist_id;
-		struct raft_snapshot_meta meta;
-	} installs[8];
-	size_t n_installs;
-
 	/* Our own snapshots (node/snapshot.c). */
-	uint64_t snapshot_index;
-	uint64_t bytes_since_snapshot; /* entry bytes applied since the last one */
 	struct node_snapshotter *snapshotter;
 	struct node_admin *admin;
 
-	/* Persist batches in flight: submit time per id, for latency. */
-	uint64_t persist_submitted_ns[256];
-
-	/* Admin waiters (leader) in index order. */
-	struct keel_list waiters; /* of node_waiter */
-
-	/* Requests decided by the leader, of every kind (tracker.h). */
-	struct tracker tracker;
-
 	/* Client side. */
 	struct node_clients *clients;
-	struct zk_server *zk_server;
 
-	/* The cluster controller's glue (node/controller.h). */
-	struct node_ctl *ctl;
-
-	struct node_stats stats;
 	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
 	bool stopping;
 	int exit_code;
@@ -163,6 +85,12 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 int node_run(struct node *n);
 
 void node_close(struct node *n);
+
+/* The node around a core. */
+static inline struct node *node_of(struct node_core *c)
+{
+	return KEEL_CONTAINER_OF(c, struct node, core);
+}
 
 /* Drives the Raft core: collects and handles every ready. Call after any
  * input (step, tick, propose, persisted). Safe to call re-entrantly: a call

@@ -98,14 +98,14 @@ static enum keel_err start(struct node *n)
 	if (s->child != 0) {
 		return KEEL_BUSY;
 	}
-	if (n->applied_index == 0 || n->applied_index <= n->snapshot_index || n->in_ready) {
+	if (n->core.applied_index == 0 || n->core.applied_index <= n->core.snapshot_index || n->core.in_ready) {
 		return KEEL_OK;
 	}
-	s->index = n->applied_index;
-	s->term = n->applied_term;
-	s->config = n->applied_config;
+	s->index = n->core.applied_index;
+	s->term = n->core.applied_term;
+	s->config = n->core.applied_config;
 	s->started_ms = node_now_ms(n);
-	s->bytes_at_start = n->bytes_since_snapshot;
+	s->bytes_at_start = n->core.bytes_since_snapshot;
 	pid_t pid = fork();
 	if (pid < 0) {
 		KEEL_ERROR("snapshot: fork failed: %s", strerror(errno));
@@ -127,8 +127,8 @@ void snapshot_maybe_start(struct node *n)
 	if (s->child != 0 || n->stopping || n->core.failed) {
 		return;
 	}
-	if (s->requested || n->applied_index >= n->snapshot_index + n->cfg.snapshot_entries ||
-	    n->bytes_since_snapshot >= n->cfg.snapshot_bytes) {
+	if (s->requested || n->core.applied_index >= n->core.snapshot_index + n->cfg.snapshot_entries ||
+	    n->core.bytes_since_snapshot >= n->cfg.snapshot_bytes) {
 		(void)start(n);
 	}
 }
@@ -168,15 +168,15 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 		return;
 	}
 	meta.size_bytes = (uint64_t)st.st_size;
-	enum keel_err rc = raft_snapshot_taken(n->raft, &meta);
+	enum keel_err rc = raft_snapshot_taken(n->core.raft, &meta);
 	if (rc != KEEL_OK) {
 		KEEL_WARN("snapshot at %llu not used by Raft (%s)", (unsigned long long)s->index,
 			  keel_strerror(rc));
 		return;
 	}
-	n->snapshot_index = s->index;
-	n->bytes_since_snapshot -= KEEL_MIN(n->bytes_since_snapshot, s->bytes_at_start);
-	n->stats.snapshots_taken++;
+	n->core.snapshot_index = s->index;
+	n->core.bytes_since_snapshot -= KEEL_MIN(n->core.bytes_since_snapshot, s->bytes_at_start);
+	n->core.stats.snapshots_taken++;
 	node_storage_note_snapshot(n->storage, s->index, s->term);
 	node_storage_compact(n->storage, s->index);
 	KEEL_INFO("snapshot at %llu written (%llu bytes, %llu ms)", (unsigned long long)s->index,
@@ -296,8 +296,8 @@ enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index
 		}
 	}
 	if (rc == KEEL_OK) {
-		n->applied_term = lr.r.meta.term;
-		n->applied_config = config;
+		n->core.applied_term = lr.r.meta.term;
+		n->core.applied_config = config;
 	}
 	wal_snapshot_close(&lr.r);
 	keel_arena_close(&arena);
