@@ -93,6 +93,17 @@ struct node_addr_book {
 	size_t count;
 };
 
+/* Frame types on a peer link (the handshake's are the shell's, peer_auth.h). */
+enum peer_frame_type {
+	PEER_FRAME_HELLO = 1, /* 1, 10, 11: the handshake (peer_auth.h) */
+	PEER_FRAME_RAFT = 2,  /* a Raft message */
+	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
+	PEER_FRAME_REQUEST = 12, /* to the leader: a tracked request (tracker.h) */
+	PEER_FRAME_REPLY = 13,   /* from the leader: its answer to one */
+};
+
+struct fsm_applied;
+
 /* Log levels of the `log` effect (the same order as os/log.h). */
 enum core_log_level {
 	CORE_LOG_DEBUG = 0,
@@ -120,6 +131,37 @@ struct core_host_ops {
 	enum keel_err (*random_bytes)(void *ctx, void *buf, size_t size);
 	/* One operator log line; `fmt` and `ap` as vprintf, borrowed. */
 	void (*log)(void *ctx, enum core_log_level level, const char *fmt, va_list ap);
+
+	/* Snapshot files (the host's storage). snapshot_read fills `buf`
+	 * with `size` bytes at `offset` of snapshot (index, term), for a
+	 * chunk to a peer; snapshot_load replaces the state machine with a
+	 * received snapshot made durable (fsm_snapshot_read over the file)
+	 * and logs why when it cannot. */
+	enum keel_err (*snapshot_read)(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
+				       void *buf, size_t size, size_t *got);
+	enum keel_err (*snapshot_load)(void *ctx, const struct raft_snapshot_meta *meta);
+	/* Run core_drive() soon (after the inputs already queued). */
+	void (*schedule_drive)(void *ctx);
+	/* The core cannot go on (c->failed): stop the server. */
+	void (*on_failed)(void *ctx);
+
+	/* The server parts the ready loop notifies that have not moved into
+	 * the core yet: the ZooKeeper clients, the controller glue, the admin
+	 * operations and the snapshotter (node/). Each becomes a direct call
+	 * when its part moves in (docs/simulator.md). Called from inside
+	 * core_drive (on_applied, on_reads, on_leader_change: between ready
+	 * and advance, so they must not call Raft; after_apply: after
+	 * advance), core_on_durable, core_on_peer_frame and core_tick. */
+	void (*on_applied)(void *ctx, const struct raft_entry *entry,
+			   const struct fsm_applied *applied);
+	void (*on_reads)(void *ctx, const struct raft_read_result *reads, size_t count);
+	void (*on_leader_change)(void *ctx, uint64_t old_leader, uint64_t new_leader);
+	void (*after_apply)(void *ctx);
+	void (*on_snapshot_installed)(void *ctx);
+	void (*on_request)(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
+			   const uint8_t *body, size_t size);
+	void (*on_session_touch)(void *ctx, uint64_t from, const uint8_t *body, size_t size);
+	void (*tick)(void *ctx, uint64_t now_ms);
 };
 
 struct core_host {
@@ -130,7 +172,7 @@ struct core_host {
 /* Something waiting for its Raft entry to commit (admin operations on the
  * leader). Matched by (index, term) in commit order. `link` puts it in
  * c->waiters (index order), then in c->done until its callback runs; it is
- * in no list before node_wait_commit and after the callback. */
+ * in no list before core_wait_commit and after the callback. */
 struct node_waiter {
 	uint64_t index;
 	uint64_t term;
@@ -168,7 +210,8 @@ struct node_core {
 	 * changed only by applying committed entries (and loading snapshots). */
 	struct node_fsm *fsm;
 	struct node_addr_book book;
-	bool failed; /* cannot follow the log or make writes durable: stop */
+	bool failed;  /* cannot follow the log or make writes durable: stop */
+	bool stopped; /* core_stop(): inputs are no longer acted on */
 
 	struct raft *raft;
 	struct raft_options raft_opts;
@@ -256,5 +299,43 @@ void core_client_end(struct node_core *c, struct node_client *conn, size_t mark)
 void core_client_send(struct node_core *c, struct node_client *conn, const void *payload, size_t size);
 void core_client_pause(struct node_core *c, struct node_client *conn, bool paused);
 void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason, bool flush);
+
+/* ---- inputs ---- */
+
+/* Runs the ready loop: collects and handles every ready. Call after any
+ * input (step, tick, propose, persisted). A call made while a ready is
+ * being handled is folded into the running one. */
+void core_drive(struct node_core *c);
+/* Persist batch `persist_id` is durable (err: storage failed). In persist
+ * order, once per batch. */
+void core_on_durable(struct node_core *c, uint64_t persist_id, enum keel_err err);
+/* A frame from authenticated peer `from`; `body` is borrowed. */
+void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const uint8_t *body,
+			size_t size);
+/* The link to peer `id` went up or down. */
+void core_on_peer_link(struct node_core *c, uint64_t id, bool up);
+/* The periodic timer (monotonic ms); the host drives after it. */
+void core_tick(struct node_core *c, uint64_t now_ms);
+/* Shutdown: nothing more is acted on (late completions acknowledge no one). */
+void core_stop(struct node_core *c);
+
+/* ---- requests of the parts ---- */
+
+/* Proposes `data` (an encoded envelope) on the leader. Not between ready
+ * and advance. */
+enum keel_err core_propose(struct node_core *c, const void *data, uint32_t size, uint64_t *index,
+			   uint64_t *term);
+/* Adds a waiter for (index, term); `w` stays owned by the caller until done.
+ * A caller that frees `w` earlier unlinks it first (keel_list_remove). */
+void core_wait_commit(struct node_core *c, struct node_waiter *w);
+/* Starts a PEER_FRAME_REQUEST for tracked request `request_id` to the
+ * leader: returns the writer (append the body, then core_peer_end(c, *to,
+ * *mark)) or NULL when no leader is known or there is no link to it. */
+struct keel_wbuf *core_request_begin(struct node_core *c, enum tracker_kind kind,
+				     uint64_t request_id, uint64_t *to, size_t *mark);
+/* Starts a PEER_FRAME_REPLY to hdr->origin (the same pairing, to the
+ * origin); NULL when there is no link (the origin's deadline answers). */
+struct keel_wbuf *core_reply_begin(struct node_core *c, const struct tracker_reply *hdr,
+				   size_t *mark);
 
 #endif

@@ -141,7 +141,7 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	if (req->from_peer != 0) {
 		struct tracker_reply hdr = {TRACK_ADMIN, req->from_peer, req->peer_req_id, err, 0};
 		size_t mark;
-		struct keel_wbuf *w = node_reply_begin(n, &hdr, &mark);
+		struct keel_wbuf *w = core_reply_begin(&n->core, &hdr, &mark);
 		if (w != NULL) {
 			size_t len = strlen(msg);
 			keel_wbuf_u16(w, (uint16_t)len);
@@ -199,7 +199,7 @@ static void on_committed(struct node_core *c, struct node_waiter *w, enum keel_e
 			keel_wbuf_u64(&e, req->target);
 			uint64_t idx, term;
 			if (n->core.role == RAFT_LEADER) {
-				(void)node_propose(n, e.data, (uint32_t)e.size, &idx, &term);
+				(void)core_propose(&n->core, e.data, (uint32_t)e.size, &idx, &term);
 			}
 			keel_wbuf_free(&e);
 			req_finish(n, req, KEEL_OK, "server %llu removed",
@@ -222,7 +222,7 @@ static void wait_for(struct node *n, struct admin_req *req, uint64_t index, uint
 	req->waiter.term = term;
 	req->waiter.done = on_committed;
 	req->waiter.ctx = req;
-	node_wait_commit(n, &req->waiter);
+	core_wait_commit(&n->core, &req->waiter);
 }
 
 static const char *change_error(enum keel_err rc)
@@ -276,7 +276,7 @@ static void step(struct node *n, struct admin_req *req)
 		keel_wbuf_u16(&e, (uint16_t)len);
 		keel_wbuf_bytes(&e, req->addr, len);
 		keel_wbuf_u16(&e, 0); /* client address: learned from the server itself */
-		rc = node_propose(n, e.data, (uint32_t)e.size, &index, &term);
+		rc = core_propose(&n->core, e.data, (uint32_t)e.size, &index, &term);
 		keel_wbuf_free(&e);
 		break;
 	}
@@ -330,7 +330,7 @@ static void step(struct node *n, struct admin_req *req)
 		return;
 	}
 	wait_for(n, req, index, term);
-	node_drive(n);
+	core_drive(&n->core);
 }
 
 /* ---- requests arriving ---- */
@@ -402,7 +402,7 @@ static void forward_to_leader(struct node *n, struct admin_req *req, const uint8
 	req->track.request_id = tracker_next_id(&n->core.tracker);
 	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = node_request_begin(n, TRACK_ADMIN, req->track.request_id, &to, &mark);
+	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ADMIN, req->track.request_id, &to, &mark);
 	if (w == NULL) {
 		req_finish(n, req, KEEL_NOLEADER, "no link to the leader (%llu)",
 			   (unsigned long long)n->core.leader);

@@ -496,7 +496,7 @@ static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t
 {
 	if (n->core.role == RAFT_LEADER) {
 		uint64_t index, term;
-		enum keel_err rc = node_propose(n, entry, (uint32_t)size, &index, &term);
+		enum keel_err rc = core_propose(&n->core, entry, (uint32_t)size, &index, &term);
 		if (rc != KEEL_OK) {
 			KEEL_DEBUG("propose failed: %s", keel_strerror(rc));
 			return 0;
@@ -506,7 +506,7 @@ static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t
 	}
 	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = node_request_begin(n, TRACK_ZK_WRITE, p->request_id, &to, &mark);
+	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ZK_WRITE, p->request_id, &to, &mark);
 	if (w == NULL) {
 		return 0;
 	}
@@ -1164,7 +1164,7 @@ static void reap_emit(void *ctx, enum zk_txn_kind kind, struct zk_bytes path)
 	zk_txn_encode_delete(w, kind, now, (const char *)path.data, (size_t)path.size);
 	uint64_t index, term;
 	if (keel_wbuf_ok(w)) {
-		(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+		(void)core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
 	}
 }
 
@@ -1178,7 +1178,7 @@ static void propose_session_close(struct node *n, int64_t session_id)
 	struct zk_txn_meta meta = {now, 0, 0, session_id};
 	zk_txn_encode_close_session(w, &meta, ZK_CLOSE_EXPIRED);
 	uint64_t index, term;
-	(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+	(void)core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
 }
 
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
@@ -1224,7 +1224,7 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 			rc = zk_txn_set_time(copy + off, size - off, now);
 			if (rc == KEEL_OK) {
 				uint64_t index, term;
-				rc = node_propose(n, copy, (uint32_t)size, &index, &term);
+				rc = core_propose(&n->core, copy, (uint32_t)size, &index, &term);
 			}
 			free(copy);
 		}
@@ -1232,7 +1232,7 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 	if (rc != KEEL_OK) {
 		struct tracker_reply hdr = {TRACK_ZK_WRITE, from, request_id, rc, 0};
 		size_t mark;
-		if (node_reply_begin(n, &hdr, &mark) != NULL) {
+		if (core_reply_begin(&n->core, &hdr, &mark) != NULL) {
 			core_peer_end(&n->core, from, mark);
 		}
 	}

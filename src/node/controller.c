@@ -578,7 +578,7 @@ static void send_peer_reply(struct node *n, uint64_t peer, uint64_t request_id,
 {
 	struct tracker_reply hdr = {TRACK_META, peer, request_id, KEEL_OK, wait_index};
 	size_t mark;
-	struct keel_wbuf *w = node_reply_begin(n, &hdr, &mark);
+	struct keel_wbuf *w = core_reply_begin(&n->core, &hdr, &mark);
 	if (w == NULL) {
 		return; /* the server forwarding it times the request out */
 	}
@@ -728,7 +728,7 @@ static bool propose_batch(struct node *n, struct meta_batch *batch)
 	}
 	uint64_t index = 0, term = 0;
 	if (rc == KEEL_OK) {
-		rc = node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+		rc = core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
 	}
 	if (rc != KEEL_OK) {
 		KEEL_WARN("cannot propose a metadata batch of %u records (%s)", batch->count,
@@ -1004,7 +1004,7 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	}
 	if (n->core.role == RAFT_LEADER) {
 		handle_on_leader(n, 0, request_id, api, body, size);
-		node_drive(n);
+		core_drive(&n->core);
 		return;
 	}
 	struct ctl_waiter *w = NULL;
@@ -1015,7 +1015,7 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 		w = waiter_new(c, api, body, size, NULL, 0);
 	}
 	if (w != NULL) {
-		fw = node_request_begin(n, TRACK_META, request_id, &to, &mark);
+		fw = core_request_begin(&n->core, TRACK_META, request_id, &to, &mark);
 	}
 	if (fw == NULL) {
 		if (w != NULL) {
@@ -1108,7 +1108,7 @@ void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, con
 		return;
 	}
 	handle_on_leader(n, from, request_id, api, body + 1, size - 1);
-	node_drive(n);
+	core_drive(&n->core);
 }
 
 /* ---- reads: DescribeCluster, FetchMetadata ---- */

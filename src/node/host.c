@@ -8,8 +8,13 @@
 
 #include <uv.h>
 
+#include "core/fsm.h"
+#include "node/admin.h"
 #include "node/client.h"
+#include "node/client_zk.h"
+#include "node/controller.h"
 #include "node/node.h"
+#include "node/snapshot.h"
 #include "os/clock.h"
 #include "os/log.h"
 
@@ -107,6 +112,124 @@ __attribute__((format(printf, 3, 0))) static void host_log(void *ctx, enum core_
 	keel_logv((enum keel_log_level)level, fmt, ap);
 }
 
+static enum keel_err host_snapshot_read(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
+				       void *buf, size_t size, size_t *got)
+{
+	struct node *n = ctx;
+	return node_storage_snapshot_read(n->storage, index, term, offset, buf, size, got);
+}
+
+static enum keel_err host_snapshot_load(void *ctx, const struct raft_snapshot_meta *meta)
+{
+	struct node *n = ctx;
+	char path[2048];
+	char msg[256];
+	node_storage_snapshot_path_for(n->storage, meta->index, meta->term, path, sizeof(path));
+	enum keel_err rc = fsm_snapshot_load(n, path, meta->index, msg, sizeof(msg));
+	if (rc != KEEL_OK) {
+		KEEL_ERROR("cannot load installed snapshot %s: %s", path, msg);
+	}
+	return rc;
+}
+
+static void host_schedule_drive(void *ctx)
+{
+	node_schedule_drive(ctx);
+}
+
+static void host_on_failed(void *ctx)
+{
+	struct node *n = ctx;
+	n->exit_code = 1;
+	uv_stop(n->loop);
+}
+
+/* ---- the parts not yet in the core ---- */
+
+/* Hands what an applied entry produced to whoever waits for it: the
+ * ZooKeeper clients (watches, the waiting request), the peer links, the
+ * controller glue (the metadata image is its). */
+static void host_on_applied(void *ctx, const struct raft_entry *entry,
+			    const struct fsm_applied *applied)
+{
+	struct node *n = ctx;
+	switch (applied->kind) {
+	case FSM_APPLIED_ZK:
+		zk_clients_on_applied(n, &applied->entry, applied->zk);
+		return;
+	case FSM_APPLIED_ZK_FAILED:
+		zk_clients_on_apply_failed(n, &applied->entry);
+		return;
+	case FSM_APPLIED_BOOK:
+		node_book_changed(n);
+		return;
+	case FSM_APPLIED_META:
+		node_ctl_apply(n, entry, &applied->entry);
+		return;
+	case FSM_APPLIED_NOTHING:
+		return;
+	}
+}
+
+static void host_on_reads(void *ctx, const struct raft_read_result *reads, size_t count)
+{
+	struct node *n = ctx;
+	node_clients_on_reads(n, reads, count);
+	admin_on_reads(n, reads, count);
+}
+
+static void host_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
+{
+	struct node *n = ctx;
+	node_clients_on_leader_change(n, old_leader, new_leader);
+	node_ctl_on_leader_change(n);
+	admin_on_leader_change(n);
+}
+
+static void host_after_apply(void *ctx)
+{
+	struct node *n = ctx;
+	node_ctl_after_apply(n);
+	node_clients_after_apply(n);
+	snapshot_maybe_start(n);
+}
+
+static void host_on_snapshot_installed(void *ctx)
+{
+	node_clients_on_snapshot_installed(ctx);
+}
+
+static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
+			    const uint8_t *body, size_t size)
+{
+	struct node *n = ctx;
+	switch (kind) {
+	case TRACK_ZK_WRITE:
+		zk_clients_on_forward(n, from, request_id, body, size);
+		return;
+	case TRACK_ADMIN:
+		admin_on_forward(n, from, request_id, body, size);
+		return;
+	case TRACK_META:
+		node_ctl_on_forward(n, from, request_id, body, size);
+		return;
+	}
+	KEEL_UNREACHABLE();
+}
+
+static void host_on_session_touch(void *ctx, uint64_t from, const uint8_t *body, size_t size)
+{
+	node_clients_on_peer_frame(ctx, from, PEER_FRAME_SESSION_TOUCH, body, size);
+}
+
+static void host_tick(void *ctx, uint64_t now_ms)
+{
+	struct node *n = ctx;
+	node_clients_tick(n, now_ms);
+	node_ctl_tick(n, now_ms);
+	admin_tick(n, now_ms);
+}
+
 static const struct core_host_ops host_ops = {
 	.persist = host_persist,
 	.peer_begin = host_peer_begin,
@@ -122,6 +245,18 @@ static const struct core_host_ops host_ops = {
 	.mono_ns = host_mono_ns,
 	.random_bytes = host_random,
 	.log = host_log,
+	.snapshot_read = host_snapshot_read,
+	.snapshot_load = host_snapshot_load,
+	.schedule_drive = host_schedule_drive,
+	.on_failed = host_on_failed,
+	.on_applied = host_on_applied,
+	.on_reads = host_on_reads,
+	.on_leader_change = host_on_leader_change,
+	.after_apply = host_after_apply,
+	.on_snapshot_installed = host_on_snapshot_installed,
+	.on_request = host_on_request,
+	.on_session_touch = host_on_session_touch,
+	.tick = host_tick,
 };
 
 struct core_host node_host(struct node *n)

@@ -92,32 +92,10 @@ static inline struct node *node_of(struct node_core *c)
 	return KEEL_CONTAINER_OF(c, struct node, core);
 }
 
-/* Drives the Raft core: collects and handles every ready. Call after any
- * input (step, tick, propose, persisted). Safe to call re-entrantly: a call
- * made while a ready is being handled is folded into the running one. */
-void node_drive(struct node *n);
-
-/* Asks for node_drive() at the end of this loop iteration, so that every
+/* Asks for core_drive() at the end of this loop iteration, so that every
  * input of the iteration (client writes, peer messages, completions) is
  * handled in one ready: one persist batch, one AppendEntries per peer. */
 void node_schedule_drive(struct node *n);
-
-/* Proposes `data` (an encoded envelope) on the leader. */
-enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
-			   uint64_t *term);
-
-/* Adds a waiter for (index, term); `w` stays owned by the caller until done.
- * A caller that frees `w` earlier unlinks it first (keel_list_remove). */
-void node_wait_commit(struct node *n, struct node_waiter *w);
-
-/* Starts a PEER_FRAME_REQUEST for tracked request `request_id` to the
- * leader: returns the writer (append the body, then peers_send_end(&n->peers,
- * *to, *mark)) or NULL when no leader is known or there is no link to it. */
-struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
-				     uint64_t *to, size_t *mark);
-/* Starts a PEER_FRAME_REPLY to hdr->origin (the same pairing, to the
- * origin); NULL when there is no link (the origin's deadline answers). */
-struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *hdr, size_t *mark);
 
 /* Monotonic milliseconds of the loop. */
 uint64_t node_now_ms(const struct node *n);

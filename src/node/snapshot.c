@@ -182,7 +182,7 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 	KEEL_INFO("snapshot at %llu written (%llu bytes, %llu ms)", (unsigned long long)s->index,
 		  (unsigned long long)meta.size_bytes,
 		  (unsigned long long)(node_now_ms(n) - s->started_ms));
-	node_drive(n);
+	core_drive(&n->core);
 	/* The log behind the snapshot was freed: give the memory back. */
 	malloc_trim(0);
 }
