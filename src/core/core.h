@@ -271,6 +271,27 @@ struct node_core {
  * from. */
 void core_init(struct node_core *c, uint64_t id, const struct core_host *host, uint64_t seed);
 
+/* What core_open needs: Raft's timing and limits, the state machine's. */
+struct fsm_image_ops;
+struct zk_config;
+struct core_options {
+	uint32_t election_timeout_ms;
+	uint32_t heartbeat_ms;
+	uint32_t snapshot_chunk_bytes;
+	uint64_t snapshot_trailing;
+	uint32_t max_entry_bytes;
+	const struct zk_config *zk_config;    /* copied */
+	const struct fsm_image_ops *image;    /* borrowed for the core's life */
+};
+
+/* After core_init: creates the Raft core, the request tracker (request ids
+ * start at a seeded random point) and the state machine. The caller then
+ * sets the tracker's kinds and restores Raft (raft_restore on c->raft). On
+ * error `err` says why; core_close() frees what was made. */
+enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
+			size_t err_size);
+void core_close(struct node_core *c);
+
 /* The next derived seed (splitmix64 over the start seed). */
 uint64_t core_seed_next(struct node_core *c);
 

@@ -279,22 +279,10 @@ static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size,
 	return node_ctl_load_image(ctx, data, size, err, err_size);
 }
 
-/* The request tracker: its deadline policy and its three kinds. Request
- * ids start at random: they travel in log entries (origin, request id) and
- * find their waiting request when the entry is applied -- also entries this
- * server proposed before it restarted, replayed from its log or committed
- * late by the leader. Starting at 1 in every process matched those old
- * entries to new requests (a reconnecting client got another session's
- * ConnectResponse). A random 63-bit start makes the ranges of two process
- * lives overlap with negligible probability. */
-static enum keel_err tracker_setup(struct node *n)
+/* The request tracker's three kinds: ZooKeeper writes, admin operations,
+ * controller requests. */
+static void tracker_kinds(struct node *n)
 {
-	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
-	uint64_t start = core_seed_next(&n->core);
-	enum keel_err rc = tracker_init(&n->core.tracker, &policy, (start >> 1) | 1u);
-	if (rc != KEEL_OK) {
-		return rc;
-	}
 	struct tracker_kind_ops ops = zk_write_track_ops;
 	ops.ctx = n;
 	tracker_set_kind(&n->core.tracker, TRACK_ZK_WRITE, &ops);
@@ -304,7 +292,6 @@ static enum keel_err tracker_setup(struct node *n)
 	ops = node_ctl_track_ops;
 	ops.ctx = n;
 	tracker_set_kind(&n->core.tracker, TRACK_META, &ops);
-	return KEEL_OK;
 }
 
 enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
@@ -317,8 +304,6 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	}
 	struct core_host host = node_host(n);
 	core_init(&n->core, cfg->id, &host, seed);
-	keel_list_init(&n->core.waiters);
-	keel_list_init(&n->core.done);
 	n->cfg = *cfg;
 	n->loop = loop;
 	char prefix[32];
@@ -346,39 +331,23 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		snprintf(err, err_size, "cannot set up the event loop");
 		return rc;
 	}
-	raft_options_default(&n->core.raft_opts);
-	n->core.raft_opts.id = cfg->id;
-	keel_rng_seed(&n->core.raft_opts.rng, core_seed_next(&n->core));
-	n->core.raft_opts.election_timeout_ms = cfg->election_timeout_ms;
-	rc = tracker_setup(n);
-	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "out of memory");
-		return rc;
-	}
-	n->core.raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
-	n->core.raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
-	n->core.raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
-	n->core.raft_opts.max_entry_bytes = cfg->max_packet_bytes + 4096;
-	raft_options_msg_limits(&n->core.raft_opts, &n->core.msg_limits);
-	n->core.decode_entries = calloc(n->core.msg_limits.max_entries, sizeof(struct raft_entry));
-	n->core.snapshot_chunk_buf = malloc(cfg->snapshot_chunk_bytes);
-	if (n->core.decode_entries == NULL || n->core.snapshot_chunk_buf == NULL) {
-		snprintf(err, err_size, "out of memory");
-		return KEEL_NOMEM;
-	}
-	rc = raft_init(&n->core.raft, &n->core.raft_opts);
-	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "invalid Raft options (%s)", keel_strerror(rc));
-		return rc;
-	}
 	struct zk_config zk_config;
 	zk_config_from(cfg, &zk_config);
 	struct fsm_image_ops image = {ctl_image_save, ctl_image_load, n};
-	rc = fsm_create(&zk_config, &image, &n->core.fsm);
+	struct core_options co = {
+		.election_timeout_ms = cfg->election_timeout_ms,
+		.heartbeat_ms = cfg->heartbeat_ms,
+		.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes,
+		.snapshot_trailing = cfg->snapshot_trailing,
+		.max_entry_bytes = cfg->max_packet_bytes + 4096,
+		.zk_config = &zk_config,
+		.image = &image,
+	};
+	rc = core_open(&n->core, &co, err, err_size);
 	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "cannot create the state machine (%s)", keel_strerror(rc));
 		return rc;
 	}
+	tracker_kinds(n);
 	rc = node_ctl_create(n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -485,17 +454,7 @@ void node_close(struct node *n)
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
 	node_limits_close(&n->limits);
-	if (n->core.raft != NULL) {
-		raft_close(n->core.raft);
-		n->core.raft = NULL;
-	}
 	node_ctl_destroy(n);
-	tracker_close(&n->core.tracker);
-	if (n->core.fsm != NULL) {
-		fsm_destroy(n->core.fsm);
-		n->core.fsm = NULL;
-	}
-	free(n->core.decode_entries);
-	free(n->core.snapshot_chunk_buf);
+	core_close(&n->core);
 	KEEL_INFO("stopped");
 }
