@@ -4,14 +4,11 @@
 #  1. sources: no forbidden #include, no call of a clock/random function;
 #  2. objects (when a build dir is given): nm shows no undefined reference to
 #     I/O, clock, thread or libuv symbols, and no writable global data.
-# Pure files inside an I/O layer (the pieces of the server core that are
-# already split out) get the same two checks, file by file.
 # Usage: check-pure.sh SOURCE_DIR [BUILD_DIR]
 set -euo pipefail
 src=${1:?source dir}
 build=${2:-}
 layers=(base raft zk meta kafka plog broker core)
-pure_files=()
 status=0
 
 check_sources() { # label files...
@@ -34,9 +31,6 @@ for l in "${layers[@]}"; do
   [ -d "$d" ] || continue
   check_sources "src/$l" "$d"/*.[ch]
 done
-for f in "${pure_files[@]+"${pure_files[@]}"}"; do
-  check_sources "src/$f" "$src/src/$f".[ch]
-done
 
 if [ -n "$build" ]; then
   forbidden='^(open|open64|openat|close|read|write|pread|pread64|pwrite|pwrite64|fsync|fdatasync|fopen|fclose|fwrite|fread|printf|fprintf|puts|putchar|perror|time|clock|clock_gettime|gettimeofday|rand|random|srand|getrandom|pthread_.*|uv_.*|socket|connect|send|recv|sleep|usleep|nanosleep|exit|getenv)$'
@@ -53,13 +47,6 @@ if [ -n "$build" ]; then
           | grep -vE '^(__(asan|ubsan|sancov|llvm|gcov|profc|profd|odr_asan)|___asan|__unnamed_[0-9]+|\.L)' | sort -u || true)
     if [ -n "$bad" ]; then
       echo "check-pure: libkeel_$l.a has writable globals: $(echo $bad)"; status=1
-    fi
-  done
-  for f in "${pure_files[@]+"${pure_files[@]}"}"; do
-    obj=$(find "$build" -path "*/keel_${f%%/*}.dir/*" -name "${f##*/}.c.o" -print -quit)
-    [ -n "$obj" ] || continue
-    if bad=$(nm -u "$obj" 2>/dev/null | awk '{print $2}' | sed 's/@.*//' | grep -E "$forbidden" | sort -u); then
-      echo "check-pure: src/$f.c references: $(echo $bad)"; status=1
     fi
   done
 fi

@@ -1,59 +1,86 @@
 /*
- * core.h — the server core's interface to its host.
+ * core.h — the server core and its interface to its host.
  *
- * The server core (the Raft ready loop, the state machine, the ZooKeeper
- * sessions and requests, the controller glue, the request tracker) does no
- * I/O of its own and reads no clock or random source. Everything it needs
- * from the outside world it asks of its host through `struct core_host`;
- * everything the outside world tells it arrives through the inputs below.
- * Two hosts implement it: the libuv shell of `keel server` (node/host.c)
- * and, next, the simulator (docs/simulator.md, "the real server core under
- * the simulator").
+ * The server core does no I/O of its own and reads no clock or random
+ * source (scripts/check-pure.sh checks src/core like the other pure
+ * layers). Everything it needs from the outside world it asks of its host
+ * through `struct core_host`; everything the outside world tells it
+ * arrives through the inputs below. Two hosts implement it: the libuv
+ * shell of `keel server` (node/host.c, node/node.c) and, next, the
+ * simulator (docs/simulator.md, "the real server core under the
+ * simulator").
  *
- * Effects (core -> host), all through `host->ops`, `host->ctx` first:
+ * In the core today (src/core): the ready loop and the peer, storage and
+ * tick inputs (drive.c), the state machine (fsm.c), the request tracker
+ * (tracker.c), the entry envelope (entry.c), latency histograms (hist.c).
+ * Still in the shell and reached through the "parts" entries of the host
+ * table: the ZooKeeper sessions and requests (node/client_zk.c), the
+ * controller glue (node/controller.c), the admin operations
+ * (node/admin.c) and the snapshotter (node/snapshot.c). They already do
+ * their clock, randomness, peer and client I/O through this table.
+ *
+ * Effects (core -> host), through `host.ops`, `host.ctx` first. None of
+ * them calls back into the core, except snapshot_load (which reads the file
+ * into c->fsm with fsm_snapshot_read) and client_pause(false) (which may
+ * deliver that connection's buffered frames before it returns, as
+ * net_conn_resume does):
  *   persist        hand a persist batch (a ready with persist_id != 0) to
  *                  storage; the host later calls core_on_durable() for it.
- *                  Borrowed: the host copies what it keeps before returning
- *                  (the ready is released at raft_advance). Non-OK means
- *                  the batch was refused and no completion will come.
+ *                  The ready is borrowed: the host copies what it keeps
+ *                  before returning (it is released at raft_advance).
+ *                  Non-OK: the batch was refused, the core stops.
  *   peer_begin/end start and finish one frame of `type` to peer `to`:
- *                  begin returns a writer the core appends the body to, or
- *                  NULL when there is no link (the frame is dropped; the
- *                  core's deadlines and Raft's retries cover the loss).
- *                  Every non-NULL begin is followed by exactly one end for
- *                  the same peer before any other effect.
+ *                  begin returns a writer (host-owned, valid until end) the
+ *                  core appends the body to, or NULL when there is no link
+ *                  (the frame is dropped; deadlines and Raft's retries
+ *                  cover the loss). Every non-NULL begin is followed by
+ *                  exactly one end for the same peer before any other
+ *                  effect.
  *   peer_connected whether a link to `to` is up now.
- *   client_*       frames to, pause/resume of and close of one client
- *                  connection (an opaque host handle, struct node_client).
- *                  client_begin/end pair like peer_begin/end. client_send
- *                  copies `payload`. client_close: the host stops reading
- *                  and calls core_on_client_closed() later, from its own
+ *   client_*       a frame to, pause/resume of, and close of one client
+ *                  connection (struct node_client, the host's, opaque
+ *                  here). client_begin/end pair like peer_begin/end;
+ *                  client_send copies `payload`; after client_close the
+ *                  host delivers the connection's close later, from its
  *                  loop, never from inside client_close.
  *   now_ms         monotonic milliseconds (deadlines, session timeouts);
- *   wall_ms        the wall clock in milliseconds (znode ctime/mtime, txn
- *                  timestamps);
+ *   wall_ms        the wall clock in ms (znode ctime/mtime, entry times);
  *   mono_ns        monotonic nanoseconds (latency histograms only);
  *   random_bytes   fills a buffer from an unpredictable source (ZooKeeper
- *                  session passwords; base/rng.h is not for secrets).
- *                  Every other random choice comes from `seed` (below).
- * Effects never call back into the core: each returns before the host
- * delivers anything.
+ *                  session passwords: base/rng.h is not for secrets).
+ *                  Every other random choice derives from the start seed
+ *                  (core_init) through core_seed_next: election jitter,
+ *                  the first request id, watch hashing, the controller.
+ *   log            one operator line; the host formats it.
+ *   snapshot_read  a chunk of a snapshot file, for InstallSnapshot.
+ *   snapshot_load  a received snapshot is durable: load it into c->fsm.
+ *   schedule_drive run core_drive() soon, after the inputs already queued.
+ *   on_failed      c->failed became true: stop the server.
  *
- * Inputs (host -> core), one at a time, never re-entrantly, on one thread:
- *   core_seed        a 64-bit seed given once at start; every pseudo-random
- *                    choice (request ids, election jitter, watch hashing,
- *                    the controller's) derives from it via core_seed_next.
- *   core_on_durable  persist batch `persist_id` is durable (or storage
- *                    failed: err). Called in persist order, once per batch.
- *   core_on_peer_frame   a frame from authenticated peer `from`; the body
- *                    is borrowed for the call.
+ * Inputs (host -> core): one thread, one at a time. core_drive may be
+ * called from inside a parts callback (it folds into the running drive);
+ * no other input may be.
+ *   core_init / core_open   the start seed and options; then the host
+ *                    restores Raft from its storage (raft_restore).
+ *   core_on_durable  persist batch `persist_id` is durable, or storage
+ *                    failed (err). In persist order, once per batch.
+ *   core_on_peer_frame   a frame from authenticated peer `from` (body
+ *                    borrowed for the call).
  *   core_on_peer_link    the link to peer `id` went up or down.
- *   core_on_client_frame / core_on_client_closed   see client.c: a frame
- *                    of a ZooKeeper connection (borrowed), its close.
- *   core_tick        the periodic timer: now_ms is monotonic.
+ *   core_tick        the periodic timer (monotonic ms); the host calls
+ *                    core_drive after it.
  *   core_drive       runs the ready loop; the host calls it after inputs it
- *                    batched (node_schedule_drive). Re-entrant calls fold
- *                    into the running one.
+ *                    batched (schedule_drive).
+ *   core_stop        shutdown: later inputs are not acted on.
+ * Client frames and closes still enter through node/client.c and
+ * node/client_zk.c (zk_conn_on_frame, zk_conn_on_close) until the
+ * ZooKeeper part moves in.
+ *
+ * Parts callbacks (core -> the shell's parts, transitional): on_applied,
+ * on_reads and on_leader_change run between raft_ready and raft_advance
+ * and must not call core_propose (asserted); after_apply runs after
+ * raft_advance and may. on_request, on_session_touch and tick run from
+ * the matching input.
  */
 #ifndef KEEL_CORE_CORE_H
 #define KEEL_CORE_CORE_H
