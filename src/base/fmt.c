@@ -252,7 +252,7 @@ size_t keel_vfmt(char *buf, size_t size, const char *fmt, va_list ap)
 			put_string(&o, &sp, va_arg(args, const char *));
 			break;
 		default:
-			KEEL_ASSERT(!"keel_fmt: unsupported conversion");
+			KEEL_UNREACHABLE(); /* a conversion keel_fmt does not support */
 		}
 	}
 	va_end(args);
