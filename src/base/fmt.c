@@ -55,7 +55,7 @@ static void put_field(struct out *o, const struct spec *sp, const char *s, size_
 
 /* Writes a number: `neg` and the magnitude `v` in base 10 or 16. */
 static void put_number(struct out *o, const struct spec *sp, bool neg, uint64_t v, unsigned base,
-		       bool upper)
+                       bool upper)
 {
 	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	char tmp[24];
@@ -241,7 +241,7 @@ size_t keel_vfmt(char *buf, size_t size, const char *fmt, va_list ap)
 			put(&o, '0');
 			put(&o, 'x');
 			put_number(&o, &sp, false, (uint64_t)(uintptr_t)va_arg(args, void *), 16,
-				   false);
+			           false);
 			break;
 		case 'c': {
 			char ch = (char)va_arg(args, int);

@@ -18,9 +18,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-__attribute__((format(printf, 3, 4))) size_t keel_fmt(char *buf, size_t size, const char *fmt,
-							...);
+__attribute__((format(printf, 3, 4))) size_t keel_fmt(char *buf, size_t size, const char *fmt, ...);
 __attribute__((format(printf, 3, 0))) size_t keel_vfmt(char *buf, size_t size, const char *fmt,
-							va_list ap);
+                                                       va_list ap);
 
 #endif

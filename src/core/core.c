@@ -46,7 +46,7 @@ void core_init(struct node_core *c, uint64_t id, const struct core_host *host, u
 }
 
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
-			size_t err_size)
+                        size_t err_size)
 {
 	raft_options_default(&c->raft_opts);
 	c->raft_opts.id = c->id;
@@ -177,7 +177,7 @@ void core_client_end(struct node_core *c, struct node_client *conn, size_t mark)
 }
 
 void core_client_send(struct node_core *c, struct node_client *conn, const void *payload,
-		      size_t size)
+                      size_t size)
 {
 	c->host.ops->client_send(c->host.ctx, conn, payload, size);
 }
@@ -188,7 +188,7 @@ void core_client_pause(struct node_core *c, struct node_client *conn, bool pause
 }
 
 void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason,
-		       bool flush)
+                       bool flush)
 {
 	c->host.ops->client_close(c->host.ctx, conn, reason, flush);
 }

@@ -105,7 +105,7 @@ struct node_ctl;
 
 /* Servers an address book holds at most, and the longest address. */
 #define CORE_MEMBERS_MAX 32
-#define CORE_ADDR_SIZE 128
+#define CORE_ADDR_SIZE   128
 
 /* The address book: where each server's peer and client ports are. Part of
  * the replicated state (changed by NODE_ENTRY_CLUSTER entries, core/fsm.h). */
@@ -122,11 +122,11 @@ struct node_addr_book {
 
 /* Frame types on a peer link (the handshake's are the shell's, peer_auth.h). */
 enum peer_frame_type {
-	PEER_FRAME_HELLO = 1, /* 1, 10, 11: the handshake (peer_auth.h) */
-	PEER_FRAME_RAFT = 2,  /* a Raft message */
-	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
-	PEER_FRAME_REQUEST = 12, /* to the leader: a tracked request (tracker.h) */
-	PEER_FRAME_REPLY = 13,   /* from the leader: its answer to one */
+	PEER_FRAME_HELLO = 1,         /* 1, 10, 11: the handshake (peer_auth.h) */
+	PEER_FRAME_RAFT = 2,          /* a Raft message */
+	PEER_FRAME_SESSION_TOUCH = 5, /* follower -> leader: sessions heard from */
+	PEER_FRAME_REQUEST = 12,      /* to the leader: a tracked request (tracker.h) */
+	PEER_FRAME_REPLY = 13,        /* from the leader: its answer to one */
 };
 
 struct fsm_applied;
@@ -165,7 +165,7 @@ struct core_host_ops {
 	 * received snapshot made durable (fsm_snapshot_read over the file)
 	 * and logs why when it cannot. */
 	enum keel_err (*snapshot_read)(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
-				       void *buf, size_t size, size_t *got);
+	                               void *buf, size_t size, size_t *got);
 	enum keel_err (*snapshot_load)(void *ctx, const struct raft_snapshot_meta *meta);
 	/* Run core_drive() soon (after the inputs already queued). */
 	void (*schedule_drive)(void *ctx);
@@ -180,13 +180,13 @@ struct core_host_ops {
 	 * and advance, so they must not call Raft; after_apply: after
 	 * advance), core_on_durable, core_on_peer_frame and core_tick. */
 	void (*on_applied)(void *ctx, const struct raft_entry *entry,
-			   const struct fsm_applied *applied);
+	                   const struct fsm_applied *applied);
 	void (*on_reads)(void *ctx, const struct raft_read_result *reads, size_t count);
 	void (*on_leader_change)(void *ctx, uint64_t old_leader, uint64_t new_leader);
 	void (*after_apply)(void *ctx);
 	void (*on_snapshot_installed)(void *ctx);
 	void (*on_request)(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-			   const uint8_t *body, size_t size);
+	                   const uint8_t *body, size_t size);
 	void (*on_session_touch)(void *ctx, uint64_t from, const uint8_t *body, size_t size);
 	void (*tick)(void *ctx, uint64_t now_ms);
 };
@@ -254,8 +254,8 @@ struct node_core {
 	uint64_t applied_index;
 	uint64_t applied_term;             /* term of the entry at applied_index */
 	struct raft_config applied_config; /* membership in force at applied_index */
-	bool in_ready;    /* between raft_ready and raft_advance */
-	bool drive_again; /* a drive was asked for while in_ready */
+	bool in_ready;                     /* between raft_ready and raft_advance */
+	bool drive_again;                  /* a drive was asked for while in_ready */
 
 	/* Work for after raft_advance (the core forbids calls before). */
 	uint64_t deferred_snap_fail[CORE_MEMBERS_MAX];
@@ -307,8 +307,8 @@ struct core_options {
 	uint32_t snapshot_chunk_bytes;
 	uint64_t snapshot_trailing;
 	uint32_t max_entry_bytes;
-	const struct zk_config *zk_config;    /* copied */
-	const struct fsm_image_ops *image;    /* borrowed for the core's life */
+	const struct zk_config *zk_config; /* copied */
+	const struct fsm_image_ops *image; /* borrowed for the core's life */
 };
 
 /* After core_init: creates the Raft core, the request tracker (request ids
@@ -316,7 +316,7 @@ struct core_options {
  * sets the tracker's kinds and restores Raft (raft_restore on c->raft). On
  * error `err` says why; core_close() frees what was made. */
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
-			size_t err_size);
+                        size_t err_size);
 void core_close(struct node_core *c);
 
 /* The next derived seed (splitmix64 over the start seed). */
@@ -326,12 +326,11 @@ uint64_t core_seed_next(struct node_core *c);
 const struct node_addr *core_addr_find(const struct node_core *c, uint64_t id);
 
 /* One log line through the host. */
-__attribute__((format(printf, 3, 4))) void core_log(const struct node_core *c,
-						    enum core_log_level level, const char *fmt,
-						    ...);
+__attribute__((format(printf, 3, 4))) void
+core_log(const struct node_core *c, enum core_log_level level, const char *fmt, ...);
 #define CORE_DEBUG(c, ...) core_log((c), CORE_LOG_DEBUG, __VA_ARGS__)
-#define CORE_INFO(c, ...) core_log((c), CORE_LOG_INFO, __VA_ARGS__)
-#define CORE_WARN(c, ...) core_log((c), CORE_LOG_WARN, __VA_ARGS__)
+#define CORE_INFO(c, ...)  core_log((c), CORE_LOG_INFO, __VA_ARGS__)
+#define CORE_WARN(c, ...)  core_log((c), CORE_LOG_WARN, __VA_ARGS__)
 #define CORE_ERROR(c, ...) core_log((c), CORE_LOG_ERROR, __VA_ARGS__)
 
 /* Shorthands for the effects. */
@@ -344,9 +343,11 @@ bool core_peer_connected(struct node_core *c, uint64_t to);
 enum keel_err core_random(struct node_core *c, void *buf, size_t size);
 struct keel_wbuf *core_client_begin(struct node_core *c, struct node_client *conn, size_t *mark);
 void core_client_end(struct node_core *c, struct node_client *conn, size_t mark);
-void core_client_send(struct node_core *c, struct node_client *conn, const void *payload, size_t size);
+void core_client_send(struct node_core *c, struct node_client *conn, const void *payload,
+                      size_t size);
 void core_client_pause(struct node_core *c, struct node_client *conn, bool paused);
-void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason, bool flush);
+void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason,
+                       bool flush);
 
 /* ---- inputs ---- */
 
@@ -359,7 +360,7 @@ void core_drive(struct node_core *c);
 void core_on_durable(struct node_core *c, uint64_t persist_id, enum keel_err err);
 /* A frame from authenticated peer `from`; `body` is borrowed. */
 void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const uint8_t *body,
-			size_t size);
+                        size_t size);
 /* The link to peer `id` went up or down. */
 void core_on_peer_link(struct node_core *c, uint64_t id, bool up);
 /* The periodic timer (monotonic ms); the host drives after it. */
@@ -372,7 +373,7 @@ void core_stop(struct node_core *c);
 /* Proposes `data` (an encoded envelope) on the leader. Not between ready
  * and advance. */
 enum keel_err core_propose(struct node_core *c, const void *data, uint32_t size, uint64_t *index,
-			   uint64_t *term);
+                           uint64_t *term);
 /* Adds a waiter for (index, term); `w` stays owned by the caller until done.
  * A caller that frees `w` earlier unlinks it first (keel_list_remove). */
 void core_wait_commit(struct node_core *c, struct node_waiter *w);
@@ -380,10 +381,10 @@ void core_wait_commit(struct node_core *c, struct node_waiter *w);
  * leader: returns the writer (append the body, then core_peer_end(c, *to,
  * *mark)) or NULL when no leader is known or there is no link to it. */
 struct keel_wbuf *core_request_begin(struct node_core *c, enum tracker_kind kind,
-				     uint64_t request_id, uint64_t *to, size_t *mark);
+                                     uint64_t request_id, uint64_t *to, size_t *mark);
 /* Starts a PEER_FRAME_REPLY to hdr->origin (the same pairing, to the
  * origin); NULL when there is no link (the origin's deadline answers). */
 struct keel_wbuf *core_reply_begin(struct node_core *c, const struct tracker_reply *hdr,
-				   size_t *mark);
+                                   size_t *mark);
 
 #endif

@@ -21,7 +21,7 @@
 
 #define PERSIST_RING 256
 _Static_assert(PERSIST_RING == KEEL_ARRAY_SIZE(((struct node_core *)0)->persist_submitted_ns),
-	       "one slot per persist id modulo the ring");
+               "one slot per persist id modulo the ring");
 
 static void after_advance(struct node_core *c);
 
@@ -52,7 +52,7 @@ void core_wait_commit(struct node_core *c, struct node_waiter *w)
 {
 	struct keel_list *last = keel_list_last(&c->waiters);
 	KEEL_ASSERT(last == NULL ||
-		    KEEL_LIST_ITEM(last, struct node_waiter, link)->index < w->index);
+	            KEEL_LIST_ITEM(last, struct node_waiter, link)->index < w->index);
 	keel_list_init(&w->link);
 	keel_list_push_back(&c->waiters, &w->link);
 }
@@ -75,8 +75,8 @@ static void waiters_on_commit(struct node_core *c, uint64_t index, uint64_t term
 		if (w->index > index) {
 			break;
 		}
-		waiter_decided(c, w, (w->index == index && w->term == term) ? KEEL_OK
-									      : KEEL_CANCELED);
+		waiter_decided(c, w,
+		               (w->index == index && w->term == term) ? KEEL_OK : KEEL_CANCELED);
 	}
 }
 
@@ -88,7 +88,8 @@ static void waiters_on_commit(struct node_core *c, uint64_t index, uint64_t term
 static void waiters_fail_uncommitted(struct node_core *c, uint64_t commit, enum keel_err err)
 {
 	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->waiters) {
+	KEEL_LIST_FOR_EACH_SAFE(it, next, &c->waiters)
+	{
 		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
 		if (w->index > commit) {
 			waiter_decided(c, w, err);
@@ -107,13 +108,13 @@ static void send_raft_msg(struct node_core *c, const struct raft_msg *msg)
 		copy = *msg;
 		size_t got = 0;
 		enum keel_err rc = c->host.ops->snapshot_read(
-			c->host.ctx, msg->snapshot.meta.index, msg->snapshot.meta.term,
-			msg->snapshot.offset, c->snapshot_chunk_buf, msg->snapshot.size, &got);
+		        c->host.ctx, msg->snapshot.meta.index, msg->snapshot.meta.term,
+		        msg->snapshot.offset, c->snapshot_chunk_buf, msg->snapshot.size, &got);
 		if (rc != KEEL_OK || got != msg->snapshot.size) {
 			CORE_WARN(c, "snapshot %llu for peer %llu: cannot read chunk at %llu (%s)",
-				  (unsigned long long)msg->snapshot.meta.index,
-				  (unsigned long long)msg->to, (unsigned long long)msg->snapshot.offset,
-				  keel_strerror(rc));
+			          (unsigned long long)msg->snapshot.meta.index,
+			          (unsigned long long)msg->to,
+			          (unsigned long long)msg->snapshot.offset, keel_strerror(rc));
 			defer_snapshot_failure(c, msg->to);
 			return;
 		}
@@ -145,10 +146,10 @@ static void on_soft_state(struct node_core *c, const struct raft_ready *rd)
 			CORE_INFO(c, "became leader in term %llu", (unsigned long long)rd->term);
 		} else if (rd->leader != 0) {
 			CORE_INFO(c, "following leader %llu in term %llu",
-				  (unsigned long long)rd->leader, (unsigned long long)rd->term);
+			          (unsigned long long)rd->leader, (unsigned long long)rd->term);
 		} else {
 			CORE_INFO(c, "no leader in term %llu (%s)", (unsigned long long)rd->term,
-				  raft_role_name(rd->role));
+			          raft_role_name(rd->role));
 		}
 	} else if (old_role != rd->role && rd->role == RAFT_CANDIDATE) {
 		c->stats.elections_seen++;
@@ -174,10 +175,12 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 {
 	if (rd->persist_id != 0) {
 		if (rd->install != NULL) {
-			CORE_INFO(c, "installing snapshot %llu (term %llu, %llu bytes) from the leader",
-				  (unsigned long long)rd->install->meta.index,
-				  (unsigned long long)rd->install->meta.term,
-				  (unsigned long long)rd->install->meta.size_bytes);
+			CORE_INFO(
+			        c,
+			        "installing snapshot %llu (term %llu, %llu bytes) from the leader",
+			        (unsigned long long)rd->install->meta.index,
+			        (unsigned long long)rd->install->meta.term,
+			        (unsigned long long)rd->install->meta.size_bytes);
 			KEEL_ASSERT(c->n_installs < KEEL_ARRAY_SIZE(c->installs));
 			c->installs[c->n_installs].persist_id = rd->persist_id;
 			c->installs[c->n_installs].meta = rd->install->meta;
@@ -201,7 +204,8 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 			tracker_on_term_applied(&c->tracker, e->term);
 		}
 		if (e->type == RAFT_ENTRY_CONFIG) {
-			enum keel_err crc = raft_config_decode(e->data, e->size, &c->applied_config);
+			enum keel_err crc =
+			        raft_config_decode(e->data, e->size, &c->applied_config);
 			KEEL_ASSERT(crc == KEEL_OK);
 		}
 		struct fsm_applied applied;
@@ -271,7 +275,7 @@ static void after_advance(struct node_core *c)
 }
 
 enum keel_err core_propose(struct node_core *c, const void *data, uint32_t size, uint64_t *index,
-			   uint64_t *term)
+                           uint64_t *term)
 {
 	KEEL_ASSERT(!c->in_ready);
 	enum keel_err rc = raft_propose(c->raft, data, size, index, term);
@@ -292,15 +296,14 @@ void core_on_durable(struct node_core *c, uint64_t persist_id, enum keel_err err
 	}
 	if (err != KEEL_OK) {
 		CORE_ERROR(c, "storage failed (%s): refusing to acknowledge anything more",
-			   keel_strerror(err));
+		           keel_strerror(err));
 		c->failed = true;
 		core_drive(c);
 		return;
 	}
 	uint64_t started = c->persist_submitted_ns[persist_id % PERSIST_RING];
 	if (started != 0) {
-		metrics_hist_observe(&c->stats.append_latency,
-				     (core_mono_ns(c) - started) / 1000u);
+		metrics_hist_observe(&c->stats.append_latency, (core_mono_ns(c) - started) / 1000u);
 	}
 	while (c->n_installs > 0 && c->installs[0].persist_id <= persist_id) {
 		/* A received snapshot is durable: load it before telling Raft. */
@@ -360,7 +363,8 @@ static bool raft_msg_plausible(const struct raft_msg *m)
 	case RAFT_MSG_HEARTBEAT:
 		return m->heartbeat.commit < RAFT_VALUE_LIMIT;
 	case RAFT_MSG_VOTE:
-		return m->vote.last_index < RAFT_VALUE_LIMIT && m->vote.last_term < RAFT_VALUE_LIMIT;
+		return m->vote.last_index < RAFT_VALUE_LIMIT &&
+		       m->vote.last_term < RAFT_VALUE_LIMIT;
 	case RAFT_MSG_SNAPSHOT:
 		return m->snapshot.meta.index < RAFT_VALUE_LIMIT &&
 		       m->snapshot.meta.term < RAFT_VALUE_LIMIT;
@@ -379,17 +383,20 @@ static void on_tracked_request(struct node_core *c, uint64_t from, const uint8_t
 	const uint8_t *rest;
 	size_t rest_size;
 	if (tracker_request_decode(body, size, &kind, &origin, &request_id, &rest, &rest_size) !=
-		    KEEL_OK ||
+	            KEEL_OK ||
 	    origin != from) {
-		CORE_WARN(c, "peer %llu: malformed request frame, ignored", (unsigned long long)from);
+		CORE_WARN(c, "peer %llu: malformed request frame, ignored",
+		          (unsigned long long)from);
 		return;
 	}
 	switch ((enum tracker_kind)kind) {
 	case TRACK_ZK_WRITE:
-		c->host.ops->on_request(c->host.ctx, from, TRACK_ZK_WRITE, request_id, rest, rest_size);
+		c->host.ops->on_request(c->host.ctx, from, TRACK_ZK_WRITE, request_id, rest,
+		                        rest_size);
 		return;
 	case TRACK_ADMIN:
-		c->host.ops->on_request(c->host.ctx, from, TRACK_ADMIN, request_id, rest, rest_size);
+		c->host.ops->on_request(c->host.ctx, from, TRACK_ADMIN, request_id, rest,
+		                        rest_size);
 		return;
 	case TRACK_META:
 		c->host.ops->on_request(c->host.ctx, from, TRACK_META, request_id, rest, rest_size);
@@ -398,8 +405,8 @@ static void on_tracked_request(struct node_core *c, uint64_t from, const uint8_t
 	KEEL_UNREACHABLE(); /* the decoder accepts only known kinds */
 }
 
-struct keel_wbuf *core_request_begin(struct node_core *c, enum tracker_kind kind, uint64_t request_id,
-				     uint64_t *to, size_t *mark)
+struct keel_wbuf *core_request_begin(struct node_core *c, enum tracker_kind kind,
+                                     uint64_t request_id, uint64_t *to, size_t *mark)
 {
 	*to = c->leader;
 	if (c->leader == 0 || c->leader == c->id) {
@@ -412,7 +419,8 @@ struct keel_wbuf *core_request_begin(struct node_core *c, enum tracker_kind kind
 	return w;
 }
 
-struct keel_wbuf *core_reply_begin(struct node_core *c, const struct tracker_reply *hdr, size_t *mark)
+struct keel_wbuf *core_reply_begin(struct node_core *c, const struct tracker_reply *hdr,
+                                   size_t *mark)
 {
 	struct keel_wbuf *w = core_peer_begin(c, hdr->origin, PEER_FRAME_REPLY, mark);
 	if (w != NULL) {
@@ -422,22 +430,24 @@ struct keel_wbuf *core_reply_begin(struct node_core *c, const struct tracker_rep
 }
 
 void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const uint8_t *body,
-			size_t size)
+                        size_t size)
 {
 	switch (type) {
 	case PEER_FRAME_RAFT: {
 		struct raft_msg msg;
 		enum keel_err rc = raft_msg_decode(body, size, &c->msg_limits, &msg,
-						   c->decode_entries, c->msg_limits.max_entries);
+		                                   c->decode_entries, c->msg_limits.max_entries);
 		if (rc != KEEL_OK || msg.from != from || msg.to != c->id) {
 			CORE_WARN(c, "peer %llu: bad Raft message (%s), ignored",
-				  (unsigned long long)from, keel_strerror(rc));
+			          (unsigned long long)from, keel_strerror(rc));
 			return;
 		}
 		if (!raft_msg_plausible(&msg)) {
-			CORE_WARN(c, "peer %llu: Raft message type %u with an impossible term or index "
-				  "(term %llu), refused",
-				  (unsigned long long)from, msg.type, (unsigned long long)msg.term);
+			CORE_WARN(
+			        c,
+			        "peer %llu: Raft message type %u with an impossible term or index "
+			        "(term %llu), refused",
+			        (unsigned long long)from, msg.type, (unsigned long long)msg.term);
 			return;
 		}
 		rc = raft_step(c->raft, &msg);
@@ -459,7 +469,7 @@ void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const 
 		size_t rest_size;
 		if (tracker_reply_decode(body, size, &hdr, &rest, &rest_size) != KEEL_OK) {
 			CORE_WARN(c, "peer %llu: malformed reply frame, ignored",
-				  (unsigned long long)from);
+			          (unsigned long long)from);
 			return;
 		}
 		/* No match: already ended (timed out, failed on a change). */
@@ -482,7 +492,6 @@ void core_on_peer_link(struct node_core *c, uint64_t id, bool up)
 		core_drive(c);
 	}
 }
-
 
 void core_tick(struct node_core *c, uint64_t now_ms)
 {

@@ -100,20 +100,21 @@ static enum keel_err host_random(void *ctx, void *buf, size_t size)
 	return keel_os_random(buf, size);
 }
 
-_Static_assert((int)CORE_LOG_DEBUG == (int)KEEL_LOG_DEBUG && (int)CORE_LOG_INFO == (int)KEEL_LOG_INFO &&
-		       (int)CORE_LOG_WARN == (int)KEEL_LOG_WARN &&
-		       (int)CORE_LOG_ERROR == (int)KEEL_LOG_ERROR,
-	       "core and os log levels agree");
+_Static_assert((int)CORE_LOG_DEBUG == (int)KEEL_LOG_DEBUG &&
+                       (int)CORE_LOG_INFO == (int)KEEL_LOG_INFO &&
+                       (int)CORE_LOG_WARN == (int)KEEL_LOG_WARN &&
+                       (int)CORE_LOG_ERROR == (int)KEEL_LOG_ERROR,
+               "core and os log levels agree");
 
 __attribute__((format(printf, 3, 0))) static void host_log(void *ctx, enum core_log_level level,
-							   const char *fmt, va_list ap)
+                                                           const char *fmt, va_list ap)
 {
 	(void)ctx;
 	keel_logv((enum keel_log_level)level, fmt, ap);
 }
 
 static enum keel_err host_snapshot_read(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
-				       void *buf, size_t size, size_t *got)
+                                        void *buf, size_t size, size_t *got)
 {
 	struct node *n = ctx;
 	return node_storage_snapshot_read(n->storage, index, term, offset, buf, size, got);
@@ -150,7 +151,7 @@ static void host_on_failed(void *ctx)
  * ZooKeeper clients (watches, the waiting request), the peer links, the
  * controller glue (the metadata image is its). */
 static void host_on_applied(void *ctx, const struct raft_entry *entry,
-			    const struct fsm_applied *applied)
+                            const struct fsm_applied *applied)
 {
 	struct node *n = ctx;
 	switch (applied->kind) {
@@ -200,7 +201,7 @@ static void host_on_snapshot_installed(void *ctx)
 }
 
 static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-			    const uint8_t *body, size_t size)
+                            const uint8_t *body, size_t size)
 {
 	struct node *n = ctx;
 	switch (kind) {
@@ -231,32 +232,32 @@ static void host_tick(void *ctx, uint64_t now_ms)
 }
 
 static const struct core_host_ops host_ops = {
-	.persist = host_persist,
-	.peer_begin = host_peer_begin,
-	.peer_end = host_peer_end,
-	.peer_connected = host_peer_connected,
-	.client_begin = host_client_begin,
-	.client_end = host_client_end,
-	.client_send = host_client_send,
-	.client_pause = host_client_pause,
-	.client_close = host_client_close,
-	.now_ms = host_now_ms,
-	.wall_ms = host_wall_ms,
-	.mono_ns = host_mono_ns,
-	.random_bytes = host_random,
-	.log = host_log,
-	.snapshot_read = host_snapshot_read,
-	.snapshot_load = host_snapshot_load,
-	.schedule_drive = host_schedule_drive,
-	.on_failed = host_on_failed,
-	.on_applied = host_on_applied,
-	.on_reads = host_on_reads,
-	.on_leader_change = host_on_leader_change,
-	.after_apply = host_after_apply,
-	.on_snapshot_installed = host_on_snapshot_installed,
-	.on_request = host_on_request,
-	.on_session_touch = host_on_session_touch,
-	.tick = host_tick,
+        .persist = host_persist,
+        .peer_begin = host_peer_begin,
+        .peer_end = host_peer_end,
+        .peer_connected = host_peer_connected,
+        .client_begin = host_client_begin,
+        .client_end = host_client_end,
+        .client_send = host_client_send,
+        .client_pause = host_client_pause,
+        .client_close = host_client_close,
+        .now_ms = host_now_ms,
+        .wall_ms = host_wall_ms,
+        .mono_ns = host_mono_ns,
+        .random_bytes = host_random,
+        .log = host_log,
+        .snapshot_read = host_snapshot_read,
+        .snapshot_load = host_snapshot_load,
+        .schedule_drive = host_schedule_drive,
+        .on_failed = host_on_failed,
+        .on_applied = host_on_applied,
+        .on_reads = host_on_reads,
+        .on_leader_change = host_on_leader_change,
+        .after_apply = host_after_apply,
+        .on_snapshot_installed = host_on_snapshot_installed,
+        .on_request = host_on_request,
+        .on_session_touch = host_on_session_touch,
+        .tick = host_tick,
 };
 
 struct core_host node_host(struct node *n)

@@ -1,8 +1,10 @@
 /*
- * node.h — a keel server: one libuv loop wiring Raft, storage, peers, the
- * client port and the state machine.
+ * node.h — a keel server: the libuv shell around the server core
+ * (core/core.h, n->core): storage, peers, the client port, admin and
+ * metrics, and the host table the core does its effects through
+ * (node/host.c).
  *
- * Threads: the loop thread runs everything here; the storage thread (see
+ * Threads: the loop thread runs everything here and in the core; the storage thread (see
  * storage.h) writes and syncs the WAL; snapshots are written by a forked
  * child. Ordering rules kept here (DESIGN.md), asserted where they can break:
  *   - the Raft core releases only messages whose state is durable, and the

@@ -17,15 +17,15 @@
 #endif
 
 /* Formats with both and compares output and returned length. */
-#define SAME(size, ...)                                                        \
-	do {                                                                   \
-		char a[size], b[size];                                         \
-		memset(a, 'x', sizeof(a));                                     \
-		memset(b, 'x', sizeof(b));                                     \
-		size_t la = keel_fmt(a, sizeof(a), __VA_ARGS__);               \
-		int lb = snprintf(b, sizeof(b), __VA_ARGS__);                  \
-		assert_int_equal(la, (size_t)lb);                              \
-		assert_string_equal(a, b);                                     \
+#define SAME(size, ...)                                          \
+	do {                                                     \
+		char a[size], b[size];                           \
+		memset(a, 'x', sizeof(a));                       \
+		memset(b, 'x', sizeof(b));                       \
+		size_t la = keel_fmt(a, sizeof(a), __VA_ARGS__); \
+		int lb = snprintf(b, sizeof(b), __VA_ARGS__);    \
+		assert_int_equal(la, (size_t)lb);                \
+		assert_string_equal(a, b);                       \
 	} while (0)
 
 static void test_conversions(void **state)
@@ -70,9 +70,9 @@ static void test_pointer(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_conversions),
-		cmocka_unit_test(test_truncation),
-		cmocka_unit_test(test_pointer),
+	        cmocka_unit_test(test_conversions),
+	        cmocka_unit_test(test_truncation),
+	        cmocka_unit_test(test_pointer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,7 +80,7 @@ static void fh_log(void *ctx, enum core_log_level level, const char *fmt, va_lis
 }
 
 static enum keel_err fh_snapshot_read(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
-				      void *buf, size_t size, size_t *got)
+                                      void *buf, size_t size, size_t *got)
 {
 	(void)ctx, (void)index, (void)term, (void)offset, (void)buf, (void)size, (void)got;
 	return KEEL_IO;
@@ -103,7 +103,7 @@ static void fh_on_failed(void *ctx)
 }
 
 static void fh_on_applied(void *ctx, const struct raft_entry *entry,
-			  const struct fsm_applied *applied)
+                          const struct fsm_applied *applied)
 {
 	struct fake_host *h = ctx;
 	(void)entry;
@@ -129,7 +129,7 @@ static void fh_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_lea
 }
 
 static void fh_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-			  const uint8_t *body, size_t size)
+                          const uint8_t *body, size_t size)
 {
 	(void)ctx, (void)from, (void)kind, (void)request_id, (void)body, (void)size;
 	fail_msg("no peer sends requests here");
@@ -147,26 +147,26 @@ static void fh_tick(void *ctx, uint64_t now_ms)
 }
 
 static const struct core_host_ops fake_ops = {
-	.persist = fh_persist,
-	.peer_begin = fh_peer_begin,
-	.peer_end = fh_peer_end,
-	.peer_connected = fh_peer_connected,
-	.now_ms = fh_now_ms,
-	.wall_ms = fh_wall_ms,
-	.mono_ns = fh_mono_ns,
-	.log = fh_log,
-	.snapshot_read = fh_snapshot_read,
-	.snapshot_load = fh_snapshot_load,
-	.schedule_drive = fh_schedule_drive,
-	.on_failed = fh_on_failed,
-	.on_applied = fh_on_applied,
-	.on_reads = fh_on_reads,
-	.on_leader_change = fh_on_leader_change,
-	.after_apply = fh_nothing,
-	.on_request = fh_on_request,
-	.on_session_touch = fh_on_session_touch,
-	.on_snapshot_installed = fh_nothing,
-	.tick = fh_tick,
+        .persist = fh_persist,
+        .peer_begin = fh_peer_begin,
+        .peer_end = fh_peer_end,
+        .peer_connected = fh_peer_connected,
+        .now_ms = fh_now_ms,
+        .wall_ms = fh_wall_ms,
+        .mono_ns = fh_mono_ns,
+        .log = fh_log,
+        .snapshot_read = fh_snapshot_read,
+        .snapshot_load = fh_snapshot_load,
+        .schedule_drive = fh_schedule_drive,
+        .on_failed = fh_on_failed,
+        .on_applied = fh_on_applied,
+        .on_reads = fh_on_reads,
+        .on_leader_change = fh_on_leader_change,
+        .after_apply = fh_nothing,
+        .on_request = fh_on_request,
+        .on_session_touch = fh_on_session_touch,
+        .on_snapshot_installed = fh_nothing,
+        .tick = fh_tick,
 };
 
 static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
@@ -176,7 +176,7 @@ static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
 }
 
 static enum keel_err image_load(void *ctx, const uint8_t *data, size_t size, char *err,
-				size_t err_size)
+                                size_t err_size)
 {
 	(void)ctx, (void)data, (void)size, (void)err, (void)err_size;
 	return KEEL_OK;
@@ -199,13 +199,13 @@ static void open_core(struct fixture *f, uint64_t seed)
 	core_init(&f->core, 1, &host, seed);
 	zk_config_default(&f->zk);
 	struct core_options o = {
-		.election_timeout_ms = 100,
-		.heartbeat_ms = 20,
-		.snapshot_chunk_bytes = 4096,
-		.snapshot_trailing = 16,
-		.max_entry_bytes = 1 << 16,
-		.zk_config = &f->zk,
-		.image = &image_ops,
+	        .election_timeout_ms = 100,
+	        .heartbeat_ms = 20,
+	        .snapshot_chunk_bytes = 4096,
+	        .snapshot_trailing = 16,
+	        .max_entry_bytes = 1 << 16,
+	        .zk_config = &f->zk,
+	        .image = &image_ops,
 	};
 	char err[128];
 	assert_int_equal(core_open(&f->core, &o, err, sizeof(err)), KEEL_OK);
@@ -337,9 +337,9 @@ static void test_seeded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_applies_only_after_durable),
-		cmocka_unit_test(test_storage_failure_stops),
-		cmocka_unit_test(test_seeded),
+	        cmocka_unit_test(test_applies_only_after_durable),
+	        cmocka_unit_test(test_storage_failure_stops),
+	        cmocka_unit_test(test_seeded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
