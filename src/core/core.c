@@ -192,3 +192,13 @@ void core_client_close(struct node_core *c, struct node_client *conn, enum keel_
 {
 	c->host.ops->client_close(c->host.ctx, conn, reason, flush);
 }
+
+bool core_client_paused(const struct node_core *c, const struct node_client *conn)
+{
+	return c->host.ops->client_paused(c->host.ctx, conn);
+}
+
+const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn)
+{
+	return c->host.ops->client_peer_addr(c->host.ctx, conn);
+}

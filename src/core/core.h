@@ -42,7 +42,9 @@
  *                  here). client_begin/end pair like peer_begin/end;
  *                  client_send copies `payload`; after client_close the
  *                  host delivers the connection's close later, from its
- *                  loop, never from inside client_close.
+ *                  loop, never from inside client_close. client_paused:
+ *                  reading is paused (by the core or by the host's
+ *                  limits); client_peer_addr: its address, for logs.
  *   now_ms         monotonic milliseconds (deadlines, session timeouts);
  *   wall_ms        the wall clock in ms (znode ctime/mtime, entry times);
  *   mono_ns        monotonic nanoseconds (latency histograms only);
@@ -151,6 +153,9 @@ struct core_host_ops {
 	void (*client_send)(void *ctx, struct node_client *c, const void *payload, size_t size);
 	void (*client_pause)(void *ctx, struct node_client *c, bool paused);
 	void (*client_close)(void *ctx, struct node_client *c, enum keel_err reason, bool flush);
+	bool (*client_paused)(void *ctx, const struct node_client *c);
+	/* "HOST:PORT" of the client, valid while the connection is. */
+	const char *(*client_peer_addr)(void *ctx, const struct node_client *c);
 
 	uint64_t (*now_ms)(void *ctx);
 	int64_t (*wall_ms)(void *ctx);
@@ -348,6 +353,8 @@ void core_client_send(struct node_core *c, struct node_client *conn, const void 
 void core_client_pause(struct node_core *c, struct node_client *conn, bool paused);
 void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason,
                        bool flush);
+bool core_client_paused(const struct node_core *c, const struct node_client *conn);
+const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn);
 
 /* ---- inputs ---- */
 

@@ -115,12 +115,12 @@ static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_
 		return;
 	}
 	size_t mark;
-	struct keel_wbuf *w = net_conn_frame_begin(&c->conn, &mark);
+	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
 	if (w == NULL) {
 		return;
 	}
 	admin_encode_reply_header(w, op, req_id, err, msg);
-	net_conn_frame_end(&c->conn, mark);
+	core_client_end(&n->core, c, mark);
 }
 
 /* Answers whoever waits for `req` and frees it. */
@@ -468,18 +468,18 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 	uint8_t op = keel_rbuf_u8(&r);
 	uint64_t req_id = keel_rbuf_u64(&r);
 	if (!keel_rbuf_ok(&r) || magic != ADMIN_MAGIC || version != ADMIN_VERSION) {
-		net_conn_close(&c->conn, KEEL_PROTO, false);
+		core_client_close(&n->core, c, KEEL_PROTO, false);
 		return;
 	}
 	size_t body_size = keel_rbuf_remaining(&r);
 	const uint8_t *body = keel_rbuf_bytes(&r, body_size);
 	if (op == ADMIN_OP_STATUS) {
 		size_t mark;
-		struct keel_wbuf *w = net_conn_frame_begin(&c->conn, &mark);
+		struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
 		if (w != NULL) {
 			admin_encode_reply_header(w, op, req_id, KEEL_OK, "");
 			admin_status_json(n, w);
-			net_conn_frame_end(&c->conn, mark);
+			core_client_end(&n->core, c, mark);
 		}
 		return;
 	}
@@ -488,7 +488,8 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 		return;
 	}
 	if (!admin_auth_allowed(n, c)) {
-		KEEL_WARN("admin op %u from %s refused: not authenticated", op, c->conn.peer_addr);
+		KEEL_WARN("admin op %u from %s refused: not authenticated", op,
+			  core_client_peer_addr(&n->core, c));
 		reply_client(n, c->id, op, req_id, KEEL_AUTH,
 			     "not authorized: membership changes, leadership transfer and snapshots "
 			     "need an operator (--cluster-secret-file, or the super digest)");

@@ -579,7 +579,7 @@ static void track_fail(void *ctx, struct tracker_req *req, enum keel_err err)
 	struct zk_pending *p = KEEL_CONTAINER_OF(req, struct zk_pending, track);
 	pending_map_remove(zs, p);
 	if (p->zc != NULL) {
-		KEEL_DEBUG("client %s: write not decided (%s)", p->zc->client->conn.peer_addr,
+		KEEL_DEBUG("client %s: write not decided (%s)", core_client_peer_addr(&n->core, p->zc->client),
 			   keel_strerror(err));
 		conn_close(p->zc, err, true);
 	}
@@ -654,7 +654,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	switch (action) {
 	case ZK_CONNECT_REFUSE:
 		KEEL_INFO("client %s saw zxid 0x%llx, this server is at 0x%llx: refused",
-			  zc->client->conn.peer_addr, (unsigned long long)zc->connect.last_zxid_seen,
+			  core_client_peer_addr(&n->core, zc->client), (unsigned long long)zc->connect.last_zxid_seen,
 			  (unsigned long long)n->core.applied_index);
 		conn_close(zc, KEEL_STALE, false);
 		break;
@@ -705,14 +705,14 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 	zk_auth_info_init(&zc->auth);
 	/* Every connection carries its ip identity (ACL scheme "ip"). */
 	char ip[64];
-	snprintf(ip, sizeof(ip), "%s", c->conn.peer_addr);
+	snprintf(ip, sizeof(ip), "%s", core_client_peer_addr(&n->core, c));
 	char *colon = strrchr(ip, ':');
 	if (colon != NULL) {
 		*colon = '\0';
 	}
 	zk_auth_info_add(&zc->auth, zk_bytes_of("ip", 2), zk_bytes_of(ip, strlen(ip)));
 	if (zk_connect_request_decode(&zc->connect, payload, size) != KEEL_OK) {
-		KEEL_DEBUG("client %s: malformed ConnectRequest", c->conn.peer_addr);
+		KEEL_DEBUG("client %s: malformed ConnectRequest", core_client_peer_addr(&n->core, c));
 		conn_close(zc, KEEL_PROTO, false);
 		return false;
 	}
@@ -929,10 +929,10 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	touch(n, zc);
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
-		return zc->state == ZC_ACTIVE && !c->conn.paused;
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 	}
 	if (rc == KEEL_UNSUPPORTED) {
-		KEEL_DEBUG("client %s: unknown opcode %d", c->conn.peer_addr, req.opcode);
+		KEEL_DEBUG("client %s: unknown opcode %d", core_client_peer_addr(&n->core, c), req.opcode);
 		send_reply(zc, req.xid, -1, ZK_UNIMPLEMENTED, NULL, 0);
 		conn_close(zc, KEEL_PROTO, true);
 		return false;
@@ -974,7 +974,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		conn_close(zc, KEEL_PROTO, true);
 		return false;
 	}
-	return zc->state == ZC_ACTIVE && !c->conn.paused;
+	return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 }
 
 void zk_conn_on_close(struct node *n, struct node_client *c)
@@ -1315,7 +1315,7 @@ static void retry_barriers(struct node *n, uint64_t now)
 		pending_map_remove(zs, p);
 		if (p->zc != NULL) {
 			KEEL_DEBUG("client %s: request not served in time after a leader change",
-				   p->zc->client->conn.peer_addr);
+				   core_client_peer_addr(&n->core, p->zc->client));
 			conn_close(p->zc, KEEL_NOLEADER, true);
 		}
 		if (!in_fifo(p)) {
@@ -1418,7 +1418,7 @@ void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *o
 	}
 	if (!detailed) {
 		len = snprintf(line, sizeof(line), " /%s[1](queued=%u,recved=%llu,sent=%llu)\n",
-			       c->conn.peer_addr, zc->pending_count,
+			       core_client_peer_addr(&n->core, c), zc->pending_count,
 			       (unsigned long long)c->packets_received,
 			       (unsigned long long)c->packets_sent);
 	} else {
@@ -1427,7 +1427,7 @@ void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *o
 			       " /%s[1](queued=%u,recved=%llu,sent=%llu,sid=0x%llx,lop=%s,est=%llu,"
 			       "to=%d,lcxid=0x%x,lzxid=0x%llx,lresp=%llu,llat=%llu,minlat=%llu,"
 			       "avglat=%llu,maxlat=%llu)\n",
-			       c->conn.peer_addr, zc->pending_count,
+			       core_client_peer_addr(&n->core, c), zc->pending_count,
 			       (unsigned long long)c->packets_received,
 			       (unsigned long long)c->packets_sent,
 			       (unsigned long long)zc->session_id, zk_op_name(zc->last_op),

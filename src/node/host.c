@@ -76,6 +76,18 @@ static void host_client_close(void *ctx, struct node_client *c, enum keel_err re
 	net_conn_close(&c->conn, reason, flush);
 }
 
+static bool host_client_paused(void *ctx, const struct node_client *c)
+{
+	(void)ctx;
+	return c->conn.paused;
+}
+
+static const char *host_client_peer_addr(void *ctx, const struct node_client *c)
+{
+	(void)ctx;
+	return c->conn.peer_addr;
+}
+
 static uint64_t host_now_ms(void *ctx)
 {
 	struct node *n = ctx;
@@ -241,6 +253,8 @@ static const struct core_host_ops host_ops = {
         .client_send = host_client_send,
         .client_pause = host_client_pause,
         .client_close = host_client_close,
+        .client_paused = host_client_paused,
+        .client_peer_addr = host_client_peer_addr,
         .now_ms = host_now_ms,
         .wall_ms = host_wall_ms,
         .mono_ns = host_mono_ns,
