@@ -12,6 +12,12 @@
 #   OUT=DIR       where the run is kept (default build/faults-runs/...)
 #   PLANTED=1     also prove the checkers bite: build keel with each planted
 #                 bug and require it to be caught (tests/faults/test_planted_bugs.py)
+#   BROKERS=N     also start N `keel broker`s and run the Kafka workload
+#                 (confluent-kafka acks=all producers, the Kafka checker);
+#                 NEMESIS then defaults to all,kafka (every broker nemesis too)
+#   KAFKA_LEADERS=one   every partition led by one broker (with
+#                 NEMESIS=kafka-safe: the mix that is safe before replication)
+#   KAFKA_IDEMPOTENT=1  producers with enable.idempotence=true
 #
 # Exit status 0 when every checker passed (and, with PLANTED=1, every
 # planted bug was caught). The run directory holds the history, the nemesis
@@ -23,11 +29,22 @@ DURATION=${1:-${DURATION:-10m}}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 KEEL=${KEEL:-build/keel}
-NEMESIS=${NEMESIS:-all}
+BROKERS=${BROKERS:-0}
+if [ "$BROKERS" -gt 0 ]; then NEMESIS=${NEMESIS:-all,kafka}; else NEMESIS=${NEMESIS:-all}; fi
+kafka_args=()
+if [ "$BROKERS" -gt 0 ]; then
+  kafka_args+=(--brokers "$BROKERS")
+  [ -n "${KAFKA_LEADERS:-}" ] && kafka_args+=(--kafka-leaders "$KAFKA_LEADERS")
+  [ "${KAFKA_IDEMPOTENT:-0}" = 1 ] && kafka_args+=(--kafka-idempotent)
+fi
 OUT=${OUT:-build/faults-runs/run-$(date +%Y%m%d-%H%M%S)}
 
 if ! "$PY" -c 'import kazoo, pytest' 2>/dev/null; then
   echo "faults: $PY needs kazoo and pytest (scripts/install-deps.sh)" >&2
+  exit 2
+fi
+if [ "$BROKERS" -gt 0 ] && ! "$PY" -c 'import confluent_kafka' 2>/dev/null; then
+  echo "faults: $PY needs confluent_kafka for BROKERS=$BROKERS (scripts/install-deps.sh)" >&2
   exit 2
 fi
 [ -x "$KEEL" ] || { echo "faults: no $KEEL (run make first)" >&2; exit 2; }
@@ -35,7 +52,8 @@ mkdir -p "$(dirname "$OUT")"
 
 status=0
 "$PY" tests/faults/runner.py run --duration "$DURATION" --nemesis "$NEMESIS" \
-  --keel "$KEEL" --out "$OUT" ${SEED:+--seed "$SEED"} || status=$?
+  --keel "$KEEL" --out "$OUT" ${SEED:+--seed "$SEED"} ${kafka_args[@]+"${kafka_args[@]}"} \
+  || status=$?
 
 if [ "${PLANTED:-0}" = 1 ]; then
   keel_abs=$(realpath "$KEEL")

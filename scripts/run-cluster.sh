@@ -53,7 +53,7 @@ connect=$(seq -s, -f '127.0.0.1:%g' 2181 $((2180 + NODES)))
 for i in $(seq 1 "$BROKERS"); do
   mkdir -p "$DATA/broker$i"
   "$KEEL" broker --id "$i" --servers "$connect" --data-dir "$DATA/broker$i" \
-    --host 127.0.0.1 --port $((9091 + i)) \
+    --host 127.0.0.1 --port $((9091 + i)) --cluster-secret-file "$SECRET" \
     2> >(sed -u "s/^/[broker$i] /" >&2) &
   broker_pids+=($!)
 done
@@ -69,7 +69,7 @@ keel: $NODES servers starting (data in ./$DATA).
                    echo srvr | nc 127.0.0.1 2181
   metrics:         curl http://127.0.0.1:9181/metrics
   kafka brokers:   127.0.0.1:9092..$((9091 + BROKERS))
-  try:             build/keel topics create demo --partitions 3 --replication-factor 1 --servers $connect
+  try:             build/keel topics create demo --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --servers $connect
                    kcat -b 127.0.0.1:9092 -L
                    seq 10 | kcat -b 127.0.0.1:9092 -P -t demo
                    kcat -b 127.0.0.1:9092 -C -t demo -o beginning -e

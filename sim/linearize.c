@@ -14,6 +14,11 @@
  * returned (min response over remaining OK ops). A read must see the
  * current value. Success once every OK op is linearized. States already
  * explored are memoized by a 64-bit hash of (set, value).
+ *
+ * The search itself (sim_lin_search, linearize.h) knows nothing of the
+ * register: a step function says whether an op may happen in a state and
+ * what state follows, so the ZooKeeper checkers (zk_check.c) use the same
+ * search with their own model of a znode.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,20 +26,21 @@
 
 #include "base/assert.h"
 #include "base/hash.h"
+#include "sim/linearize.h"
 #include "sim/sim.h"
 
 #define MAX_STATES 4000000u
 
-struct lop {
-	uint64_t invoke;
-	uint64_t response; /* SIM_TIME_INF: unknown */
+/* A KV register op, for the step function. */
+struct kv_op {
 	bool write;
 	uint64_t value;
-	size_t hist_index;
 };
 
 struct search {
-	struct lop *ops;
+	const struct sim_lin_op *ops;
+	sim_lin_step_fn step;
+	void *ctx;
 	size_t n;
 	uint64_t *done; /* bitset */
 	size_t words;
@@ -121,14 +127,15 @@ static bool dfs(struct search *st, uint64_t value)
 		}
 	}
 	for (size_t i = 0; i < st->n && st->ops[i].invoke < min_resp; i++) {
-		const struct lop *o = &st->ops[i];
-		if (bit(st->done, i) || (!o->write && o->value != value)) {
+		const struct sim_lin_op *o = &st->ops[i];
+		uint64_t next = value;
+		if (bit(st->done, i) || !st->step(st->ctx, o->op, value, &next)) {
 			continue;
 		}
 		bool must = o->response != SIM_TIME_INF;
 		flip(st->done, i);
 		st->must_left -= must;
-		bool ok = dfs(st, o->write ? o->value : value);
+		bool ok = dfs(st, next);
 		st->must_left += must;
 		flip(st->done, i);
 		if (ok) {
@@ -144,8 +151,43 @@ static bool dfs(struct search *st, uint64_t value)
 
 static int cmp_invoke(const void *a, const void *b)
 {
-	const struct lop *x = a, *y = b;
+	const struct sim_lin_op *x = a, *y = b;
 	return x->invoke < y->invoke ? -1 : x->invoke > y->invoke;
+}
+
+enum sim_lin_verdict sim_lin_search(struct sim_lin_op *ops, size_t n, uint64_t init,
+				    sim_lin_step_fn step, void *ctx)
+{
+	struct search st;
+	memset(&st, 0, sizeof(st));
+	qsort(ops, n, sizeof(*ops), cmp_invoke);
+	st.ops = ops;
+	st.n = n;
+	st.step = step;
+	st.ctx = ctx;
+	for (size_t i = 0; i < n; i++) {
+		st.must_left += ops[i].response != SIM_TIME_INF;
+	}
+	st.words = (n + 63) / 64 + 1;
+	st.done = calloc(st.words, sizeof(*st.done));
+	st.memo_cap = 1024;
+	st.memo = calloc(st.memo_cap, sizeof(*st.memo));
+	KEEL_ASSERT(st.done != NULL && st.memo != NULL);
+	bool ok = dfs(&st, init);
+	free(st.done);
+	free(st.memo);
+	return ok ? SIM_LIN_OK : st.gave_up ? SIM_LIN_GAVE_UP : SIM_LIN_VIOLATION;
+}
+
+static bool kv_step(void *ctx, const void *op, uint64_t state, uint64_t *next)
+{
+	(void)ctx;
+	const struct kv_op *o = op;
+	if (o->write) {
+		*next = o->value;
+		return true;
+	}
+	return o->value == state;
 }
 
 static bool value_read(const struct sim_hist_op *ops, size_t n, uint32_t key, uint64_t value)
@@ -162,10 +204,10 @@ static bool value_read(const struct sim_hist_op *ops, size_t n, uint32_t key, ui
 static bool check_key(const struct sim_hist_op *ops, size_t n, uint32_t key, char *why,
 		      size_t why_size)
 {
-	struct search st;
-	memset(&st, 0, sizeof(st));
-	st.ops = calloc(n + 1, sizeof(*st.ops));
-	KEEL_ASSERT(st.ops != NULL);
+	struct sim_lin_op *lops = calloc(n + 1, sizeof(*lops));
+	struct kv_op *kv = calloc(n + 1, sizeof(*kv));
+	KEEL_ASSERT(lops != NULL && kv != NULL);
+	size_t count = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct sim_hist_op *h = &ops[i];
 		if (h->key != key) {
@@ -179,45 +221,37 @@ static bool check_key(const struct sim_hist_op *ops, size_t n, uint32_t key, cha
 		if (!keep) {
 			continue;
 		}
-		struct lop *o = &st.ops[st.n++];
-		o->invoke = h->invoke;
-		o->response = h->status == SIM_OP_OK ? h->response : SIM_TIME_INF;
-		o->write = h->kind == SIM_WRITE;
-		o->value = h->value;
-		o->hist_index = i;
-		st.must_left += h->status == SIM_OP_OK;
+		kv[count] = (struct kv_op){h->kind == SIM_WRITE, h->value};
+		lops[count] = (struct sim_lin_op){
+			h->invoke, h->status == SIM_OP_OK ? h->response : SIM_TIME_INF, &kv[count]};
+		count++;
 	}
-	qsort(st.ops, st.n, sizeof(*st.ops), cmp_invoke);
 	/* A read of a value nobody wrote is wrong whatever the order. */
-	for (size_t i = 0; i < st.n; i++) {
-		if (st.ops[i].write || st.ops[i].value == 0) {
+	for (size_t i = 0; i < count; i++) {
+		if (kv[i].write || kv[i].value == 0) {
 			continue;
 		}
 		bool found = false;
-		for (size_t j = 0; j < st.n && !found; j++) {
-			found = st.ops[j].write && st.ops[j].value == st.ops[i].value;
+		for (size_t j = 0; j < count && !found; j++) {
+			found = kv[j].write && kv[j].value == kv[i].value;
 		}
 		if (!found) {
 			snprintf(why, why_size, "key %u: a read returned %llu, which no write wrote",
-				 key, (unsigned long long)st.ops[i].value);
-			free(st.ops);
+				 key, (unsigned long long)kv[i].value);
+			free(lops);
+			free(kv);
 			return false;
 		}
 	}
-	st.words = (st.n + 63) / 64 + 1;
-	st.done = calloc(st.words, sizeof(*st.done));
-	st.memo_cap = 1024;
-	st.memo = calloc(st.memo_cap, sizeof(*st.memo));
-	KEEL_ASSERT(st.done != NULL && st.memo != NULL);
-	bool ok = dfs(&st, 0);
-	if (!ok) {
-		snprintf(why, why_size, "key %u: %zu ops %s", key, st.n,
-			 st.gave_up ? "too expensive to check (gave up)" : "are not linearizable");
+	enum sim_lin_verdict v = sim_lin_search(lops, count, 0, kv_step, NULL);
+	if (v != SIM_LIN_OK) {
+		snprintf(why, why_size, "key %u: %zu ops %s", key, count,
+			 v == SIM_LIN_GAVE_UP ? "too expensive to check (gave up)"
+					      : "are not linearizable");
 	}
-	free(st.ops);
-	free(st.done);
-	free(st.memo);
-	return ok;
+	free(lops);
+	free(kv);
+	return v == SIM_LIN_OK;
 }
 
 bool sim_linearizable(const struct sim_hist_op *ops, size_t n, char *why, size_t why_size)

@@ -1,10 +1,12 @@
 /*
- * admin.c — the admin APIs. CreateTopics, DeleteTopics, CreatePartitions
- * and IncrementalAlterConfigs change the metadata log, so they go to keel's
+ * admin.c — the admin APIs. CreateTopics, DeleteTopics, CreatePartitions,
+ * IncrementalAlterConfigs and AlterConfigs change the metadata log, so they go to keel's
  * controller as the extension requests the CLI sends (meta/proto.h):
  * broker_admin_request() encodes that request, the shell has the
  * controller thread send it, and broker_admin_response() turns the reply
- * (or the failure to get one) into the Kafka response. DescribeConfigs and
+ * (or the failure to get one) into the Kafka response; so do
+ * AlterPartitionReassignments and ListPartitionReassignments (KIP-455,
+ * answered by the controller from its image). DescribeConfigs and
  * DescribeCluster are reads of this broker's image, answered here.
  */
 #include <string.h>
@@ -40,7 +42,9 @@ bool broker_api_is_forwarded(int16_t api_key)
 {
 	return api_key == KAFKA_API_CREATE_TOPICS || api_key == KAFKA_API_DELETE_TOPICS ||
 	       api_key == KAFKA_API_CREATE_PARTITIONS ||
-	       api_key == KAFKA_API_INCREMENTAL_ALTER_CONFIGS;
+	       api_key == KAFKA_API_INCREMENTAL_ALTER_CONFIGS || api_key == KAFKA_API_ALTER_CONFIGS ||
+	       api_key == KAFKA_API_ALTER_PARTITION_REASSIGNMENTS ||
+	       api_key == KAFKA_API_LIST_PARTITION_REASSIGNMENTS;
 }
 
 static enum keel_err encode_create_topics(const struct kafka_create_topics_request *rq,
@@ -149,8 +153,111 @@ static enum keel_err encode_alter_configs(const struct kafka_incremental_alter_c
 	return meta_encode_alter_configs_request(w, &m);
 }
 
-enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_arena *arena,
-                                   struct keel_wbuf *w, enum meta_api *api)
+/*
+ * The legacy AlterConfigs replaces a resource's whole dynamic config: the
+ * named keys are set (a null value removes the key) and every other key
+ * this broker's image holds for the resource is removed — as an
+ * incremental request computed from the image, so a key set concurrently
+ * elsewhere may survive (Kafka's legacy form races the same way). keel's
+ * own `keel.*` keys (the cluster id) are never removed this way. Without
+ * an image nothing is known to remove: KEEL_UNSUPPORTED.
+ */
+static enum keel_err encode_legacy_alter_configs(const struct broker_core *core,
+                                                 const struct kafka_alter_configs_request *rq,
+                                                 struct keel_arena *a, struct keel_wbuf *w)
+{
+	if (!core->has_image) {
+		return KEEL_UNSUPPORTED;
+	}
+	struct meta_alter_config_resource *r = NULL;
+	if (rq->resource_count > 0 && ALLOC_ARRAY(a, r, rq->resource_count) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < rq->resource_count; i++) {
+		const struct kafka_legacy_alter_resource *k = &rq->resources[i];
+		const char *name = cstr(a, k->resource_name);
+		uint32_t first = 0;
+		uint32_t held = meta_image_config_range(&core->image, (uint8_t)k->resource_type, name,
+		                                        &first);
+		uint32_t given = (uint32_t)KEEL_MAX(k->config_count, 0);
+		struct meta_config_kv *kv = NULL;
+		if (given + held > 0 && ALLOC_ARRAY(a, kv, given + held) == NULL) {
+			return KEEL_NOMEM;
+		}
+		uint32_t n = 0;
+		for (uint32_t j = 0; j < given; j++) {
+			kv[n++] = (struct meta_config_kv){cstr(a, k->configs[j].name),
+			                                  cstr_or_null(a, k->configs[j].value)};
+		}
+		for (uint32_t j = 0; j < held; j++) {
+			const char *key = core->image.configs[first + j].key;
+			bool named = false;
+			for (uint32_t g = 0; g < given && !named; g++) {
+				named = kafka_str_eq(k->configs[g].name, key);
+			}
+			if (!named && strncmp(key, "keel.", 5) != 0) {
+				kv[n++] = (struct meta_config_kv){key, NULL};
+			}
+		}
+		r[i] = (struct meta_alter_config_resource){(uint8_t)k->resource_type, name, kv, n};
+	}
+	struct meta_alter_configs_request m = {r, (uint32_t)KEEL_MAX(rq->resource_count, 0),
+	                                       rq->validate_only};
+	return meta_encode_alter_configs_request(w, &m);
+}
+
+/* Kafka's per-topic partition lists, flattened: one meta topic entry per
+ * partition (the controller answers per partition, in request order). */
+static enum keel_err encode_alter_reassignments(
+        const struct kafka_alter_partition_reassignments_request *rq, struct keel_arena *a,
+        struct keel_wbuf *w)
+{
+	int32_t n = 0;
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		n += KEEL_MAX(rq->topics[i].partition_count, 0);
+	}
+	struct meta_reassign_topic *t = NULL;
+	struct meta_reassign_partition *p = NULL;
+	if (n > 0 && (ALLOC_ARRAY(a, t, n) == NULL || ALLOC_ARRAY(a, p, n) == NULL)) {
+		return KEEL_NOMEM;
+	}
+	int32_t k = 0;
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		const struct kafka_reassign_topic *kt = &rq->topics[i];
+		const char *name = cstr(a, kt->name);
+		for (int32_t j = 0; j < kt->partition_count; j++, k++) {
+			const struct kafka_i32_array *r = &kt->partitions[j].replicas;
+			p[k] = (struct meta_reassign_partition){kt->partitions[j].partition_index,
+			                                        r->count < 0, r->items,
+			                                        (uint32_t)KEEL_MAX(r->count, 0)};
+			t[k] = (struct meta_reassign_topic){name, &p[k], 1};
+		}
+	}
+	struct meta_alter_reassignments_request m = {t, (uint32_t)n};
+	return meta_encode_alter_reassignments_request(w, &m);
+}
+
+static enum keel_err encode_list_reassignments(
+        const struct kafka_list_partition_reassignments_request *rq, struct keel_arena *a,
+        struct keel_wbuf *w)
+{
+	int32_t n = KEEL_MAX(rq->topic_count, 0);
+	struct meta_elect_topic *t = NULL;
+	if (n > 0 && ALLOC_ARRAY(a, t, n) == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (int32_t i = 0; i < n; i++) {
+		const struct kafka_i32_array *pi = &rq->topics[i].partition_indexes;
+		t[i] = (struct meta_elect_topic){cstr(a, rq->topics[i].name), pi->items,
+		                                 (uint32_t)KEEL_MAX(pi->count, 0)};
+	}
+	struct meta_list_reassignments_request m = {t, (uint32_t)n};
+	return meta_encode_list_reassignments_request(w, &m);
+}
+
+enum keel_err broker_admin_request(const struct broker_core *core, const struct kafka_request *rq,
+                                   struct keel_arena *arena, struct keel_wbuf *w,
+                                   enum meta_api *api)
 {
 	switch (rq->header.api_key) {
 	case KAFKA_API_CREATE_TOPICS:
@@ -166,6 +273,15 @@ enum keel_err broker_admin_request(const struct kafka_request *rq, struct keel_a
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 		*api = META_API_ALTER_CONFIGS;
 		return encode_alter_configs(&rq->body.incremental_alter_configs, arena, w);
+	case KAFKA_API_ALTER_CONFIGS:
+		*api = META_API_ALTER_CONFIGS;
+		return encode_legacy_alter_configs(core, &rq->body.alter_configs, arena, w);
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS:
+		*api = META_API_ALTER_PARTITION_REASSIGNMENTS;
+		return encode_alter_reassignments(&rq->body.alter_partition_reassignments, arena, w);
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS:
+		*api = META_API_LIST_PARTITION_REASSIGNMENTS;
+		return encode_list_reassignments(&rq->body.list_partition_reassignments, arena, w);
 	default:
 		return KEEL_INVAL;
 	}
@@ -251,26 +367,121 @@ static void create_partitions_response(const struct kafka_create_partitions_requ
 	}
 }
 
+/* Both AlterConfigs forms answer one result per resource, in order: the
+ * controller's, or `fail` when there is none. Fills results but the name
+ * and type, which the caller copies from its request. */
+static struct kafka_alter_configs_resource_response *
+alter_results(int32_t count, const struct meta_alter_configs_response *m, int16_t fail,
+              struct keel_arena *a)
+{
+	struct kafka_alter_configs_resource_response *r = NULL;
+	if (count <= 0 || ALLOC_ARRAY(a, r, count) == NULL) {
+		return NULL;
+	}
+	for (int32_t i = 0; i < count; i++) {
+		bool have = m != NULL && (uint32_t)i < m->result_count;
+		r[i].error_code = have ? m->results[i].error : fail;
+		r[i].error_message = have ? kstr(m->results[i].error_message) : KAFKA_STR_NULL;
+	}
+	return r;
+}
+
 static void alter_configs_response(const struct kafka_incremental_alter_configs_request *rq,
                                    const struct meta_alter_configs_response *m, int16_t fail,
                                    struct keel_arena *a,
                                    struct kafka_incremental_alter_configs_response *out)
 {
-	if (rq->resource_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->resource_count) == NULL) {
+	out->responses = alter_results(rq->resource_count, m, fail, a);
+	out->response_count = out->responses != NULL ? rq->resource_count : 0;
+	for (int32_t i = 0; i < out->response_count; i++) {
+		out->responses[i].resource_type = rq->resources[i].resource_type;
+		out->responses[i].resource_name = rq->resources[i].resource_name;
+	}
+}
+
+static void legacy_alter_configs_response(const struct kafka_alter_configs_request *rq,
+                                          const struct meta_alter_configs_response *m,
+                                          int16_t fail, struct keel_arena *a,
+                                          struct kafka_alter_configs_response *out)
+{
+	out->responses = alter_results(rq->resource_count, m, fail, a);
+	out->response_count = out->responses != NULL ? rq->resource_count : 0;
+	for (int32_t i = 0; i < out->response_count; i++) {
+		out->responses[i].resource_type = rq->resources[i].resource_type;
+		out->responses[i].resource_name = rq->resources[i].resource_name;
+	}
+}
+
+/* The controller's flat per-partition results, back into the request's
+ * topics (in order); `fail` for all when there is no reply. */
+static void alter_reassignments_response(
+        const struct kafka_alter_partition_reassignments_request *rq,
+        const struct meta_alter_reassignments_response *m, int16_t fail, struct keel_arena *a,
+        struct kafka_alter_partition_reassignments_response *out)
+{
+	out->error_code = m != NULL ? m->error : fail;
+	out->error_message = m != NULL ? kstr(m->error_message) : KAFKA_STR_NULL;
+	if (rq->topic_count <= 0 || ALLOC_ARRAY(a, out->responses, rq->topic_count) == NULL) {
 		return;
 	}
-	out->response_count = rq->resource_count;
-	for (int32_t i = 0; i < rq->resource_count; i++) {
-		struct kafka_alter_configs_resource_response *r = &out->responses[i];
-		r->resource_type = rq->resources[i].resource_type;
-		r->resource_name = rq->resources[i].resource_name;
-		r->error_code = fail;
-		r->error_message = KAFKA_STR_NULL;
-		if (m != NULL && (uint32_t)i < m->result_count) {
-			r->error_code = m->results[i].error;
-			r->error_message = kstr(m->results[i].error_message);
+	out->response_count = rq->topic_count;
+	uint32_t k = 0;
+	for (int32_t i = 0; i < rq->topic_count; i++) {
+		const struct kafka_reassign_topic *t = &rq->topics[i];
+		struct kafka_reassign_topic_result *r = &out->responses[i];
+		r->name = t->name;
+		r->partition_count = 0;
+		if (t->partition_count <= 0 ||
+		    ALLOC_ARRAY(a, r->partitions, t->partition_count) == NULL) {
+			continue;
+		}
+		r->partition_count = t->partition_count;
+		for (int32_t j = 0; j < t->partition_count; j++, k++) {
+			struct kafka_reassign_partition_result *p = &r->partitions[j];
+			p->partition_index = t->partitions[j].partition_index;
+			p->error_code = fail;
+			p->error_message = KAFKA_STR_NULL;
+			if (m != NULL && m->error != META_ERR_NONE) {
+				p->error_code = m->error;
+			} else if (m != NULL && k < m->result_count) {
+				p->error_code = m->results[k].error;
+				p->error_message = kstr(m->results[k].error_message);
+			}
 		}
 	}
+}
+
+/* The controller's flat list, grouped by topic (it lists a topic's
+ * partitions together). */
+static void list_reassignments_response(const struct meta_list_reassignments_response *m,
+                                        int16_t fail, struct keel_arena *a,
+                                        struct kafka_list_partition_reassignments_response *out)
+{
+	out->error_code = m != NULL ? m->error : fail;
+	out->error_message = m != NULL ? kstr(m->error_message) : KAFKA_STR_NULL;
+	uint32_t n = m != NULL ? m->reassignment_count : 0;
+	if (n == 0 || ALLOC_ARRAY(a, out->topics, n) == NULL ||
+	    ALLOC_ARRAY(a, out->topics[0].partitions, n) == NULL) {
+		return;
+	}
+	struct kafka_ongoing_partition *parts = out->topics[0].partitions;
+	int32_t topics = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct meta_ongoing_reassignment *r = &m->reassignments[i];
+		if (i == 0 || strcmp(r->topic, m->reassignments[i - 1].topic) != 0) {
+			struct kafka_ongoing_topic *t = &out->topics[topics++];
+			t->name = kafka_str(r->topic);
+			t->partitions = &parts[i];
+			t->partition_count = 0;
+		}
+		parts[i] = (struct kafka_ongoing_partition){
+		        r->partition_id,
+		        {(int32_t *)r->replicas, (int32_t)r->replica_count},
+		        {(int32_t *)r->adding, (int32_t)r->adding_count},
+		        {(int32_t *)r->removing, (int32_t)r->removing_count}};
+		out->topics[topics - 1].partition_count++;
+	}
+	out->topic_count = topics;
 }
 
 void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply, size_t size,
@@ -310,6 +521,31 @@ void broker_admin_response(const struct kafka_request *rq, const uint8_t *reply,
 		     meta_decode_alter_configs_response(reply, size, arena, &m, NULL) == KEEL_OK;
 		alter_configs_response(&rq->body.incremental_alter_configs, ok ? &m : NULL, fail,
 		                       arena, &out->incremental_alter_configs);
+		return;
+	}
+	case KAFKA_API_ALTER_CONFIGS: {
+		struct meta_alter_configs_response m;
+		ok = ok &&
+		     meta_decode_alter_configs_response(reply, size, arena, &m, NULL) == KEEL_OK;
+		legacy_alter_configs_response(&rq->body.alter_configs, ok ? &m : NULL, fail, arena,
+		                              &out->alter_configs);
+		return;
+	}
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS: {
+		struct meta_alter_reassignments_response m;
+		ok = ok && meta_decode_alter_reassignments_response(reply, size, arena, &m, NULL) ==
+		                   KEEL_OK;
+		alter_reassignments_response(&rq->body.alter_partition_reassignments,
+		                             ok ? &m : NULL, fail, arena,
+		                             &out->alter_partition_reassignments);
+		return;
+	}
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS: {
+		struct meta_list_reassignments_response m;
+		ok = ok && meta_decode_list_reassignments_response(reply, size, arena, &m, NULL) ==
+		                   KEEL_OK;
+		list_reassignments_response(ok ? &m : NULL, fail, arena,
+		                            &out->list_partition_reassignments);
 		return;
 	}
 	default:

@@ -91,7 +91,7 @@ static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
 	out->error_code = KAFKA_NONE;
 	out->name = kafka_str(t->name);
 	memcpy(out->topic_id.b, t->id, 16);
-	out->is_internal = false;
+	out->is_internal = strcmp(t->name, "__consumer_offsets") == 0; /* docs/groups.md */
 	out->topic_authorized_operations = INT32_MIN;
 	if (ALLOC_ARRAY(arena, out->partitions, t->partition_count) == NULL) {
 		out->error_code = KAFKA_UNKNOWN_SERVER_ERROR;
@@ -121,8 +121,7 @@ static void metadata_topic(struct broker_core *core, const struct meta_topic *t,
 	}
 }
 
-/* The PLAINTEXT endpoint of a broker (its first one otherwise), or NULL. */
-static const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
+const struct meta_endpoint *broker_endpoint(const struct meta_broker *b)
 {
 	for (uint32_t i = 0; i < b->endpoint_count; i++) {
 		if (b->endpoints[i].security_protocol == META_SEC_PLAINTEXT) {
@@ -223,29 +222,49 @@ static int16_t append_error(enum keel_err err)
 	}
 }
 
-static int16_t produce_one(struct broker_core *core, struct kafka_str topic,
+static int16_t produce_one(struct broker_core *core, struct kafka_str topic, int16_t acks,
                            struct kafka_produce_partition *pp,
                            struct kafka_produce_partition_response *out,
-                           struct broker_partition **appended)
+                           struct broker_partition **appended, int64_t *required)
 {
 	struct broker_partition *p = NULL;
 	int16_t code = lookup(core, topic, pp->index, -1, &p);
 	if (code != KAFKA_NONE) {
 		return code;
 	}
+	if (acks == -1 && p->isr_count < p->min_isr) {
+		return KAFKA_NOT_ENOUGH_REPLICAS; /* Kafka's check, before the append */
+	}
 	if (pp->records.data == NULL || pp->records.size <= 0) {
 		return KAFKA_CORRUPT_MESSAGE;
+	}
+	struct broker_idem idem;
+	code = broker_idem_check(core, p, pp->records.data, (size_t)pp->records.size, &idem);
+	out->log_start_offset = plog_log_start_offset(&p->log);
+	if (code != KAFKA_NONE || idem.is_duplicate) {
+		out->base_offset = idem.is_duplicate ? idem.duplicate.first_offset : -1;
+		*appended =
+		        idem.is_duplicate && broker_idem_duplicate_waits(core, p, &idem, acks == -1)
+		                ? p
+		                : NULL;
+		if (*appended != NULL && acks == -1) {
+			/* A retry is acknowledged as its original was: with acks=all,
+			 * once the ISR has it (Kafka waits the same way). */
+			*required = idem.duplicate.last_offset + 1;
+		}
+		return code;
 	}
 	struct plog_append_info info;
 	/* The records are a view into the request frame, which the shell owns
 	 * and lets the leader rewrite (offsets and epoch, in place). */
 	enum keel_err err = plog_append(&p->log, (uint8_t *)(uintptr_t)pp->records.data,
 	                                (size_t)pp->records.size, p->leader_epoch, &info);
-	out->log_start_offset = plog_log_start_offset(&p->log);
 	if (err != KEEL_OK) {
 		return append_error(err);
 	}
+	broker_idem_appended(p, &idem, &info);
 	out->base_offset = info.first_offset;
+	*required = info.last_offset + 1;
 	if (!p->dirty) {
 		p->dirty = true;
 		p->sync_err = KEEL_OK;
@@ -269,7 +288,9 @@ void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
 	if (rq->topic_count > 0 && ALLOC_ARRAY(arena, out->topics, rq->topic_count) == NULL) {
 		return;
 	}
-	if (total > 0 && ALLOC_ARRAY(arena, wait->parts, total) == NULL) {
+	if (total > 0 && (ALLOC_ARRAY(arena, wait->parts, total) == NULL ||
+	                  ALLOC_ARRAY(arena, wait->required, total) == NULL ||
+	                  ALLOC_ARRAY(arena, wait->leader_epochs, total) == NULL)) {
 		return;
 	}
 	out->topic_count = rq->topic_count;
@@ -294,10 +315,17 @@ void broker_produce(struct broker_core *core, struct kafka_produce_request *rq,
 			op->log_start_offset = -1;
 			op->error_message = KAFKA_STR_NULL;
 			wait->parts[flat] = NULL;
-			op->error_code = acks_ok ? produce_one(core, pt->name, &pt->partitions[i],
-			                                       op, &wait->parts[flat])
-			                         : KAFKA_INVALID_REQUIRED_ACKS;
-			wait->needs_sync |= wait->parts[flat] != NULL;
+			wait->required[flat] = -1;
+			wait->leader_epochs[flat] = -1;
+			op->error_code =
+			        acks_ok ? produce_one(core, pt->name, rq->acks, &pt->partitions[i],
+			                              op, &wait->parts[flat], &wait->required[flat])
+			                : KAFKA_INVALID_REQUIRED_ACKS;
+			if (wait->parts[flat] != NULL) {
+				wait->needs_sync = true;
+				wait->needs_isr |= rq->acks == -1;
+				wait->leader_epochs[flat] = wait->parts[flat]->leader_epoch;
+			}
 		}
 	}
 }
@@ -314,14 +342,74 @@ void broker_produce_finish(const struct broker_produce_wait *wait,
 				/* Written but not durable: the client must not count it. */
 				ot->partitions[i].error_code = KAFKA_KAFKA_STORAGE_ERROR;
 				ot->partitions[i].base_offset = -1;
+				wait->required[flat] = -1;
 			}
 		}
 	}
 }
 
+/* One partition of an acks=all produce: KAFKA_NONE with *done false while
+ * it waits. */
+static int16_t acked_one(struct broker_core *core, struct kafka_str topic, int32_t index,
+                         int64_t required, int32_t epoch, bool *done)
+{
+	*done = true;
+	struct broker_partition *p = broker_core_partition(core, topic, index);
+	if (p == NULL || !p->leader || p->leader_epoch != epoch || !p->open) {
+		/* Leadership moved while it waited: it may or may not survive. */
+		return KAFKA_NOT_LEADER_OR_FOLLOWER;
+	}
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_ISR
+	/* PLANTED BUG: acks=all answered once the leader alone has it durable. */
+	int64_t covered = plog_durable_offset(&p->log);
+#else
+	int64_t covered = p->high_watermark;
+#endif
+	if (covered < required) {
+		*done = false;
+		return KAFKA_NONE;
+	}
+	return p->isr_count < p->min_isr ? KAFKA_NOT_ENOUGH_REPLICAS_AFTER_APPEND : KAFKA_NONE;
+}
+
+bool broker_produce_acked(struct broker_core *core, const struct kafka_produce_request *rq,
+                          struct broker_produce_wait *wait, struct kafka_produce_response *out,
+                          bool expired)
+{
+	bool all = true;
+	uint32_t flat = 0;
+	for (int32_t t = 0; t < out->topic_count && t < rq->topic_count; t++) {
+		struct kafka_produce_topic_response *ot = &out->topics[t];
+		for (int32_t i = 0; i < ot->partition_count && flat < wait->count; i++, flat++) {
+			if (wait->required[flat] < 0) {
+				continue;
+			}
+			struct kafka_produce_partition_response *op = &ot->partitions[i];
+			bool done = true;
+			int16_t code =
+			        acked_one(core, rq->topics[t].name, op->index, wait->required[flat],
+			                  wait->leader_epochs[flat], &done);
+			if (!done && expired) {
+				code = KAFKA_REQUEST_TIMED_OUT;
+				done = true;
+			}
+			if (!done) {
+				all = false;
+				continue;
+			}
+			wait->required[flat] = -1;
+			if (code != KAFKA_NONE) {
+				op->error_code = code;
+				op->base_offset = -1;
+			}
+		}
+	}
+	return all;
+}
+
 /* ---- Fetch ---- */
 
-static void fetch_one(struct broker_core *core, struct kafka_str topic,
+static void fetch_one(struct broker_core *core, struct kafka_str topic, int32_t replica_id,
                       const struct kafka_fetch_partition *fp, struct keel_arena *arena,
                       uint64_t budget, struct kafka_fetch_partition_data *out, size_t *bytes,
                       struct broker_fetch_range *range)
@@ -338,22 +426,35 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic,
 	if (p == NULL) {
 		return;
 	}
-	int64_t hw = plog_durable_offset(&p->log);
 	int64_t start = plog_log_start_offset(&p->log);
-	out->high_watermark = hw;
-	out->last_stable_offset = hw; /* no transactions: everything durable is stable */
 	out->log_start_offset = start;
 	out->records = (struct kafka_records){NULL, 0};
-	if (fp->fetch_offset < start || fp->fetch_offset > plog_log_end_offset(&p->log)) {
+	bool in_range =
+	        fp->fetch_offset >= start && fp->fetch_offset <= plog_log_end_offset(&p->log);
+	if (replica_id >= 0) {
+		if (!meta_list_contains(p->replicas, p->replica_count, replica_id)) {
+			out->error_code = KAFKA_NOT_LEADER_OR_FOLLOWER;
+			return;
+		}
+		if (in_range) {
+			broker_replica_fetched_from(core, p, replica_id, fp->fetch_offset);
+		}
+	}
+	int64_t hw = p->high_watermark;
+	out->high_watermark = hw;
+	out->last_stable_offset = hw; /* no transactions: everything below the HW is stable */
+	if (!in_range) {
 		out->error_code = KAFKA_OFFSET_OUT_OF_RANGE;
 		return;
 	}
-	if (fp->fetch_offset >= hw || fp->partition_max_bytes <= 0) {
+	/* Followers read up to the log end, consumers below the HW. */
+	int64_t bound = replica_id >= 0 ? plog_log_end_offset(&p->log) : hw;
+	if (fp->fetch_offset >= bound || fp->partition_max_bytes <= 0) {
 		return;
 	}
 	uint64_t max = KEEL_MIN(budget, (uint64_t)fp->partition_max_bytes);
 	struct plog_read_result r;
-	enum keel_err err = plog_read(&p->log, fp->fetch_offset, hw, max, &r);
+	enum keel_err err = plog_read(&p->log, fp->fetch_offset, bound, max, &r);
 	if (err == KEEL_RANGE) {
 		out->error_code = KAFKA_OFFSET_OUT_OF_RANGE;
 		return;
@@ -443,10 +544,11 @@ void broker_fetch_ranges(struct broker_core *core, const struct kafka_fetch_requ
 			if (budget == 0 && *bytes > 0) {
 				struct kafka_fetch_partition nothing = ft->partitions[i];
 				nothing.partition_max_bytes = 0;
-				fetch_one(core, ft->topic, &nothing, arena, 0, op, bytes, range);
+				fetch_one(core, ft->topic, rq->replica_id, &nothing, arena, 0, op,
+				          bytes, range);
 			} else {
-				fetch_one(core, ft->topic, &ft->partitions[i], arena,
-				          KEEL_MAX(budget, 1), op, bytes, range);
+				fetch_one(core, ft->topic, rq->replica_id, &ft->partitions[i],
+				          arena, KEEL_MAX(budget, 1), op, bytes, range);
 			}
 			ot->partition_count = i + 1;
 		}
@@ -469,7 +571,7 @@ static void list_one(struct broker_core *core, struct kafka_str topic,
 	if (p == NULL) {
 		return;
 	}
-	int64_t hw = plog_durable_offset(&p->log);
+	int64_t hw = p->high_watermark;
 	if (lp->timestamp == KAFKA_LIST_OFFSETS_EARLIEST) {
 		out->offset = plog_log_start_offset(&p->log);
 	} else if (lp->timestamp == KAFKA_LIST_OFFSETS_LATEST) {

@@ -12,6 +12,7 @@
 
 #include "base/assert.h"
 #include "broker/broker.h"
+#include "broker/groups.h"
 #include "meta/fmt.h"
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config)
@@ -25,14 +26,23 @@ void broker_core_init(struct broker_core *core, const struct broker_config *conf
 	memcpy(core->data_dir, config->data_dir, n + 1);
 	core->config.data_dir = core->data_dir;
 	meta_image_init(&core->image, NULL);
+	broker_groups_init(core);
+}
+
+static void close_log(struct broker_partition *p)
+{
+	if (p->open) {
+		broker_idem_before_close(p);
+		plog_close(&p->log);
+		p->open = false;
+	}
+	p->producers_ready = false;
 }
 
 static void close_partition(struct broker_partition *p)
 {
-	if (p->open) {
-		plog_close(&p->log);
-		p->open = false;
-	}
+	close_log(p);
+	plog_producers_close(&p->producers);
 	free(p);
 }
 
@@ -42,6 +52,7 @@ void broker_core_close(struct broker_core *core)
 		close_partition(core->parts[i]);
 	}
 	free(core->parts);
+	broker_groups_close(core);
 	meta_image_close(&core->image);
 	memset(core, 0, sizeof(*core));
 }
@@ -139,6 +150,9 @@ static bool open_partition(struct broker_core *core, struct broker_partition *p,
 	if (p->log.has_topic_id && memcmp(p->log.topic_id, p->topic_id, 16) != 0) {
 		/* An earlier topic of the same name left this directory. */
 		err = plog_reset(&p->log, 0);
+		if (err == KEEL_OK) {
+			err = plog_producers_drop_snapshots(&p->log, 0);
+		}
 	}
 	if (err == KEEL_OK && !p->log.has_topic_id) {
 		err = plog_set_topic_id(&p->log, p->topic_id);
@@ -149,6 +163,7 @@ static bool open_partition(struct broker_core *core, struct broker_partition *p,
 		return false;
 	}
 	p->open = true;
+	p->producers_ready = false;
 	return true;
 }
 
@@ -179,10 +194,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 	struct broker_partition *p = found ? core->parts[slot] : NULL;
 	if (p != NULL && memcmp(p->topic_id, topic->id, 16) != 0) {
 		/* Deleted and re-created between two images: start over. */
-		if (p->open) {
-			plog_close(&p->log);
-			p->open = false;
-		}
+		close_log(p);
 		memcpy(p->topic_id, topic->id, 16);
 	}
 	if (p == NULL) {
@@ -199,6 +211,10 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 		core->part_count++;
 	}
 	p->seen = true;
+	bool fresh = !p->open;
+	bool was_leader = p->leader;
+	int32_t old_epoch = p->leader_epoch;
+	broker_idem_leadership(p, mp->leader == core->config.node_id, mp->leader_epoch);
 	p->leader = mp->leader == core->config.node_id;
 	p->leader_epoch = mp->leader_epoch;
 	if (!p->open) {
@@ -208,6 +224,9 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 			report->failed++;
 		}
 	}
+	broker_apply_log_config(core, p);
+	bool new_term = fresh || was_leader != p->leader || old_epoch != p->leader_epoch;
+	broker_replica_adopt(core, p, topic->name, mp, new_term);
 }
 
 void broker_core_set_image(struct broker_core *core, struct meta_image *img,
@@ -219,6 +238,8 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 	core->image = *img;
 	meta_image_init(img, &core->image.limits);
 	core->has_image = true;
+	core->replica_lag_time_max_ms =
+	        broker_replica_lag_time_max_ms(&core->image, core->config.node_id);
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		core->parts[i]->seen = false;
 	}
@@ -244,6 +265,7 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 		close_partition(p);
 	}
 	core->part_count = kept;
+	broker_groups_image_changed(core);
 }
 
 bool broker_core_dirty(const struct broker_core *core)
@@ -258,6 +280,7 @@ void broker_core_sync(struct broker_core *core)
 		if (p->dirty) {
 			KEEL_ASSERT(p->open);
 			p->sync_err = plog_sync(&p->log, NULL);
+			broker_idem_after_sync(p);
 		}
 	}
 }
@@ -265,7 +288,11 @@ void broker_core_sync(struct broker_core *core)
 void broker_core_sync_done(struct broker_core *core)
 {
 	for (uint32_t i = 0; i < core->part_count; i++) {
-		core->parts[i]->dirty = false;
+		struct broker_partition *p = core->parts[i];
+		if (p->dirty && p->leader) {
+			broker_replica_update_hw(core, p); /* its own durable end moved */
+		}
+		p->dirty = false;
 	}
 	core->dirty_count = 0;
 }

@@ -3,14 +3,15 @@
  * (docs/controller.md). It registers, heartbeats, follows the metadata log
  * into its own image, logs every change of its role in a partition, asks
  * for ISR changes as a partition leader, and shuts down in a controlled way
- * on SIGTERM. It also serves Kafka clients on --host/--port from partition
+ * on SIGTERM (ISR changes are asked for by the loop thread, which sees the
+ * followers' progress, through forward_admin). It also serves Kafka clients on --host/--port from partition
  * logs under --data-dir: broker_server.c runs that on its own thread and
  * gets every new image from here (docs/brokers.md).
  *
  *	keel broker --id N --servers HOSTS --data-dir DIR [--rack R]
  *	            [--host H] [--port P] [--heartbeat-interval-ms MS]
  *	            [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]
- *	            [--handshake-timeout-ms MS]
+ *	            [--handshake-timeout-ms MS] [--metrics-port P]
  *
  *   START --BrokerRegistration--> REGISTERED, fenced
  *         (DUPLICATE_BROKER_REGISTRATION while an earlier run's session
@@ -57,13 +58,13 @@
 #include "cli/meta_cli.h"
 #include "meta/follower.h"
 #include "meta/proto.h"
+#include "node/peer_auth.h"
 #include "os/clock.h"
 #include "os/log.h"
 
 #define FETCH_MAX_BYTES (1 << 20)
 #define FETCH_ROUNDS 16
 #define RETRY_MS 200
-#define ALTER_RESEND_MS 2000
 #define KC_SESSION_TIMEOUT_MS 10000
 #define KC_CALL_TIMEOUT_MS 5000
 #define ADMIN_POLL_MS 50u
@@ -75,12 +76,17 @@ struct broker_options {
 	const char *rack;
 	const char *host;
 	uint16_t port;
+	uint16_t advertised_port; /* registered endpoint's port; 0: --port */
+	uint16_t metrics_port;
 	int heartbeat_ms;
 	int fetch_ms;
 	int shutdown_timeout_ms;
 	int duplicate_id_timeout_ms;
 	int handshake_timeout_ms;
+	int retention_check_ms;
 	const char *log_level;
+	const char *secret_file;    /* --cluster-secret-file */
+	struct peer_auth_keys keys; /* loaded from it */
 };
 
 struct broker {
@@ -102,6 +108,7 @@ struct broker {
 	bool shutting_down;
 	bool should_shut_down;
 	bool failed;
+	bool proved; /* this session proved the cluster credential */
 	uint64_t shutdown_deadline_ms;
 	int64_t shutdown_index; /* the server's applied index when it said should_shut_down */
 	int64_t fetched_to;     /* the high watermark of the last fetch that caught up */
@@ -110,8 +117,6 @@ struct broker {
 	uint64_t next_fetch_ms;
 	struct broker_server *server; /* the Kafka listener (broker_server.c) */
 	int64_t offered_offset;       /* image offset last handed to it */
-	int64_t alter_offset; /* follower offset at the last AlterPartition */
-	uint64_t alter_sent_ms;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -126,18 +131,30 @@ static int usage(FILE *out)
 {
 	fprintf(out,
 		"usage: keel broker --id N --servers HOSTS --data-dir DIR [--rack R]\n"
+		"                   [--advertised-port P]\n"
 		"                   [--host H] [--port P] [--heartbeat-interval-ms MS]\n"
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
-		"                   [--log-level LEVEL]\n\n"
+		"                   [--retention-check-interval-ms MS] [--metrics-port P]\n"
+		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
+		"It registers --advertised-port (default --port: another one when a\n"
+		"proxy stands in front).\n"
 		"If another live broker holds the id for --duplicate-id-timeout-ms\n"
 		"(default 30000: longer than a dead broker's session lasts), it exits 1.\n"
 		"Serves Kafka clients on --host:--port (default 127.0.0.1:9092) from\n"
 		"partition logs under --data-dir; a client that sends no whole request\n"
-		"within --handshake-timeout-ms (default 10000) is disconnected.\n");
+		"within --handshake-timeout-ms (default 10000) is disconnected.\n"
+		"Every --retention-check-interval-ms (default 300000, Kafka's\n"
+		"log.retention.check.interval.ms) it deletes the old segments that the\n"
+		"topics' retention.ms / retention.bytes no longer keep.\n"
+		"With --cluster-secret-file (the servers' secret) it proves on its\n"
+		"session that it belongs to the cluster; servers that have a secret\n"
+		"refuse registrations and heartbeats without it.\n"
+		"--metrics-port serves Prometheus metrics on http://HOST:P/metrics\n"
+		"(replication health, request rates and latencies; default: none).\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -164,6 +181,7 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 	o->shutdown_timeout_ms = 15000;
 	o->duplicate_id_timeout_ms = 30000;
 	o->handshake_timeout_ms = 10000;
+	o->retention_check_ms = 300000;
 	o->log_level = "info";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -185,6 +203,10 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 			o->host = v;
 		} else if (strcmp(arg, "--port") == 0 && parse_int(v, 1, 65535, &n)) {
 			o->port = (uint16_t)n;
+		} else if (strcmp(arg, "--advertised-port") == 0 && parse_int(v, 1, 65535, &n)) {
+			o->advertised_port = (uint16_t)n;
+		} else if (strcmp(arg, "--metrics-port") == 0 && parse_int(v, 0, 65535, &n)) {
+			o->metrics_port = (uint16_t)n;
 		} else if (strcmp(arg, "--heartbeat-interval-ms") == 0 &&
 			   parse_int(v, 10, 600000, &n)) {
 			o->heartbeat_ms = (int)n;
@@ -199,6 +221,16 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--handshake-timeout-ms") == 0 &&
 			   parse_int(v, 10, 3600000, &n)) {
 			o->handshake_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--retention-check-interval-ms") == 0 &&
+			   parse_int(v, 10, 86400000, &n)) {
+			o->retention_check_ms = (int)n;
+		} else if (strcmp(arg, "--cluster-secret-file") == 0) {
+			char err[512];
+			if (peer_auth_load_file(v, &o->keys, err, sizeof(err)) != KEEL_OK) {
+				fprintf(stderr, "keel broker: %s\n", err);
+				return false;
+			}
+			o->secret_file = v;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -317,6 +349,13 @@ static void note_reachability(struct broker *b, enum meta_api api, int32_t err)
 static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_reply *reply)
 {
 	int32_t err = meta_cli_call(&b->kc, api, &b->req, reply);
+	if (err == ZK_NO_AUTH) {
+		KEEL_ERROR("%s: the servers ask for the cluster credential: run keel broker with "
+			   "--cluster-secret-file FILE (the servers' secret)",
+			   meta_api_name(api));
+		b->failed = true;
+		return err;
+	}
 	if (err != ZK_OK) {
 		KEEL_DEBUG("%s: %s (%s)", meta_api_name(api), kc_err_message(err),
 			   kc_message(&b->kc));
@@ -327,7 +366,8 @@ static int32_t broker_call(struct broker *b, enum meta_api api, struct kc_raw_re
 
 static void do_register(struct broker *b, uint64_t now)
 {
-	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, b->opt.port, META_SEC_PLAINTEXT};
+	uint16_t port = b->opt.advertised_port != 0 ? b->opt.advertised_port : b->opt.port;
+	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, port, META_SEC_PLAINTEXT};
 	struct meta_broker_registration_request rq = {
 		.broker_id = b->opt.id,
 		.endpoints = &ep,
@@ -552,54 +592,6 @@ static void do_fetch(struct broker *b, uint64_t now)
 	b->next_fetch_ms = now + (uint64_t)b->opt.fetch_ms;
 }
 
-static const char *topic_name(const struct broker *b, const uint8_t id[META_UUID_SIZE])
-{
-	const struct meta_topic *t = meta_image_topic_by_id(&b->follower.image, id);
-	return t != NULL ? t->name : "?";
-}
-
-/* As a partition leader: ask for the ISR to grow back (follower.h). */
-static void do_alter_partition(struct broker *b, uint64_t now)
-{
-	struct meta_alter_partition_request rq;
-	if (b->fenced || !meta_follower_isr_request(&b->follower, b->epoch, NULL, NULL, &rq)) {
-		return;
-	}
-	int64_t offset = meta_follower_offset(&b->follower);
-	if (offset == b->alter_offset && now < b->alter_sent_ms + ALTER_RESEND_MS) {
-		return; /* asked already; wait for the log to answer */
-	}
-	keel_wbuf_reset(&b->req);
-	meta_encode_alter_partition_request(&b->req, &rq);
-	b->alter_offset = offset;
-	b->alter_sent_ms = now;
-	struct kc_raw_reply reply;
-	if (broker_call(b, META_API_ALTER_PARTITION, &reply) != ZK_OK) {
-		return;
-	}
-	struct meta_alter_partition_response rs;
-	keel_arena_reset(&b->arena);
-	if (meta_decode_alter_partition_response(reply.body, reply.body_size, &b->arena, &rs,
-						 NULL) != KEEL_OK) {
-		KEEL_WARN("AlterPartition: the reply does not decode");
-		return;
-	}
-	if (rs.error != META_ERR_NONE) {
-		KEEL_INFO("AlterPartition: %s", meta_error_name(rs.error));
-		return;
-	}
-	for (uint32_t i = 0; i < rs.topic_count; i++) {
-		const struct meta_alter_partition_topic_result *t = &rs.topics[i];
-		for (uint32_t j = 0; j < t->partition_count; j++) {
-			const struct meta_alter_partition_result *p = &t->partitions[j];
-			if (p->error != META_ERR_NONE) {
-				KEEL_INFO("AlterPartition for %s-%d: %s", topic_name(b, t->topic_id),
-					  p->partition_id, meta_error_name(p->error));
-			}
-		}
-	}
-}
-
 /* Does this broker's image still make it the leader of any partition? */
 static bool leads_anything(const struct broker *b)
 {
@@ -662,7 +654,34 @@ static bool ensure_session(struct broker *b)
 		return false;
 	}
 	b->kc_open = true;
+	b->proved = false;
 	return true;
+}
+
+/* Proves the cluster credential on a new session (nothing to prove without
+ * --cluster-secret-file). False while it could not yet: after a pause when
+ * no server answered, or with b->failed set when the servers refused it. */
+static bool ensure_proved(struct broker *b)
+{
+	if (b->proved) {
+		return true;
+	}
+	int32_t err = meta_cli_prove(&b->kc, b->opt.secret_file != NULL ? &b->opt.keys : NULL,
+				     NULL);
+	if (err == ZK_OK) {
+		b->proved = true;
+		return true;
+	}
+	if (err == ZK_AUTH_FAILED) {
+		KEEL_ERROR("the servers refused the cluster credential made from %s: it is not "
+			   "their secret",
+			   b->opt.secret_file);
+		b->failed = true;
+		return false;
+	}
+	note_reachability(b, META_API_BROKER_REGISTRATION, err);
+	meta_cli_sleep(&b->kc, RETRY_MS);
+	return false;
 }
 
 static void wait_for_work(struct broker *b, uint64_t now)
@@ -720,6 +739,12 @@ static int broker_run(struct broker *b)
 		if (b->failed || !ensure_session(b)) {
 			return 1;
 		}
+		if (!ensure_proved(b)) {
+			if (b->failed) {
+				return 1;
+			}
+			continue;
+		}
 		if (b->epoch < 0 && now >= b->next_register_ms) {
 			do_register(b, now);
 		}
@@ -732,9 +757,12 @@ static int broker_run(struct broker *b)
 		if (b->epoch >= 0 && !b->should_shut_down && now >= b->next_heartbeat_ms) {
 			do_heartbeat(b, meta_cli_now_ms());
 		}
-		if (b->epoch >= 0 && !b->shutting_down) {
-			do_alter_partition(b, meta_cli_now_ms());
-		}
+		/* ISR changes are the loop thread's (it sees the followers'
+		 * progress); it sends them through forward_admin with this epoch. */
+		broker_server_set_broker_epoch(b->server, b->epoch >= 0 && !b->fenced &&
+								  !b->shutting_down
+							  ? b->epoch
+							  : -1);
 		forward_admin(b);
 		wait_for_work(b, meta_cli_now_ms());
 	}
@@ -772,7 +800,6 @@ int cli_broker(int argc, char **argv)
 		return 1;
 	}
 	b.epoch = -1;
-	b.alter_offset = -1;
 	b.replaying = true;
 	meta_follower_init(&b.follower, b.opt.id, NULL);
 	keel_arena_init(&b.arena, 64 * 1024);
@@ -785,7 +812,8 @@ int cli_broker(int argc, char **argv)
 		  incarnation, b.opt.rack != NULL ? b.opt.rack : "none", b.opt.servers,
 		  b.opt.data_dir);
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
-					   b.opt.handshake_timeout_ms, 100u << 20};
+					   b.opt.handshake_timeout_ms, 100u << 20,
+					   b.opt.retention_check_ms, b.opt.metrics_port};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);

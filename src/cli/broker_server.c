@@ -38,24 +38,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "base/assert.h"
 #include "broker/broker.h"
+#include "broker/groups.h"
+#include "cli/broker_fetcher.h"
+#include "cli/broker_metrics.h"
 #include "cli/broker_server.h"
+#include "net/http.h"
+#include "os/clock.h"
 #include "os/log.h"
 
 #define READ_CHUNK            (64u * 1024u)
 #define MAX_WRITE_QUEUE_BYTES (64u << 20)
 #define ARENA_BLOCK           (64u * 1024u)
 
-enum conn_wait { CONN_IDLE, CONN_WAIT_SYNC, CONN_WAIT_FETCH, CONN_WAIT_ADMIN, CONN_GATED };
+enum conn_wait {
+	CONN_IDLE,
+	CONN_WAIT_SYNC,
+	CONN_WAIT_ACKS, /* acks=all: durable here, waiting for the ISR (high watermark) */
+	CONN_WAIT_FETCH,
+	CONN_WAIT_ADMIN,
+	CONN_WAIT_GROUP, /* a JoinGroup/SyncGroup parked in the coordinator */
+	CONN_GATED,
+};
+
+#define GROUP_TICK_MS 100
 
 /* An admin request on its way to the controller and back. */
 struct broker_admin_job {
 	struct broker_admin_job *next;
-	struct conn *conn;
+	struct conn *conn; /* NULL: the loop thread's own AlterPartition */
 	enum meta_api api;
 	struct keel_wbuf body;
 	uint8_t *reply; /* NULL: no answer */
@@ -66,6 +82,7 @@ struct conn {
 	uv_tcp_t tcp;
 	uv_timer_t timer; /* handshake deadline, then fetch waits */
 	struct broker_server *srv;
+	uint64_t id; /* the coordinator's waiter token */
 	struct conn *prev, *next;
 	char peer[64];
 	uint8_t *buf;
@@ -78,6 +95,7 @@ struct conn {
 	enum conn_wait wait;
 	uint64_t wait_sync_seq; /* WAIT_SYNC: the sync that covers it */
 	bool fetch_expired;
+	uint64_t started_ns;          /* when the current request was decoded (0: none) */
 	struct keel_arena req_arena;  /* the decoded request */
 	struct keel_arena resp_arena; /* the response body */
 	struct kafka_request req;
@@ -93,6 +111,7 @@ struct broker_server {
 	uv_tcp_t listener;
 	uv_async_t wakeup; /* an image was offered, or stop */
 	uv_prepare_t prepare;
+	uv_timer_t group_timer; /* the group coordinator's tick */
 	uv_work_t work;
 	pthread_t thread;
 	struct wal_vfs vfs;
@@ -100,12 +119,22 @@ struct broker_server {
 	struct kafka_limits limits;
 	struct conn *conns;
 	bool sync_in_flight;
+	uv_timer_t retention; /* every opt.retention_check_ms */
 	uint64_t sync_seq;       /* syncs started */
 	uint64_t acked_produces; /* produce requests answered after a sync */
 	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
 	uint64_t copied_bytes;   /* ... and read into memory first */
 	uint64_t conn_count;
-	pthread_mutex_t mu; /* guards the fields below */
+	uint64_t next_conn_id;
+	uint64_t group_commits; /* offset commits acknowledged */
+	struct broker_fetchers *fetchers;  /* follower side: one connection per leader */
+	uv_timer_t isr_timer;              /* leader side: ISR changes to ask for */
+	bool isr_job_out;                  /* an AlterPartition is with the controller thread */
+	struct broker_request_stats stats; /* for /metrics */
+	struct http_server http;           /* --metrics-port */
+	bool http_running;
+	pthread_mutex_t mu;   /* guards the fields below */
+	int64_t broker_epoch; /* -1: not registered or fenced (no AlterPartition) */
 	struct meta_image *offered;
 	bool stop;
 	struct broker_admin_job *admin_out;  /* to the controller thread (LIFO is fine: */
@@ -218,9 +247,29 @@ static void conn_respond(struct conn *c, const void *body)
 	conn_write_owned(c, data, size);
 }
 
+/* Request counts and latencies, for /metrics. */
+static void count_request(struct conn *c)
+{
+	struct broker_request_stats *st = &c->srv->stats;
+	uint64_t us = (uv_hrtime() - c->started_ns) / 1000u;
+	if (c->req.header.api_key == KAFKA_API_PRODUCE) {
+		st->produce_requests++;
+		metrics_hist_observe(&st->produce_latency, us);
+	} else if (c->req.header.api_key == KAFKA_API_FETCH && c->req.body.fetch.replica_id >= 0) {
+		st->follower_fetches++;
+	} else if (c->req.header.api_key == KAFKA_API_FETCH) {
+		st->consumer_fetches++;
+		metrics_hist_observe(&st->fetch_latency, us);
+	}
+	c->started_ns = 0;
+}
+
 /* The current frame is answered: drop it from the buffer. */
 static void conn_finish(struct conn *c)
 {
+	if (c->started_ns != 0) {
+		count_request(c);
+	}
 	KEEL_ASSERT(c->frame_bytes > 0);
 	KEEL_ASSERT(c->frame_bytes <= c->len);
 	memmove(c->buf, c->buf + c->frame_bytes, c->len - c->frame_bytes);
@@ -402,6 +451,20 @@ static void fetch_try(struct conn *c, bool first)
 	}
 }
 
+/* Answers the current forwarded request from the controller's reply (NULL:
+ * none came; every result gets `fail`). InitProducerId's reply is a block
+ * of producer ids for the core. */
+static void admin_reply(struct conn *c, const uint8_t *reply, size_t size, int16_t fail)
+{
+	if (c->req.header.api_key == KAFKA_API_INIT_PRODUCER_ID) {
+		broker_producer_ids_reply(&c->srv->core, reply, size, &c->resp_arena,
+		                          &c->resp.init_producer_id);
+	} else {
+		broker_admin_response(&c->req, reply, size, fail, &c->resp_arena, &c->resp);
+	}
+	conn_respond(c, &c->resp);
+}
+
 /* Sends the current admin request to the controller thread; false when it
  * was answered at once (it cannot be forwarded). */
 static bool forward_admin(struct conn *c)
@@ -413,15 +476,19 @@ static bool forward_admin(struct conn *c)
 		return true;
 	}
 	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
-	enum keel_err err = broker_admin_request(&c->req, &c->resp_arena, &job->body, &job->api);
+	enum keel_err err;
+	if (c->req.header.api_key == KAFKA_API_INIT_PRODUCER_ID) {
+		job->api = META_API_ALLOCATE_PRODUCER_IDS;
+		err = broker_producer_ids_request(&s->core, &job->body);
+	} else {
+		err = broker_admin_request(&s->core, &c->req, &c->resp_arena, &job->body, &job->api);
+	}
 	if (err != KEEL_OK) {
 		keel_wbuf_free(&job->body);
 		free(job);
-		broker_admin_response(&c->req, NULL, 0,
-		                      err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
-		                                              : KAFKA_UNKNOWN_SERVER_ERROR,
-		                      &c->resp_arena, &c->resp);
-		conn_respond(c, &c->resp);
+		admin_reply(c, NULL, 0,
+		            err == KEEL_UNSUPPORTED ? KAFKA_INVALID_REQUEST
+		                                    : KAFKA_UNKNOWN_SERVER_ERROR);
 		return false;
 	}
 	job->conn = c;
@@ -434,6 +501,40 @@ static bool forward_admin(struct conn *c)
 	return true;
 }
 
+/* The controller's answer to the loop thread's AlterPartition: the new ISR
+ * comes with the next image; errors are logged and asked again later. */
+static void isr_answer(struct broker_server *s, struct broker_admin_job *job)
+{
+	s->isr_job_out = false;
+	struct keel_arena arena;
+	keel_arena_init(&arena, 4096);
+	struct meta_alter_partition_response rs;
+	if (job->reply == NULL ||
+	    meta_decode_alter_partition_response(job->reply, job->reply_size, &arena, &rs, NULL) !=
+	            KEEL_OK) {
+		KEEL_INFO("AlterPartition: no answer from the controller; asking again later");
+		keel_arena_close(&arena);
+		return;
+	}
+	if (rs.error != META_ERR_NONE) {
+		KEEL_INFO("AlterPartition: %s", meta_error_name(rs.error));
+	}
+	for (uint32_t i = 0; i < rs.topic_count; i++) {
+		const struct meta_alter_partition_topic_result *t = &rs.topics[i];
+		for (uint32_t j = 0; j < t->partition_count; j++) {
+			const struct meta_alter_partition_result *p = &t->partitions[j];
+			if (p->error != META_ERR_NONE) {
+				const struct meta_topic *mt =
+				        meta_image_topic_by_id(&s->core.image, t->topic_id);
+				KEEL_INFO("AlterPartition for %s-%d: %s",
+				          mt != NULL ? mt->name : "?", p->partition_id,
+				          meta_error_name(p->error));
+			}
+		}
+	}
+	keel_arena_close(&arena);
+}
+
 /* Loop thread: the controller thread's answers. */
 static void admin_answers(struct broker_server *s)
 {
@@ -444,17 +545,23 @@ static void admin_answers(struct broker_server *s)
 	while (job != NULL) {
 		struct broker_admin_job *next = job->next;
 		struct conn *c = job->conn;
-		c->admin_job = NULL;
-		if (c->closing) {
+		if (c != NULL) {
+			c->admin_job = NULL;
+		}
+		if (c == NULL && job->api == META_API_ALTER_PARTITION) {
+			isr_answer(s, job);
+		} else if (c == NULL) {
+			/* the broker's own request (creating __consumer_offsets) */
+			KEEL_INFO("asked the controller to create __consumer_offsets: %s",
+			          job->reply != NULL ? "answered" : "no answer (retried on need)");
+		} else if (c->closing) {
 			if (c->handles_open == 0) {
 				conn_free(c);
 			}
 		} else {
 			KEEL_ASSERT(c->wait == CONN_WAIT_ADMIN);
 			keel_arena_reset(&c->resp_arena);
-			broker_admin_response(&c->req, job->reply, job->reply_size,
-			                      KAFKA_REQUEST_TIMED_OUT, &c->resp_arena, &c->resp);
-			conn_respond(c, &c->resp);
+			admin_reply(c, job->reply, job->reply_size, KAFKA_REQUEST_TIMED_OUT);
 			conn_finish(c);
 			conn_process(c);
 		}
@@ -499,12 +606,107 @@ void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *
 	uv_async_send(&s->wakeup);
 }
 
+/* ---- consumer groups ---- */
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Hands the coordinator's delayed answers to their connections. */
+static void group_deliver(struct broker_server *s)
+{
+	struct group_reply *r;
+	while ((r = group_coord_take_reply(&s->core.groups->coord)) != NULL) {
+		struct conn *c = s->conns;
+		while (c != NULL && c->id != r->waiter) {
+			c = c->next;
+		}
+		if (c != NULL && !c->closing && c->wait == CONN_WAIT_GROUP) {
+			keel_arena_reset(&c->resp_arena);
+			broker_group_reply(r, &c->req, &c->resp_arena, &c->resp);
+			conn_respond(c, &c->resp);
+			conn_finish(c);
+			conn_process(c);
+		}
+		group_reply_free(r);
+	}
+}
+
+/* Asks the controller for __consumer_offsets when a client needs it. */
+static void group_create_topic(struct broker_server *s)
+{
+	struct broker_admin_job *job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		return;
+	}
+	keel_wbuf_init_dynamic(&job->body, 1024, s->opt.max_frame_bytes);
+	if (!broker_groups_take_create(&s->core, (int64_t)uv_now(&s->loop), &job->body,
+	                               &job->api)) {
+		keel_wbuf_free(&job->body);
+		free(job);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_out;
+	s->admin_out = job;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void group_tick(uv_timer_t *t)
+{
+	struct broker_server *s = t->data;
+	if (s->sync_in_flight) {
+		return; /* the core is the worker's; next tick */
+	}
+	broker_groups_tick(&s->core, (int64_t)uv_now(&s->loop), wall_ms());
+	group_deliver(s);
+	group_create_topic(s);
+}
+
+/* A group API; true when the connection waits (the answer comes later). */
+static bool group_dispatch(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	KEEL_ASSERT(broker_groups_handles(c->req.header.api_key));
+	struct broker_group_ctx ctx = {(int64_t)uv_now(&s->loop), wall_ms(), c->id, c->peer};
+	char host[sizeof(c->peer)];
+	memcpy(host, c->peer, sizeof(host));
+	char *colon = strrchr(host, ':');
+	if (colon != NULL) {
+		*colon = '\0';
+	}
+	ctx.client_host = host;
+	enum broker_group_outcome o = broker_group_request(&s->core, &ctx, &c->req, &c->resp_arena,
+	                                                   &c->resp, &c->produce_wait);
+	group_create_topic(s);
+	switch (o) {
+	case BROKER_GROUP_DONE:
+		conn_respond(c, &c->resp);
+		group_deliver(s);
+		return false;
+	case BROKER_GROUP_SYNC:
+		c->wait = CONN_WAIT_SYNC;
+		c->wait_sync_seq = s->sync_seq + 1;
+		group_deliver(s);
+		return true;
+	case BROKER_GROUP_PARKED:
+		c->wait = CONN_WAIT_GROUP;
+		group_deliver(s);
+		return true;
+	}
+	return false;
+}
+
 static void dispatch(struct conn *c)
 {
 	struct broker_core *core = &c->srv->core;
 	struct kafka_request *rq = &c->req;
 	struct keel_arena *a = &c->resp_arena;
 	keel_arena_reset(a);
+	broker_core_set_time(core, (int64_t)uv_now(&c->srv->loop));
 	switch (rq->header.api_key) {
 	case KAFKA_API_API_VERSIONS:
 		broker_api_versions(core, a, &c->resp.api_versions);
@@ -543,10 +745,23 @@ static void dispatch(struct conn *c)
 		broker_describe_cluster(core, a, &c->resp.describe_cluster);
 		conn_respond(c, &c->resp.describe_cluster);
 		break;
+	case KAFKA_API_INIT_PRODUCER_ID:
+		if (broker_init_producer_id(core, &rq->body.init_producer_id,
+		                            &c->resp.init_producer_id)) {
+			conn_respond(c, &c->resp.init_producer_id);
+			break;
+		}
+		if (forward_admin(c)) {
+			return;
+		}
+		break;
 	case KAFKA_API_CREATE_TOPICS:
 	case KAFKA_API_DELETE_TOPICS:
 	case KAFKA_API_CREATE_PARTITIONS:
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
+	case KAFKA_API_ALTER_CONFIGS:
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS:
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS:
 		if (forward_admin(c)) {
 			return;
 		}
@@ -557,7 +772,10 @@ static void dispatch(struct conn *c)
 		conn_respond(c, &c->resp.offset_for_leader_epoch);
 		break;
 	default:
-		KEEL_UNREACHABLE(); /* handle_frame admits only BROKER_API_SETS */
+		if (group_dispatch(c)) {
+			return;
+		}
+		break;
 	}
 	conn_finish(c);
 }
@@ -605,9 +823,14 @@ static void handle_frame(struct conn *c)
 	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer,
 	           kafka_api_find(c->req.header.api_key)->name, c->req.header.api_version,
 	           c->req.header.correlation_id);
-	if (broker_api_touches_logs(c->req.header.api_key) && s->sync_in_flight) {
+	if ((broker_api_touches_logs(c->req.header.api_key) ||
+	     broker_groups_handles(c->req.header.api_key)) &&
+	    s->sync_in_flight) {
 		c->wait = CONN_GATED;
 		return;
+	}
+	if (c->started_ns == 0) {
+		c->started_ns = uv_hrtime(); /* kept across a gated retry */
 	}
 	dispatch(c);
 }
@@ -717,6 +940,7 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	c->cap = READ_CHUNK;
 	c->srv = s;
+	c->id = ++s->next_conn_id;
 	keel_arena_init(&c->req_arena, ARENA_BLOCK);
 	keel_arena_init(&c->resp_arena, ARENA_BLOCK);
 	uv_tcp_init(&s->loop, &c->tcp);
@@ -768,6 +992,89 @@ static void sync_work(uv_work_t *w)
 
 static void apply_offered_image(struct broker_server *s);
 
+/* How long a group write (OffsetCommit, DeleteGroups, OffsetDelete) waits
+ * for the offsets partition's ISR: Kafka's offsets.commit.timeout.ms. */
+#define GROUP_COMMIT_TIMEOUT_MS 5000
+
+/* A group write after its sync: answered once the offsets partition's high
+ * watermark covers it (a coordinator failover then keeps it), at once when
+ * it cannot (the sync failed, leadership moved), or at the timeout. */
+static bool group_write_try(struct conn *c, bool expired)
+{
+	struct broker_server *s = c->srv;
+	const struct broker_produce_wait *w = &c->produce_wait;
+	bool ready = true;
+	for (uint32_t i = 0; i < w->count; i++) {
+		struct broker_partition *p = w->parts[i];
+		bool failed = p == NULL || !p->open || p->sync_err != KEEL_OK || !p->leader;
+		ready &= failed || broker_partition_committed(p, w->last_offset + 1);
+	}
+	if (!ready && !expired) {
+		return false;
+	}
+	uv_timer_stop(&c->timer);
+	broker_group_finish(&s->core, &c->req, &c->produce_wait, &c->resp);
+	s->group_commits++;
+	conn_respond(c, &c->resp);
+	conn_finish(c);
+	return true;
+}
+
+/* acks=all: answers the produce if the ISR has it (or it failed). */
+static bool acks_try(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	if (c->req.header.api_key != KAFKA_API_PRODUCE) {
+		return group_write_try(c, c->fetch_expired);
+	}
+	if (!broker_produce_acked(&s->core, &c->req.body.produce, &c->produce_wait,
+	                          &c->resp.produce, c->fetch_expired)) {
+		return false;
+	}
+	uv_timer_stop(&c->timer);
+	s->acked_produces++;
+	conn_respond(c, &c->resp.produce);
+	conn_finish(c);
+	return true;
+}
+
+static void acks_timer_fired(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	if (c->closing || c->wait != CONN_WAIT_ACKS) {
+		return;
+	}
+	c->fetch_expired = true; /* the produce's timeout_ms passed */
+	if (!c->srv->sync_in_flight && acks_try(c)) {
+		conn_process(c);
+	}
+}
+
+/* After its sync: an acks=all produce waits for the ISR, at most its
+ * timeout_ms (then REQUEST_TIMED_OUT). */
+static void wait_for_isr(struct conn *c)
+{
+	c->wait = CONN_WAIT_ACKS;
+	c->fetch_expired = false;
+	c->srv->stats.acks_all_waits++;
+	if (acks_try(c)) {
+		return;
+	}
+	int32_t timeout = c->req.body.produce.timeout_ms;
+	uv_timer_start(&c->timer, acks_timer_fired, (uint64_t)KEEL_MAX(timeout, 0), 0);
+}
+
+/* Some high watermark rose, or the image changed: answer what is due. */
+static void recheck_acks(struct broker_server *s)
+{
+	s->core.hw_moved = false;
+	for (struct conn *c = s->conns; c != NULL; c = c->next) {
+		if (!c->closing && c->wait == CONN_WAIT_ACKS && acks_try(c)) {
+			conn_process(c);
+		}
+	}
+}
+
 static void sync_done(uv_work_t *w, int status)
 {
 	(void)status;
@@ -776,15 +1083,29 @@ static void sync_done(uv_work_t *w, int status)
 	s->sync_in_flight = false;
 	broker_core_sync_done(&s->core);
 	/* First answer what this sync made durable, then let everyone else on. */
+	broker_core_set_time(&s->core, (int64_t)uv_now(&s->loop));
 	for (struct conn *c = s->conns; c != NULL; c = c->next) {
 		if (c->closing) {
 			continue;
 		}
-		if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq) {
+		if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq &&
+		    c->req.header.api_key != KAFKA_API_PRODUCE) {
+			c->fetch_expired = false;
+			if (!group_write_try(c, false)) {
+				c->wait = CONN_WAIT_ACKS; /* the ISR's, like acks=all */
+				uv_timer_start(&c->timer, acks_timer_fired, GROUP_COMMIT_TIMEOUT_MS, 0);
+			}
+		} else if (c->wait == CONN_WAIT_SYNC && c->wait_sync_seq <= s->sync_seq) {
 			broker_produce_finish(&c->produce_wait, &c->resp.produce);
-			s->acked_produces++;
-			conn_respond(c, &c->resp.produce);
-			conn_finish(c);
+			if (c->produce_wait.needs_isr) {
+				wait_for_isr(c);
+			} else {
+				s->acked_produces++;
+				conn_respond(c, &c->resp.produce);
+				conn_finish(c);
+			}
+		} else if (c->wait == CONN_WAIT_ACKS) {
+			acks_try(c);
 		} else if (c->wait == CONN_WAIT_FETCH) {
 			fetch_try(c, false);
 		} else if (c->wait == CONN_GATED) {
@@ -812,9 +1133,12 @@ static void apply_offered_image(struct broker_server *s)
 		return;
 	}
 	struct broker_image_report rep;
+	broker_core_set_time(&s->core, (int64_t)uv_now(&s->loop));
 	broker_core_set_image(&s->core, img, &rep);
 	meta_image_close(img);
 	free(img);
+	broker_fetchers_update(s->fetchers);
+	recheck_acks(s); /* leadership may have moved under waiting produces */
 	if (rep.opened > 0 || rep.closed > 0 || rep.failed > 0) {
 		KEEL_INFO("partition logs: %u opened, %u closed, %u failed (%u held)%s%s",
 		          rep.opened, rep.closed, rep.failed, s->core.part_count,
@@ -827,22 +1151,122 @@ static void apply_offered_image(struct broker_server *s)
 	}
 }
 
-/* Before each wait for I/O: start a sync, or apply a new image. */
+/* Before each wait for I/O: start a sync, or apply a new image; move
+ * replication on. */
 static void on_prepare(uv_prepare_t *p)
 {
 	struct broker_server *s = p->data;
 	if (s->sync_in_flight) {
 		return;
 	}
+	broker_fetchers_kick(s->fetchers); /* answers held during the sync */
+	if (s->core.hw_moved) {
+		recheck_acks(s);
+	}
 	if (broker_core_dirty(&s->core)) {
+		/* Followers waiting on a fetch get the new batches now, from the
+		 * page cache, so that their fdatasync runs alongside ours (the
+		 * high watermark still waits for our own durable end). */
+		for (struct conn *c = s->conns; c != NULL; c = c->next) {
+			if (!c->closing && c->wait == CONN_WAIT_FETCH &&
+			    c->req.body.fetch.replica_id >= 0) {
+				fetch_try(c, false);
+			}
+		}
 		s->sync_in_flight = true;
 		s->sync_seq++;
+		s->stats.syncs++;
 		s->work.data = s;
 		int rc = uv_queue_work(&s->loop, &s->work, sync_work, sync_done);
 		KEEL_ASSERT(rc == 0);
 		return;
 	}
 	apply_offered_image(s);
+	broker_fetchers_kick(s->fetchers); /* nothing dirty: fetch on */
+}
+
+/* Leader side, every ISR_CHECK_MS: ISR changes to ask the controller for
+ * (through the controller thread, like forwarded admin requests). */
+#define ISR_CHECK_MS  250u
+#define ISR_RESEND_MS 2000
+
+static void isr_check(uv_timer_t *t)
+{
+	struct broker_server *s = t->data;
+	pthread_mutex_lock(&s->mu);
+	int64_t epoch = s->broker_epoch;
+	pthread_mutex_unlock(&s->mu);
+	if (s->sync_in_flight || s->isr_job_out || epoch < 0) {
+		return;
+	}
+	struct broker_admin_job *job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		return;
+	}
+	keel_wbuf_init_dynamic(&job->body, 1024, 16u << 20);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 16 * 1024);
+	broker_core_set_time(&s->core, (int64_t)uv_now(&s->loop));
+	struct broker_replication_stats before = s->core.stats;
+	bool ask = broker_replica_isr_request(&s->core, epoch, ISR_RESEND_MS, &arena, &job->body);
+	keel_arena_close(&arena);
+	if (!ask) {
+		keel_wbuf_free(&job->body);
+		free(job);
+		return;
+	}
+	KEEL_INFO("asking the controller for an ISR change (AlterPartition): %" PRIu64
+	          " replica(s) out for lag, %" PRIu64 " back in",
+	          s->core.stats.isr_shrinks - before.isr_shrinks,
+	          s->core.stats.isr_expands - before.isr_expands);
+	job->api = META_API_ALTER_PARTITION;
+	s->isr_job_out = true;
+	pthread_mutex_lock(&s->mu);
+	job->next = s->admin_out;
+	s->admin_out = job;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static int metrics_handler(void *ctx, const char *path, struct keel_wbuf *body,
+                           const char **content_type)
+{
+	struct broker_server *s = ctx;
+	*content_type = "text/plain; version=0.0.4";
+	if (strcmp(path, "/metrics") != 0) {
+		keel_wbuf_bytes(body, "not found\n", 10);
+		return 404;
+	}
+	/* The fields read here are the loop thread's: a sync in flight on the
+	 * worker changes only the logs' durable offsets, which are not read. */
+	broker_metrics_render(&s->core, &s->stats, body);
+	return 200;
+}
+
+void broker_server_set_broker_epoch(struct broker_server *s, int64_t epoch)
+{
+	pthread_mutex_lock(&s->mu);
+	s->broker_epoch = epoch;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Retention runs between syncs; one due during a sync waits a tick. */
+static void retention_due(uv_timer_t *t)
+{
+	struct broker_server *s = t->data;
+	if (s->sync_in_flight) {
+		uv_timer_start(&s->retention, retention_due, 100, 0);
+		return;
+	}
+	struct broker_retention_report rep;
+	broker_core_retain(&s->core, keel_clock_wall_ms(), &rep);
+	if (rep.segments > 0 || rep.failed > 0) {
+		KEEL_INFO("retention: deleted %u segments of %u partitions%s", rep.segments,
+		          rep.partitions, rep.failed > 0 ? "; some logs failed (see below)" : "");
+	}
+	if (rep.failed > 0) {
+		KEEL_WARN("retention failed on %u partition logs", rep.failed);
+	}
+	uv_timer_start(&s->retention, retention_due, (uint64_t)s->opt.retention_check_ms, 0);
 }
 
 static void close_all(struct broker_server *s)
@@ -853,6 +1277,14 @@ static void close_all(struct broker_server *s)
 	uv_close((uv_handle_t *)&s->listener, NULL);
 	uv_close((uv_handle_t *)&s->wakeup, NULL);
 	uv_close((uv_handle_t *)&s->prepare, NULL);
+	uv_close((uv_handle_t *)&s->retention, NULL);
+	uv_close((uv_handle_t *)&s->group_timer, NULL);
+	uv_close((uv_handle_t *)&s->isr_timer, NULL);
+	broker_fetchers_close(s->fetchers);
+	if (s->http_running) {
+		http_server_close(&s->http);
+		s->http_running = false;
+	}
 }
 
 static void on_wakeup(uv_async_t *a)
@@ -887,6 +1319,7 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	wal_vfs_posix_init(&s->vfs);
 	struct broker_config bc = {&s->vfs, options->data_dir, options->node_id, 0};
 	broker_core_init(&s->core, &bc);
+	broker_groups_set_incarnation(&s->core, (uint64_t)wall_ms() ^ ((uint64_t)getpid() << 44));
 	pthread_mutex_init(&s->mu, NULL);
 	uv_loop_init(&s->loop);
 	uv_tcp_init(&s->loop, &s->listener);
@@ -918,6 +1351,31 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_prepare_init(&s->loop, &s->prepare);
 	s->prepare.data = s;
 	uv_prepare_start(&s->prepare, on_prepare);
+	uv_timer_init(&s->loop, &s->retention);
+	s->retention.data = s;
+	uv_timer_start(&s->retention, retention_due, (uint64_t)s->opt.retention_check_ms, 0);
+	uv_timer_init(&s->loop, &s->group_timer);
+	s->group_timer.data = s;
+	uv_timer_start(&s->group_timer, group_tick, GROUP_TICK_MS, GROUP_TICK_MS);
+	s->broker_epoch = -1;
+	s->fetchers = broker_fetchers_new(&s->loop, &s->core, &s->sync_in_flight);
+	KEEL_ASSERT(s->fetchers != NULL);
+	uv_timer_init(&s->loop, &s->isr_timer);
+	s->isr_timer.data = s;
+	uv_timer_start(&s->isr_timer, isr_check, ISR_CHECK_MS, ISR_CHECK_MS);
+	if (options->metrics_port != 0) {
+		char listen[300], err[256];
+		snprintf(listen, sizeof(listen), "%s:%u", options->host, options->metrics_port);
+		if (http_server_start(&s->http, &s->loop, listen, metrics_handler, s, err,
+		                      sizeof(err)) != KEEL_OK) {
+			KEEL_WARN("no metrics endpoint on %s: %s", listen, err);
+		} else {
+			s->http_running = true;
+			struct http_limits hl = {16, 10000, 10000, NULL};
+			http_server_set_limits(&s->http, &hl);
+			KEEL_INFO("metrics on http://%s/metrics", listen);
+		}
+	}
 	sigset_t block, old;
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
@@ -965,10 +1423,29 @@ void broker_server_stop(struct broker_server *s)
 	pthread_join(s->thread, NULL);
 	KEEL_INFO("served %" PRIu64 " connections; %" PRIu64 " produce requests acknowledged "
 	          "after %" PRIu64 " group syncs; fetched %" PRIu64
-	          " record bytes with sendfile, %" PRIu64 " copied",
+	          " record bytes with sendfile, %" PRIu64 " copied; %" PRIu64
+	          " group offset commits acknowledged; %" PRIu64
+	          " offsets-partition compactions cut %" PRIu64 " segments",
 	          s->conn_count, s->acked_produces, s->sync_seq, s->sendfile_bytes,
-	          s->copied_bytes);
+	          s->copied_bytes, s->group_commits, s->core.groups->compactions,
+	          s->core.groups->compacted_segments);
+	if (s->core.duplicates > 0) {
+		KEEL_INFO("answered %" PRIu64
+		          " retried idempotent batches with their first offsets",
+		          s->core.duplicates);
+	}
+	struct broker_fetcher_totals ft;
+	broker_fetchers_totals(s->fetchers, &ft);
+	const struct broker_replication_stats *rs = &s->core.stats;
+	KEEL_INFO("replication: %" PRIu64 " fetches and %" PRIu64
+	          " epoch requests to leaders, %" PRIu64
+	          " record bytes appended as follower, %" PRIu64 " truncations; %" PRIu64
+	          " follower fetches served; %" PRIu64 " acks=all waits; ISR shrinks asked %" PRIu64
+	          ", expands %" PRIu64,
+	          ft.fetches, ft.epoch_requests, rs->follower_bytes, rs->truncations,
+	          rs->follower_fetches, s->stats.acks_all_waits, rs->isr_shrinks, rs->isr_expands);
 	uv_loop_close(&s->loop);
+	broker_fetchers_free(s->fetchers);
 	if (s->offered != NULL) {
 		meta_image_close(s->offered);
 		free(s->offered);

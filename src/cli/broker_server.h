@@ -25,6 +25,8 @@ struct broker_server_options {
 	const char *data_dir;
 	int handshake_timeout_ms; /* a connection with no whole request by then is closed */
 	uint32_t max_frame_bytes; /* the largest request frame accepted */
+	int retention_check_ms;   /* how often retention runs */
+	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
 };
 
 /* Binds and listens (errors printed, NULL returned), then serves on a new
@@ -45,6 +47,10 @@ bool broker_server_take_admin(struct broker_server *s, struct broker_admin_job *
                               enum meta_api *api, const struct keel_wbuf **body);
 void broker_server_admin_done(struct broker_server *s, struct broker_admin_job *job,
                               const void *reply, size_t size);
+
+/* The broker epoch to send AlterPartition with (the loop thread asks for
+ * ISR changes as partition leader); -1 while unregistered or fenced. */
+void broker_server_set_broker_epoch(struct broker_server *s, int64_t epoch);
 
 /* Stops serving (waits for syncs in flight), joins the thread, frees. */
 void broker_server_stop(struct broker_server *s);

@@ -28,8 +28,10 @@ int cli_brokers(int argc, char **argv);
 int cli_produce(int argc, char **argv);
 int cli_consume(int argc, char **argv);
 int cli_topics(int argc, char **argv);
+int cli_groups(int argc, char **argv);
 int cli_configs(int argc, char **argv);
 int cli_leader_election(int argc, char **argv);
+int cli_partitions(int argc, char **argv);
 
 /* What a failed connect means for the operator: for ConnectionLoss and
  * OperationTimeout, that no server answered with a working quorum (none

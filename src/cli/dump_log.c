@@ -3,7 +3,7 @@
  * directory (docs/plog-format.md), for operators.
  *
  * Prints partition.metadata (the topic id), the leader-epoch checkpoint,
- * then every segment in offset order: each batch (position, offsets, record
+ * the idempotent producers' state snapshots, then every segment in offset order: each batch (position, offsets, record
  * count, leader epoch, codec, timestamps, producer, CRC state), how the
  * segment ends, and whether its index files match it. Reads only, through
  * the POSIX vfs; it never repairs, so it is safe on a stopped broker's
@@ -22,25 +22,32 @@
 #include "cli/cli.h"
 #include "plog/batch.h"
 #include "plog/format.h"
+#include "plog/producer.h"
 #include "wal/vfs.h"
 
 /* Larger than any batch a broker accepts; bounds the read buffer. */
 #define DUMP_MAX_BATCH_BYTES (64u << 20)
 #define DUMP_MAX_SEGMENTS 100000u
+#define DUMP_MAX_SNAPSHOTS 16u
 
 struct segments {
 	int64_t bases[DUMP_MAX_SEGMENTS];
 	uint32_t count;
 	bool has_epochs;
 	bool has_metadata;
+	int64_t snapshots[DUMP_MAX_SNAPSHOTS];
+	uint32_t snapshot_count;
 };
 
 static void list_one(void *arg, const char *name)
 {
 	struct segments *s = arg;
 	int64_t base;
-	if (plog_parse_file_name(name, &base) == PLOG_FILE_LOG && s->count < DUMP_MAX_SEGMENTS) {
+	enum plog_file_kind kind = plog_parse_file_name(name, &base);
+	if (kind == PLOG_FILE_LOG && s->count < DUMP_MAX_SEGMENTS) {
 		s->bases[s->count++] = base;
+	} else if (kind == PLOG_FILE_SNAPSHOT && s->snapshot_count < DUMP_MAX_SNAPSHOTS) {
+		s->snapshots[s->snapshot_count++] = base;
 	} else if (strcmp(name, PLOG_EPOCH_FILE) == 0) {
 		s->has_epochs = true;
 	} else if (strcmp(name, PLOG_METADATA_FILE) == 0) {
@@ -114,6 +121,42 @@ static void print_epochs(struct wal_vfs *vfs, const char *dir)
 		}
 	}
 	free(entries);
+	free(data);
+}
+
+/* One producer state snapshot: its header and every producer's batches. */
+static void print_snapshot(struct wal_vfs *vfs, const char *dir, int64_t offset)
+{
+	char name[PLOG_NAME_MAX];
+	char path[WAL_VFS_PATH_MAX];
+	plog_file_name(name, offset, PLOG_FILE_SNAPSHOT);
+	wal_vfs_join(path, sizeof(path), dir, name);
+	size_t size = 0;
+	uint8_t *data = slurp(vfs, path, 64u << 20, &size);
+	struct plog_producers ps;
+	plog_producers_init(&ps);
+	int64_t at;
+	int32_t epoch;
+	uint8_t topic_id[PLOG_TOPIC_ID_SIZE];
+	if (data == NULL ||
+	    plog_producers_decode(&ps, data, size, &at, &epoch, topic_id) != KEEL_OK || at != offset) {
+		printf("producer snapshot %s: unreadable or damaged (a rebuild skips it)\n", name);
+	} else {
+		printf("producer snapshot %s: %" PRIu32 " producers before offset %" PRId64
+		       " (leader epoch %" PRId32 " there)\n",
+		       name, ps.count, at, epoch);
+		for (uint32_t i = 0; i < ps.count; i++) {
+			const struct plog_producer *p = &ps.items[i];
+			printf("  producer %" PRId64 " epoch %d:", p->producer_id, p->epoch);
+			for (uint32_t j = 0; j < p->count; j++) {
+				const struct plog_producer_batch *b = &p->batches[j];
+				printf(" seq %" PRId32 "..%" PRId32 " @ %" PRId64 "..%" PRId64, b->first_seq,
+				       b->last_seq, b->first_offset, b->last_offset);
+			}
+			printf("\n");
+		}
+	}
+	plog_producers_close(&ps);
 	free(data);
 }
 
@@ -258,6 +301,10 @@ static int dump(const char *dir, bool batches)
 	if (s->has_epochs) {
 		print_epochs(&vfs, dir);
 	}
+	qsort(s->snapshots, s->snapshot_count, sizeof(*s->snapshots), compare_i64);
+	for (uint32_t i = 0; i < s->snapshot_count; i++) {
+		print_snapshot(&vfs, dir, s->snapshots[i]);
+	}
 	qsort(s->bases, s->count, sizeof(*s->bases), compare_i64);
 	int64_t expect = s->count > 0 ? s->bases[0] : 0;
 	for (uint32_t i = 0; i < s->count && status != 2; i++) {
@@ -292,7 +339,8 @@ static int usage(FILE *out)
 	fprintf(out, "usage: keel dump-log DIR [--no-batches]\n"
 		     "  decodes a partition directory (<topic>-<partition>): its segments'\n"
 		     "  batches (offsets, epochs, record counts, CRC state), the leader-epoch\n"
-		     "  checkpoint and partition.metadata. Reads only.\n"
+		     "  checkpoint, partition.metadata and producer state snapshots.\n"
+		     "  Reads only.\n"
 		     "  exit 0: recovery would open it; 1: it would refuse; 2: error\n");
 	return out == stdout ? 0 : 2;
 }

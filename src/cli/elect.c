@@ -36,10 +36,12 @@ static int usage(FILE *out)
 	fprintf(out,
 		"usage: keel leader-election --election-type preferred|unclean\n"
 		"                            (--topic T [--partition P] | --all-topic-partitions)\n"
-		"                            --servers HOSTS\n\n"
+		"                            --servers HOSTS [CREDENTIAL]\n\n"
 		"Elects partition leaders now. preferred: the first replica takes over where it\n"
 		"is eligible and in sync. unclean: an offline partition takes any live replica,\n"
-		"which may lose acknowledged records.\n");
+		"which may lose acknowledged records.\n"
+		"CREDENTIAL (needed when the servers have a secret): --cluster-secret-file\n"
+		"FILE (the servers' secret) or --auth super:PASSWORD.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -75,10 +77,18 @@ int cli_leader_election(int argc, char **argv)
 	long partition = -1;
 	bool all = false;
 	int32_t timeout_ms = 15000;
+	static struct meta_cli_credential cred;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		bool has_value = i + 1 < argc;
 		long v = 0;
+		int took = meta_cli_credential_arg(argc, argv, &i, &cred, "keel leader-election");
+		if (took < 0) {
+			return 2;
+		}
+		if (took > 0) {
+			continue;
+		}
 		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
 			return usage(stdout);
 		} else if (strcmp(arg, "--all-topic-partitions") == 0) {
@@ -120,7 +130,8 @@ int cli_leader_election(int argc, char **argv)
 	struct kc_client client;
 	bool initialized = false;
 	if (meta_cli_open(&client, &initialized, "keel leader-election", servers, 10000,
-			  timeout_ms) != ZK_OK) {
+			  timeout_ms) != ZK_OK ||
+	    !meta_cli_prove_credential(&client, &cred, "keel leader-election")) {
 		if (initialized) {
 			kc_close(&client);
 		}

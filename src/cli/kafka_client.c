@@ -31,23 +31,14 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "cli/cli.h"
+#include "cli/kafka_conn.h"
 #include "kafka/api.h"
 #include "plog/batch.h"
 
 #define BATCH_LINES 500
 #define MAX_LINE    (1 << 20)
 
-struct kclient {
-	const char *who;
-	int fd;
-	int32_t correlation_id;
-	struct keel_arena arena;
-	struct kafka_limits limits;
-	uint8_t *frame;
-	size_t frame_cap;
-};
-
-static int dial(const char *who, const char *hostport)
+int kclient_dial(const char *who, const char *hostport)
 {
 	char host[256];
 	const char *colon = strrchr(hostport, ':');
@@ -96,8 +87,7 @@ static bool io_all(int fd, void *buf, size_t n, bool writing)
 	return true;
 }
 
-/* Sends one request and decodes its response into `resp` (in k->arena). */
-static bool call(struct kclient *k, int16_t api_key, int16_t version, const void *body, void *resp)
+bool kclient_call(struct kclient *k, int16_t api_key, int16_t version, const void *body, void *resp)
 {
 	struct kafka_request_header h = {api_key, version, ++k->correlation_id,
 	                                 kafka_str("keel-cli")};
@@ -150,7 +140,7 @@ static int32_t connect_leader(struct kclient *k, const struct kargs *a, int32_t 
 	struct kafka_metadata_request rq = {&t, 1, false, false, false};
 	struct kafka_metadata_response md;
 	keel_arena_reset(&k->arena);
-	if (!call(k, KAFKA_API_METADATA, 1, &rq, &md)) {
+	if (!kclient_call(k, KAFKA_API_METADATA, 1, &rq, &md)) {
 		return -1;
 	}
 	if (md.topic_count != 1 || md.topics[0].error_code != KAFKA_NONE) {
@@ -177,7 +167,7 @@ static int32_t connect_leader(struct kclient *k, const struct kargs *a, int32_t 
 		char hp[300];
 		snprintf(hp, sizeof(hp), "%.*s:%d", (int)md.brokers[i].host.len,
 		         md.brokers[i].host.ptr, md.brokers[i].port);
-		int fd = dial(k->who, hp);
+		int fd = kclient_dial(k->who, hp);
 		if (fd < 0) {
 			return -1;
 		}
@@ -268,7 +258,7 @@ static bool send_batch(struct kclient *k, const struct kargs *a, int32_t partiti
 	struct kafka_produce_request rq = {KAFKA_STR_NULL, -1, 30000, &pt, 1};
 	struct kafka_produce_response rs;
 	keel_arena_reset(&k->arena);
-	if (!call(k, KAFKA_API_PRODUCE, 3, &rq, &rs)) {
+	if (!kclient_call(k, KAFKA_API_PRODUCE, 3, &rq, &rs)) {
 		return false;
 	}
 	int16_t err = rs.topic_count == 1 && rs.topics[0].partition_count == 1
@@ -382,7 +372,7 @@ static int consume(struct kclient *k, const struct kargs *a)
 	struct kafka_list_offsets_request lrq = {-1, 0, &lt, 1};
 	struct kafka_list_offsets_response lr;
 	keel_arena_reset(&k->arena);
-	if (!call(k, KAFKA_API_LIST_OFFSETS, 1, &lrq, &lr)) {
+	if (!kclient_call(k, KAFKA_API_LIST_OFFSETS, 1, &lrq, &lr)) {
 		return 1;
 	}
 	if (lr.topics[0].partitions[0].error_code != KAFKA_NONE) {
@@ -405,7 +395,7 @@ static int consume(struct kclient *k, const struct kargs *a)
 		rq.topic_count = 1;
 		struct kafka_fetch_response rs;
 		keel_arena_reset(&k->arena);
-		if (!call(k, KAFKA_API_FETCH, 4, &rq, &rs)) {
+		if (!kclient_call(k, KAFKA_API_FETCH, 4, &rq, &rs)) {
 			return 1;
 		}
 		const struct kafka_fetch_partition_data *pd = &rs.topics[0].partitions[0];
@@ -493,7 +483,7 @@ static int kafka_cli(const char *cmd, int argc, char **argv)
 	struct kclient k = {who, -1, 0, {0}, {0}, NULL, 0};
 	char first[300];
 	snprintf(first, sizeof(first), "%.*s", (int)strcspn(a.brokers, ","), a.brokers);
-	k.fd = dial(who, first);
+	k.fd = kclient_dial(who, first);
 	if (k.fd < 0) {
 		return 1;
 	}

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "node/peer_auth.h"
 #include "os/clock.h"
 
 int32_t meta_cli_open(struct kc_client *c, bool *initialized, const char *who,
@@ -37,6 +38,62 @@ const char *cli_quorum_hint(int32_t zk_err)
 		       "than a majority of the cluster up)";
 	}
 	return "";
+}
+
+int32_t meta_cli_prove(struct kc_client *c, const struct peer_auth_keys *keys,
+		       const char *digest)
+{
+	int32_t err = ZK_OK;
+	if (keys != NULL && keys->count > 0) {
+		err = kc_connect(c);
+		if (err != ZK_OK) {
+			return err;
+		}
+		uint8_t mac[PEER_AUTH_MAC_SIZE];
+		peer_auth_session_mac(keys, (uint64_t)kc_session_id(c), kc_session_passwd(c), mac);
+		err = kc_add_auth(c, PEER_AUTH_SESSION_SCHEME, zk_bytes_of(mac, sizeof(mac)));
+	}
+	if (err == ZK_OK && digest != NULL) {
+		err = kc_add_auth(c, "digest", zk_bytes_of(digest, strlen(digest)));
+	}
+	return err;
+}
+
+int meta_cli_credential_arg(int argc, char **argv, int *i, struct meta_cli_credential *cred,
+			    const char *who)
+{
+	if (*i + 1 >= argc) {
+		return 0;
+	}
+	if (strcmp(argv[*i], "--cluster-secret-file") == 0) {
+		char err[512];
+		if (peer_auth_load_file(argv[*i + 1], &cred->keys, err, sizeof(err)) != KEEL_OK) {
+			fprintf(stderr, "%s: %s\n", who, err);
+			return -1;
+		}
+		*i += 1;
+		return 1;
+	}
+	if (strcmp(argv[*i], "--auth") == 0) {
+		cred->digest = argv[*i + 1];
+		*i += 1;
+		return 1;
+	}
+	return 0;
+}
+
+bool meta_cli_prove_credential(struct kc_client *c, const struct meta_cli_credential *cred,
+			       const char *who)
+{
+	int32_t err = meta_cli_prove(c, &cred->keys, cred->digest);
+	if (err == ZK_OK) {
+		return true;
+	}
+	fprintf(stderr, "%s: %s%s\n", who,
+		err == ZK_AUTH_FAILED ? "the servers refused the credential"
+				      : kc_err_message(err),
+		err == ZK_AUTH_FAILED ? " (--cluster-secret-file or --auth)" : "");
+	return false;
 }
 
 int32_t meta_cli_call(struct kc_client *c, enum meta_api api, const struct keel_wbuf *req,
@@ -95,4 +152,40 @@ int meta_cli_controller_call(struct kc_client *c, const char *who, enum meta_api
 		}
 		meta_cli_sleep(c, 200);
 	}
+}
+
+/* DescribeCluster after a sync; the response points into `arena` and the
+ * client's buffer (valid until the next call on c). */
+int meta_cli_describe(struct kc_client *c, const char *who, const char *topic, bool brokers,
+		      bool topics, struct keel_arena *arena, struct meta_describe_cluster_response *out)
+{
+	int32_t err = kc_sync(c, "/");
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: sync: %s\n", who, kc_err_message(err));
+		return 1;
+	}
+	const char *names[1] = {topic};
+	struct meta_describe_cluster_request rq = {names, topic != NULL ? 1u : 0u, brokers, topics};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
+	meta_encode_describe_cluster_request(&w, &rq);
+	struct kc_raw_reply reply;
+	err = meta_cli_call(c, META_API_DESCRIBE_CLUSTER, &w, &reply);
+	keel_wbuf_free(&w);
+	if (err != ZK_OK) {
+		fprintf(stderr, "%s: DescribeCluster: %s\n", who, kc_err_message(err));
+		return 1;
+	}
+	struct meta_errbuf eb;
+	memset(&eb, 0, sizeof(eb));
+	if (meta_decode_describe_cluster_response(reply.body, reply.body_size, arena, out, &eb) !=
+	    KEEL_OK) {
+		fprintf(stderr, "%s: the server's reply does not decode: %s\n", who, eb.msg);
+		return 1;
+	}
+	if (out->error != META_ERR_NONE) {
+		fprintf(stderr, "%s: %s\n", who, meta_error_name(out->error));
+		return 1;
+	}
+	return 0;
 }

@@ -89,7 +89,9 @@ static int usage(FILE *out)
 		"                   [--unavailable-partitions] [--under-min-isr-partitions]\n"
 		"                   --servers HOSTS\n"
 		"       keel brokers --servers HOSTS\n"
-		"       keel brokers unregister ID --servers HOSTS\n\n"
+		"       keel brokers unregister ID --servers HOSTS [CREDENTIAL]\n\n"
+		"CREDENTIAL (needed when the servers have a secret): --cluster-secret-file\n"
+		"FILE (the servers' secret) or --auth super:PASSWORD.\n"
 		"HOSTS is a ZooKeeper connect string (host:port,...). --timeout-ms MS bounds\n"
 		"the retries while the cluster elects a controller (default 15000).\n"
 		"PATTERN is a topic name or a glob (sensor-*). `--` ends the options, so\n"
@@ -113,42 +115,6 @@ static struct kc_client *open_session(const char *who, const char *servers, int3
 }
 
 /* ---- reads ---- */
-
-/* DescribeCluster after a sync; the response points into `arena` and the
- * client's buffer (valid until the next call on c). */
-static int describe(struct kc_client *c, const char *who, const char *topic, bool brokers,
-		    bool topics, struct keel_arena *arena, struct meta_describe_cluster_response *out)
-{
-	int32_t err = kc_sync(c, "/");
-	if (err != ZK_OK) {
-		fprintf(stderr, "%s: sync: %s\n", who, kc_err_message(err));
-		return 1;
-	}
-	const char *names[1] = {topic};
-	struct meta_describe_cluster_request rq = {names, topic != NULL ? 1u : 0u, brokers, topics};
-	struct keel_wbuf w;
-	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
-	meta_encode_describe_cluster_request(&w, &rq);
-	struct kc_raw_reply reply;
-	err = meta_cli_call(c, META_API_DESCRIBE_CLUSTER, &w, &reply);
-	keel_wbuf_free(&w);
-	if (err != ZK_OK) {
-		fprintf(stderr, "%s: DescribeCluster: %s\n", who, kc_err_message(err));
-		return 1;
-	}
-	struct meta_errbuf eb;
-	memset(&eb, 0, sizeof(eb));
-	if (meta_decode_describe_cluster_response(reply.body, reply.body_size, arena, out, &eb) !=
-	    KEEL_OK) {
-		fprintf(stderr, "%s: the server's reply does not decode: %s\n", who, eb.msg);
-		return 1;
-	}
-	if (out->error != META_ERR_NONE) {
-		fprintf(stderr, "%s: %s\n", who, meta_error_name(out->error));
-		return 1;
-	}
-	return 0;
-}
 
 /* The value of `key` among a topic's configs, or NULL. */
 static const char *topic_config(const struct meta_describe_topic *t, const char *key)
@@ -178,7 +144,8 @@ static bool partition_shown(const struct topics_args *a, const struct meta_descr
 	if (!any_filter(a)) {
 		return true;
 	}
-	if (a->under_replicated && p->isr_count < p->replica_count) {
+	/* As Kafka counts it: replicas still being added are not missing. */
+	if (a->under_replicated && p->isr_count < p->replica_count - p->adding_count) {
 		return true;
 	}
 	if (a->unavailable && (p->leader == META_NO_LEADER || broker_fenced(rs, p->leader))) {
@@ -200,7 +167,10 @@ static void print_topic_line(const struct meta_describe_topic *t)
 	struct meta_fmt f;
 	meta_fmt_init(&f, id, sizeof(id));
 	meta_fmt_uuid(&f, t->topic_id);
-	uint32_t rf = t->partition_count > 0 ? t->partitions[0].replica_count : 0;
+	/* As kafka-topics.sh counts it: replicas a reassignment removes do not count. */
+	uint32_t rf = t->partition_count > 0
+			      ? t->partitions[0].replica_count - t->partitions[0].removing_count
+			      : 0;
 	printf("Topic: %s\tTopicId: %s\tPartitionCount: %u\tReplicationFactor: %u\tConfigs: ",
 	       t->name, id, t->partition_count, rf);
 	for (uint32_t i = 0; i < t->config_count; i++) {
@@ -218,8 +188,20 @@ static void print_partition_line(const struct meta_describe_topic *t,
 	meta_fmt_init(&f, line, sizeof(line));
 	meta_format_describe_partition(&f, t->name, p->partition_id, p->leader, p->replicas,
 				       p->replica_count, p->isr, p->isr_count, p->leader_epoch);
-	printf("\t%s%s\n", line,
+	printf("\t%s%s", line,
 	       p->leader_recovery_state == META_RECOVERING ? "\tLeaderRecoveryState: RECOVERING" : "");
+	if (p->adding_count > 0 || p->removing_count > 0) {
+		/* An ongoing reassignment, in kafka-topics.sh's words. */
+		printf("\tAdding Replicas: ");
+		for (uint32_t i = 0; i < p->adding_count; i++) {
+			printf("%s%d", i > 0 ? "," : "", p->adding[i]);
+		}
+		printf("\tRemoving Replicas: ");
+		for (uint32_t i = 0; i < p->removing_count; i++) {
+			printf("%s%d", i > 0 ? "," : "", p->removing[i]);
+		}
+	}
+	printf("\n");
 }
 
 /* Prints a topic and those of its partitions the filters keep; with
@@ -270,7 +252,7 @@ static int topics_read(struct kc_client *c, const struct topics_args *a)
 	bool list = strcmp(a->action, "list") == 0;
 	/* A pattern is matched here, over every topic; a plain name is asked for. */
 	const char *ask = list || is_pattern(a->name) ? NULL : a->name;
-	int status = describe(c, who, ask, any_filter(a) || !list, true, &arena, &rs);
+	int status = meta_cli_describe(c, who, ask, any_filter(a) || !list, true, &arena, &rs);
 	uint32_t matched = 0;
 	for (uint32_t i = 0; status == 0 && i < rs.topic_count; i++) {
 		const struct meta_describe_topic *t = &rs.topics[i];
@@ -334,8 +316,16 @@ static int brokers_unregister(int argc, char **argv)
 	const char *servers = NULL;
 	long id = -1;
 	int32_t timeout_ms = 15000;
+	static struct meta_cli_credential cred;
 	for (int i = 2; i < argc; i++) {
 		long v = 0;
+		int took = meta_cli_credential_arg(argc, argv, &i, &cred, who);
+		if (took < 0) {
+			return 2;
+		}
+		if (took > 0) {
+			continue;
+		}
 		if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc) {
 			servers = argv[++i];
 		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
@@ -359,6 +349,10 @@ static int brokers_unregister(int argc, char **argv)
 	bool initialized = false;
 	struct kc_client *c = open_session(who, servers, timeout_ms, &initialized);
 	if (c == NULL) {
+		return 1;
+	}
+	if (!meta_cli_prove_credential(c, &cred, who)) {
+		kc_close(c);
 		return 1;
 	}
 	struct meta_unregister_broker_request rq = {(int32_t)id};
@@ -423,7 +417,7 @@ int cli_brokers(int argc, char **argv)
 	struct keel_arena arena;
 	keel_arena_init(&arena, 64 * 1024);
 	struct meta_describe_cluster_response rs;
-	int status = describe(c, "keel brokers", NULL, true, false, &arena, &rs);
+	int status = meta_cli_describe(c, "keel brokers", NULL, true, false, &arena, &rs);
 	for (uint32_t i = 0; status == 0 && i < rs.broker_count; i++) {
 		const struct meta_describe_broker *b = &rs.brokers[i];
 		char line[512];

@@ -439,6 +439,79 @@ struct kafka_create_partitions_response {
 	int32_t result_count;
 };
 
+/* ---- AlterPartitionReassignments (45), v0 (flexible) ---- */
+
+struct kafka_reassign_partition {
+	int32_t partition_index;
+	struct kafka_i32_array replicas; /* null: cancel the ongoing reassignment */
+};
+
+struct kafka_reassign_topic {
+	struct kafka_str name;
+	struct kafka_reassign_partition *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_alter_partition_reassignments_request {
+	int32_t timeout_ms;
+	struct kafka_reassign_topic *topics;
+	int32_t topic_count;
+};
+
+struct kafka_reassign_partition_result {
+	int32_t partition_index;
+	int16_t error_code;
+	struct kafka_str error_message; /* nullable */
+};
+
+struct kafka_reassign_topic_result {
+	struct kafka_str name;
+	struct kafka_reassign_partition_result *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_alter_partition_reassignments_response {
+	int32_t throttle_time_ms;
+	int16_t error_code;
+	struct kafka_str error_message; /* nullable */
+	struct kafka_reassign_topic_result *responses;
+	int32_t response_count;
+};
+
+/* ---- ListPartitionReassignments (46), v0 (flexible) ---- */
+
+struct kafka_list_reassignments_topic {
+	struct kafka_str name;
+	struct kafka_i32_array partition_indexes;
+};
+
+struct kafka_list_partition_reassignments_request {
+	int32_t timeout_ms;
+	struct kafka_list_reassignments_topic *topics; /* null (count -1): all */
+	int32_t topic_count;
+};
+
+struct kafka_ongoing_partition {
+	int32_t partition_index;
+	struct kafka_i32_array replicas;
+	struct kafka_i32_array adding_replicas;
+	struct kafka_i32_array removing_replicas;
+};
+
+struct kafka_ongoing_topic {
+	struct kafka_str name;
+	struct kafka_ongoing_partition *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_list_partition_reassignments_response {
+	int32_t throttle_time_ms;
+	int16_t error_code;
+	struct kafka_str error_message; /* nullable */
+	struct kafka_ongoing_topic *topics;
+	int32_t topic_count;
+};
+
 /* ---- DescribeConfigs (32) ---- */
 
 /* Resource types of DescribeConfigs / IncrementalAlterConfigs. */
@@ -533,6 +606,35 @@ struct kafka_incremental_alter_configs_response {
 	int32_t response_count;
 };
 
+/* ---- AlterConfigs (33), the legacy whole-resource form ---- */
+
+/* Each resource's configs replace all of its dynamic configs: a key set
+ * before and not named here is removed. The response has
+ * IncrementalAlterConfigs's shape. */
+struct kafka_legacy_config {
+	struct kafka_str name;
+	struct kafka_str value; /* nullable */
+};
+
+struct kafka_legacy_alter_resource {
+	int8_t resource_type;
+	struct kafka_str resource_name;
+	struct kafka_legacy_config *configs;
+	int32_t config_count;
+};
+
+struct kafka_alter_configs_request {
+	struct kafka_legacy_alter_resource *resources;
+	int32_t resource_count;
+	bool validate_only;
+};
+
+struct kafka_alter_configs_response {
+	int32_t throttle_time_ms;
+	struct kafka_alter_configs_resource_response *responses;
+	int32_t response_count;
+};
+
 /* ---- DescribeCluster (60) ---- */
 
 struct kafka_describe_cluster_request {
@@ -565,31 +667,35 @@ struct kafka_describe_cluster_response {
 
 typedef void (*kafka_walk_fn)(struct kafka_io *io, void *msg);
 
-#define KAFKA_MESSAGES(X)            \
-	X(api_versions)              \
-	X(metadata)                  \
-	X(produce)                   \
-	X(fetch)                     \
-	X(list_offsets)              \
-	X(offset_for_leader_epoch)   \
-	X(create_topics)             \
-	X(delete_topics)             \
-	X(create_partitions)         \
-	X(describe_configs)          \
-	X(incremental_alter_configs) \
-	X(describe_cluster)          \
-	X(find_coordinator)          \
-	X(join_group)                \
-	X(heartbeat)                 \
-	X(leave_group)               \
-	X(sync_group)                \
-	X(offset_commit)             \
-	X(offset_fetch)              \
-	X(describe_groups)           \
-	X(list_groups)               \
-	X(delete_groups)             \
-	X(init_producer_id)          \
-	X(sasl_handshake)            \
+#define KAFKA_MESSAGES(X)                \
+	X(api_versions)                  \
+	X(metadata)                      \
+	X(produce)                       \
+	X(fetch)                         \
+	X(list_offsets)                  \
+	X(offset_for_leader_epoch)       \
+	X(create_topics)                 \
+	X(delete_topics)                 \
+	X(create_partitions)             \
+	X(describe_configs)              \
+	X(incremental_alter_configs)     \
+	X(alter_configs)                 \
+	X(alter_partition_reassignments) \
+	X(list_partition_reassignments)  \
+	X(describe_cluster)              \
+	X(find_coordinator)              \
+	X(join_group)                    \
+	X(heartbeat)                     \
+	X(leave_group)                   \
+	X(sync_group)                    \
+	X(offset_commit)                 \
+	X(offset_fetch)                  \
+	X(describe_groups)               \
+	X(list_groups)                   \
+	X(delete_groups)                 \
+	X(offset_delete)                 \
+	X(init_producer_id)              \
+	X(sasl_handshake)                \
 	X(sasl_authenticate)
 
 #define KAFKA_WALK_DECL(name)                                             \

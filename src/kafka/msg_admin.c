@@ -1,11 +1,12 @@
 /*
  * msg_admin.c — walks of the admin messages a broker forwards to keel's
  * controller: CreateTopics, DeleteTopics, CreatePartitions,
- * DescribeConfigs, IncrementalAlterConfigs, DescribeCluster.
+ * DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, DescribeCluster.
  *
  * Each walk follows the field order of Kafka's JSON spec for the message;
  * a version test guards each field that not every version carries.
  */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kafka/walk.h"
@@ -277,6 +278,44 @@ void kafka_walk_incremental_alter_configs_response(struct kafka_io *io, void *ms
 	kio_no_tags(io);
 }
 
+/* ---- AlterConfigs (legacy) ---- */
+
+void kafka_walk_alter_configs_request(struct kafka_io *io, void *msg)
+{
+	struct kafka_alter_configs_request *m = msg;
+	int32_t n = KW_ARRAY(io, m->resources, m->resource_count,
+	                     1 + kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_legacy_alter_resource *r = &m->resources[i];
+		kio_i8(io, &r->resource_type);
+		kio_str(io, &r->resource_name, false);
+		int32_t cn = KW_ARRAY(io, r->configs, r->config_count, 2 * kw_str(io) + kw_tags(io),
+		                      false);
+		for (int32_t j = 0; j < cn; j++) {
+			kio_str(io, &r->configs[j].name, false);
+			kio_str(io, &r->configs[j].value, true);
+			kio_no_tags(io);
+		}
+		kio_no_tags(io);
+	}
+	kio_bool(io, &m->validate_only);
+	kio_no_tags(io);
+}
+
+_Static_assert(sizeof(struct kafka_alter_configs_response) ==
+                       sizeof(struct kafka_incremental_alter_configs_response) &&
+               offsetof(struct kafka_alter_configs_response, responses) ==
+                       offsetof(struct kafka_incremental_alter_configs_response, responses) &&
+               offsetof(struct kafka_alter_configs_response, response_count) ==
+                       offsetof(struct kafka_incremental_alter_configs_response, response_count),
+               "AlterConfigs and IncrementalAlterConfigs responses share a walk");
+
+void kafka_walk_alter_configs_response(struct kafka_io *io, void *msg)
+{
+	/* The same wire layout and struct as IncrementalAlterConfigs's response. */
+	kafka_walk_incremental_alter_configs_response(io, msg);
+}
+
 /* ---- DescribeCluster ---- */
 
 void kafka_walk_describe_cluster_request(struct kafka_io *io, void *msg)
@@ -307,5 +346,94 @@ void kafka_walk_describe_cluster_response(struct kafka_io *io, void *msg)
 		kio_no_tags(io);
 	}
 	kio_i32(io, &m->cluster_authorized_operations);
+	kio_no_tags(io);
+}
+
+/* ---- AlterPartitionReassignments ---- */
+
+void kafka_walk_alter_partition_reassignments_request(struct kafka_io *io, void *msg)
+{
+	struct kafka_alter_partition_reassignments_request *m = msg;
+	kio_i32(io, &m->timeout_ms);
+	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
+	                     false);
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_reassign_topic *t = &m->topics[i];
+		kio_str(io, &t->name, false);
+		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count,
+		                      4 + kw_arr(io) + kw_tags(io), false);
+		for (int32_t j = 0; j < pn; j++) {
+			kio_i32(io, &t->partitions[j].partition_index);
+			kio_i32_array(io, &t->partitions[j].replicas, true);
+			kio_no_tags(io);
+		}
+		kio_no_tags(io);
+	}
+	kio_no_tags(io);
+}
+
+void kafka_walk_alter_partition_reassignments_response(struct kafka_io *io, void *msg)
+{
+	struct kafka_alter_partition_reassignments_response *m = msg;
+	kio_i32(io, &m->throttle_time_ms);
+	kio_i16(io, &m->error_code);
+	kio_str(io, &m->error_message, true);
+	int32_t n = KW_ARRAY(io, m->responses, m->response_count,
+	                     kw_str(io) + kw_arr(io) + kw_tags(io), false);
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_reassign_topic_result *t = &m->responses[i];
+		kio_str(io, &t->name, false);
+		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count,
+		                      4 + 2 + kw_str(io) + kw_tags(io), false);
+		for (int32_t j = 0; j < pn; j++) {
+			kio_i32(io, &t->partitions[j].partition_index);
+			kio_i16(io, &t->partitions[j].error_code);
+			kio_str(io, &t->partitions[j].error_message, true);
+			kio_no_tags(io);
+		}
+		kio_no_tags(io);
+	}
+	kio_no_tags(io);
+}
+
+/* ---- ListPartitionReassignments ---- */
+
+void kafka_walk_list_partition_reassignments_request(struct kafka_io *io, void *msg)
+{
+	struct kafka_list_partition_reassignments_request *m = msg;
+	kio_i32(io, &m->timeout_ms);
+	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
+	                     true);
+	for (int32_t i = 0; i < n; i++) {
+		kio_str(io, &m->topics[i].name, false);
+		kio_i32_array(io, &m->topics[i].partition_indexes, false);
+		kio_no_tags(io);
+	}
+	kio_no_tags(io);
+}
+
+void kafka_walk_list_partition_reassignments_response(struct kafka_io *io, void *msg)
+{
+	struct kafka_list_partition_reassignments_response *m = msg;
+	kio_i32(io, &m->throttle_time_ms);
+	kio_i16(io, &m->error_code);
+	kio_str(io, &m->error_message, true);
+	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
+	                     false);
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_ongoing_topic *t = &m->topics[i];
+		kio_str(io, &t->name, false);
+		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count,
+		                      4 + 3 * kw_arr(io) + kw_tags(io), false);
+		for (int32_t j = 0; j < pn; j++) {
+			struct kafka_ongoing_partition *p = &t->partitions[j];
+			kio_i32(io, &p->partition_index);
+			kio_i32_array(io, &p->replicas, false);
+			kio_i32_array(io, &p->adding_replicas, false);
+			kio_i32_array(io, &p->removing_replicas, false);
+			kio_no_tags(io);
+		}
+		kio_no_tags(io);
+	}
 	kio_no_tags(io);
 }

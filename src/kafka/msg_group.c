@@ -229,14 +229,15 @@ void kafka_walk_offset_commit_request(struct kafka_io *io, void *msg)
 	kio_no_tags(io);
 }
 
-void kafka_walk_offset_commit_response(struct kafka_io *io, void *msg)
+/* Topics of (partition, error) pairs: the results of OffsetCommit and
+ * OffsetDelete. */
+static void walk_partition_error_topics(struct kafka_io *io,
+                                        struct kafka_offset_commit_topic_response **topics,
+                                        int32_t *count)
 {
-	struct kafka_offset_commit_response *m = msg;
-	kio_i32_if(io, io->version >= 3, &m->throttle_time_ms, 0);
-	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io) + kw_tags(io),
-	                     false);
+	int32_t n = KW_ARRAY(io, *topics, *count, kw_str(io) + kw_arr(io) + kw_tags(io), false);
 	for (int32_t i = 0; i < n; i++) {
-		struct kafka_offset_commit_topic_response *t = &m->topics[i];
+		struct kafka_offset_commit_topic_response *t = &(*topics)[i];
 		kio_str(io, &t->name, false);
 		int32_t pn =
 		        KW_ARRAY(io, t->partitions, t->partition_count, 6 + kw_tags(io), false);
@@ -247,7 +248,39 @@ void kafka_walk_offset_commit_response(struct kafka_io *io, void *msg)
 		}
 		kio_no_tags(io);
 	}
+}
+
+void kafka_walk_offset_commit_response(struct kafka_io *io, void *msg)
+{
+	struct kafka_offset_commit_response *m = msg;
+	kio_i32_if(io, io->version >= 3, &m->throttle_time_ms, 0);
+	walk_partition_error_topics(io, &m->topics, &m->topic_count);
 	kio_no_tags(io);
+}
+
+/* ---- OffsetDelete (v0 only, never flexible) ---- */
+
+void kafka_walk_offset_delete_request(struct kafka_io *io, void *msg)
+{
+	struct kafka_offset_delete_request *m = msg;
+	kio_str(io, &m->group_id, false);
+	int32_t n = KW_ARRAY(io, m->topics, m->topic_count, kw_str(io) + kw_arr(io), false);
+	for (int32_t i = 0; i < n; i++) {
+		struct kafka_offset_delete_topic *t = &m->topics[i];
+		kio_str(io, &t->name, false);
+		int32_t pn = KW_ARRAY(io, t->partitions, t->partition_count, 4, false);
+		for (int32_t j = 0; j < pn; j++) {
+			kio_i32(io, &t->partitions[j].partition_index);
+		}
+	}
+}
+
+void kafka_walk_offset_delete_response(struct kafka_io *io, void *msg)
+{
+	struct kafka_offset_delete_response *m = msg;
+	kio_i16(io, &m->error_code);
+	kio_i32(io, &m->throttle_time_ms);
+	walk_partition_error_topics(io, &m->topics, &m->topic_count);
 }
 
 /* ---- OffsetFetch ---- */

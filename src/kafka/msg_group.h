@@ -193,6 +193,31 @@ struct kafka_offset_commit_response {
 	int32_t topic_count;
 };
 
+/* ---- OffsetDelete (47) ---- */
+
+struct kafka_offset_delete_partition {
+	int32_t partition_index;
+};
+
+struct kafka_offset_delete_topic {
+	struct kafka_str name;
+	struct kafka_offset_delete_partition *partitions;
+	int32_t partition_count;
+};
+
+struct kafka_offset_delete_request {
+	struct kafka_str group_id;
+	struct kafka_offset_delete_topic *topics;
+	int32_t topic_count;
+};
+
+struct kafka_offset_delete_response {
+	int16_t error_code;
+	int32_t throttle_time_ms;
+	struct kafka_offset_commit_topic_response *topics; /* same shape as OffsetCommit's */
+	int32_t topic_count;
+};
+
 /* ---- OffsetFetch (9) ---- */
 
 struct kafka_offset_fetch_topic {

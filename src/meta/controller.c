@@ -197,6 +197,10 @@ const char *ctl_strdup(struct meta_controller *ctl, const char *s)
 
 static const int32_t *dup_list(struct meta_controller *ctl, const int32_t *v, uint32_t n)
 {
+	static const int32_t none[1] = {0};
+	if (n == 0) {
+		return none; /* v may be NULL */
+	}
 	return keel_arena_dup(&ctl->arena, v, (size_t)n * sizeof(int32_t) + (n == 0 ? 1 : 0));
 }
 
@@ -275,10 +279,42 @@ enum keel_err ctl_emit_partition_change(struct meta_controller *ctl,
 			return KEEL_NOMEM;
 		}
 	}
+	if (pc->fields & META_PC_REASSIGNMENT) {
+		r.version = 1; /* the first version that carries a reassignment */
+		r.partition_change.adding = dup_list(ctl, pc->adding, pc->adding_count);
+		r.partition_change.removing = dup_list(ctl, pc->removing, pc->removing_count);
+		if (r.partition_change.adding == NULL || r.partition_change.removing == NULL) {
+			return KEEL_NOMEM;
+		}
+	}
 	return emit(ctl, &r);
 }
 
 /* ---- elections ---- */
+
+/* Completes every reassignment that is ready (brokers changed state: a
+ * target replica may be able to lead now; and a new controller finishes
+ * what the old one left). */
+static enum keel_err complete_reassignments(struct meta_controller *ctl, bool *complete)
+{
+	for (uint32_t t = 0; *complete && t < ctl->image.topic_count; t++) {
+		const struct meta_topic *topic = ctl->image.topics[t];
+		for (uint32_t p = 0; p < topic->partition_count; p++) {
+			if (!meta_partition_reassigning(&topic->partitions[p])) {
+				continue;
+			}
+			if (ctl_room(ctl) == 0) {
+				*complete = false;
+				return KEEL_OK;
+			}
+			enum keel_err err = ctl_complete_reassignment(ctl, topic, p);
+			if (err != KEEL_OK) {
+				return err;
+			}
+		}
+	}
+	return KEEL_OK;
+}
 
 /*
  * Runs the election rule over every partition, emitting the changes it
@@ -309,7 +345,7 @@ enum keel_err ctl_reconcile(struct meta_controller *ctl, bool preferred, bool *c
 			}
 		}
 	}
-	return KEEL_OK;
+	return complete_reassignments(ctl, complete);
 }
 
 enum keel_err ctl_run_pending_elections(struct meta_controller *ctl)

@@ -179,6 +179,22 @@ enum keel_err meta_controller_elect_leaders(struct meta_controller *ctl, int64_t
 					    struct meta_elect_leaders_response *resp,
 					    struct meta_batch **batch);
 
+/* AlterPartitionReassignments (KIP-455): start (the replicas become target
+ * + removing, with adding/removing set), replace, or cancel (revert to the
+ * replicas before the start) a reassignment per partition; it completes
+ * when every adding replica is in the ISR (controller_reassign.c). */
+enum keel_err meta_controller_alter_reassignments(struct meta_controller *ctl, int64_t now_ms,
+						  const struct meta_alter_reassignments_request *req,
+						  struct meta_alter_reassignments_response *resp,
+						  struct meta_batch **batch);
+
+/* ListPartitionReassignments: the ongoing ones (of the named partitions, or
+ * of all); read-only. */
+enum keel_err meta_controller_list_reassignments(struct meta_controller *ctl, int64_t now_ms,
+						 const struct meta_list_reassignments_request *req,
+						 struct meta_list_reassignments_response *resp,
+						 struct meta_batch **batch);
+
 /* The metadata offset broker `id` last reported in a heartbeat to this
  * controller, or -1 (no session, or no heartbeat yet). */
 int64_t meta_controller_broker_offset(const struct meta_controller *ctl, int32_t id);
@@ -196,6 +212,13 @@ enum keel_err meta_controller_alter_partition(struct meta_controller *ctl, int64
 					      const struct meta_alter_partition_request *req,
 					      struct meta_alter_partition_response *resp,
 					      struct meta_batch **batch);
+
+/* AllocateProducerIds: the next META_PRODUCER_ID_BLOCK producer ids for a
+ * registered broker (by id and epoch), as one ProducerIds record. The
+ * server answers only once the record is committed. */
+enum keel_err meta_controller_allocate_producer_ids(
+	struct meta_controller *ctl, int64_t now_ms, const struct meta_allocate_producer_ids_request *req,
+	struct meta_allocate_producer_ids_response *resp, struct meta_batch **batch);
 
 /* The working image (committed + in-flight decisions), read-only. */
 static inline const struct meta_image *meta_controller_image(const struct meta_controller *ctl)

@@ -33,6 +33,17 @@ static const char *number_message(struct meta_controller *ctl, const char *prefi
 
 /* ---- CreatePartitions ---- */
 
+/* The topic's replication factor: its first partition's replica count, not
+ * counting replicas a reassignment is removing (1 without partitions). */
+static uint32_t topic_replication_factor(const struct meta_topic *topic)
+{
+	if (topic->partition_count == 0) {
+		return 1;
+	}
+	const struct meta_partition *p = &topic->partitions[0];
+	return p->replica_count - p->removing_count;
+}
+
 /* Checks an explicit assignment: `rows` rows of the topic's replication
  * factor, each of distinct active brokers. NULL when valid. */
 static const char *assignment_problem(const struct meta_image *img,
@@ -91,7 +102,7 @@ static void check_new_partitions(struct meta_controller *ctl,
 		return;
 	}
 	uint32_t rows = (uint32_t)t->count - have;
-	uint32_t rf = have > 0 ? topic->partitions[0].replica_count : 1;
+	uint32_t rf = topic_replication_factor(topic);
 	if (t->assignment_count > 0) {
 		const char *why = assignment_problem(&ctl->image, t, rows, rf);
 		if (why != NULL) {
@@ -118,7 +129,7 @@ static enum keel_err add_partitions(struct meta_controller *ctl,
 	KEEL_ASSERT(topic != NULL);
 	uint32_t have = topic->partition_count;
 	uint32_t total = (uint32_t)t->count;
-	uint32_t rf = have > 0 ? topic->partitions[0].replica_count : 1;
+	uint32_t rf = topic_replication_factor(topic);
 	int32_t *placed = NULL;
 	if (t->assignment_count == 0) {
 		/* The stripe of a topic created with `total` partitions: the new

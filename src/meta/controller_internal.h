@@ -30,6 +30,12 @@ enum keel_err ctl_emit_broker_ref(struct meta_controller *ctl, uint16_t type, in
 enum keel_err ctl_emit_partition_change(struct meta_controller *ctl,
 					const struct meta_partition_change_record *pc);
 
+/* Completes partition `pid`'s reassignment if it is ready (every adding
+ * replica in the ISR; controller_reassign.c); with no room in the batch it
+ * marks the reconcile pass pending instead. */
+enum keel_err ctl_complete_reassignment(struct meta_controller *ctl, const struct meta_topic *t,
+					uint32_t pid);
+
 /* Fences a broker (FenceBroker) and marks elections pending. */
 enum keel_err ctl_fence(struct meta_controller *ctl, const struct meta_broker *b);
 

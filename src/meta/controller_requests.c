@@ -299,6 +299,45 @@ enum keel_err meta_controller_unregister_broker(struct meta_controller *ctl, int
 	return err;
 }
 
+/* ---- producer ids ---- */
+
+enum keel_err meta_controller_allocate_producer_ids(
+	struct meta_controller *ctl, int64_t now_ms, const struct meta_allocate_producer_ids_request *req,
+	struct meta_allocate_producer_ids_response *resp, struct meta_batch **batch)
+{
+	(void)now_ms;
+	ctl_begin_call(ctl);
+	memset(resp, 0, sizeof(*resp));
+	enum keel_err err = KEEL_OK;
+	const struct meta_broker *b = meta_image_broker(&ctl->image, req->broker_id);
+	int64_t start = ctl->image.next_producer_id;
+	if (b == NULL) {
+		resp->error = META_ERR_BROKER_ID_NOT_REGISTERED;
+		resp->error_message = "broker not registered";
+	} else if (b->epoch != req->broker_epoch) {
+		resp->error = META_ERR_STALE_BROKER_EPOCH;
+		resp->error_message = "broker epoch does not match the registration";
+	} else if (start > INT64_MAX - META_PRODUCER_ID_BLOCK) {
+		resp->error = META_ERR_UNKNOWN_SERVER_ERROR;
+		resp->error_message = "producer ids exhausted";
+	} else if (ctl_room(ctl) < 1) {
+		resp->error = META_ERR_NOT_CONTROLLER;
+		resp->error_message = "controller busy; retry";
+	} else {
+		struct meta_record rec = {.type = META_REC_PRODUCER_IDS};
+		rec.producer_ids.broker_id = b->id;
+		rec.producer_ids.broker_epoch = b->epoch;
+		rec.producer_ids.next_producer_id = start + META_PRODUCER_ID_BLOCK;
+		err = ctl_emit(ctl, &rec);
+		if (err == KEEL_OK) {
+			resp->producer_id_start = start;
+			resp->producer_id_len = META_PRODUCER_ID_BLOCK;
+		}
+	}
+	ctl_finish_call(ctl, batch);
+	return err;
+}
+
 /* ---- configs ---- */
 
 static bool config_key_valid(const char *key)
@@ -333,6 +372,37 @@ static bool integer_at_least(const char *v, int64_t min)
 		x = x * 10 + (*p - '0');
 	}
 	return (neg ? -x : x) >= min;
+}
+
+/* Kafka's throttled-replicas list: "" , "*", or "P:B,P:B,..." (partition
+ * and broker ids). */
+static bool throttled_replicas_valid(const char *v)
+{
+	if (v[0] == '\0' || strcmp(v, "*") == 0) {
+		return true;
+	}
+	for (const char *p = v;;) {
+		const char *start = p;
+		while (*p >= '0' && *p <= '9') {
+			p++;
+		}
+		if (p == start || *p++ != ':') {
+			return false;
+		}
+		start = p;
+		while (*p >= '0' && *p <= '9') {
+			p++;
+		}
+		if (p == start) {
+			return false;
+		}
+		if (*p == '\0') {
+			return true;
+		}
+		if (*p++ != ',') {
+			return false;
+		}
+	}
 }
 
 /* NULL when the (key, value) is acceptable, else why not. A NULL value
@@ -372,6 +442,9 @@ static const char *const known_config_keys[] = {
 	"min.compaction.lag.ms",
 	"min.insync.replicas",
 	"num.partitions",
+	"offsets.topic.num.partitions",     /* broker/cluster: groups (docs/groups.md) */
+	"offsets.topic.replication.factor", /* broker/cluster: groups */
+	"offsets.topic.segment.bytes",      /* broker/cluster: groups */
 	"preallocate",
 	"remote.storage.enable",
 	"replica.lag.time.max.ms",
@@ -423,6 +496,16 @@ static const char *config_problem(const char *key, const char *value)
 	if ((strcmp(key, "retention.ms") == 0 || strcmp(key, "retention.bytes") == 0) &&
 	    !integer_at_least(value, -1)) {
 		return "retention must be an integer >= -1";
+	}
+	if ((strcmp(key, "leader.replication.throttled.rate") == 0 ||
+	     strcmp(key, "follower.replication.throttled.rate") == 0) &&
+	    !integer_at_least(value, 0)) {
+		return "a replication throttle rate is an integer >= 0 (bytes per second)";
+	}
+	if ((strcmp(key, "leader.replication.throttled.replicas") == 0 ||
+	     strcmp(key, "follower.replication.throttled.replicas") == 0) &&
+	    !throttled_replicas_valid(value)) {
+		return "throttled replicas are '*' or a list PARTITION:BROKER,...";
 	}
 	return NULL;
 }
@@ -1024,6 +1107,10 @@ static enum keel_err alter_one(struct meta_controller *ctl, int32_t broker_id,
 			pc.leader_recovery_state = it->leader_recovery_state;
 		}
 		enum keel_err err = ctl_emit_partition_change(ctl, &pc);
+		if (err == KEEL_OK) {
+			/* An adding replica may have joined the ISR. */
+			err = ctl_complete_reassignment(ctl, t, (uint32_t)it->partition_id);
+		}
 		if (err != KEEL_OK) {
 			return err;
 		}

@@ -75,6 +75,16 @@ static void recovery_suffix(struct meta_fmt *f, uint8_t state)
 	meta_fmt_str(f, state == META_RECOVERING ? "RECOVERING" : "RECOVERED");
 }
 
+/* ", Adding: {...}, Removing: {...}" of a reassignment. */
+static void reassignment_suffix(struct meta_fmt *f, const int32_t *adding, uint32_t na,
+				const int32_t *removing, uint32_t nr)
+{
+	meta_fmt_str(f, ", Adding: ");
+	broker_set(f, adding, na);
+	meta_fmt_str(f, ", Removing: ");
+	broker_set(f, removing, nr);
+}
+
 static void format_partition(struct meta_fmt *f, const struct meta_partition_record *r,
 			     const struct meta_image *img)
 {
@@ -86,6 +96,9 @@ static void format_partition(struct meta_fmt *f, const struct meta_partition_rec
 	broker_set(f, r->replicas, r->replica_count);
 	if (r->leader_recovery_state != META_RECOVERED) {
 		recovery_suffix(f, r->leader_recovery_state);
+	}
+	if (r->adding_count > 0 || r->removing_count > 0) {
+		reassignment_suffix(f, r->adding, r->adding_count, r->removing, r->removing_count);
 	}
 }
 
@@ -121,7 +134,8 @@ static void format_partition_change(struct meta_fmt *f,
 	} names[] = {{META_PC_LEADER, "Leader"},
 		     {META_PC_ISR, "ISR"},
 		     {META_PC_REPLICAS, "Replicas"},
-		     {META_PC_RECOVERY, "LeaderRecoveryState"}};
+		     {META_PC_RECOVERY, "LeaderRecoveryState"},
+		     {META_PC_REASSIGNMENT, "Reassignment"}};
 	bool first = true;
 	for (size_t k = 0; k < KEEL_ARRAY_SIZE(names); k++) {
 		if (r->fields & names[k].bit) {
@@ -137,6 +151,9 @@ static void format_partition_change(struct meta_fmt *f,
 	}
 	if (r->fields & META_PC_RECOVERY) {
 		recovery_suffix(f, r->leader_recovery_state);
+	}
+	if (r->fields & META_PC_REASSIGNMENT) {
+		reassignment_suffix(f, r->adding, r->adding_count, r->removing, r->removing_count);
 	}
 }
 
@@ -259,6 +276,14 @@ void meta_format_record(struct meta_fmt *f, const struct meta_record *rec,
 	case META_REC_CONFIG:
 		format_config(f, &rec->config);
 		break;
+	case META_REC_PRODUCER_IDS: {
+		struct meta_broker_ref_record ref = {rec->producer_ids.broker_id,
+						     rec->producer_ids.broker_epoch};
+		format_broker_ref(f, "ProducerIds", &ref);
+		meta_fmt_str(f, ", NextProducerId: ");
+		meta_fmt_i64(f, rec->producer_ids.next_producer_id);
+		break;
+	}
 	case META_REC_NOOP:
 		meta_fmt_str(f, "NoOp");
 		break;

@@ -57,6 +57,8 @@ void meta_topic_free(struct meta_topic *t)
 	for (uint32_t i = 0; i < t->partition_count; i++) {
 		free(t->partitions[i].replicas);
 		free(t->partitions[i].isr);
+		free(t->partitions[i].adding);
+		free(t->partitions[i].removing);
 	}
 	free(t->partitions);
 	free(t->name);
@@ -322,12 +324,13 @@ static void note_broker(struct meta_changes *ch, int32_t id)
 }
 
 static void note_partition(struct meta_changes *ch, const uint8_t *topic_id, int32_t partition,
-			   bool created, bool replicas_changed)
+			   bool created, bool replicas_changed, bool reassignment_changed)
 {
 	struct meta_change c = {.kind = META_CHANGE_PARTITION,
 				.partition_id = partition,
 				.created = created,
-				.replicas_changed = replicas_changed};
+				.replicas_changed = replicas_changed,
+				.reassignment_changed = reassignment_changed};
 	memcpy(c.topic_id, topic_id, META_UUID_SIZE);
 	note(ch, &c);
 }
@@ -410,6 +413,35 @@ static enum keel_err check_partition_state(const int32_t *replicas, uint32_t nr,
 		return ignore(why, KEEL_INVAL, "leader not in the ISR");
 	}
 	return KEEL_OK;
+}
+
+/* A reassignment's lists must stay inside the replicas (the codec checked
+ * that they are distinct ids and disjoint). */
+static enum keel_err check_reassignment_state(const int32_t *replicas, uint32_t nr,
+					      const int32_t *adding, uint32_t na,
+					      const int32_t *removing, uint32_t nrm,
+					      struct meta_errbuf *why)
+{
+	if (!is_subset(adding, na, replicas, nr) || !is_subset(removing, nrm, replicas, nr)) {
+		return ignore(why, KEEL_INVAL, "adding or removing replica not among the replicas");
+	}
+	return KEEL_OK;
+}
+
+/* Copies of a reassignment's lists; NULL for an empty one. */
+static bool dup_reassignment(const int32_t *adding, uint32_t na, const int32_t *removing,
+			     uint32_t nrm, int32_t **out_adding, int32_t **out_removing)
+{
+	bool failed = false;
+	*out_adding = na > 0 ? dup_list(adding, na, &failed) : NULL;
+	*out_removing = nrm > 0 ? dup_list(removing, nrm, &failed) : NULL;
+	if (failed) {
+		free(*out_adding);
+		free(*out_removing);
+		*out_adding = NULL;
+		*out_removing = NULL;
+	}
+	return !failed;
 }
 
 /* ---- brokers ---- */
@@ -630,6 +662,11 @@ static enum keel_err apply_partition(struct meta_image *img, const struct meta_p
 	}
 	enum keel_err err = check_partition_state(r->replicas, r->replica_count, r->isr,
 						  r->isr_count, r->leader, why);
+	if (err == KEEL_OK) {
+		err = check_reassignment_state(r->replicas, r->replica_count, r->adding,
+					       r->adding_count, r->removing, r->removing_count,
+					       why);
+	}
 	if (err != KEEL_OK) {
 		return err;
 	}
@@ -640,12 +677,22 @@ static enum keel_err apply_partition(struct meta_image *img, const struct meta_p
 	bool failed = false;
 	int32_t *replicas = dup_list(r->replicas, r->replica_count, &failed);
 	int32_t *isr = dup_list(r->isr, r->isr_count, &failed);
+	int32_t *adding = NULL;
+	int32_t *removing = NULL;
+	failed |= !dup_reassignment(r->adding, r->adding_count, r->removing, r->removing_count,
+				    &adding, &removing);
 	if (failed) {
 		free(replicas);
 		free(isr);
+		free(adding);
+		free(removing);
 		return KEEL_NOMEM;
 	}
 	struct meta_partition *p = &t->partitions[t->partition_count];
+	p->adding = adding;
+	p->adding_count = r->adding_count;
+	p->removing = removing;
+	p->removing_count = r->removing_count;
 	p->replicas = replicas;
 	p->replica_count = r->replica_count;
 	p->isr = isr;
@@ -658,7 +705,7 @@ static enum keel_err apply_partition(struct meta_image *img, const struct meta_p
 	p->changed_offset = img->offset;
 	t->partition_count++;
 	img->partition_total++;
-	note_partition(ch, t->id, r->partition_id, true, true);
+	note_partition(ch, t->id, r->partition_id, true, true, r->adding_count + r->removing_count > 0);
 	return KEEL_OK;
 }
 
@@ -693,24 +740,47 @@ static enum keel_err apply_partition_change(struct meta_image *img,
 		isr = r->isr;
 		ni = r->isr_count;
 	}
+	bool reassign = (r->fields & META_PC_REASSIGNMENT) != 0;
+	const int32_t *adding = reassign ? r->adding : p->adding;
+	uint32_t na = reassign ? r->adding_count : p->adding_count;
+	const int32_t *removing = reassign ? r->removing : p->removing;
+	uint32_t nrm = reassign ? r->removing_count : p->removing_count;
 	int32_t leader = leader_change ? r->leader : p->leader;
 	enum keel_err err = check_partition_state(replicas, nr, isr, ni, leader, why);
+	if (err == KEEL_OK) {
+		err = check_reassignment_state(replicas, nr, adding, na, removing, nrm, why);
+	}
 	if (err != KEEL_OK) {
 		return err;
 	}
 	bool failed = false;
 	int32_t *new_replicas = NULL;
 	int32_t *new_isr = NULL;
+	int32_t *new_adding = NULL;
+	int32_t *new_removing = NULL;
 	if (r->fields & META_PC_REPLICAS) {
 		new_replicas = dup_list(replicas, nr, &failed);
 	}
 	if (r->fields & META_PC_ISR) {
 		new_isr = dup_list(isr, ni, &failed);
 	}
+	if (reassign) {
+		failed |= !dup_reassignment(adding, na, removing, nrm, &new_adding, &new_removing);
+	}
 	if (failed) {
 		free(new_replicas);
 		free(new_isr);
+		free(new_adding);
+		free(new_removing);
 		return KEEL_NOMEM;
+	}
+	if (reassign) {
+		free(p->adding);
+		free(p->removing);
+		p->adding = new_adding;
+		p->adding_count = na;
+		p->removing = new_removing;
+		p->removing_count = nrm;
 	}
 	if (new_replicas != NULL) {
 		free(p->replicas);
@@ -732,7 +802,8 @@ static enum keel_err apply_partition_change(struct meta_image *img,
 	p->partition_epoch = r->partition_epoch;
 	p->controller_epoch = img->controller_epoch;
 	p->changed_offset = img->offset;
-	note_partition(ch, t->id, r->partition_id, false, (r->fields & META_PC_REPLICAS) != 0);
+	note_partition(ch, t->id, r->partition_id, false, (r->fields & META_PC_REPLICAS) != 0,
+		       reassign);
 	return KEEL_OK;
 }
 
@@ -833,6 +904,17 @@ static enum keel_err apply_config(struct meta_image *img, const struct meta_conf
 	return KEEL_OK;
 }
 
+static enum keel_err apply_producer_ids(struct meta_image *img,
+					const struct meta_producer_ids_record *r,
+					struct meta_errbuf *why)
+{
+	if (r->next_producer_id <= img->next_producer_id) {
+		return ignore(why, KEEL_STALE, "next producer id does not move forward");
+	}
+	img->next_producer_id = r->next_producer_id;
+	return KEEL_OK;
+}
+
 /* ---- apply ---- */
 
 enum keel_err meta_image_apply_record(struct meta_image *img, const struct meta_record *rec,
@@ -862,6 +944,8 @@ enum keel_err meta_image_apply_record(struct meta_image *img, const struct meta_
 		return apply_remove_topic(img, &rec->remove_topic, changes, why);
 	case META_REC_CONFIG:
 		return apply_config(img, &rec->config, changes, why);
+	case META_REC_PRODUCER_IDS:
+		return apply_producer_ids(img, &rec->producer_ids, why);
 	case META_REC_NOOP:
 		return KEEL_OK;
 	default:
@@ -962,6 +1046,20 @@ static bool check_topic(const struct meta_image *img, const struct meta_topic *t
 		}
 		if (part->leader_epoch < 0 || part->partition_epoch < 0) {
 			return fail_check(eb, "negative epoch");
+		}
+		if (!meta_broker_list_valid(part->adding, part->adding_count) ||
+		    !meta_broker_list_valid(part->removing, part->removing_count) ||
+		    !is_subset(part->adding, part->adding_count, part->replicas,
+			       part->replica_count) ||
+		    !is_subset(part->removing, part->removing_count, part->replicas,
+			       part->replica_count)) {
+			return fail_check(eb, "adding or removing replicas not among the replicas");
+		}
+		for (uint32_t i = 0; i < part->adding_count; i++) {
+			if (meta_list_contains(part->removing, part->removing_count,
+					       part->adding[i])) {
+				return fail_check(eb, "a replica both adding and removing");
+			}
 		}
 	}
 	return true;

@@ -21,7 +21,11 @@
  *  - a topic's partitions are numbered 0..partition_count-1;
  *  - every partition: replicas distinct and non-empty; isr a subset of the
  *    replicas; leader is -1 or a member of the isr; epochs never decrease;
+ *    adding and removing replicas (a reassignment) disjoint subsets of the
+ *    replicas;
  *  - broker epochs are unique and increase: last_broker_epoch is the highest.
+ *  - next_producer_id only grows (a ProducerIds record that does not move it
+ *    forward is ignored), so no producer id block is handed out twice.
  *
  * Ownership: the image owns everything it points to (plain malloc). Pointers
  * returned by the lookups are valid until the next apply/load/close on the
@@ -67,7 +71,19 @@ struct meta_partition {
 	uint8_t leader_recovery_state;
 	int32_t controller_epoch; /* epoch of the controller that last changed it */
 	int64_t changed_offset;   /* offset of the batch that last changed it */
+	/* An ongoing reassignment (KIP-455): replicas being added / removed,
+	 * subsets of `replicas`, disjoint. NULL with count 0 when none. */
+	int32_t *adding;
+	uint32_t adding_count;
+	int32_t *removing;
+	uint32_t removing_count;
 };
+
+/* Whether a partition is being reassigned. */
+static inline bool meta_partition_reassigning(const struct meta_partition *p)
+{
+	return p->adding_count > 0 || p->removing_count > 0;
+}
 
 struct meta_topic {
 	char *name;
@@ -100,6 +116,7 @@ struct meta_image {
 	int64_t controller_timestamp_ms;  /* first batch of this controller */
 	int64_t last_broker_epoch;        /* highest broker epoch handed out */
 	int64_t batch_timestamp_ms;       /* timestamp of the batch being applied */
+	int64_t next_producer_id;         /* first producer id no broker was given (0: none yet) */
 
 	struct meta_broker **brokers;     /* sorted by id */
 	uint32_t broker_count;
@@ -176,6 +193,7 @@ struct meta_change {
 	uint8_t kind;
 	bool created;          /* PARTITION: it is new */
 	bool replicas_changed; /* PARTITION: its replica list changed (or is new) */
+	bool reassignment_changed; /* PARTITION: adding/removing changed */
 	uint8_t resource_type;
 	int32_t broker_id;
 	int32_t partition_id;

@@ -17,15 +17,23 @@ bool meta_api_needs_controller(enum meta_api api)
 	return api != META_API_DESCRIBE_CLUSTER && api != META_API_FETCH_METADATA;
 }
 
+static const char *const api_names[META_API_COUNT] = {
+	"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
+	"CreateTopics",       "DeleteTopics",    "AlterConfigs",
+	"AlterPartition",     "DescribeCluster", "FetchMetadata",
+	"CreatePartitions",   "ElectLeaders",    "AlterPartitionReassignments",
+	"ListPartitionReassignments",
+	[META_API_ALLOCATE_PRODUCER_IDS] = "AllocateProducerIds",
+};
+
+bool meta_api_known(enum meta_api api)
+{
+	return (unsigned)api < META_API_COUNT && api_names[api] != NULL;
+}
+
 const char *meta_api_name(enum meta_api api)
 {
-	static const char *const names[META_API_COUNT] = {
-		"BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker",
-		"CreateTopics",       "DeleteTopics",    "AlterConfigs",
-		"AlterPartition",     "DescribeCluster", "FetchMetadata",
-		"CreatePartitions",   "ElectLeaders",
-	};
-	return (unsigned)api < META_API_COUNT ? names[api] : "Unknown";
+	return meta_api_known(api) ? api_names[api] : "Unknown";
 }
 
 const char *meta_error_name(int16_t code)
@@ -59,6 +67,7 @@ const char *meta_error_name(int16_t code)
 		{META_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE, "ELIGIBLE_LEADERS_NOT_AVAILABLE"},
 		{META_ERR_ELECTION_NOT_NEEDED, "ELECTION_NOT_NEEDED"},
 		{META_ERR_INELIGIBLE_REPLICA, "INELIGIBLE_REPLICA"},
+		{META_ERR_NO_REASSIGNMENT_IN_PROGRESS, "NO_REASSIGNMENT_IN_PROGRESS"},
 	};
 	for (size_t i = 0; i < KEEL_ARRAY_SIZE(table); i++) {
 		if (table[i].code == code) {
@@ -160,6 +169,56 @@ static void dec_error(struct meta_dec *d, int16_t *error, const char **msg)
 {
 	*error = meta_dec_i16(d);
 	*msg = meta_dec_str(d, true, META_MAX_CONFIG_VALUE, "error message");
+}
+
+/* Topics with partition lists (ElectLeaders, ListPartitionReassignments). */
+static void enc_topic_partitions(struct keel_wbuf *w, const struct meta_elect_topic *t,
+				 uint32_t n)
+{
+	keel_wbuf_i32(w, (int32_t)n);
+	for (uint32_t i = 0; i < n; i++) {
+		meta_enc_str(w, t[i].name);
+		meta_enc_i32_array(w, t[i].partitions, t[i].partition_count);
+	}
+}
+
+static const struct meta_elect_topic *dec_topic_partitions(struct meta_dec *d, uint32_t *count)
+{
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 8, "topics");
+	struct meta_elect_topic *t = meta_dec_alloc(d, n, sizeof(*t));
+	for (uint32_t i = 0; t != NULL && i < n; i++) {
+		t[i].name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		t[i].partitions = meta_dec_i32_array(d, META_PROTO_MAX_ITEMS,
+						     &t[i].partition_count, "partitions");
+	}
+	*count = n;
+	return t;
+}
+
+/* Per-partition results (ElectLeaders, AlterPartitionReassignments). */
+static void enc_partition_results(struct keel_wbuf *w, const struct meta_elect_partition_result *r,
+				  uint32_t n)
+{
+	keel_wbuf_i32(w, (int32_t)n);
+	for (uint32_t i = 0; i < n; i++) {
+		meta_enc_str(w, r[i].topic);
+		keel_wbuf_i32(w, r[i].partition_id);
+		enc_error(w, r[i].error, r[i].error_message);
+	}
+}
+
+static const struct meta_elect_partition_result *dec_partition_results(struct meta_dec *d,
+								       uint32_t *count)
+{
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 14, "results");
+	struct meta_elect_partition_result *r = meta_dec_alloc(d, n, sizeof(*r));
+	for (uint32_t i = 0; r != NULL && i < n; i++) {
+		r[i].topic = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		r[i].partition_id = meta_dec_i32(d);
+		dec_error(d, &r[i].error, &r[i].error_message);
+	}
+	*count = n;
+	return r;
 }
 
 /* Declares a decoder's prologue and epilogue around its body. */
@@ -306,6 +365,48 @@ enum keel_err meta_decode_unregister_broker_response(const void *data, size_t si
 	DEC_BEGIN("UnregisterBroker response");
 	dec_error(d, &out->error, &out->error_message);
 	DEC_END("UnregisterBroker response");
+}
+
+/* ---- AllocateProducerIds ---- */
+
+enum keel_err meta_encode_allocate_producer_ids_request(
+	struct keel_wbuf *w, const struct meta_allocate_producer_ids_request *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	keel_wbuf_i32(w, m->broker_id);
+	keel_wbuf_i64(w, m->broker_epoch);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_allocate_producer_ids_request(
+	const void *data, size_t size, struct keel_arena *arena,
+	struct meta_allocate_producer_ids_request *out, struct meta_errbuf *eb)
+{
+	DEC_BEGIN("AllocateProducerIds");
+	out->broker_id = meta_dec_i32(d);
+	out->broker_epoch = meta_dec_i64(d);
+	DEC_END("AllocateProducerIds");
+}
+
+enum keel_err meta_encode_allocate_producer_ids_response(
+	struct keel_wbuf *w, const struct meta_allocate_producer_ids_response *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	enc_error(w, m->error, m->error_message);
+	keel_wbuf_i64(w, m->producer_id_start);
+	keel_wbuf_i32(w, m->producer_id_len);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_allocate_producer_ids_response(
+	const void *data, size_t size, struct keel_arena *arena,
+	struct meta_allocate_producer_ids_response *out, struct meta_errbuf *eb)
+{
+	DEC_BEGIN("AllocateProducerIds response");
+	dec_error(d, &out->error, &out->error_message);
+	out->producer_id_start = meta_dec_i64(d);
+	out->producer_id_len = meta_dec_i32(d);
+	DEC_END("AllocateProducerIds response");
 }
 
 /* ---- CreateTopics ---- */
@@ -648,6 +749,8 @@ static void enc_describe_topic(struct keel_wbuf *w, const struct meta_describe_t
 		meta_enc_i32_array(w, p->replicas, p->replica_count);
 		meta_enc_i32_array(w, p->isr, p->isr_count);
 		keel_wbuf_u8(w, p->leader_recovery_state);
+		meta_enc_i32_array(w, p->adding, p->adding_count);
+		meta_enc_i32_array(w, p->removing, p->removing_count);
 	}
 	enc_kvs(w, t->configs, t->config_count);
 }
@@ -683,7 +786,7 @@ static void dec_describe_topic(struct meta_dec *d, struct meta_describe_topic *t
 	t->name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
 	meta_dec_uuid(d, t->topic_id);
 	t->error = meta_dec_i16(d);
-	uint32_t np = meta_dec_count(d, META_PROTO_MAX_ITEMS, 25, "partitions");
+	uint32_t np = meta_dec_count(d, META_PROTO_MAX_ITEMS, 33, "partitions");
 	struct meta_describe_partition *p = meta_dec_alloc(d, np, sizeof(*p));
 	for (uint32_t j = 0; p != NULL && j < np; j++) {
 		p[j].partition_id = meta_dec_i32(d);
@@ -694,6 +797,9 @@ static void dec_describe_topic(struct meta_dec *d, struct meta_describe_topic *t
 			meta_dec_i32_array(d, META_MAX_REPLICAS, &p[j].replica_count, "replicas");
 		p[j].isr = meta_dec_i32_array(d, META_MAX_REPLICAS, &p[j].isr_count, "isr");
 		p[j].leader_recovery_state = (uint8_t)meta_dec_i8(d);
+		p[j].adding = meta_dec_i32_array(d, META_MAX_REPLICAS, &p[j].adding_count, "adding");
+		p[j].removing =
+			meta_dec_i32_array(d, META_MAX_REPLICAS, &p[j].removing_count, "removing");
 	}
 	t->partitions = p;
 	t->partition_count = meta_dec_ok(d) ? np : 0;
@@ -753,6 +859,10 @@ static void describe_topic_from_image(const struct meta_image *img, const struct
 			.isr = src->isr,
 			.isr_count = src->isr_count,
 			.leader_recovery_state = src->leader_recovery_state,
+			.adding = src->adding,
+			.adding_count = src->adding_count,
+			.removing = src->removing,
+			.removing_count = src->removing_count,
 		};
 	}
 	out->partitions = parts;
@@ -986,11 +1096,7 @@ enum keel_err meta_encode_elect_leaders_request(struct keel_wbuf *w,
 	keel_wbuf_u16(w, PROTO_VERSION);
 	keel_wbuf_u8(w, (uint8_t)m->election_type);
 	keel_wbuf_bool(w, m->all);
-	keel_wbuf_i32(w, (int32_t)m->topic_count);
-	for (uint32_t i = 0; i < m->topic_count; i++) {
-		meta_enc_str(w, m->topics[i].name);
-		meta_enc_i32_array(w, m->topics[i].partitions, m->topics[i].partition_count);
-	}
+	enc_topic_partitions(w, m->topics, m->topic_count);
 	return meta_enc_result(w);
 }
 
@@ -1002,15 +1108,7 @@ enum keel_err meta_decode_elect_leaders_request(const void *data, size_t size,
 	DEC_BEGIN("ElectLeaders");
 	out->election_type = meta_dec_i8(d);
 	out->all = meta_dec_bool(d, "all");
-	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 8, "topics");
-	struct meta_elect_topic *t = meta_dec_alloc(d, n, sizeof(*t));
-	for (uint32_t i = 0; t != NULL && i < n; i++) {
-		t[i].name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
-		t[i].partitions = meta_dec_i32_array(d, META_PROTO_MAX_ITEMS,
-						     &t[i].partition_count, "partitions");
-	}
-	out->topics = t;
-	out->topic_count = n;
+	out->topics = dec_topic_partitions(d, &out->topic_count);
 	DEC_END("ElectLeaders");
 }
 
@@ -1019,12 +1117,7 @@ enum keel_err meta_encode_elect_leaders_response(struct keel_wbuf *w,
 {
 	keel_wbuf_u16(w, PROTO_VERSION);
 	enc_error(w, m->error, m->error_message);
-	keel_wbuf_i32(w, (int32_t)m->result_count);
-	for (uint32_t i = 0; i < m->result_count; i++) {
-		meta_enc_str(w, m->results[i].topic);
-		keel_wbuf_i32(w, m->results[i].partition_id);
-		enc_error(w, m->results[i].error, m->results[i].error_message);
-	}
+	enc_partition_results(w, m->results, m->result_count);
 	return meta_enc_result(w);
 }
 
@@ -1035,14 +1128,136 @@ enum keel_err meta_decode_elect_leaders_response(const void *data, size_t size,
 {
 	DEC_BEGIN("ElectLeaders response");
 	dec_error(d, &out->error, &out->error_message);
-	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 14, "results");
-	struct meta_elect_partition_result *r = meta_dec_alloc(d, n, sizeof(*r));
+	out->results = dec_partition_results(d, &out->result_count);
+	DEC_END("ElectLeaders response");
+}
+
+/* ---- AlterPartitionReassignments ---- */
+
+enum keel_err meta_encode_alter_reassignments_request(
+	struct keel_wbuf *w, const struct meta_alter_reassignments_request *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	keel_wbuf_i32(w, (int32_t)m->topic_count);
+	for (uint32_t i = 0; i < m->topic_count; i++) {
+		const struct meta_reassign_topic *t = &m->topics[i];
+		meta_enc_str(w, t->name);
+		keel_wbuf_i32(w, (int32_t)t->partition_count);
+		for (uint32_t j = 0; j < t->partition_count; j++) {
+			const struct meta_reassign_partition *p = &t->partitions[j];
+			keel_wbuf_i32(w, p->partition_id);
+			keel_wbuf_bool(w, p->cancel);
+			meta_enc_i32_array(w, p->replicas, p->cancel ? 0 : p->replica_count);
+			/* (the decoder refuses a cancel with replicas: one encoding) */
+		}
+	}
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_alter_reassignments_request(const void *data, size_t size,
+						      struct keel_arena *arena,
+						      struct meta_alter_reassignments_request *out,
+						      struct meta_errbuf *eb)
+{
+	DEC_BEGIN("AlterPartitionReassignments");
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 8, "topics");
+	struct meta_reassign_topic *t = meta_dec_alloc(d, n, sizeof(*t));
+	for (uint32_t i = 0; t != NULL && i < n; i++) {
+		t[i].name = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
+		uint32_t np = meta_dec_count(d, META_PROTO_MAX_ITEMS, 9, "partitions");
+		struct meta_reassign_partition *p = meta_dec_alloc(d, np, sizeof(*p));
+		for (uint32_t j = 0; p != NULL && j < np; j++) {
+			p[j].partition_id = meta_dec_i32(d);
+			p[j].cancel = meta_dec_bool(d, "cancel");
+			p[j].replicas = meta_dec_i32_array(d, META_MAX_REPLICAS, &p[j].replica_count,
+							   "replicas");
+			if (p[j].cancel && p[j].replica_count > 0) {
+				meta_dec_fail(d, KEEL_CORRUPT, "replicas", "a cancel carries none");
+			}
+		}
+		t[i].partitions = p;
+		t[i].partition_count = meta_dec_ok(d) ? np : 0;
+	}
+	out->topics = t;
+	out->topic_count = n;
+	DEC_END("AlterPartitionReassignments");
+}
+
+enum keel_err meta_encode_alter_reassignments_response(
+	struct keel_wbuf *w, const struct meta_alter_reassignments_response *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	enc_error(w, m->error, m->error_message);
+	enc_partition_results(w, m->results, m->result_count);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_alter_reassignments_response(
+	const void *data, size_t size, struct keel_arena *arena,
+	struct meta_alter_reassignments_response *out, struct meta_errbuf *eb)
+{
+	DEC_BEGIN("AlterPartitionReassignments response");
+	dec_error(d, &out->error, &out->error_message);
+	out->results = dec_partition_results(d, &out->result_count);
+	DEC_END("AlterPartitionReassignments response");
+}
+
+/* ---- ListPartitionReassignments ---- */
+
+enum keel_err meta_encode_list_reassignments_request(
+	struct keel_wbuf *w, const struct meta_list_reassignments_request *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	enc_topic_partitions(w, m->topics, m->topic_count);
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_list_reassignments_request(const void *data, size_t size,
+						     struct keel_arena *arena,
+						     struct meta_list_reassignments_request *out,
+						     struct meta_errbuf *eb)
+{
+	DEC_BEGIN("ListPartitionReassignments");
+	out->topics = dec_topic_partitions(d, &out->topic_count);
+	DEC_END("ListPartitionReassignments");
+}
+
+enum keel_err meta_encode_list_reassignments_response(
+	struct keel_wbuf *w, const struct meta_list_reassignments_response *m)
+{
+	keel_wbuf_u16(w, PROTO_VERSION);
+	enc_error(w, m->error, m->error_message);
+	keel_wbuf_i32(w, (int32_t)m->reassignment_count);
+	for (uint32_t i = 0; i < m->reassignment_count; i++) {
+		const struct meta_ongoing_reassignment *r = &m->reassignments[i];
+		meta_enc_str(w, r->topic);
+		keel_wbuf_i32(w, r->partition_id);
+		meta_enc_i32_array(w, r->replicas, r->replica_count);
+		meta_enc_i32_array(w, r->adding, r->adding_count);
+		meta_enc_i32_array(w, r->removing, r->removing_count);
+	}
+	return meta_enc_result(w);
+}
+
+enum keel_err meta_decode_list_reassignments_response(const void *data, size_t size,
+						      struct keel_arena *arena,
+						      struct meta_list_reassignments_response *out,
+						      struct meta_errbuf *eb)
+{
+	DEC_BEGIN("ListPartitionReassignments response");
+	dec_error(d, &out->error, &out->error_message);
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 20, "reassignments");
+	struct meta_ongoing_reassignment *r = meta_dec_alloc(d, n, sizeof(*r));
 	for (uint32_t i = 0; r != NULL && i < n; i++) {
 		r[i].topic = meta_dec_str(d, false, META_MAX_SHORT_STRING, "topic name");
 		r[i].partition_id = meta_dec_i32(d);
-		dec_error(d, &r[i].error, &r[i].error_message);
+		r[i].replicas =
+			meta_dec_i32_array(d, META_MAX_REPLICAS, &r[i].replica_count, "replicas");
+		r[i].adding = meta_dec_i32_array(d, META_MAX_REPLICAS, &r[i].adding_count, "adding");
+		r[i].removing =
+			meta_dec_i32_array(d, META_MAX_REPLICAS, &r[i].removing_count, "removing");
 	}
-	out->results = r;
-	out->result_count = n;
-	DEC_END("ElectLeaders response");
+	out->reassignments = r;
+	out->reassignment_count = meta_dec_ok(d) ? n : 0;
+	DEC_END("ListPartitionReassignments response");
 }

@@ -49,9 +49,15 @@ enum meta_api {
 	META_API_FETCH_METADATA = 8,
 	META_API_CREATE_PARTITIONS = 9,
 	META_API_ELECT_LEADERS = 10,
+	META_API_ALTER_PARTITION_REASSIGNMENTS = 11,
+	META_API_LIST_PARTITION_REASSIGNMENTS = 12,
+	META_API_ALLOCATE_PRODUCER_IDS = 13,
 };
-#define META_API_COUNT 11
+#define META_API_COUNT 14
 
+/* Whether this server implements the API (numbers below META_API_COUNT
+ * may be reserved for APIs not here yet). */
+bool meta_api_known(enum meta_api api);
 /* Whether only the active controller may answer this API. */
 bool meta_api_needs_controller(enum meta_api api);
 const char *meta_api_name(enum meta_api api);
@@ -83,6 +89,7 @@ enum meta_error {
 	META_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83,
 	META_ERR_ELECTION_NOT_NEEDED = 84,
 	META_ERR_INELIGIBLE_REPLICA = 107,
+	META_ERR_NO_REASSIGNMENT_IN_PROGRESS = 85,
 };
 
 /* "STALE_BROKER_EPOCH", ...; "UNKNOWN" for codes not in the table. */
@@ -256,6 +263,83 @@ struct meta_elect_leaders_response {
 	uint32_t result_count;
 };
 
+/* ---- AlterPartitionReassignments (Kafka's, KIP-455) ---- */
+
+struct meta_reassign_partition {
+	int32_t partition_id;
+	bool cancel;             /* Kafka's null replicas: revert an ongoing one */
+	const int32_t *replicas; /* the target (when !cancel) */
+	uint32_t replica_count;
+};
+
+struct meta_reassign_topic {
+	const char *name;
+	const struct meta_reassign_partition *partitions;
+	uint32_t partition_count;
+};
+
+struct meta_alter_reassignments_request {
+	const struct meta_reassign_topic *topics;
+	uint32_t topic_count;
+};
+
+/* One result per partition of the request, in request order (ElectLeaders'
+ * per-partition result: error NONE, UNKNOWN_TOPIC_OR_PARTITION,
+ * INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS, POLICY_VIOLATION). */
+struct meta_alter_reassignments_response {
+	int16_t error; /* request-wide (NOT_CONTROLLER) */
+	const char *error_message;
+	const struct meta_elect_partition_result *results;
+	uint32_t result_count;
+};
+
+/* ---- ListPartitionReassignments ---- */
+
+/* Topics with their partitions (as ElectLeaders names them; a topic with
+ * no partitions means all of its partitions). */
+struct meta_list_reassignments_request {
+	const struct meta_elect_topic *topics; /* none: every partition */
+	uint32_t topic_count;
+};
+
+struct meta_ongoing_reassignment {
+	const char *topic;
+	int32_t partition_id;
+	const int32_t *replicas; /* current: target first, then the removing ones */
+	uint32_t replica_count;
+	const int32_t *adding;
+	uint32_t adding_count;
+	const int32_t *removing;
+	uint32_t removing_count;
+};
+
+struct meta_list_reassignments_response {
+	int16_t error;
+	const char *error_message;
+	const struct meta_ongoing_reassignment *reassignments;
+	uint32_t reassignment_count;
+};
+
+/* ---- AllocateProducerIds (Kafka's: a block of producer ids for a broker) ---- */
+
+/* The size of every block the controller hands out (Kafka's). */
+#define META_PRODUCER_ID_BLOCK 1000
+
+struct meta_allocate_producer_ids_request {
+	int32_t broker_id;
+	int64_t broker_epoch;
+};
+
+/* The ids [producer_id_start, producer_id_start + producer_id_len) belong to
+ * the broker; the block was committed to the metadata log before this
+ * answer left, so no other broker (and no later controller) hands them out. */
+struct meta_allocate_producer_ids_response {
+	int16_t error; /* STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER */
+	const char *error_message;
+	int64_t producer_id_start;
+	int32_t producer_id_len;
+};
+
 /* ---- AlterConfigs (incremental: set or delete keys) ---- */
 
 struct meta_alter_config_resource {
@@ -362,6 +446,10 @@ struct meta_describe_partition {
 	const int32_t *isr;
 	uint32_t isr_count;
 	uint8_t leader_recovery_state;
+	const int32_t *adding; /* an ongoing reassignment (empty: none) */
+	uint32_t adding_count;
+	const int32_t *removing;
+	uint32_t removing_count;
 };
 
 struct meta_describe_topic {
@@ -457,6 +545,12 @@ META_PROTO_DECLARE(create_partitions_request);
 META_PROTO_DECLARE(create_partitions_response);
 META_PROTO_DECLARE(elect_leaders_request);
 META_PROTO_DECLARE(elect_leaders_response);
+META_PROTO_DECLARE(alter_reassignments_request);
+META_PROTO_DECLARE(alter_reassignments_response);
+META_PROTO_DECLARE(list_reassignments_request);
+META_PROTO_DECLARE(list_reassignments_response);
+META_PROTO_DECLARE(allocate_producer_ids_request);
+META_PROTO_DECLARE(allocate_producer_ids_response);
 
 #undef META_PROTO_DECLARE
 

@@ -23,7 +23,14 @@
  *   RemoveTopic         topic_id:16
  *   Config              resource_type:u8 resource_name:str key:str
  *                       value:str|null                  (null = delete)
+ *   ProducerIds         broker_id:i32 broker_epoch:i64 next_producer_id:i64
  *   NoOp                (empty)
+ *
+ * Version 1 of Partition appends adding:[i32] removing:[i32] (an ongoing
+ * reassignment, KIP-455); version 1 of PartitionChange may set the
+ * REASSIGNMENT bit, which appends adding:[i32] removing:[i32] after the
+ * other optional fields (both empty = the reassignment is over). Version 0
+ * bodies are unchanged and still decode (no reassignment).
  *
  * Structural checks (the same on encode and decode, so whatever encodes
  * decodes): ids and epochs are non-negative, lists hold distinct broker ids,
@@ -47,12 +54,13 @@ static const struct type_info type_table[] = {
 	{META_REC_REGISTER_BROKER, 0, "RegisterBroker"},
 	{META_REC_UNREGISTER_BROKER, 0, "UnregisterBroker"},
 	{META_REC_TOPIC, 0, "Topic"},
-	{META_REC_PARTITION, 0, "Partition"},
+	{META_REC_PARTITION, 1, "Partition"},
 	{META_REC_CONFIG, 0, "Config"},
-	{META_REC_PARTITION_CHANGE, 0, "PartitionChange"},
+	{META_REC_PARTITION_CHANGE, 1, "PartitionChange"},
 	{META_REC_FENCE_BROKER, 0, "FenceBroker"},
 	{META_REC_UNFENCE_BROKER, 0, "UnfenceBroker"},
 	{META_REC_REMOVE_TOPIC, 0, "RemoveTopic"},
+	{META_REC_PRODUCER_IDS, 0, "ProducerIds"},
 	{META_REC_BROKER_REGISTRATION_CHANGE, 0, "BrokerRegistrationChange"},
 	{META_REC_NOOP, 0, "NoOp"},
 };
@@ -236,7 +244,38 @@ static bool check_isr(uint16_t t, const int32_t *v, uint32_t n, struct meta_errb
 	return true;
 }
 
-static bool check_partition(const struct meta_partition_record *r, struct meta_errbuf *eb)
+/* adding/removing of a reassignment: distinct broker ids, disjoint, and
+ * (when `replicas` is given) both among the replicas. */
+static bool check_reassignment(uint16_t t, const int32_t *adding, uint32_t na,
+			       const int32_t *removing, uint32_t nr, const int32_t *replicas,
+			       uint32_t nrep, struct meta_errbuf *eb)
+{
+	if (!check_isr(t, adding, na, eb) || !check_isr(t, removing, nr, eb)) {
+		return false;
+	}
+	for (uint32_t i = 0; i < na; i++) {
+		if (meta_list_contains(removing, nr, adding[i])) {
+			return reject(eb, t, "a replica both adding and removing");
+		}
+	}
+	if (replicas == NULL) {
+		return true;
+	}
+	for (uint32_t i = 0; i < na; i++) {
+		if (!meta_list_contains(replicas, nrep, adding[i])) {
+			return reject(eb, t, "adding replica not among the replicas");
+		}
+	}
+	for (uint32_t i = 0; i < nr; i++) {
+		if (!meta_list_contains(replicas, nrep, removing[i])) {
+			return reject(eb, t, "removing replica not among the replicas");
+		}
+	}
+	return true;
+}
+
+static bool check_partition(uint16_t version, const struct meta_partition_record *r,
+			    struct meta_errbuf *eb)
 {
 	uint16_t t = META_REC_PARTITION;
 	if (r->partition_id < 0 || r->partition_id >= META_MAX_PARTITION_ID) {
@@ -252,10 +291,15 @@ static bool check_partition(const struct meta_partition_record *r, struct meta_e
 	if (r->leader_recovery_state > META_RECOVERING) {
 		return reject(eb, t, "unknown leader recovery state");
 	}
-	return true;
+	if (version == 0 && (r->adding_count > 0 || r->removing_count > 0)) {
+		return reject(eb, t, "a reassignment needs version 1");
+	}
+	return check_reassignment(t, r->adding, r->adding_count, r->removing, r->removing_count,
+				  r->replicas, r->replica_count, eb);
 }
 
-static bool check_partition_change(const struct meta_partition_change_record *r,
+static bool check_partition_change(uint16_t version,
+				   const struct meta_partition_change_record *r,
 				   struct meta_errbuf *eb)
 {
 	uint16_t t = META_REC_PARTITION_CHANGE;
@@ -281,6 +325,15 @@ static bool check_partition_change(const struct meta_partition_change_record *r,
 	}
 	if ((r->fields & META_PC_RECOVERY) && r->leader_recovery_state > META_RECOVERING) {
 		return reject(eb, t, "unknown leader recovery state");
+	}
+	if (r->fields & META_PC_REASSIGNMENT) {
+		if (version == 0) {
+			return reject(eb, t, "a reassignment needs version 1");
+		}
+		bool with = (r->fields & META_PC_REPLICAS) != 0;
+		return check_reassignment(t, r->adding, r->adding_count, r->removing,
+					  r->removing_count, with ? r->replicas : NULL,
+					  r->replica_count, eb);
 	}
 	return true;
 }
@@ -329,14 +382,25 @@ static bool record_check(const struct meta_record *rec, struct meta_errbuf *eb)
 		}
 		return true;
 	case META_REC_PARTITION:
-		return check_partition(&rec->partition, eb);
+		return check_partition(rec->version, &rec->partition, eb);
 	case META_REC_PARTITION_CHANGE:
-		return check_partition_change(&rec->partition_change, eb);
+		return check_partition_change(rec->version, &rec->partition_change, eb);
 	case META_REC_REMOVE_TOPIC:
 	case META_REC_NOOP:
 		return true;
 	case META_REC_CONFIG:
 		return check_config(&rec->config, eb);
+	case META_REC_PRODUCER_IDS: {
+		struct meta_broker_ref_record ref = {rec->producer_ids.broker_id,
+						     rec->producer_ids.broker_epoch};
+		if (!check_broker_ref(rec->type, &ref, eb)) {
+			return false;
+		}
+		if (rec->producer_ids.next_producer_id <= 0) {
+			return reject(eb, rec->type, "next producer id not positive");
+		}
+		return true;
+	}
 	default:
 		return reject(eb, rec->type, "unknown record type");
 	}
@@ -361,7 +425,8 @@ static void enc_register(struct keel_wbuf *w, const struct meta_register_broker_
 	keel_wbuf_bool(w, r->in_controlled_shutdown);
 }
 
-static void enc_partition(struct keel_wbuf *w, const struct meta_partition_record *r)
+static void enc_partition(struct keel_wbuf *w, uint16_t version,
+			  const struct meta_partition_record *r)
 {
 	meta_enc_uuid(w, r->topic_id);
 	keel_wbuf_i32(w, r->partition_id);
@@ -371,6 +436,10 @@ static void enc_partition(struct keel_wbuf *w, const struct meta_partition_recor
 	keel_wbuf_i32(w, r->leader_epoch);
 	keel_wbuf_i32(w, r->partition_epoch);
 	keel_wbuf_u8(w, r->leader_recovery_state);
+	if (version >= 1) {
+		meta_enc_i32_array(w, r->adding, r->adding_count);
+		meta_enc_i32_array(w, r->removing, r->removing_count);
+	}
 }
 
 static void enc_partition_change(struct keel_wbuf *w, const struct meta_partition_change_record *r)
@@ -391,6 +460,10 @@ static void enc_partition_change(struct keel_wbuf *w, const struct meta_partitio
 	}
 	if (r->fields & META_PC_RECOVERY) {
 		keel_wbuf_u8(w, r->leader_recovery_state);
+	}
+	if (r->fields & META_PC_REASSIGNMENT) {
+		meta_enc_i32_array(w, r->adding, r->adding_count);
+		meta_enc_i32_array(w, r->removing, r->removing_count);
 	}
 }
 
@@ -417,7 +490,7 @@ static void enc_body(struct keel_wbuf *w, const struct meta_record *rec)
 		meta_enc_uuid(w, rec->topic.topic_id);
 		break;
 	case META_REC_PARTITION:
-		enc_partition(w, &rec->partition);
+		enc_partition(w, rec->version, &rec->partition);
 		break;
 	case META_REC_PARTITION_CHANGE:
 		enc_partition_change(w, &rec->partition_change);
@@ -430,6 +503,11 @@ static void enc_body(struct keel_wbuf *w, const struct meta_record *rec)
 		meta_enc_str(w, rec->config.resource_name);
 		meta_enc_str(w, rec->config.key);
 		meta_enc_str(w, rec->config.value);
+		break;
+	case META_REC_PRODUCER_IDS:
+		keel_wbuf_i32(w, rec->producer_ids.broker_id);
+		keel_wbuf_i64(w, rec->producer_ids.broker_epoch);
+		keel_wbuf_i64(w, rec->producer_ids.next_producer_id);
 		break;
 	case META_REC_NOOP:
 		break;
@@ -501,7 +579,7 @@ static void dec_register(struct meta_dec *d, struct meta_register_broker_record 
 	r->in_controlled_shutdown = meta_dec_bool(d, "in_controlled_shutdown");
 }
 
-static void dec_partition(struct meta_dec *d, struct meta_partition_record *r)
+static void dec_partition(struct meta_dec *d, uint16_t version, struct meta_partition_record *r)
 {
 	meta_dec_uuid(d, r->topic_id);
 	r->partition_id = meta_dec_i32(d);
@@ -511,6 +589,11 @@ static void dec_partition(struct meta_dec *d, struct meta_partition_record *r)
 	r->leader_epoch = meta_dec_i32(d);
 	r->partition_epoch = meta_dec_i32(d);
 	r->leader_recovery_state = (uint8_t)meta_dec_i8(d);
+	if (version >= 1) {
+		r->adding = meta_dec_i32_array(d, META_MAX_REPLICAS, &r->adding_count, "adding");
+		r->removing =
+			meta_dec_i32_array(d, META_MAX_REPLICAS, &r->removing_count, "removing");
+	}
 }
 
 static void dec_partition_change(struct meta_dec *d, struct meta_partition_change_record *r)
@@ -533,6 +616,11 @@ static void dec_partition_change(struct meta_dec *d, struct meta_partition_chang
 	}
 	if (r->fields & META_PC_RECOVERY) {
 		r->leader_recovery_state = (uint8_t)meta_dec_i8(d);
+	}
+	if (r->fields & META_PC_REASSIGNMENT) {
+		r->adding = meta_dec_i32_array(d, META_MAX_REPLICAS, &r->adding_count, "adding");
+		r->removing =
+			meta_dec_i32_array(d, META_MAX_REPLICAS, &r->removing_count, "removing");
 	}
 }
 
@@ -559,7 +647,7 @@ static void dec_body(struct meta_dec *d, struct meta_record *rec)
 		meta_dec_uuid(d, rec->topic.topic_id);
 		break;
 	case META_REC_PARTITION:
-		dec_partition(d, &rec->partition);
+		dec_partition(d, rec->version, &rec->partition);
 		break;
 	case META_REC_PARTITION_CHANGE:
 		dec_partition_change(d, &rec->partition_change);
@@ -573,6 +661,11 @@ static void dec_body(struct meta_dec *d, struct meta_record *rec)
 			meta_dec_str(d, false, META_MAX_SHORT_STRING, "resource name");
 		rec->config.key = meta_dec_str(d, false, META_MAX_SHORT_STRING, "config key");
 		rec->config.value = meta_dec_str(d, true, META_MAX_CONFIG_VALUE, "config value");
+		break;
+	case META_REC_PRODUCER_IDS:
+		rec->producer_ids.broker_id = meta_dec_i32(d);
+		rec->producer_ids.broker_epoch = meta_dec_i64(d);
+		rec->producer_ids.next_producer_id = meta_dec_i64(d);
 		break;
 	case META_REC_NOOP:
 		break;

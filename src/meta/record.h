@@ -62,6 +62,7 @@ enum meta_record_type {
 	META_REC_FENCE_BROKER = 7,
 	META_REC_UNFENCE_BROKER = 8,
 	META_REC_REMOVE_TOPIC = 9,
+	META_REC_PRODUCER_IDS = 15,
 	META_REC_BROKER_REGISTRATION_CHANGE = 17,
 	META_REC_NOOP = 20,
 };
@@ -139,6 +140,13 @@ struct meta_partition_record {
 	int32_t leader_epoch;
 	int32_t partition_epoch;
 	uint8_t leader_recovery_state; /* enum meta_leader_recovery */
+	/* Version 1 (KIP-455): an ongoing reassignment. Both are subsets of
+	 * `replicas`, disjoint; empty (count 0) when none. Version 0 carries
+	 * neither (they decode empty). */
+	const int32_t *adding;
+	uint32_t adding_count;
+	const int32_t *removing;
+	uint32_t removing_count;
 };
 
 /* Which fields a PartitionChange carries (the others are unchanged). */
@@ -147,8 +155,13 @@ enum meta_partition_change_field {
 	META_PC_ISR = 1 << 1,
 	META_PC_REPLICAS = 1 << 2,
 	META_PC_RECOVERY = 1 << 3, /* leader_recovery_state */
+	/* adding and removing replicas, both (empty = no reassignment);
+	 * version 1 and later only */
+	META_PC_REASSIGNMENT = 1 << 4,
 };
-#define META_PC_ALL (META_PC_LEADER | META_PC_ISR | META_PC_REPLICAS | META_PC_RECOVERY)
+#define META_PC_ALL                                                                          \
+	(META_PC_LEADER | META_PC_ISR | META_PC_REPLICAS | META_PC_RECOVERY |                  \
+	 META_PC_REASSIGNMENT)
 
 /*
  * Only what changed. partition_epoch is the NEW epoch and must be exactly
@@ -169,6 +182,10 @@ struct meta_partition_change_record {
 	const int32_t *replicas;
 	uint32_t replica_count;
 	uint8_t leader_recovery_state;
+	const int32_t *adding; /* META_PC_REASSIGNMENT */
+	uint32_t adding_count;
+	const int32_t *removing;
+	uint32_t removing_count;
 };
 
 struct meta_remove_topic_record {
@@ -180,6 +197,16 @@ struct meta_config_record {
 	const char *resource_name;
 	const char *key;
 	const char *value; /* NULL: delete the key */
+};
+
+/* ProducerIds (Kafka's ProducerIdsRecord): the controller gave broker
+ * `broker_id` (at `broker_epoch`) the producer ids below next_producer_id
+ * that the previous such record had not covered; the next block starts at
+ * next_producer_id. Applied only when it moves the image's mark forward. */
+struct meta_producer_ids_record {
+	int32_t broker_id;
+	int64_t broker_epoch;
+	int64_t next_producer_id;
 };
 
 struct meta_record {
@@ -196,6 +223,7 @@ struct meta_record {
 		struct meta_partition_change_record partition_change;
 		struct meta_remove_topic_record remove_topic;
 		struct meta_config_record config;
+		struct meta_producer_ids_record producer_ids;
 	};
 };
 

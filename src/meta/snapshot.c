@@ -3,7 +3,9 @@
  *
  * Format (all big-endian, strings/arrays as in codec.h):
  *
- *   "KMI1" format:u16 (=0)
+ *   "KMI1" format:u16 (0; 1 when some partition is being reassigned; 2 when
+ *                      next_producer_id > 0 — the smallest that carries the
+ *                      image, so older servers read what they can)
  *   offset:i64 controller_id:i32 controller_epoch:i32
  *   controller_timestamp_ms:i64 last_broker_epoch:i64
  *   broker_count:u32 topic_count:u32 config_count:u32
@@ -17,9 +19,15 @@
  *       partition: replicas:[i32] isr:[i32] leader:i32 leader_epoch:i32
  *                  partition_epoch:i32 recovery:u8 controller_epoch:i32
  *                  changed_offset:i64
+ *                  [adding:[i32] removing:[i32]]   (format >= 1)
  *     config_count configs (by type, name, key):
  *       type:u8 name:str key:str value:str
+ *   next_producer_id:i64 (> 0)                            (format 2 only)
  *   crc32c:u32 of every byte before it
+ *
+ * An image without a reassignment saves as format 0, byte for byte as
+ * before format 1 existed, so such a snapshot still loads on an older
+ * server.
  *
  * The encoding is canonical (one image, one byte string), which is what
  * makes meta_image_hash comparable across servers. Load re-checks order,
@@ -36,6 +44,7 @@
 #include "meta/image_internal.h"
 
 #define SNAP_MAGIC "KMI1"
+#define SNAP_FORMAT 2 /* the newest */
 #define SNAP_HEADER_SIZE (4 + 2 + 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4)
 _Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 #define SNAP_MAX_ENTITY (64 * 1024)
@@ -44,6 +53,7 @@ _Static_assert(SNAP_HEADER_SIZE == 50, "the image snapshot header is 50 bytes");
 /* ---- save ---- */
 
 struct saver {
+	uint16_t format;
 	meta_write_fn write;
 	void *ctx;
 	struct keel_wbuf w;
@@ -127,6 +137,10 @@ static void save_topic(struct saver *s, const struct meta_topic *t)
 		keel_wbuf_u8(w, p->leader_recovery_state);
 		keel_wbuf_i32(w, p->controller_epoch);
 		keel_wbuf_i64(w, p->changed_offset);
+		if (s->format >= 1) {
+			meta_enc_i32_array(w, p->adding, p->adding_count);
+			meta_enc_i32_array(w, p->removing, p->removing_count);
+		}
 		entity_end(s, at);
 	}
 }
@@ -141,13 +155,26 @@ static void save_config(struct saver *s, const struct meta_config_entry *c)
 	entity_end(s, at);
 }
 
+static bool any_reassignment(const struct meta_image *img)
+{
+	for (uint32_t t = 0; t < img->topic_count; t++) {
+		for (uint32_t p = 0; p < img->topics[t]->partition_count; p++) {
+			if (meta_partition_reassigning(&img->topics[t]->partitions[p])) {
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
 enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write, void *ctx)
 {
 	struct saver s = {.write = write, .ctx = ctx, .crc = 0, .err = KEEL_OK};
+	s.format = img->next_producer_id > 0 ? 2 : any_reassignment(img) ? 1 : 0;
 	keel_wbuf_init_dynamic(&s.w, SNAP_FLUSH_AT + SNAP_MAX_ENTITY,
 			       SNAP_FLUSH_AT + SNAP_MAX_ENTITY);
 	keel_wbuf_bytes(&s.w, SNAP_MAGIC, 4);
-	keel_wbuf_u16(&s.w, 0);
+	keel_wbuf_u16(&s.w, s.format);
 	keel_wbuf_i64(&s.w, img->offset);
 	keel_wbuf_i32(&s.w, img->controller_id);
 	keel_wbuf_i32(&s.w, img->controller_epoch);
@@ -165,6 +192,9 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 	for (uint32_t i = 0; i < img->config_count && s.err == KEEL_OK; i++) {
 		save_config(&s, &img->configs[i]);
 	}
+	if (s.format >= 2) {
+		keel_wbuf_i64(&s.w, img->next_producer_id);
+	}
 	saver_flush(&s);
 	if (s.err == KEEL_OK) {
 		uint8_t crc[4];
@@ -178,6 +208,7 @@ enum keel_err meta_image_save(const struct meta_image *img, meta_write_fn write,
 /* ---- load ---- */
 
 struct loader {
+	uint16_t format;
 	meta_read_fn read;
 	void *ctx;
 	uint32_t crc;
@@ -288,6 +319,12 @@ static enum keel_err load_partition(struct loader *l, struct meta_partition *p)
 	uint8_t recovery = (uint8_t)meta_dec_i8(&d);
 	int32_t controller_epoch = meta_dec_i32(&d);
 	int64_t changed_offset = meta_dec_i64(&d);
+	uint32_t na = 0, nrm = 0;
+	const int32_t *adding = NULL, *removing = NULL;
+	if (l->format >= 1) {
+		adding = meta_dec_i32_array(&d, META_MAX_REPLICAS, &na, "adding");
+		removing = meta_dec_i32_array(&d, META_MAX_REPLICAS, &nrm, "removing");
+	}
 	err = meta_dec_finish(&d, true, "image partition");
 	if (err != KEEL_OK) {
 		return err;
@@ -305,6 +342,36 @@ static enum keel_err load_partition(struct loader *l, struct meta_partition *p)
 	}
 	if (leader_epoch < 0 || partition_epoch < 0 || recovery > META_RECOVERING) {
 		return corrupt(l, "image partition: bad epoch or recovery state");
+	}
+	if (!meta_broker_list_valid(adding, na) || !meta_broker_list_valid(removing, nrm)) {
+		return corrupt(l, "image partition: bad adding or removing list");
+	}
+	for (uint32_t i = 0; i < na; i++) {
+		if (!meta_list_contains(replicas, nr, adding[i]) ||
+		    meta_list_contains(removing, nrm, adding[i])) {
+			return corrupt(l, "image partition: adding replica not a replica, or removing");
+		}
+	}
+	for (uint32_t i = 0; i < nrm; i++) {
+		if (!meta_list_contains(replicas, nr, removing[i])) {
+			return corrupt(l, "image partition: removing replica not a replica");
+		}
+	}
+	if (na > 0) {
+		p->adding = malloc((size_t)na * sizeof(int32_t));
+		if (p->adding == NULL) {
+			return KEEL_NOMEM;
+		}
+		memcpy(p->adding, adding, (size_t)na * sizeof(int32_t));
+		p->adding_count = na;
+	}
+	if (nrm > 0) {
+		p->removing = malloc((size_t)nrm * sizeof(int32_t));
+		if (p->removing == NULL) {
+			return KEEL_NOMEM;
+		}
+		memcpy(p->removing, removing, (size_t)nrm * sizeof(int32_t));
+		p->removing_count = nrm;
 	}
 	p->replicas = malloc((size_t)nr * sizeof(int32_t));
 	p->isr = malloc((size_t)(ni == 0 ? 1 : ni) * sizeof(int32_t));
@@ -462,7 +529,8 @@ static enum keel_err load_header(struct loader *l, struct meta_image *img, uint3
 	if (memcmp(h, SNAP_MAGIC, 4) != 0) {
 		return corrupt(l, "not a metadata image snapshot (bad magic)");
 	}
-	if (keel_load_be16(h + 4) != 0) {
+	l->format = keel_load_be16(h + 4);
+	if (l->format > SNAP_FORMAT) {
 		meta_errbuf_set(l->eb, "image snapshot format newer than this server supports");
 		return KEEL_UNSUPPORTED;
 	}
@@ -496,9 +564,25 @@ static int epoch_cmp(const void *a, const void *b)
  * entity loaded. */
 static enum keel_err finish_load(struct loader *l, struct meta_image *img)
 {
+	enum keel_err err;
+	if (l->format == 1 && !any_reassignment(img)) {
+		/* Format 1 exists only for an image with a reassignment (canonical). */
+		return corrupt(l, "image snapshot: format 1 without a reassignment");
+	}
+	if (l->format >= 2) {
+		uint8_t next[8];
+		if ((err = load_bytes(l, next, sizeof(next))) != KEEL_OK) {
+			return err;
+		}
+		img->next_producer_id = (int64_t)keel_load_be64(next);
+		if (img->next_producer_id <= 0) {
+			/* Format 2 exists only for a positive one (canonical). */
+			return corrupt(l, "image snapshot: next producer id not positive");
+		}
+	}
 	uint32_t expect = l->crc;
 	uint8_t crc[4];
-	enum keel_err err = l->read(l->ctx, crc, sizeof(crc));
+	err = l->read(l->ctx, crc, sizeof(crc));
 	if (err != KEEL_OK) {
 		if (err == KEEL_SHORT) {
 			meta_errbuf_set(l->eb, "image snapshot ends early (no checksum)");

@@ -37,6 +37,7 @@ struct view {
 	struct keel_hmap seen; /* items: indexes+1 into ops->items */
 	struct keel_wbuf data; /* scratch for JSON */
 	enum keel_err err;
+	bool reassignments_changed; /* /admin/reassign_partitions to redo */
 };
 
 static uint64_t op_hash(uint8_t type, const char *path)
@@ -270,6 +271,36 @@ static void broker_znode(struct view *v, const struct meta_image *img, int32_t i
 
 /* ---- /brokers/topics/T and its partitions ---- */
 
+static void id_array(struct meta_json *j, const int32_t *v, uint32_t n)
+{
+	meta_json_begin_array(j);
+	for (uint32_t i = 0; i < n; i++) {
+		meta_json_i64(j, v[i]);
+	}
+	meta_json_end_array(j);
+}
+
+/* Kafka 2.x's "adding_replicas" / "removing_replicas": partition -> list,
+ * for the partitions being reassigned only. */
+static void replica_map(struct meta_json *j, const struct meta_topic *t, const char *key,
+			bool adding)
+{
+	meta_json_key(j, key);
+	meta_json_begin_object(j);
+	for (uint32_t p = 0; p < t->partition_count; p++) {
+		const struct meta_partition *part = &t->partitions[p];
+		uint32_t n = adding ? part->adding_count : part->removing_count;
+		if (n == 0) {
+			continue;
+		}
+		char pid[16];
+		int_text(pid, sizeof(pid), p);
+		meta_json_key(j, pid);
+		id_array(j, adding ? part->adding : part->removing, n);
+	}
+	meta_json_end_object(j);
+}
+
 static void topic_json(struct view *v, const struct meta_topic *t)
 {
 	struct meta_json j;
@@ -290,12 +321,8 @@ static void topic_json(struct view *v, const struct meta_topic *t)
 		meta_json_end_array(&j);
 	}
 	meta_json_end_object(&j);
-	meta_json_key(&j, "adding_replicas");
-	meta_json_begin_object(&j);
-	meta_json_end_object(&j);
-	meta_json_key(&j, "removing_replicas");
-	meta_json_begin_object(&j);
-	meta_json_end_object(&j);
+	replica_map(&j, t, "adding_replicas", true);
+	replica_map(&j, t, "removing_replicas", false);
 	char id[32];
 	struct meta_fmt f;
 	meta_fmt_init(&f, id, sizeof(id));
@@ -406,6 +433,56 @@ static void put_cluster_id(struct view *v, const struct meta_image *img)
 	put_json(v, "/cluster/id");
 }
 
+/* ---- /admin/reassign_partitions ---- */
+
+/* Kafka 2.x's controller kept the ongoing reassignments in this node
+ * ({"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[target]}]})
+ * and deleted it when the last one completed; keel shows the same from the
+ * image. It is a system node: a client cannot write it (docs/controller.md). */
+static void put_reassignments(struct view *v, const struct meta_image *img, bool delete_if_none)
+{
+	struct meta_json j;
+	json_begin(v, &j);
+	meta_json_begin_object(&j);
+	meta_json_key(&j, "version");
+	meta_json_i64(&j, 1);
+	meta_json_key(&j, "partitions");
+	meta_json_begin_array(&j);
+	bool any = false;
+	for (uint32_t t = 0; t < img->topic_count; t++) {
+		const struct meta_topic *topic = img->topics[t];
+		for (uint32_t p = 0; p < topic->partition_count; p++) {
+			const struct meta_partition *part = &topic->partitions[p];
+			if (!meta_partition_reassigning(part)) {
+				continue;
+			}
+			any = true;
+			meta_json_begin_object(&j);
+			meta_json_key(&j, "topic");
+			meta_json_str(&j, topic->name);
+			meta_json_key(&j, "partition");
+			meta_json_i64(&j, p);
+			meta_json_key(&j, "replicas");
+			meta_json_begin_array(&j);
+			for (uint32_t r = 0; r < part->replica_count; r++) {
+				if (!meta_list_contains(part->removing, part->removing_count,
+							part->replicas[r])) {
+					meta_json_i64(&j, part->replicas[r]);
+				}
+			}
+			meta_json_end_array(&j);
+			meta_json_end_object(&j);
+		}
+	}
+	meta_json_end_array(&j);
+	meta_json_end_object(&j);
+	if (any) {
+		put_json(v, "/admin/reassign_partitions");
+	} else if (delete_if_none) {
+		emit(v, META_ZK_DELETE, "/admin/reassign_partitions", NULL, 0);
+	}
+}
+
 /* ---- the two views ---- */
 
 static void parents(struct view *v)
@@ -447,6 +524,7 @@ static void full(struct view *v, const struct meta_image *img)
 		}
 	}
 	put_cluster_id(v, img);
+	put_reassignments(v, img, false);
 }
 
 static void one_change(struct view *v, const struct meta_image *img, const struct meta_change *c)
@@ -476,12 +554,14 @@ static void one_change(struct view *v, const struct meta_image *img, const struc
 		if (t == NULL || (uint32_t)c->partition_id >= t->partition_count) {
 			break;
 		}
-		if (c->created || c->replicas_changed) {
+		if (c->created || c->replicas_changed || c->reassignment_changed) {
 			put_topic(v, t); /* the partition -> replicas map changed */
 		}
+		v->reassignments_changed |= c->reassignment_changed;
 		put_partition(v, t, (uint32_t)c->partition_id, c->created);
 		break;
 	case META_CHANGE_TOPIC_REMOVED:
+		v->reassignments_changed = true; /* it may have had some */
 		emit(v, META_ZK_DELETE_TREE, path_of(path, "/brokers/topics/", c->name, NULL, NULL),
 		     NULL, 0);
 		emit(v, META_ZK_DELETE, path_of(path, "/config/topics/", c->name, NULL, NULL), NULL,
@@ -514,10 +594,14 @@ static enum keel_err run(struct meta_zk_ops *ops, const struct meta_image *img,
 		emit(&v, META_ZK_DELETE_TREE, "/config/topics", NULL, 0);
 		emit(&v, META_ZK_DELETE_TREE, "/config/brokers", NULL, 0);
 		full(&v, img);
+		v.reassignments_changed = true;
 	} else {
 		for (uint32_t i = 0; i < changes->count; i++) {
 			one_change(&v, img, &changes->items[i]);
 		}
+	}
+	if (v.reassignments_changed) {
+		put_reassignments(&v, img, true);
 	}
 	keel_wbuf_free(&v.data);
 	keel_hmap_close(&v.seen);

@@ -16,6 +16,9 @@
  *   /config/topics/T                      {"version":1,"config":{"k":"v",...}}
  *   /config/brokers/<default> or /N       the same, for cluster/broker configs
  *   /cluster/id                           {"version":"1","id":"<base64url>"} (keel.cluster.id)
+ *   /admin/reassign_partitions            {"version":1,"partitions":[{"topic":T,
+ *                                          "partition":P,"replicas":[target]}]} while
+ *                                         reassignments are ongoing (deleted after)
  * plus the empty parents /admin (read-only: Kafka 2.x admin writes under it
  * are refused with NoAuth), /brokers, /brokers/ids, /brokers/topics,
  * /brokers/topics/T/partitions, .../partitions/P, /config, /config/topics,

@@ -50,6 +50,7 @@
 #include "base/assert.h"
 #include "node/controller.h"
 #include "core/fsm.h"
+#include "node/peer_auth.h"
 #include "node/peers.h"
 #include "core/core.h"
 #include "os/log.h"
@@ -156,6 +157,10 @@ struct zk_server {
 	struct keel_wbuf scratch;
 	uint64_t last_report_ms;
 	uint64_t last_housekeeping_ms;
+	/* Since when no leader is known (0: one is); past leaderless_limit()
+	 * the clients are sent to servers in the quorum. */
+	uint64_t leaderless_since_ms;
+	bool leaderless_closed;
 	/* Stats. */
 	uint64_t latency_min_ms;
 	uint64_t latency_max_ms;
@@ -633,10 +638,46 @@ static void send_connect_response(struct zk_conn *zc, const struct zk_connect_re
 	zc->client->packets_sent++;
 }
 
+/*
+ * A server that has known no leader for this long (twice the election
+ * timeout: a healthy cluster elects within it) is cut off from the quorum
+ * or the quorum is lost. As a ZooKeeper server that loses its leader does,
+ * it closes its clients' connections and refuses new ones, so that clients
+ * move to a server in the quorum while their sessions live — instead of
+ * holding them with pings answered here while the leader expires them.
+ */
+static uint64_t leaderless_limit(const struct node *n)
+{
+	return 2 * (uint64_t)n->cfg.election_timeout_ms;
+}
+
+static bool leaderless_too_long(const struct node *n, const struct zk_server *zs, uint64_t now)
+{
+	return zs->leaderless_since_ms != 0 && now - zs->leaderless_since_ms >= leaderless_limit(n);
+}
+
+static void close_zk_clients(struct node *n, enum keel_err why)
+{
+	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+		if (c->mode == CLIENT_ZK && c->zk != NULL) {
+			conn_close(c->zk, why, true);
+		}
+	}
+}
+
 /* Decides a handshake. `final` after a barrier: EXPIRED/REFUSE stand. */
 static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
 {
 	struct zk_server *zs = server_of(n);
+	uint64_t now = core_now_ms(&n->core);
+	if (!final && leaderless_too_long(n, zs, now)) {
+		KEEL_INFO("client %s: no leader for %llu ms: refused, so that it connects to a "
+			  "server in the quorum",
+			  core_client_peer_addr(&n->core, zc->client),
+			  (unsigned long long)(now - zs->leaderless_since_ms));
+		conn_close(zc, KEEL_NOTLEADER, false);
+		return;
+	}
 	struct zk_connect_response rsp;
 	int32_t timeout = 0;
 	enum zk_connect_action action =
@@ -858,6 +899,38 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	}
 }
 
+/* addauth "keel": the session credential of node/peer_auth.h, made with
+ * the cluster secret for this session. Without a secret (--insecure-peers)
+ * there is nothing to prove and it is taken as given. */
+static int32_t cluster_auth(struct node *n, struct zk_conn *zc, const struct zk_auth_request *auth)
+{
+	bool ok = n->cfg.insecure_peers ||
+		  (zc->session_id != 0 &&
+		   peer_auth_session_verify(&n->peers.keys, (uint64_t)zc->session_id,
+					    zc->connect_passwd, auth->auth.data,
+					    zk_bytes_len(auth->auth)));
+	if (!ok) {
+		KEEL_WARN("client %s: the cluster credential (addauth %s) was refused",
+			  core_client_peer_addr(&n->core, zc->client), PEER_AUTH_SESSION_SCHEME);
+		return ZK_AUTH_FAILED;
+	}
+	return zk_auth_info_add(&zc->auth, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
+				zk_bytes_str("cluster")) == KEEL_OK
+		       ? ZK_OK
+		       : ZK_AUTH_FAILED;
+}
+
+/* Whether the session may send the controller requests that only brokers
+ * and operators send (node_ctl_opcode_needs_cluster): it proved the cluster
+ * credential or authenticated as super, or the servers run without one. */
+static bool cluster_member(const struct node *n, const struct zk_conn *zc)
+{
+	return n->cfg.insecure_peers ||
+	       zk_ids_contains(&zc->auth.ids, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
+			       zk_bytes_str("cluster")) ||
+	       zk_ids_is_super(&zc->auth.ids);
+}
+
 /* A keel extension request (node/controller.h). Reads take their turn in
  * the FIFO like ZooKeeper reads; controller requests complete through
  * zk_clients_ext_complete. */
@@ -866,6 +939,14 @@ static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_reque
 {
 	if (node_ctl_opcode_is_read(req->opcode)) {
 		queue_read(n, zc, req, frame, size, PK_EXT_READ);
+		return;
+	}
+	if (node_ctl_opcode_needs_cluster(req->opcode) && !cluster_member(n, zc)) {
+		KEEL_INFO("client %s: %s refused: the session has not proved the cluster "
+			  "credential",
+			  core_client_peer_addr(&n->core, zc->client),
+			  node_ctl_opcode_name(req->opcode));
+		send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_NO_AUTH, NULL, 0);
 		return;
 	}
 	struct zk_server *zs = server_of(n);
@@ -954,9 +1035,12 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		handle_write(n, zc, &req);
 		break;
 	case ZK_CLASS_AUTH: {
-		int32_t err = zk_auth_handle(&zc->auth, &req.u.auth, n->cfg.super_digest[0] != '\0'
-										  ? n->cfg.super_digest
-										  : NULL);
+		int32_t err = zk_bytes_eq_str(req.u.auth.scheme, PEER_AUTH_SESSION_SCHEME)
+				      ? cluster_auth(n, zc, &req.u.auth)
+				      : zk_auth_handle(&zc->auth, &req.u.auth,
+						       n->cfg.super_digest[0] != '\0'
+							       ? n->cfg.super_digest
+							       : NULL);
 		send_reply(zc, -4, 0, err, NULL, 0);
 		if (err != 0) {
 			conn_close(zc, KEEL_PROTO, true);
@@ -1185,6 +1269,12 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 {
 	struct zk_server *zs = server_of(n);
 	(void)old_leader;
+	if (new_leader == 0 && zs->leaderless_since_ms == 0) {
+		zs->leaderless_since_ms = core_now_ms(&n->core);
+	} else if (new_leader != 0) {
+		zs->leaderless_since_ms = 0;
+		zs->leaderless_closed = false;
+	}
 	if (new_leader == n->cfg.id && n->core.role == RAFT_LEADER) {
 		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));
 		zs->expiry_active = true;
@@ -1327,6 +1417,17 @@ static void retry_barriers(struct node *n, uint64_t now)
 void zk_clients_tick(struct node *n, uint64_t now_ms)
 {
 	struct zk_server *zs = server_of(n);
+	if (leaderless_too_long(n, zs, now_ms) && !zs->leaderless_closed) {
+		zs->leaderless_closed = true;
+		size_t count = 0;
+		for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+			count += c->mode == CLIENT_ZK && c->zk != NULL;
+		}
+		KEEL_WARN("no leader for %llu ms: closing %zu client connections so that they move "
+			  "to a server in the quorum (their sessions live on there)",
+			  (unsigned long long)(now_ms - zs->leaderless_since_ms), count);
+		close_zk_clients(n, KEEL_NOTLEADER);
+	}
 	retry_barriers(n, now_ms);
 	report_sessions(n, now_ms);
 	if (zs->expiry_active && n->core.role == RAFT_LEADER) {
@@ -1349,11 +1450,7 @@ void zk_clients_on_snapshot_installed(struct node *n)
 {
 	/* Watches cannot see what a snapshot changed: drop every ZooKeeper
 	 * connection; clients reconnect and setWatches reports the changes. */
-	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
-		if (c->mode == CLIENT_ZK && c->zk != NULL) {
-			conn_close(c->zk, KEEL_CANCELED, true);
-		}
-	}
+	close_zk_clients(n, KEEL_CANCELED);
 }
 
 /* ---- set-up, stats ---- */
@@ -1366,6 +1463,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		return KEEL_NOMEM;
 	}
 	n->core.zk_server = zs;
+	zs->leaderless_since_ms = KEEL_MAX(core_now_ms(&n->core), 1); /* none known at start */
 	uint64_t seed = core_seed_next(&n->core);
 	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
 			    n) != KEEL_OK ||

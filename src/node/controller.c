@@ -560,6 +560,21 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 		rc = meta_encode_elect_leaders_response(out, &rs);
 		break;
 	}
+	case META_API_ALTER_PARTITION_REASSIGNMENTS: {
+		struct meta_alter_reassignments_response rs = {error, NULL, NULL, 0};
+		rc = meta_encode_alter_reassignments_response(out, &rs);
+		break;
+	}
+	case META_API_LIST_PARTITION_REASSIGNMENTS: {
+		struct meta_list_reassignments_response rs = {error, NULL, NULL, 0};
+		rc = meta_encode_list_reassignments_response(out, &rs);
+		break;
+	}
+	case META_API_ALLOCATE_PRODUCER_IDS: {
+		struct meta_allocate_producer_ids_response rs = {error, NULL, -1, 0};
+		rc = meta_encode_allocate_producer_ids_response(out, &rs);
+		break;
+	}
 	case META_API_CREATE_PARTITIONS:
 	case META_API_CREATE_TOPICS:
 	case META_API_DELETE_TOPICS:
@@ -869,6 +884,12 @@ static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, s
 		RUN_API(create_partitions, meta_controller_create_partitions)
 	case META_API_ELECT_LEADERS:
 		RUN_API(elect_leaders, meta_controller_elect_leaders)
+	case META_API_ALTER_PARTITION_REASSIGNMENTS:
+		RUN_API(alter_reassignments, meta_controller_alter_reassignments)
+	case META_API_LIST_PARTITION_REASSIGNMENTS:
+		RUN_API(list_reassignments, meta_controller_list_reassignments)
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		RUN_API(allocate_producer_ids, meta_controller_allocate_producer_ids)
 	default:
 		return KEEL_PROTO;
 	}
@@ -929,7 +950,8 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 
 static bool api_of(int32_t opcode, uint8_t *api)
 {
-	if (opcode < NODE_CTL_OPCODE_BASE || opcode >= NODE_CTL_OPCODE_BASE + META_API_COUNT) {
+	if (opcode < NODE_CTL_OPCODE_BASE || opcode >= NODE_CTL_OPCODE_BASE + META_API_COUNT ||
+	    !meta_api_known((enum meta_api)(opcode - NODE_CTL_OPCODE_BASE))) {
 		return false;
 	}
 	*api = (uint8_t)(opcode - NODE_CTL_OPCODE_BASE);
@@ -946,6 +968,31 @@ bool node_ctl_opcode_is_read(int32_t opcode)
 {
 	uint8_t api;
 	return api_of(opcode, &api) && !meta_api_needs_controller((enum meta_api)api);
+}
+
+bool node_ctl_opcode_needs_cluster(int32_t opcode)
+{
+	uint8_t api;
+	if (!api_of(opcode, &api)) {
+		return false;
+	}
+	switch ((enum meta_api)api) {
+	case META_API_BROKER_REGISTRATION:
+	case META_API_BROKER_HEARTBEAT:
+	case META_API_UNREGISTER_BROKER:
+	case META_API_ALTER_PARTITION:
+	case META_API_ELECT_LEADERS:
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *node_ctl_opcode_name(int32_t opcode)
+{
+	uint8_t api;
+	return api_of(opcode, &api) ? meta_api_name((enum meta_api)api) : "?";
 }
 
 /* Decodes a controller request only to check it (the server that received
@@ -981,6 +1028,12 @@ static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *bod
 		CHECK_API(create_partitions)
 	case META_API_ELECT_LEADERS:
 		CHECK_API(elect_leaders)
+	case META_API_ALTER_PARTITION_REASSIGNMENTS:
+		CHECK_API(alter_reassignments)
+	case META_API_LIST_PARTITION_REASSIGNMENTS:
+		CHECK_API(list_reassignments)
+	case META_API_ALLOCATE_PRODUCER_IDS:
+		CHECK_API(allocate_producer_ids)
 	default:
 		return ZK_UNIMPLEMENTED;
 	}
@@ -1103,7 +1156,7 @@ void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, con
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
 	uint8_t api = keel_rbuf_u8(&r);
-	if (!keel_rbuf_ok(&r) || api >= META_API_COUNT ||
+	if (!keel_rbuf_ok(&r) || !meta_api_known((enum meta_api)api) ||
 	    !meta_api_needs_controller((enum meta_api)api)) {
 		return;
 	}

@@ -102,6 +102,15 @@ extern const struct tracker_kind_ops node_ctl_track_ops;
 bool node_ctl_opcode_known(int32_t opcode);
 /* Is it answered from local state (DescribeCluster, FetchMetadata)? */
 bool node_ctl_opcode_is_read(int32_t opcode);
+/* True for the requests only brokers and operators send — registration,
+ * heartbeats, unregistering a broker, AlterPartition, ElectLeaders, AllocateProducerIds: a
+ * session must first prove the cluster credential (addauth "keel",
+ * node/peer_auth.h) or be super, else it gets NoAuth. Topic and config
+ * requests stay open to any client, as a Kafka cluster without an
+ * authorizer leaves them. */
+bool node_ctl_opcode_needs_cluster(int32_t opcode);
+/* The API's name ("BrokerHeartbeat"), for logs; "?" for others. */
+const char *node_ctl_opcode_name(int32_t opcode);
 
 /* Serves a read: appends the response body to `out`; returns the
  * ZooKeeper error for the reply header (0, or ZMARSHALLINGERROR for a body

@@ -16,6 +16,7 @@
 
 #define PEER_LABEL "keel-peer-auth-v2"
 #define ADMIN_LABEL "keel-admin-auth-v2"
+#define SESSION_LABEL "keel-session-auth-v1"
 #define SECRET_FILE_MAX 4096
 
 /* ---- secrets ---- */
@@ -248,6 +249,44 @@ bool peer_auth_admin_verify(const struct peer_auth_keys *keys, uint64_t server_i
 		}
 	}
 	return ok; /* no secret: no operator can prove anything with one */
+}
+
+/* The session credential: one MAC over the session's id and password. */
+static void session_mac_key(const struct peer_auth_key *key, uint64_t session_id,
+			    const uint8_t passwd[PEER_AUTH_SESSION_PASSWD_SIZE],
+			    uint8_t out[PEER_AUTH_MAC_SIZE])
+{
+	uint8_t msg[sizeof(SESSION_LABEL) - 1 + 8 + PEER_AUTH_SESSION_PASSWD_SIZE];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, msg, sizeof(msg));
+	keel_wbuf_bytes(&w, SESSION_LABEL, sizeof(SESSION_LABEL) - 1);
+	keel_wbuf_u64(&w, session_id);
+	keel_wbuf_bytes(&w, passwd, PEER_AUTH_SESSION_PASSWD_SIZE);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	KEEL_ASSERT(w.size == sizeof(msg));
+	hmac(key, msg, sizeof(msg), out);
+}
+
+void peer_auth_session_mac(const struct peer_auth_keys *keys, uint64_t session_id,
+			   const uint8_t passwd[PEER_AUTH_SESSION_PASSWD_SIZE],
+			   uint8_t out[PEER_AUTH_MAC_SIZE])
+{
+	session_mac_key(key_at(keys, 0), session_id, passwd, out);
+}
+
+bool peer_auth_session_verify(const struct peer_auth_keys *keys, uint64_t session_id,
+			      const uint8_t passwd[PEER_AUTH_SESSION_PASSWD_SIZE],
+			      const uint8_t *mac, size_t mac_size)
+{
+	bool ok = false;
+	for (size_t i = 0; mac_size == PEER_AUTH_MAC_SIZE && i < keys->count; i++) {
+		uint8_t want[PEER_AUTH_MAC_SIZE];
+		session_mac_key(&keys->key[i], session_id, passwd, want);
+		if (CRYPTO_memcmp(want, mac, PEER_AUTH_MAC_SIZE) == 0) {
+			ok = true;
+		}
+	}
+	return ok;
 }
 
 /* ---- the handshake ---- */

@@ -39,6 +39,15 @@
  *   mac = HMAC-SHA256(secret, "keel-admin-auth-v2" | u64 server id
  *		       | server nonce (32) | client nonce (32))
  *
+ * The session credential (ZooKeeper addauth, scheme "keel"; brokers and the
+ * CLI present it on their sessions, node/controller.h says which requests
+ * need it):
+ *   mac = HMAC-SHA256(secret, "keel-session-auth-v1" | u64 session id
+ *		       | session password (16))
+ * It is bound to one session: it proves nothing on any other, and the
+ * password it covers is known only to that session's client and the
+ * servers.
+ *
  * Everything here is a function of its arguments: nonces come from the
  * caller (peer_auth_random fills them from OpenSSL's RAND_bytes).
  */
@@ -157,5 +166,17 @@ bool peer_auth_admin_verify(const struct peer_auth_keys *keys, uint64_t server_i
 			    const uint8_t server_nonce[PEER_AUTH_NONCE_SIZE],
 			    const uint8_t client_nonce[PEER_AUTH_NONCE_SIZE],
 			    const uint8_t mac[PEER_AUTH_MAC_SIZE]);
+
+#define PEER_AUTH_SESSION_PASSWD_SIZE 16 /* a ZooKeeper session password */
+#define PEER_AUTH_SESSION_SCHEME "keel"  /* its addauth scheme */
+
+/* The session credential (current key), and its check under any accepted
+ * key (false for a mac of another size). */
+void peer_auth_session_mac(const struct peer_auth_keys *keys, uint64_t session_id,
+			   const uint8_t passwd[PEER_AUTH_SESSION_PASSWD_SIZE],
+			   uint8_t out[PEER_AUTH_MAC_SIZE]);
+bool peer_auth_session_verify(const struct peer_auth_keys *keys, uint64_t session_id,
+			      const uint8_t passwd[PEER_AUTH_SESSION_PASSWD_SIZE],
+			      const uint8_t *mac, size_t mac_size);
 
 #endif

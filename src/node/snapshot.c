@@ -8,7 +8,8 @@
  * The child inherits a copy-on-write image of the state exactly at
  * applied_index (fork happens between two applies, on the loop thread), so
  * the snapshot is consistent without pausing the parent. The child touches
- * nothing shared: it writes through its own posix vfs and _exit()s.
+ * nothing shared: it writes through the storage's vfs (the POSIX one, which
+ * holds no state) and _exit()s.
  */
 #include "node/snapshot.h"
 
@@ -18,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,10 +62,8 @@ static enum keel_err child_write(void *ctx, const void *data, size_t size)
 /* Runs in the child: write the snapshot, exit 0 on success. */
 static _Noreturn void child_main(struct node *n, struct node_snapshotter *s)
 {
-	struct wal_vfs vfs;
-	wal_vfs_posix_init(&vfs);
 	struct wal_config wc;
-	wal_config_init(&wc, &vfs, n->cfg.data_dir);
+	wal_config_init(&wc, node_storage_vfs(n->storage), n->cfg.data_dir);
 	uint8_t membership[4096];
 	struct keel_wbuf mw;
 	keel_wbuf_init_fixed(&mw, membership, sizeof(membership));
@@ -159,15 +157,12 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 	meta.index = s->index;
 	meta.term = s->term;
 	meta.config = s->config;
-	char name[WAL_NAME_MAX], path[2048];
-	wal_snapshot_name(name, s->index, s->term, false);
-	snprintf(path, sizeof(path), "%s/%s", n->cfg.data_dir, name);
-	struct stat st;
-	if (stat(path, &st) != 0) {
-		KEEL_ERROR("snapshot %s vanished: %s", path, strerror(errno));
+	if (node_storage_snapshot_size(n->storage, s->index, s->term, &meta.size_bytes) !=
+	    KEEL_OK) {
+		KEEL_ERROR("snapshot at %llu vanished: %s", (unsigned long long)s->index,
+			   wal_vfs_last_error());
 		return;
 	}
-	meta.size_bytes = (uint64_t)st.st_size;
 	enum keel_err rc = raft_snapshot_taken(n->core.raft, &meta);
 	if (rc != KEEL_OK) {
 		KEEL_WARN("snapshot at %llu not used by Raft (%s)", (unsigned long long)s->index,
@@ -254,10 +249,8 @@ enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index
 	} else {
 		snprintf(dir, sizeof(dir), ".");
 	}
-	struct wal_vfs vfs;
-	wal_vfs_posix_init(&vfs);
 	struct wal_config wc;
-	wal_config_init(&wc, &vfs, dir);
+	wal_config_init(&wc, node_storage_vfs(n->storage), dir);
 	struct keel_arena arena;
 	keel_arena_init(&arena, 4096);
 	struct load_reader lr;

@@ -1,23 +1,32 @@
 /*
- * storage.c — the storage thread: group commit of Raft persist batches.
+ * storage.c — the node's side of the WAL writer (wal/writer.h): an adapter
+ * from Raft readies to writer batches and from writer completions back to
+ * the loop thread.
  *
- * The loop thread copies each persist batch (node_storage_submit) onto the
- * `pending` queue. The storage thread takes EVERY queued batch at once,
- * writes them in order, then makes all of them durable with one
- * fdatasync, and moves them to `done`; a uv_async wakes the loop, which
- * reports them to the node in persist order. While the thread syncs, new
- * batches collect — that is the group commit.
+ *   loop: node_storage_submit(ready) --> struct batch (our copy of the
+ *         snapshot chunks and install) + wal_batch (hard state, entries:
+ *         the writer copies them) --> wal_writer_submit
+ *   storage thread (the writer's): group commit; per batch, before its
+ *         entries, our prelude writes the chunks and installs; one
+ *         fdatasync per group; on_written() queues each batch on `done`
+ *         and wakes the loop (uv_async)
+ *   loop: on_async() reports each batch, in persist order, to on_durable
  *
- * Within a batch, in this order (crash-safe at every step):
- *   1. snapshot chunks: pwrite into snap-I-T.snap.tmp, fdatasync;
- *   2. install: rename the temp file into place, fsync the directory,
- *      verify its checksum, then drop the obsolete log (wal_reset or
- *      wal_compact);
- *   3. hard state (term, vote): written atomically BEFORE the entries, so a
- *      crash can never leave entries of a term newer than the hard state;
- *   4. entries: truncate a conflicting suffix, append;
- * and the batch group's fdatasync comes last. After any failure the WAL is
+ * Within a group, in this order (crash-safe at every step):
+ *   1. hard state (term, vote): the group's newest, written atomically
+ *      before anything else, so a crash never leaves entries of a term
+ *      newer than the hard state;
+ *   2. per batch, the prelude: snapshot chunks pwritten into
+ *      snap-I-T.snap.tmp and fdatasynced; an install renames the temp file
+ *      into place, fsyncs the directory, verifies the checksum and then
+ *      drops the obsolete log: wal_reset, or wal_compact when the log on
+ *      disk holds the snapshot's entry with its term;
+ *   3. per batch, its entries: a conflicting suffix truncated, appended;
+ * and the group's fdatasync comes last. After any failure the writer is
  * sticky-failed: this batch and all later ones report the error.
+ *
+ * Compaction (after the node's own snapshot) is an empty batch carrying
+ * compact_upto and prune_snapshots; its completion reports nothing.
  *
  * Every file access goes through the vfs (wal/vfs.h), the snapshot files'
  * too: there is no raw open/pwrite here.
@@ -25,15 +34,20 @@
 #include "node/storage.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+#include <unistd.h>
+#endif
 
 #include "base/assert.h"
 #include "os/clock.h"
 #include "os/log.h"
 #include "wal/snapshot.h"
 #include "wal/wal.h"
+#include "wal/writer.h"
 
 struct chunk_copy {
 	uint64_t index;
@@ -44,18 +58,25 @@ struct chunk_copy {
 	uint8_t *data;
 };
 
+enum batch_kind {
+	BATCH_PERSIST,   /* a Raft ready's: reported to on_durable */
+	BATCH_COMPACT,   /* compaction: reported to nobody */
+	BATCH_BOOTSTRAP, /* node_storage_bootstrap waits for it */
+};
+
+/* What the writer does not copy for us, and what comes back. Owned by the
+ * storage from submit until the loop reports it (or close frees it). */
 struct batch {
+	struct node_storage *s;
+	enum batch_kind kind;
 	uint64_t persist_id;
 	struct chunk_copy *chunks;
 	size_t n_chunks;
 	bool has_install;
 	struct raft_snapshot_install install;
-	struct wal_entry *entries;
-	size_t n_entries;
-	uint8_t *entry_data;
-	bool has_hard_state;
-	struct raft_hard_state hard_state;
+	/* Filled by the completion (storage thread). */
 	enum keel_err result;
+	uint64_t group;
 	uint64_t sync_ns;
 	struct batch *next;
 #ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
@@ -69,20 +90,25 @@ struct node_storage {
 	struct wal_config wal_config;
 	struct wal wal;
 	bool wal_open;
+	struct wal_writer writer;
+	bool writer_running;
 	char dir[1024];
 
-	pthread_t thread;
-	bool thread_running;
 	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct batch *pending_head, *pending_tail; /* loop -> thread */
-	struct batch *done_head, *done_tail;       /* thread -> loop */
-	uint64_t compact_upto;                     /* 0: nothing asked */
-	bool stop;
-	bool failed;                               /* sticky, set by the thread */
-	char newest_snapshot[WAL_NAME_MAX];        /* under mu */
+	pthread_cond_t cond;                 /* bootstrap_done changed */
+	struct batch *done_head, *done_tail; /* thread -> loop */
+	bool failed;                         /* sticky, set by the thread */
+	bool bootstrap_done;                 /* under mu */
+	enum keel_err bootstrap_result;
+	char bootstrap_errmsg[WAL_ERRMSG_SIZE];
+	char newest_snapshot[WAL_NAME_MAX];  /* under mu */
 	uv_async_t async;
 	bool async_ready;
+
+	/* Loop thread only. */
+	uint64_t last_group_observed; /* for the fsync histogram */
+	struct wal_entry *scratch;    /* the ready's entries, as the writer wants them */
+	size_t scratch_capacity;
 
 	/* Sending snapshots (loop thread only). */
 	struct wal_vfs_file *send_file; /* NULL: none open */
@@ -99,7 +125,7 @@ struct node_storage {
 #endif
 };
 
-/* ---- thread side ---- */
+/* ---- the prelude (storage thread) ---- */
 
 static void batch_free(struct batch *b)
 {
@@ -107,12 +133,21 @@ static void batch_free(struct batch *b)
 		free(b->chunks[i].data);
 	}
 	free(b->chunks);
-	free(b->entries);
-	free(b->entry_data);
 	free(b);
 }
 
-static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy *c)
+/* Writes a failure's reason (truncated to fit). */
+__attribute__((format(printf, 2, 3))) static void set_error(char errmsg[WAL_ERRMSG_SIZE],
+							    const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(errmsg, WAL_ERRMSG_SIZE, fmt, ap);
+	va_end(ap);
+}
+
+static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy *c,
+				 char errmsg[WAL_ERRMSG_SIZE])
 {
 	char name[WAL_NAME_MAX], path[2048];
 	wal_snapshot_name(name, c->index, c->term, true);
@@ -120,7 +155,8 @@ static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy
 	struct wal_vfs_file *f;
 	enum keel_err rc = wal_vfs_open(&s->vfs, path, WAL_VFS_CREATE, &f);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("snapshot chunk: cannot open %s: %s", path, wal_vfs_last_error());
+		set_error(errmsg, "snapshot chunk: cannot open %s: %s", path,
+			 wal_vfs_last_error());
 		return rc;
 	}
 	if (c->offset == 0) {
@@ -133,14 +169,17 @@ static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy
 		rc = wal_vfs_datasync(f);
 	}
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("snapshot chunk: %s: %s", path, wal_vfs_last_error());
+		set_error(errmsg, "snapshot chunk: %s: %s", path,
+			 wal_vfs_last_error());
 		rc = rc == KEEL_NOSPACE ? KEEL_NOSPACE : KEEL_IO;
 	}
 	wal_vfs_close(f);
 	return rc;
 }
 
-static enum keel_err do_install(struct node_storage *s, const struct raft_snapshot_install *in)
+static enum keel_err do_install(struct node_storage *s, struct wal *wal,
+			       const struct raft_snapshot_install *in,
+			       char errmsg[WAL_ERRMSG_SIZE])
 {
 	char tmp[WAL_NAME_MAX], final_name[WAL_NAME_MAX], from[2048], to[2048];
 	wal_snapshot_name(tmp, in->meta.index, in->meta.term, true);
@@ -148,11 +187,13 @@ static enum keel_err do_install(struct node_storage *s, const struct raft_snapsh
 	snprintf(from, sizeof(from), "%s/%s", s->dir, tmp);
 	snprintf(to, sizeof(to), "%s/%s", s->dir, final_name);
 	if (wal_vfs_rename(&s->vfs, from, to) != KEEL_OK) {
-		KEEL_ERROR("install snapshot: rename %s: %s", from, wal_vfs_last_error());
+		set_error(errmsg, "install snapshot: rename %s: %s", from,
+			 wal_vfs_last_error());
 		return KEEL_IO;
 	}
 	if (wal_vfs_sync_dir(&s->vfs, s->dir) != KEEL_OK) {
-		KEEL_ERROR("install snapshot: cannot sync directory %s", s->dir);
+		set_error(errmsg, "install snapshot: cannot sync directory %s: %s",
+			 s->dir, wal_vfs_last_error());
 		return KEEL_IO;
 	}
 	struct keel_arena arena;
@@ -162,162 +203,91 @@ static enum keel_err do_install(struct node_storage *s, const struct raft_snapsh
 	enum keel_err rc = wal_snapshot_verify(&s->wal_config, final_name, &arena, &meta, msg);
 	keel_arena_close(&arena);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("install snapshot: received file is damaged: %s", msg);
+		set_error(errmsg, "install snapshot: received file is damaged: %s",
+			 msg);
 		(void)wal_vfs_unlink(&s->vfs, to);
 		return KEEL_CORRUPT;
 	}
 	/* The core decides discard_log from its in-memory log, which may hold
 	 * the snapshot's entry before storage has it: keep the stored log only
 	 * if storage itself holds that entry with that term. */
-	if (in->discard_log || wal_term_at(&s->wal, in->meta.index) != in->meta.term) {
-		rc = wal_reset(&s->wal, in->meta.index, in->meta.term);
+	if (in->discard_log || wal_term_at(wal, in->meta.index) != in->meta.term) {
+		rc = wal_reset(wal, in->meta.index, in->meta.term);
 	} else {
-		rc = wal_compact(&s->wal, in->meta.index);
+		rc = wal_compact(wal, in->meta.index);
 	}
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("install snapshot: %s", s->wal.errmsg);
+		set_error(errmsg, "install snapshot: %s", wal->errmsg);
 		return rc;
 	}
 	pthread_mutex_lock(&s->mu);
 	snprintf(s->newest_snapshot, sizeof(s->newest_snapshot), "%s", final_name);
 	pthread_mutex_unlock(&s->mu);
-	char pmsg[WAL_ERRMSG_SIZE];
-	wal_snapshot_prune(&s->wal_config, s->wal_config.snapshots_retained, pmsg);
-	return KEEL_OK;
+	return KEEL_OK; /* the batch's prune_snapshots prunes the older ones */
 }
 
-static enum keel_err write_batch(struct node_storage *s, struct batch *b)
+/* The writer's prelude: a batch's snapshot chunks and install, before its
+ * entries. */
+static enum keel_err prelude(void *user_data, struct wal *wal, char errmsg[WAL_ERRMSG_SIZE])
 {
+	struct batch *b = user_data;
+	struct node_storage *s = b->s;
 	enum keel_err rc = KEEL_OK;
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	/* PLANTED BUG, continued: the write lags the early ack by a slow
+	 * disk's 20 ms. A kill -9 cannot drop the page cache the way a power
+	 * cut does, so this lag stands in for the window a power cut would
+	 * expose; without it the bug only shows when a kill lands in the
+	 * microseconds between ack and write(2). */
+	if (b->acked_early) {
+		usleep(20000);
+	}
+#endif
 	for (size_t i = 0; rc == KEEL_OK && i < b->n_chunks; i++) {
-		rc = write_chunk(s, &b->chunks[i]);
+		rc = write_chunk(s, &b->chunks[i], errmsg);
 	}
 	if (rc == KEEL_OK && b->has_install) {
-		rc = do_install(s, &b->install);
-	}
-	if (rc == KEEL_OK && b->has_hard_state) {
-		struct wal_hard_state hs;
-		memset(&hs, 0, sizeof(hs));
-		hs.term = b->hard_state.term;
-		hs.voted_for = b->hard_state.vote;
-		rc = wal_save_hard_state(&s->wal, &hs);
-		if (rc != KEEL_OK) {
-			KEEL_ERROR("hard state: %s", s->wal.errmsg);
-		}
-	}
-	if (rc == KEEL_OK && b->n_entries > 0) {
-		uint64_t first = b->entries[0].index;
-		if (first <= wal_last_index(&s->wal)) {
-			rc = wal_truncate_suffix(&s->wal, first);
-			if (rc != KEEL_OK) {
-				KEEL_ERROR("truncate from %llu: %s", (unsigned long long)first,
-					   s->wal.errmsg);
-			}
-		}
-		if (rc == KEEL_OK) {
-			rc = wal_append(&s->wal, b->entries, b->n_entries);
-			if (rc != KEEL_OK) {
-				KEEL_ERROR("append: %s", s->wal.errmsg);
-			}
-		}
+		rc = do_install(s, wal, &b->install, errmsg);
 	}
 	return rc;
 }
 
-static void *storage_thread(void *arg)
+/* The writer's completion (storage thread): hand the batch to the loop. */
+static void on_written(void *arg, const struct wal_completion *c)
 {
 	struct node_storage *s = arg;
-	bool idle_work = true;
+	struct batch *b = c->user_data;
+	b->result = c->result;
+	b->group = c->group;
+	b->sync_ns = c->sync_ns;
 	pthread_mutex_lock(&s->mu);
-	for (;;) {
-		while (s->pending_head == NULL && s->compact_upto == 0 && !s->stop) {
-			if (idle_work && !s->failed) {
-				/* Zero-fill spare segments 1 MiB at a time while idle,
-				 * so a segment roll never waits for it. */
-				pthread_mutex_unlock(&s->mu);
-				bool done = true;
-				enum keel_err err = wal_prepare_spare_step(&s->wal, 1u << 20, &done);
-				idle_work = err == KEEL_OK && !done;
-				pthread_mutex_lock(&s->mu);
-				continue;
-			}
-			pthread_cond_wait(&s->cond, &s->mu);
-		}
-		idle_work = true;
-		if (s->pending_head == NULL && s->compact_upto == 0 && s->stop) {
-			break;
-		}
-		struct batch *head = s->pending_head;
-		s->pending_head = s->pending_tail = NULL;
-		uint64_t compact = s->compact_upto;
-		s->compact_upto = 0;
-		bool failed = s->failed;
-		pthread_mutex_unlock(&s->mu);
-
-		enum keel_err rc = failed ? KEEL_FAILED : KEEL_OK;
-#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
-		/* PLANTED BUG, continued: the write lags the early ack by a
-		 * slow disk's 20 ms. A kill -9 cannot drop the page cache the
-		 * way a power cut does, so this lag stands in for the window a
-		 * power cut would expose; without it the bug only shows when a
-		 * kill lands in the microseconds between ack and write(2). */
-		for (struct batch *b = head; b != NULL; b = b->next) {
-			if (b->acked_early) {
-				usleep(20000);
-				break;
-			}
-		}
-#endif
-		for (struct batch *b = head; b != NULL; b = b->next) {
-			if (rc == KEEL_OK) {
-				rc = write_batch(s, b);
-			}
-			b->result = rc;
-		}
-		uint64_t sync_ns = 0;
-		if (rc == KEEL_OK && head != NULL) {
-			uint64_t t0 = keel_clock_mono_ns();
-			rc = wal_sync(&s->wal);
-			sync_ns = keel_clock_mono_ns() - t0;
-			if (rc != KEEL_OK) {
-				KEEL_ERROR("fdatasync: %s", s->wal.errmsg);
-				for (struct batch *b = head; b != NULL; b = b->next) {
-					b->result = rc;
-				}
-			}
-		}
-		if (rc == KEEL_OK && compact != 0 && !wal_failed(&s->wal)) {
-			if (wal_compact(&s->wal, compact) != KEEL_OK) {
-				KEEL_WARN("compaction up to %llu: %s", (unsigned long long)compact,
-					  s->wal.errmsg);
-			}
-			char msg[WAL_ERRMSG_SIZE];
-			wal_snapshot_prune(&s->wal_config, s->wal_config.snapshots_retained, msg);
-		}
-		for (struct batch *b = head; b != NULL; b = b->next) {
-			b->sync_ns = sync_ns;
-		}
-
-		pthread_mutex_lock(&s->mu);
-		if (rc != KEEL_OK) {
-			s->failed = true;
-		}
-		if (head != NULL) {
-			struct batch *tail = head;
-			while (tail->next != NULL) {
-				tail = tail->next;
-			}
-			if (s->done_tail == NULL) {
-				s->done_head = head;
-			} else {
-				s->done_tail->next = head;
-			}
-			s->done_tail = tail;
-			uv_async_send(&s->async);
-		}
+	if (c->result != KEEL_OK && !s->failed) {
+		KEEL_ERROR("storage failed: %s", c->errmsg); /* once: the first failure */
+		s->failed = true;
 	}
+	if (b->kind == BATCH_BOOTSTRAP) {
+		s->bootstrap_done = true;
+		s->bootstrap_result = c->result;
+		snprintf(s->bootstrap_errmsg, sizeof(s->bootstrap_errmsg), "%s", c->errmsg);
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->mu);
+		batch_free(b);
+		return;
+	}
+	if (s->done_tail == NULL) {
+		s->done_head = b;
+	} else {
+		s->done_tail->next = b;
+	}
+	s->done_tail = b;
 	pthread_mutex_unlock(&s->mu);
-	return NULL;
+	uv_async_send(&s->async);
+}
+
+static uint64_t mono_ns(void *arg)
+{
+	(void)arg;
+	return keel_clock_mono_ns();
 }
 
 /* ---- loop side ---- */
@@ -338,7 +308,18 @@ static void on_async(uv_async_t *a)
 	while (head != NULL) {
 		struct batch *b = head;
 		head = b->next;
-		if (s->opts.fsync_hist != NULL && b->sync_ns != 0 && head == NULL) {
+		if (b->kind == BATCH_COMPACT) {
+			if (b->result != KEEL_OK) {
+				KEEL_ERROR("compaction failed (%s): storage stops", keel_strerror(b->result));
+			}
+			batch_free(b);
+			continue;
+		}
+		KEEL_ASSERT(b->kind == BATCH_PERSIST);
+		/* One observation per write+sync round. */
+		if (s->opts.fsync_hist != NULL && b->result == KEEL_OK &&
+		    b->group != s->last_group_observed) {
+			s->last_group_observed = b->group;
 			metrics_hist_observe(s->opts.fsync_hist, b->sync_ns / 1000u);
 		}
 #ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
@@ -358,6 +339,82 @@ bool node_storage_failed(const struct node_storage *s)
 	return s->failed;
 }
 
+/* Hands a batch to the writer. The writer's queue is unbounded (see
+ * node_storage_open), so it is never busy; on an error the batch is ours
+ * again and freed. */
+static enum keel_err writer_submit(struct node_storage *s, struct wal_batch *wb, struct batch *b)
+{
+	wb->user_data = b;
+	if (b->n_chunks > 0 || b->has_install) {
+		wb->prelude = prelude;
+	}
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	if (b->acked_early) {
+		wb->prelude = prelude;
+	}
+#endif
+	uint64_t seq = 0;
+	enum keel_err rc = wal_writer_submit(&s->writer, wb, &seq);
+	KEEL_ASSERT(rc != KEEL_BUSY);
+	if (rc != KEEL_OK) {
+		KEEL_ERROR("storage refused a batch: %s", keel_strerror(rc));
+		batch_free(b);
+	}
+	return rc;
+}
+
+/* Copies a ready's snapshot chunks (the writer copies only entries). */
+static enum keel_err copy_chunks(struct batch *b, const struct raft_ready *rd)
+{
+	if (rd->n_chunks == 0) {
+		return KEEL_OK;
+	}
+	b->chunks = calloc(rd->n_chunks, sizeof(*b->chunks));
+	if (b->chunks == NULL) {
+		return KEEL_NOMEM;
+	}
+	for (size_t i = 0; i < rd->n_chunks; i++) {
+		const struct raft_snapshot_chunk *c = &rd->chunks[i];
+		struct chunk_copy *cc = &b->chunks[i];
+		cc->index = c->meta.index;
+		cc->term = c->meta.term;
+		cc->offset = c->offset;
+		cc->size = c->size;
+		cc->last = c->last;
+		cc->data = malloc(c->size > 0 ? c->size : 1);
+		if (cc->data == NULL) {
+			return KEEL_NOMEM;
+		}
+		if (c->size > 0) {
+			memcpy(cc->data, c->data, c->size);
+		}
+		b->n_chunks++;
+	}
+	return KEEL_OK;
+}
+
+/* The ready's entries as wal entries (pointing at the ready's data, which
+ * the writer copies at submit). */
+static enum keel_err entries_view(struct node_storage *s, const struct raft_ready *rd)
+{
+	if (rd->n_entries > s->scratch_capacity) {
+		size_t cap = KEEL_MAX(rd->n_entries, 2 * s->scratch_capacity);
+		struct wal_entry *grown = realloc(s->scratch, cap * sizeof(*grown));
+		if (grown == NULL) {
+			return KEEL_NOMEM;
+		}
+		s->scratch = grown;
+		s->scratch_capacity = cap;
+	}
+	for (size_t i = 0; i < rd->n_entries; i++) {
+		const struct raft_entry *e = &rd->entries[i];
+		s->scratch[i] = (struct wal_entry){.index = e->index, .term = e->term,
+						   .type = e->type, .size = e->size,
+						   .data = e->data};
+	}
+	return KEEL_OK;
+}
+
 enum keel_err node_storage_submit(struct node_storage *s, const struct raft_ready *rd)
 {
 	KEEL_ASSERT(rd->persist_id != 0);
@@ -365,63 +422,33 @@ enum keel_err node_storage_submit(struct node_storage *s, const struct raft_read
 	if (b == NULL) {
 		return KEEL_NOMEM;
 	}
+	b->s = s;
+	b->kind = BATCH_PERSIST;
 	b->persist_id = rd->persist_id;
-	if (rd->n_chunks > 0) {
-		b->chunks = calloc(rd->n_chunks, sizeof(*b->chunks));
-		if (b->chunks == NULL) {
-			goto nomem;
-		}
-		for (size_t i = 0; i < rd->n_chunks; i++) {
-			const struct raft_snapshot_chunk *c = &rd->chunks[i];
-			struct chunk_copy *cc = &b->chunks[i];
-			cc->index = c->meta.index;
-			cc->term = c->meta.term;
-			cc->offset = c->offset;
-			cc->size = c->size;
-			cc->last = c->last;
-			cc->data = malloc(c->size > 0 ? c->size : 1);
-			if (cc->data == NULL) {
-				goto nomem;
-			}
-			if (c->size > 0) {
-				memcpy(cc->data, c->data, c->size);
-			}
-			b->n_chunks++;
-		}
+	if (copy_chunks(b, rd) != KEEL_OK || entries_view(s, rd) != KEEL_OK) {
+		batch_free(b);
+		return KEEL_NOMEM;
 	}
+	struct wal_batch wb;
+	memset(&wb, 0, sizeof(wb));
 	if (rd->install != NULL) {
 		b->has_install = true;
 		b->install = *rd->install;
+		wb.install_index = rd->install->meta.index;
+		wb.prune_snapshots = true;
+	}
+	struct wal_hard_state hs;
+	if (rd->hard_state_changed) {
+		memset(&hs, 0, sizeof(hs));
+		hs.term = rd->hard_state.term;
+		hs.voted_for = rd->hard_state.vote;
+		wb.hard_state = &hs;
 	}
 	if (rd->n_entries > 0) {
-		size_t total = 0;
-		for (size_t i = 0; i < rd->n_entries; i++) {
-			total += rd->entries[i].size;
-		}
-		b->entries = calloc(rd->n_entries, sizeof(*b->entries));
-		b->entry_data = malloc(total > 0 ? total : 1);
-		if (b->entries == NULL || b->entry_data == NULL) {
-			goto nomem;
-		}
-		size_t off = 0;
-		for (size_t i = 0; i < rd->n_entries; i++) {
-			const struct raft_entry *e = &rd->entries[i];
-			struct wal_entry *we = &b->entries[i];
-			we->index = e->index;
-			we->term = e->term;
-			we->type = e->type;
-			we->size = e->size;
-			we->data = b->entry_data + off;
-			if (e->size > 0) {
-				memcpy(b->entry_data + off, e->data, e->size);
-			}
-			off += e->size;
-		}
-		b->n_entries = rd->n_entries;
-	}
-	if (rd->hard_state_changed) {
-		b->has_hard_state = true;
-		b->hard_state = rd->hard_state;
+		/* Raft: stored entries from the first one on are replaced. */
+		wb.truncate_from = rd->entries[0].index;
+		wb.entries = s->scratch;
+		wb.entry_count = rd->n_entries;
 	}
 #ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
 	/* PLANTED BUG (tests only: cmake -DKEEL_PLANT_BUG=ACK_BEFORE_FSYNC; the
@@ -430,38 +457,33 @@ enum keel_err node_storage_submit(struct node_storage *s, const struct raft_read
 	 * it, let alone fdatasync'ed it; a kill -9 loses what was acknowledged.
 	 * Snapshot batches, and everything behind a batch not reported yet,
 	 * keep the honest path (persist order is kept). */
-	if (b->n_chunks == 0 && !b->has_install && s->unreported == 0 &&
-	    s->n_early < KEEL_ARRAY_SIZE(s->early_ids)) {
-		b->acked_early = true;
-		s->early_ids[s->n_early++] = b->persist_id;
+	bool early = b->n_chunks == 0 && !b->has_install && s->unreported == 0 &&
+		     s->n_early < KEEL_ARRAY_SIZE(s->early_ids);
+	b->acked_early = early;
+#endif
+	enum keel_err rc = writer_submit(s, &wb, b);
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
+	if (rc == KEEL_OK && early) {
+		s->early_ids[s->n_early++] = rd->persist_id;
 		uv_async_send(&s->async);
-	} else {
+	} else if (rc == KEEL_OK) {
 		s->unreported++;
 	}
 #endif
-	pthread_mutex_lock(&s->mu);
-	if (s->pending_tail == NULL) {
-		s->pending_head = b;
-	} else {
-		s->pending_tail->next = b;
-	}
-	s->pending_tail = b;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-	return KEEL_OK;
-nomem:
-	batch_free(b);
-	return KEEL_NOMEM;
+	return rc;
 }
 
 void node_storage_compact(struct node_storage *s, uint64_t index)
 {
-	pthread_mutex_lock(&s->mu);
-	if (index > s->compact_upto) {
-		s->compact_upto = index;
+	struct batch *b = calloc(1, sizeof(*b));
+	if (b == NULL) {
+		KEEL_WARN("no memory to compact the log up to %llu", (unsigned long long)index);
+		return;
 	}
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->mu);
+	b->s = s;
+	b->kind = BATCH_COMPACT;
+	struct wal_batch wb = {.compact_upto = index, .prune_snapshots = true};
+	(void)writer_submit(s, &wb, b);
 }
 
 static void newest_snapshot_name(struct node_storage *s, char *out, size_t size)
@@ -497,6 +519,26 @@ void node_storage_note_snapshot(struct node_storage *s, uint64_t index, uint64_t
 	pthread_mutex_lock(&s->mu);
 	snprintf(s->newest_snapshot, sizeof(s->newest_snapshot), "%s", name);
 	pthread_mutex_unlock(&s->mu);
+}
+
+struct wal_vfs *node_storage_vfs(struct node_storage *s)
+{
+	return &s->vfs;
+}
+
+enum keel_err node_storage_snapshot_size(struct node_storage *s, uint64_t index, uint64_t term,
+					 uint64_t *size)
+{
+	char path[2048];
+	node_storage_snapshot_path_for(s, index, term, path, sizeof(path));
+	struct wal_vfs_file *f;
+	enum keel_err rc = wal_vfs_open(&s->vfs, path, WAL_VFS_READ_ONLY, &f);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
+	rc = wal_vfs_size(f, size);
+	wal_vfs_close(f);
+	return rc;
 }
 
 enum keel_err node_storage_snapshot_read(struct node_storage *s, uint64_t index, uint64_t term,
@@ -617,11 +659,23 @@ enum keel_err node_storage_open(struct node_storage **out, const struct node_sto
 	}
 	s->async.data = s;
 	s->async_ready = true;
-	if (pthread_create(&s->thread, NULL, storage_thread, s) != 0) {
+	/* No back-pressure here: the Raft core bounds what it hands out
+	 * (entries in flight, snapshot chunks), and a busy writer would need
+	 * a retry path the ready loop does not have. */
+	struct wal_writer_config wc = {
+		.done = on_written,
+		.done_arg = s,
+		.max_queued_batches = UINT32_MAX,
+		.max_queued_bytes = UINT64_MAX,
+		.prepare_spares = true,
+		.prepare_step_bytes = 1u << 20,
+		.clock = mono_ns,
+	};
+	if (wal_writer_start(&s->writer, &s->wal, &wc) != KEEL_OK) {
 		snprintf(err, err_size, "cannot start the storage thread");
 		return KEEL_IO;
 	}
-	s->thread_running = true;
+	s->writer_running = true;
 	return KEEL_OK;
 }
 
@@ -639,25 +693,38 @@ void node_storage_release_recovered(struct node_storage *s, struct node_recovere
 enum keel_err node_storage_bootstrap(struct node_storage *s, const struct raft_entry *entry,
 				     const struct raft_hard_state *hs, char *err, size_t err_size)
 {
-	/* The thread is idle (nothing submitted yet): take the lock anyway so
-	 * the WAL is never used by two threads at once. */
-	pthread_mutex_lock(&s->mu);
+	struct batch *b = calloc(1, sizeof(*b));
+	if (b == NULL) {
+		snprintf(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
+	b->s = s;
+	b->kind = BATCH_BOOTSTRAP;
 	struct wal_hard_state whs;
 	memset(&whs, 0, sizeof(whs));
 	whs.term = hs->term;
 	whs.voted_for = hs->vote;
 	struct wal_entry we = {entry->index, entry->term, entry->type, entry->size, entry->data};
-	enum keel_err rc = wal_save_hard_state(&s->wal, &whs);
-	if (rc == KEEL_OK) {
-		rc = wal_append(&s->wal, &we, 1);
-	}
-	if (rc == KEEL_OK) {
-		rc = wal_sync(&s->wal);
-	}
-	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "cannot write the bootstrap entry: %s", s->wal.errmsg);
-	}
+	struct wal_batch wb = {.hard_state = &whs, .entries = &we, .entry_count = 1};
+	pthread_mutex_lock(&s->mu);
+	s->bootstrap_done = false;
 	pthread_mutex_unlock(&s->mu);
+	enum keel_err rc = writer_submit(s, &wb, b);
+	if (rc == KEEL_OK) {
+		/* The loop is not running yet: wait for the storage thread. */
+		pthread_mutex_lock(&s->mu);
+		while (!s->bootstrap_done) {
+			pthread_cond_wait(&s->cond, &s->mu);
+		}
+		rc = s->bootstrap_result;
+		if (rc != KEEL_OK) {
+			snprintf(err, err_size, "cannot write the bootstrap entry: %s",
+				 s->bootstrap_errmsg);
+		}
+		pthread_mutex_unlock(&s->mu);
+	} else {
+		snprintf(err, err_size, "cannot write the bootstrap entry: %s", keel_strerror(rc));
+	}
 	return rc;
 }
 
@@ -665,6 +732,7 @@ static void storage_free(struct node_storage *s)
 {
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cond);
+	free(s->scratch);
 	free(s);
 }
 
@@ -678,13 +746,9 @@ void node_storage_close(struct node_storage *s)
 	if (s == NULL) {
 		return;
 	}
-	if (s->thread_running) {
-		pthread_mutex_lock(&s->mu);
-		s->stop = true;
-		pthread_cond_signal(&s->cond);
-		pthread_mutex_unlock(&s->mu);
-		pthread_join(s->thread, NULL);
-		s->thread_running = false;
+	if (s->writer_running) {
+		wal_writer_stop(&s->writer); /* completes everything queued */
+		s->writer_running = false;
 	}
 	/* Completions that arrived after the loop stopped: free them. */
 	struct batch *b = s->done_head;

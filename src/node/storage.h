@@ -3,10 +3,11 @@
  *
  * The loop thread hands each Raft ready's persist batch to
  * node_storage_submit(), which copies what it needs and queues it for the
- * storage thread; the thread writes queued batches, makes them durable with
- * one fdatasync (group commit) and reports them through on_durable() ON THE
- * LOOP THREAD, in persist_id order. A write or sync failure is sticky: the
- * batch and every later one report the error, and the node stops serving.
+ * storage thread (the WAL writer's, wal/writer.h); the thread writes queued
+ * batches, makes them durable with one fdatasync (group commit) and reports
+ * them through on_durable() ON THE LOOP THREAD, in persist_id order. A
+ * write or sync failure is sticky: the batch and every later one report
+ * the error, and the node stops serving.
  *
  * Snapshots: the node's own snapshots are written by a forked child (see
  * node/snapshot.c) into the WAL's snapshot files; this module reads chunks
@@ -74,10 +75,19 @@ void node_storage_snapshot_path(struct node_storage *s, char *out, size_t size);
 void node_storage_snapshot_path_for(struct node_storage *s, uint64_t index, uint64_t term,
 				    char *out, size_t size);
 
+/* The file system every storage file goes through (the POSIX vfs; it keeps
+ * no state, so a forked child may use it too). Lives as long as `s`. */
+struct wal_vfs *node_storage_vfs(struct node_storage *s);
+
+/* The size of snapshot file (index, term): KEEL_NOENT when it is missing. */
+enum keel_err node_storage_snapshot_size(struct node_storage *s, uint64_t index, uint64_t term,
+					 uint64_t *size);
+
 /* Our own snapshot (index, term) is now the newest. */
 void node_storage_note_snapshot(struct node_storage *s, uint64_t index, uint64_t term);
 
-/* Frees log segments wholly before `index` and old snapshots. */
+/* Frees log segments wholly before `index` and old snapshots (queued behind
+ * the batches submitted so far; a failure is sticky like a write's). */
 void node_storage_compact(struct node_storage *s, uint64_t index);
 
 /* True after a write or sync failed (sticky). */

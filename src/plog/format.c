@@ -30,6 +30,8 @@ static const char *suffix_of(enum plog_file_kind kind)
 		return ".index";
 	case PLOG_FILE_TIMEINDEX:
 		return ".timeindex";
+	case PLOG_FILE_SNAPSHOT:
+		return ".snapshot";
 	default:
 		KEEL_UNREACHABLE();
 		return "";
@@ -71,7 +73,8 @@ enum plog_file_kind plog_parse_file_name(const char *name, int64_t *base_offset)
 		}
 		v = v * 10 + digit;
 	}
-	const enum plog_file_kind kinds[] = {PLOG_FILE_LOG, PLOG_FILE_INDEX, PLOG_FILE_TIMEINDEX};
+	const enum plog_file_kind kinds[] = {PLOG_FILE_LOG, PLOG_FILE_INDEX, PLOG_FILE_TIMEINDEX,
+					     PLOG_FILE_SNAPSHOT};
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		if (strcmp(name + PLOG_OFFSET_DIGITS, suffix_of(kinds[k])) == 0) {
 			*base_offset = (int64_t)v;

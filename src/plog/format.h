@@ -59,6 +59,7 @@ enum plog_file_kind {
 	PLOG_FILE_INDEX,
 	PLOG_FILE_TIMEINDEX,
 	PLOG_FILE_TEMP, /* a leftover "*.tmp" from an interrupted replace */
+	PLOG_FILE_SNAPSHOT, /* producer state (producer.h) */
 };
 
 /* Classifies a directory entry; for segment files sets *base_offset. */

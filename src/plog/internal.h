@@ -102,6 +102,11 @@ void plog_set_why(struct plog *log, const char *what, int64_t number);
 /* Enters the failed state; returns err for the caller to pass on. */
 enum keel_err plog_fail(struct plog *log, enum keel_err err, const char *what);
 
+/* Replaces the file `name` of this log whole: "<name>.tmp" written and
+ * datasynced, renamed over it, the directory synced. */
+enum keel_err plog_replace_file(struct plog *log, const char *name, const uint8_t *data,
+				size_t size);
+
 /* Persists the epoch cache as leader-epoch-checkpoint (temp, datasync,
  * rename, sync_dir). */
 enum keel_err plog_write_epochs(struct plog *log);

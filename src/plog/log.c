@@ -130,8 +130,8 @@ uint32_t plog_find_segment(const struct plog *log, int64_t offset)
 
 /* ---- whole-file replacement (epoch checkpoint, metadata) ---- */
 
-static enum keel_err replace_file(struct plog *log, const char *name, const uint8_t *data,
-				  size_t size)
+enum keel_err plog_replace_file(struct plog *log, const char *name, const uint8_t *data,
+				size_t size)
 {
 	char tmp_name[64];
 	size_t n = strlen(name);
@@ -165,7 +165,7 @@ enum keel_err plog_write_epochs(struct plog *log)
 		return KEEL_NOMEM;
 	}
 	plog_epoch_file_encode(buf, log->epochs.entries, log->epochs.count);
-	enum keel_err err = replace_file(log, PLOG_EPOCH_FILE, buf, size);
+	enum keel_err err = plog_replace_file(log, PLOG_EPOCH_FILE, buf, size);
 	free(buf);
 	return err;
 }
@@ -177,7 +177,7 @@ enum keel_err plog_set_topic_id(struct plog *log, const uint8_t topic_id[PLOG_TO
 	}
 	uint8_t buf[PLOG_METADATA_FILE_SIZE];
 	plog_metadata_encode(buf, topic_id);
-	enum keel_err err = replace_file(log, PLOG_METADATA_FILE, buf, sizeof(buf));
+	enum keel_err err = plog_replace_file(log, PLOG_METADATA_FILE, buf, sizeof(buf));
 	if (err != KEEL_OK) {
 		return plog_fail(log, err, "cannot write partition.metadata");
 	}
@@ -338,6 +338,18 @@ static enum keel_err record_epoch(struct plog *log, int32_t epoch, int64_t start
 		}
 	}
 	return KEEL_OK;
+}
+
+enum keel_err plog_assign_epoch(struct plog *log, int32_t epoch)
+{
+	KEEL_ASSERT(epoch >= 0);
+	if (log->state != PLOG_OPEN) {
+		return KEEL_FAILED;
+	}
+	if (epoch <= plog_epochs_latest(&log->epochs)) {
+		return KEEL_OK; /* known already (or older: the batches decide) */
+	}
+	return record_epoch(log, epoch, log->log_end_offset);
 }
 
 /* Validates a payload of concatenated batches; counts them. */

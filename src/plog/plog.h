@@ -160,6 +160,12 @@ enum keel_err plog_append(struct plog *log, uint8_t *data, size_t size, int32_t 
 enum keel_err plog_append_follower(struct plog *log, const uint8_t *data, size_t size,
 				   struct plog_append_info *info);
 
+/* A new leader's epoch starts at the log end (Kafka's makeLeader): records
+ * it in the epoch file, durably, so that OffsetForLeaderEpoch answers a
+ * follower whose last epoch is newer than this log's batches. No change
+ * when epoch is not newer than the latest known. */
+enum keel_err plog_assign_epoch(struct plog *log, int32_t epoch);
+
 /* Makes everything appended durable; *durable_offset (may be NULL) becomes
  * the log end offset. */
 enum keel_err plog_sync(struct plog *log, int64_t *durable_offset);

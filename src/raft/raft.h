@@ -484,7 +484,8 @@ struct raft_ready {
 	 *    raft_persisted() (the core then counts install->meta.index as
 	 *    applied; report it with raft_applied() too);
 	 * 3. hard state, if hard_state_changed (atomically: write-temp, fsync,
-	 *    rename), before the entries of its term;
+	 *    rename), before the entries of its term (saving it before steps
+	 *    1-2 is as good: the server's WAL writer does);
 	 * 4. entries[]: delete stored entries with index >= entries[0].index,
 	 *    then append these. */
 	uint64_t persist_id;

@@ -18,6 +18,7 @@
  */
 #include "wal/writer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +30,12 @@ struct wal_pending {
 	uint64_t bytes; /* this allocation, counted against max_queued_bytes */
 	bool has_hard_state;
 	struct wal_hard_state hard_state; /* extra points into this allocation */
+	wal_prelude_fn prelude;
 	uint64_t reset_index;
 	uint64_t reset_term;
 	uint64_t truncate_from;
 	uint64_t compact_upto;
+	bool prune_snapshots;
 	void *user_data;
 	size_t entry_count;
 	struct wal_entry *entries; /* data points into this allocation */
@@ -46,11 +49,21 @@ static enum keel_err check_batch(struct wal_writer *w, const struct wal_batch *b
 				 uint64_t *next_index, uint64_t *bytes)
 {
 	uint64_t expected = w->next_index;
+	uint64_t floor = 0; /* truncate_from must be above it */
+	if (b->install_index != 0 && b->reset_index != 0) {
+		return KEEL_INVAL; /* the prelude's install already decides */
+	}
+	if (b->install_index != 0) {
+		/* Reset: continues at install_index+1; kept: where it did. */
+		expected = KEEL_MAX(expected, b->install_index + 1);
+		floor = b->install_index;
+	}
 	if (b->reset_index != 0) {
 		expected = b->reset_index + 1;
+		floor = b->reset_index;
 	}
 	if (b->truncate_from != 0) {
-		if (b->truncate_from > expected) {
+		if (b->truncate_from > expected || b->truncate_from <= floor) {
 			return KEEL_INVAL;
 		}
 		expected = b->truncate_from;
@@ -98,10 +111,12 @@ static struct wal_pending *copy_batch(const struct wal_batch *b, uint64_t bytes)
 	p->entries = (struct wal_entry *)(void *)at;
 	at += b->entry_count * sizeof(struct wal_entry);
 	p->bytes = bytes;
+	p->prelude = b->prelude;
 	p->reset_index = b->reset_index;
 	p->reset_term = b->reset_term;
 	p->truncate_from = b->truncate_from;
 	p->compact_upto = b->compact_upto;
+	p->prune_snapshots = b->prune_snapshots;
 	p->user_data = b->user_data;
 	p->entry_count = b->entry_count;
 	if (b->hard_state != NULL) {
@@ -173,10 +188,52 @@ enum keel_err wal_writer_submit(struct wal_writer *w, const struct wal_batch *ba
 
 /* ---- the storage thread ---- */
 
-/* Writes a group: the newest hard state, then each batch's operations, then
- * one sync. Returns the first error. */
-static enum keel_err write_group(struct wal *wal, struct wal_pending *list)
+/* One batch's operations after the group's hard state, in the documented
+ * order. On an error, errmsg says why. */
+static enum keel_err write_batch(struct wal *wal, struct wal_pending *p,
+				 char errmsg[WAL_ERRMSG_SIZE])
 {
+	enum keel_err err = KEEL_OK;
+	if (p->prelude != NULL) {
+		errmsg[0] = '\0';
+		err = p->prelude(p->user_data, wal, errmsg);
+		if (err != KEEL_OK) {
+			if (errmsg[0] == '\0') {
+				snprintf(errmsg, WAL_ERRMSG_SIZE, "wal writer: batch prelude failed: %s",
+					 keel_strerror(err));
+			}
+			return err;
+		}
+	}
+	if (p->reset_index != 0) {
+		err = wal_reset(wal, p->reset_index, p->reset_term);
+	}
+	if (err == KEEL_OK && p->truncate_from != 0) {
+		err = wal_truncate_suffix(wal, p->truncate_from);
+	}
+	if (err == KEEL_OK && p->entry_count > 0) {
+		err = wal_append(wal, p->entries, p->entry_count);
+	}
+	if (err == KEEL_OK && p->compact_upto != 0) {
+		err = wal_compact(wal, p->compact_upto);
+	}
+	if (err == KEEL_OK && p->prune_snapshots) {
+		char ignored[WAL_ERRMSG_SIZE];
+		(void)wal_snapshot_prune(&wal->config, wal->config.snapshots_retained, ignored);
+	}
+	if (err != KEEL_OK) {
+		memcpy(errmsg, wal->errmsg, WAL_ERRMSG_SIZE);
+	}
+	return err;
+}
+
+/* Writes a group: the newest hard state, then each batch's operations, then
+ * one sync (timed into *sync_ns). Returns the first error, its reason in
+ * errmsg. */
+static enum keel_err write_group(struct wal_writer *w, struct wal_pending *list,
+				 uint64_t *sync_ns, char errmsg[WAL_ERRMSG_SIZE])
+{
+	struct wal *wal = w->wal;
 	const struct wal_hard_state *hard_state = NULL;
 	for (struct wal_pending *p = list; p != NULL; p = p->next) {
 		if (p->has_hard_state) {
@@ -186,35 +243,37 @@ static enum keel_err write_group(struct wal *wal, struct wal_pending *list)
 	enum keel_err err = KEEL_OK;
 	if (hard_state != NULL) {
 		err = wal_save_hard_state(wal, hard_state);
+		if (err != KEEL_OK) {
+			memcpy(errmsg, wal->errmsg, WAL_ERRMSG_SIZE);
+		}
 	}
 	for (struct wal_pending *p = list; err == KEEL_OK && p != NULL; p = p->next) {
-		if (p->reset_index != 0) {
-			err = wal_reset(wal, p->reset_index, p->reset_term);
-		}
-		if (err == KEEL_OK && p->truncate_from != 0) {
-			err = wal_truncate_suffix(wal, p->truncate_from);
-		}
-		if (err == KEEL_OK && p->entry_count > 0) {
-			err = wal_append(wal, p->entries, p->entry_count);
-		}
-		if (err == KEEL_OK && p->compact_upto != 0) {
-			err = wal_compact(wal, p->compact_upto);
-		}
+		err = write_batch(wal, p, errmsg);
 	}
 	if (err == KEEL_OK) {
+		uint64_t t0 = w->config.clock != NULL ? w->config.clock(w->config.clock_arg) : 0;
 		err = wal_sync(wal);
+		if (w->config.clock != NULL) {
+			*sync_ns = w->config.clock(w->config.clock_arg) - t0;
+		}
+		if (err != KEEL_OK) {
+			memcpy(errmsg, wal->errmsg, WAL_ERRMSG_SIZE);
+		}
 	}
 	return err;
 }
 
 static void process_group(struct wal_writer *w, struct wal_pending *list, bool failed)
 {
-	enum keel_err err = failed ? KEEL_FAILED : write_group(w->wal, list);
+	char errmsg[WAL_ERRMSG_SIZE];
+	errmsg[0] = '\0';
+	uint64_t sync_ns = 0;
+	enum keel_err err = failed ? KEEL_FAILED : write_group(w, list, &sync_ns, errmsg);
 	if (err != KEEL_OK) {
 		pthread_mutex_lock(&w->mutex);
 		if (!w->failed) {
 			w->failed = true;
-			memcpy(w->errmsg, w->wal->errmsg, WAL_ERRMSG_SIZE);
+			memcpy(w->errmsg, errmsg, WAL_ERRMSG_SIZE);
 		}
 		pthread_mutex_unlock(&w->mutex);
 	}
@@ -222,6 +281,8 @@ static void process_group(struct wal_writer *w, struct wal_pending *list, bool f
 		.result = err,
 		.durable_index = wal_durable_index(w->wal),
 		.durable_term = wal_durable_term(w->wal),
+		.group = ++w->rounds,
+		.sync_ns = sync_ns,
 		.errmsg = err == KEEL_OK ? "" : w->errmsg,
 	};
 	uint64_t batches = 0;

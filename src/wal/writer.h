@@ -10,13 +10,32 @@
  *
  * A batch carries, applied in this order:
  *   hard_state     saved (temp file, fsync, rename, fsync dir) before any
- *                  entry of the same group is written; when several batches
+ *                  batch of the same group is written; when several batches
  *                  of a group carry one, the newest is saved once
+ *   prelude        the caller's own work, run on the storage thread with
+ *                  the batch's user_data and the WAL (e.g. writing received
+ *                  snapshot chunks and installing a snapshot: rename, sync,
+ *                  then wal_reset or wal_compact as the log on disk says)
  *   reset_index    discard the log after an installed snapshot (wal_reset)
- *   truncate_from  drop entries from this index on (wal_truncate_suffix)
+ *   truncate_from  drop entries from this index on (wal_truncate_suffix;
+ *                  the index after the log's last is allowed: no-op)
  *   entries        appended
  *   compact_upto   segments wholly at or below this index removed
  *                  (wal_compact; a durable snapshot must cover it)
+ *   prune_snapshots  snapshot files past config.snapshots_retained removed
+ *                  (wal_snapshot_prune; best effort, a failure is ignored)
+ *
+ * install_index: a batch whose prelude installs a snapshot at this index
+ * says so, because submit checks where each batch's entries continue and
+ * the prelude decides on the storage thread whether the log is reset (it
+ * then continues at install_index+1) or kept (it continues where it did).
+ * After such a batch submit accepts entries at the later of the two, and a
+ * truncate_from anywhere above install_index up to it; an append that then
+ * does not fit the log on disk fails the group like any write error.
+ *
+ * A prelude error fails the group like a write error (sticky); the prelude
+ * puts its reason into the errmsg it is given. A prelude must not append
+ * entries: the writer's idea of the next index would go wrong.
  *
  * Ownership: submit COPIES the entries, their data and the hard state's
  * extra blob into one allocation owned by the writer; the caller may reuse
@@ -25,7 +44,10 @@
  *
  * Completion: result KEEL_OK means every entry of the batch, and of every
  * earlier batch, is durable; durable_index/durable_term are the last
- * durable entry (or snapshot) of the log at that moment.
+ * durable entry (or snapshot) of the log at that moment. `group` numbers
+ * the write+sync rounds (every batch of one round has the same number, and
+ * the numbers increase); sync_ns is that round's fdatasync time by the
+ * configured clock (0 without one), the same in each of its batches.
  *
  * Failure is sticky: after any failed write, sync, truncation, hard-state
  * save or compaction — or an invalid batch that slipped past submit's
@@ -56,14 +78,22 @@
 #include "base/err.h"
 #include "wal/wal.h"
 
+/* Runs on the storage thread before the batch's reset/truncate/entries; on
+ * an error it writes the reason into errmsg. */
+typedef enum keel_err (*wal_prelude_fn)(void *user_data, struct wal *wal,
+					char errmsg[WAL_ERRMSG_SIZE]);
+
 struct wal_batch {
 	const struct wal_hard_state *hard_state; /* NULL: none */
+	wal_prelude_fn prelude; /* NULL: none; called with user_data */
+	uint64_t install_index; /* 0: none; the prelude installs a snapshot here */
 	uint64_t reset_index;   /* 0: none; else with reset_term */
 	uint64_t reset_term;
 	uint64_t truncate_from; /* 0: none */
 	const struct wal_entry *entries;
 	size_t entry_count;
 	uint64_t compact_upto;  /* 0: none */
+	bool prune_snapshots;
 	void *user_data;        /* handed back in the completion */
 };
 
@@ -73,8 +103,13 @@ struct wal_completion {
 	enum keel_err result;
 	uint64_t durable_index;
 	uint64_t durable_term;
+	uint64_t group;        /* the write+sync round, from 1, increasing */
+	uint64_t sync_ns;      /* that round's fdatasync (0: no clock or no sync) */
 	const char *errmsg;    /* "" on success; valid during the callback */
 };
+
+/* A monotonic clock in nanoseconds, for sync_ns. */
+typedef uint64_t (*wal_clock_fn)(void *arg);
 
 typedef void (*wal_writer_done_fn)(void *arg, const struct wal_completion *completion);
 
@@ -87,6 +122,8 @@ struct wal_writer_config {
 	 * between checks of the queue (0 means 1 MiB); false disables. */
 	bool prepare_spares;
 	uint64_t prepare_step_bytes;
+	wal_clock_fn clock; /* NULL: sync_ns stays 0 */
+	void *clock_arg;
 };
 
 struct wal_writer_stats {
@@ -110,6 +147,7 @@ struct wal_writer {
 	uint64_t queued_bytes;
 	uint64_t next_seq;
 	uint64_t next_index;      /* what the next entry submitted must be */
+	uint64_t rounds;          /* write+sync rounds begun (storage thread) */
 	bool stopping;
 	bool failed;
 	bool running;

@@ -87,13 +87,16 @@ class Nemesis(threading.Thread):
                 kind = self.next_kind()
                 self.counts[kind] = self.counts.get(kind, 0) + 1
                 try:
-                    getattr(self, "do_" + kind)()
+                    self.run_kind(kind)
                 except Exception as e:  # noqa: BLE001
                     self.failures.append("%s: %r" % (kind, e))
                     self.record(kind, "error", error=repr(e)[:200])
                     self.heal()
         finally:
             self.heal()
+
+    def run_kind(self, kind):
+        getattr(self, "do_" + kind)()
 
     def next_kind(self):
         """Kinds in rounds: every kind once per round, in a seeded shuffled

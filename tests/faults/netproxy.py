@@ -126,7 +126,12 @@ class Proxy:
             self.stats["bad_hello"] += 1
             writer.transport.abort()
             return
-        link = Link(src, dst)
+        await self.forward(Link(src, dst), reader, writer, first)
+
+    async def forward(self, link, reader, writer, first=b""):
+        """Connects to the server behind the proxy and pumps both ways
+        (under the rules) until either side closes or the link is dropped."""
+        src, dst = link.src, link.dst
         link.writers.append(writer)
         if self.dropped(src, dst):
             self.stats["dropped"] += 1
@@ -149,6 +154,10 @@ class Proxy:
         finally:
             self.links.discard(link)
 
+    def control_message(self, msg):
+        if "rules" in msg:
+            self.apply_rules(msg["rules"])
+
     async def control(self):
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
@@ -160,9 +169,7 @@ class Proxy:
                     link.close()
                 return
             try:
-                msg = json.loads(line)
-                if "rules" in msg:
-                    self.apply_rules(msg["rules"])
+                self.control_message(json.loads(line))
                 reply = {"ok": True, "stats": dict(self.stats, links=len(self.links))}
             except Exception as e:  # a bad command must not kill the proxy
                 reply = {"ok": False, "error": repr(e)}

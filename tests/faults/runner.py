@@ -4,6 +4,7 @@ kazoo workloads, the nemesis, then the checkers.
 
   runner.py run [--duration 90] [--seed N] [--nemesis default|all|none|k1,k2]
                 [--keel build/keel] [--out DIR] [--expect-anomaly CHECKER]
+                [--brokers 3 [--kafka JSON] [--kafka-idempotent] [--no-zk]]
   runner.py check DIR        re-check a saved run (history + final reads)
 
 A run prints its seed first. At the end it heals every fault, reads the
@@ -35,6 +36,7 @@ sys.path.insert(0, HERE)
 
 import checkers  # noqa: E402
 import history as hist  # noqa: E402
+import kcheck  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
@@ -63,7 +65,8 @@ def summarize_ops(ops):
     return by
 
 
-def save_run(out, history_ops, final, nemesis_schedule, meta, report_text, cluster=None):
+def save_run(out, history_ops, final, nemesis_schedule, meta, report_text, cluster=None,
+             brokers=None):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "history.jsonl"), "w") as f:
         for o in history_ops:
@@ -82,25 +85,38 @@ def save_run(out, history_ops, final, nemesis_schedule, meta, report_text, clust
         for s in cluster.servers.values():
             if os.path.exists(s.log_path):
                 shutil.copy(s.log_path, logs)
-        p = os.path.join(cluster.root, "netproxy.log")
-        if os.path.exists(p):
-            shutil.copy(p, logs)
+        extra = [os.path.join(cluster.root, "netproxy.log")]
+        if brokers is not None:
+            extra += [b.log_path for b in brokers.brokers.values()]
+            extra.append(os.path.join(brokers.root, "kproxy.log"))
+        for p in extra:
+            if os.path.exists(p):
+                shutil.copy(p, logs)
 
 
 LOG_ALARMS = ("assertion failed", "AddressSanitizer", "LeakSanitizer", "runtime error:",
               "ThreadSanitizer")
 
 
-def scan_logs(cluster):
-    """Assertion failures and sanitizer reports in the servers' logs (a
-    sanitizer build need not stop on them)."""
+def scan_logs(cluster, brokers=None):
+    """Assertion failures and sanitizer reports in the servers' and brokers'
+    logs (a sanitizer build need not stop on them)."""
     out = []
-    for s in cluster.servers.values():
+    procs = [("server", s) for s in cluster.servers.values()]
+    if brokers is not None:
+        procs += [("broker", b) for b in brokers.brokers.values()]
+    for what, s in procs:
         for line in s.log().splitlines():
             if any(a in line for a in LOG_ALARMS):
-                out.append("server %d log: %s" % (s.id, line.strip()[:300]))
+                out.append("%s %d log: %s" % (what, s.id, line.strip()[:300]))
                 break
     return out
+
+
+def check_everything(ops, final):
+    report = checkers.check_all(ops, final)
+    kcheck.check_kafka(ops, final.get("kafka"), report)
+    return report
 
 
 def verdict(report, expect):
@@ -121,7 +137,7 @@ def cmd_check(args):
         final = json.load(f)
     if "counter" in final and final["counter"] is not None:
         final["counter"] = tuple(final["counter"])
-    report = checkers.check_all(ops, final)
+    report = check_everything(ops, final)
     log("re-check of %s: %d ops" % (args.dir, len(ops)))
     log(report.text())
     ok, msg = verdict(report, args.expect_anomaly)
@@ -131,7 +147,7 @@ def cmd_check(args):
 
 def cmd_run(args):
     # Imported here: `check` must work without kazoo.
-    import nemesis as nem
+    import knemesis as nem
     import workloads as wl
     from cluster import ProxiedCluster
 
@@ -140,6 +156,8 @@ def cmd_run(args):
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     duration = parse_duration(args.duration)
     kinds = nem.parse_kinds(args.nemesis)
+    if nem.has_broker_kinds(kinds) and not args.brokers:
+        raise SystemExit("broker nemeses (%s) need --brokers" % args.nemesis)
     keel = os.path.abspath(args.keel)
     log("keel faults: seed %d, %.0fs, nemesis %s, keel %s" % (
         seed, duration, ",".join(kinds) or "none", keel))
@@ -147,19 +165,40 @@ def cmd_run(args):
         sys.executable, os.path.relpath(os.path.abspath(__file__)), seed, args.duration,
         args.nemesis, args.keel,
         (" --expect-anomaly " + args.expect_anomaly) if args.expect_anomaly else "")
+    if args.brokers:
+        rerun += " --brokers %d%s%s%s" % (
+            args.brokers, " --kafka '%s'" % args.kafka if args.kafka else "",
+            (" --kafka-idempotent" if args.kafka_idempotent else "") +
+            (" --kafka-leaders " + args.kafka_leaders if args.kafka_leaders else ""),
+            " --no-zk" if args.no_zk else "")
     out = args.out or tempfile.mkdtemp(prefix="keel-faults-%d-" % seed,
                                        dir=os.environ.get("KEEL_FAULTS_ARTIFACTS"))
     cfg = wl.Config(**(json.loads(args.workload) if args.workload else {}))
+    if args.no_zk:
+        for k in ("reg_workers", "set_workers", "counter_workers", "seq_workers",
+                  "session_workers"):
+            setattr(cfg, k, 0)
+    kcfg = None
+    server_args = SERVER_ARGS + args.server_arg
+    if args.brokers:
+        import kbrokers
+        import kworkload as kwl
+        kcfg = kwl.KafkaConfig(**(json.loads(args.kafka) if args.kafka else {}))
+        kcfg.idempotent = kcfg.idempotent or args.kafka_idempotent
+        if args.kafka_leaders:
+            kcfg.leaders = args.kafka_leaders
+        server_args = SERVER_ARGS + kbrokers.SERVER_ARGS + args.server_arg
     root = tempfile.mkdtemp(prefix="keel-faults-cluster-")
-    cluster = ProxiedCluster(3, server_args=SERVER_ARGS + args.server_arg, root=root,
-                             keel=keel)
+    cluster = ProxiedCluster(3, server_args=server_args, root=root, keel=keel)
+    brokers = kbrokers.Brokers(cluster, args.brokers, root) if args.brokers else None
     history = hist.History()
     run = wl.Run(cluster, history, cfg, seed)
     final = {}
     nemesis = None
     problems = []
     meta = {"seed": seed, "duration_s": duration, "nemesis": kinds, "keel": keel,
-            "server_args": SERVER_ARGS + args.server_arg, "workload": cfg.__dict__,
+            "server_args": server_args, "workload": cfg.__dict__,
+            "brokers": args.brokers, "kafka": kcfg.__dict__ if kcfg else None,
             "rerun": rerun}
     t_start = time.monotonic()
     try:
@@ -173,11 +212,19 @@ def cmd_run(args):
         rot = wl.Rotator(run)
         rot.start()
         workers = wl.make_workers(run)
+        nem_args = (history, kinds, seed)
+        nem_kw = dict(interval=(args.interval_min, args.interval_max),
+                      hold=(args.hold_min, args.hold_max), log=log)
+        if brokers is not None:
+            brokers.start()
+            brokers.wait_active(60)
+            kwl.create_topic(brokers, kcfg, log=log)
+            workers += kwl.make_producers(run, brokers, kcfg)
+            nemesis = nem.KafkaNemesis(cluster, brokers, kwl.TOPIC, *nem_args, **nem_kw)
+        else:
+            nemesis = nem.Nemesis(cluster, *nem_args, **nem_kw)
         for w in workers:
             w.start()
-        nemesis = nem.Nemesis(cluster, history, kinds, seed,
-                              interval=(args.interval_min, args.interval_max),
-                              hold=(args.hold_min, args.hold_max), log=log)
         nemesis.start()
         last = time.monotonic()
         while time.monotonic() - t_start < duration:
@@ -200,18 +247,20 @@ def cmd_run(args):
         time.sleep(args.quiet)
         run.stop.set()
         for w in workers + [rot]:
-            w.join(60)
+            w.join(90)
             if w.is_alive():
                 problems.append("worker %s did not stop" % w.name)
         history.close_open()
         cluster.wait_leader(60)
         final = wl.read_final(cluster, run)
+        if brokers is not None:
+            final["kafka"] = kwl.read_final(brokers, kcfg, log=log)
         digests = wl.replica_digests(cluster)
         distinct = {json.dumps(d, sort_keys=True) for d in digests.values()}
         if len(digests) != len(cluster.servers) or len(distinct) != 1:
             problems.append("replicas disagree after the heal: %s" % json.dumps(
                 digests, sort_keys=True)[:2000])
-        problems += scan_logs(cluster)
+        problems += scan_logs(cluster, brokers)
         problems += ["worker error: " + e for e in run.errors]
         problems += ["nemesis: " + e for e in nemesis.failures]
     except Exception as e:  # noqa: BLE001
@@ -225,7 +274,7 @@ def cmd_run(args):
     elapsed = time.monotonic() - t_start
     history.close_open()
     ops = history.ops
-    report = checkers.check_all(ops, final) if final else checkers.Report()
+    report = check_everything(ops, final) if final else checkers.Report()
     for p in problems:
         report.anomaly("run", p)
     if not final:
@@ -237,13 +286,16 @@ def cmd_run(args):
     for f, d in sorted(summarize_ops(ops).items()):
         lines.append("  %-15s ok=%d fail=%d unknown=%d" % (f, d["ok"], d["fail"], d["unknown"]))
     lines.append(report.text())
+    if brokers is not None:
+        lines.append(kcheck.summary_line(report.stats))
     ok, msg = verdict(report, args.expect_anomaly)
     lines.append(msg)
     text = "\n".join(lines)
     log(text)
     keep = not ok or args.keep or args.out
     if keep:
-        save_run(out, ops, final, nemesis.schedule if nemesis else [], meta, text, cluster)
+        save_run(out, ops, final, nemesis.schedule if nemesis else [], meta, text, cluster,
+                 brokers)
         log("saved the run in %s" % out)
         log("  re-check: %s %s check %s%s" % (
             sys.executable, os.path.relpath(os.path.abspath(__file__)), out,
@@ -253,6 +305,8 @@ def cmd_run(args):
             "timing)")
     else:
         shutil.rmtree(out, ignore_errors=True)
+    if brokers is not None:
+        brokers.stop()
     cluster.cleanup()
     broke = any(a["checker"] == "run" and a["summary"].startswith(("run broke", "no final"))
                 for a in report.anomalies)
@@ -282,6 +336,16 @@ def main(argv=None):
     r.add_argument("--quiet", type=float, default=5.0,
                    help="seconds of fault-free workload after the heal")
     r.add_argument("--progress", type=float, default=60.0)
+    r.add_argument("--brokers", type=int, default=0,
+                   help="start N `keel broker`s and run the Kafka workload")
+    r.add_argument("--kafka", help="JSON overrides of kworkload.KafkaConfig")
+    r.add_argument("--kafka-idempotent", action="store_true",
+                   help="producers with enable.idempotence=true (duplicates become anomalies)")
+    r.add_argument("--kafka-leaders", choices=["spread", "one"],
+                   help="spread: the controller places partition leaders (default); one: "
+                   "one broker leads every partition")
+    r.add_argument("--no-zk", action="store_true",
+                   help="no ZooKeeper workers (the Kafka workload only)")
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("--expect-anomaly")

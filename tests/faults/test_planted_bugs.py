@@ -16,6 +16,23 @@ passes only if the named checker reports an anomaly.
                     kills under a heavier add load; caught by the set
                     checker (and the counter and sequential ones).
 
+With KEEL_FAULTS_KAFKA_PLANTED=1 in the environment (CMake sets it when
+KEEL_FAULTS_KAFKA_REPLICATED is ON: the bugs exist only once broker
+replication does), the broker bugs too, each caught by the Kafka checker
+(kcheck.py) under the broker nemeses that expose it:
+
+  TRUNCATE_TO_HW        a broker that becomes follower truncates to the high
+                        watermark instead of asking OffsetForLeaderEpoch:
+                        leader kills then lose or diverge acknowledged
+                        records;
+  ACK_BEFORE_ISR        acks=all is answered before every ISR member has
+                        the batch: a leader kill loses acknowledged records;
+  ISR_SHRINK_BY_LEADER  the leader drops lagging followers from its own ISR
+                        without AlterPartition, acknowledging with fewer
+                        copies than the controller believes: follower cuts
+                        and pauses, then a leader kill, lose acknowledged
+                        records.
+
 Catching is probabilistic (the faults must land while the bug matters), so a
 test makes up to three runs of different seeds and passes on the first that
 catches; every run prints its seed.
@@ -57,6 +74,15 @@ def caught(binary, checker, args, attempts=3):
     return False, seeds
 
 
+KAFKA_ARGS = ["--brokers", "3", "--no-zk", "--duration", "40s", "--interval-min", "1",
+              "--interval-max", "3", "--hold-min", "1.5", "--hold-max", "4", "--quiet", "3"]
+KAFKA_BUGS = [
+    ("TRUNCATE_TO_HW", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,ctrl+leader,bkill-all"]),
+    ("ACK_BEFORE_ISR", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,bkill-all"]),
+    ("ISR_SHRINK_BY_LEADER", "kafka", KAFKA_ARGS + ["--nemesis", "bcut,bpause,bkill-leader"]),
+]
+
+
 @pytest.mark.parametrize("bug,checker,args", [
     ("SYNC_NO_BARRIER", "registers",
      ["--duration", "20s", "--nemesis", "isolate", "--interval-min", "1", "--interval-max", "2",
@@ -64,7 +90,7 @@ def caught(binary, checker, args, attempts=3):
     ("ACK_BEFORE_FSYNC", "set",
      ["--duration", "20s", "--nemesis", "killall", "--interval-min", "1", "--interval-max",
       "2", "--quiet", "2", "--workload", '{"set_workers": 5, "think": 0.002}']),
-])
+] + (KAFKA_BUGS if os.environ.get("KEEL_FAULTS_KAFKA_PLANTED") == "1" else []))
 def test_planted_bug_is_caught(bug, checker, args):
     binary = build_planted(bug)
     ok, seeds = caught(binary, checker, args)

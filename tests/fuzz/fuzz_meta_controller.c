@@ -2,7 +2,7 @@
  * fuzz_meta_controller.c — the controller fed whatever requests decode.
  *
  * Input: a sequence of frames `api:u8 advance_ms:u8 size:u16 body[size]`.
- * Each body goes through the request decoder of `api % 8` (the controller
+ * Each body goes through the request decoder of `api % 10` (the controller
  * APIs plus a tick); what decodes is handed to the controller at a clock
  * that moves by advance_ms * 50. Every batch the controller returns is
  * encoded, decoded and applied to a committed image, like the server does.
@@ -90,7 +90,7 @@ static void one(struct world *w, unsigned api, const uint8_t *body, size_t size,
 {
 	struct meta_batch *batch = NULL;
 	enum keel_err err = KEEL_OK;
-	switch (api % 8) {
+	switch (api % 10) {
 	case 0: {
 		struct meta_broker_registration_request req;
 		struct meta_broker_registration_response resp;
@@ -144,6 +144,26 @@ static void one(struct world *w, unsigned api, const uint8_t *body, size_t size,
 		struct meta_alter_partition_response resp;
 		if (meta_decode_alter_partition_request(body, size, arena, &req, NULL) == KEEL_OK) {
 			err = meta_controller_alter_partition(&w->ctl, w->now, &req, &resp, &batch);
+		}
+		break;
+	}
+	case 7: {
+		struct meta_alter_reassignments_request req;
+		struct meta_alter_reassignments_response resp;
+		if (meta_decode_alter_reassignments_request(body, size, arena, &req, NULL) ==
+		    KEEL_OK) {
+			err = meta_controller_alter_reassignments(&w->ctl, w->now, &req, &resp,
+								  &batch);
+		}
+		break;
+	}
+	case 8: {
+		struct meta_list_reassignments_request req;
+		struct meta_list_reassignments_response resp;
+		if (meta_decode_list_reassignments_request(body, size, arena, &req, NULL) ==
+		    KEEL_OK) {
+			err = meta_controller_list_reassignments(&w->ctl, w->now, &req, &resp,
+								 &batch);
 		}
 		break;
 	}

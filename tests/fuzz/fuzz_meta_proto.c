@@ -1,7 +1,7 @@
 /*
  * fuzz_meta_proto.c — every broker-facing request/response decoder.
  *
- * Input: the first byte picks the message (mod 18), the rest is its body.
+ * Input: the first byte picks the message (mod 28), the rest is its body.
  * Whatever decodes must re-encode to exactly the same bytes.
  */
 #include <stdint.h>
@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t body_size = size - 1;
 	struct keel_arena arena;
 	keel_arena_init(&arena, 4096);
-	switch (data[0] % 22) {
+	switch (data[0] % 28) {
 	case 0: TRY(broker_registration_request); break;
 	case 1: TRY(broker_registration_response); break;
 	case 2: TRY(broker_heartbeat_request); break;
@@ -57,6 +57,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 18: TRY(create_partitions_response); break;
 	case 19: TRY(elect_leaders_request); break;
 	case 20: TRY(elect_leaders_response); break;
+	case 21: TRY(alter_reassignments_request); break;
+	case 22: TRY(alter_reassignments_response); break;
+	case 23: TRY(list_reassignments_request); break;
+	case 24: TRY(list_reassignments_response); break;
+	case 25: TRY(allocate_producer_ids_request); break;
+	case 26: TRY(allocate_producer_ids_response); break;
 	default: TRY(fetch_metadata_response); break;
 	}
 	keel_arena_close(&arena);

@@ -17,6 +17,7 @@
 #include "base/buf.h"
 #include "base/rng.h"
 #include "plog/plog.h"
+#include "fuzz_batch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,20 +35,6 @@ static void write_file(struct wal_vfs *vfs, int64_t base, const uint8_t *data, s
 	wal_vfs_close(f);
 }
 
-/* A one-record batch (null key, value "v"), for the append after recovery. */
-static size_t tiny_batch(uint8_t out[80])
-{
-	/* attributes, timestamp delta 0, offset delta 0, key length -1, value
-	 * length 1, "v", no headers — lengths as zigzag varints */
-	static const uint8_t record[] = {14, 0, 0, 0, 1, 2, 'v', 0};
-	memset(out, 0, 80);
-	out[PLOG_BATCH_OFF_MAGIC] = PLOG_BATCH_MAGIC;
-	keel_store_be32(out + 57, 1); /* record count; lastOffsetDelta 0 */
-	memcpy(out + PLOG_BATCH_HEADER_SIZE, record, sizeof(record));
-	size_t size = PLOG_BATCH_HEADER_SIZE + sizeof(record);
-	plog_batch_seal(out, size);
-	return size;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -87,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			off = r.next_offset;
 		}
 		uint8_t batch[128];
-		size_t n = tiny_batch(batch);
+		size_t n = fuzz_tiny_batch(batch);
 		struct plog_append_info info;
 		int32_t epoch = plog_epochs_latest(&log.epochs);
 		KEEL_ASSERT(plog_append(&log, batch, n, epoch < 0 ? 0 : epoch, &info) == KEEL_OK);

@@ -224,8 +224,28 @@ class Server:
             return ""
 
 
+_CLUSTERS = []  # every Cluster made in this process, for cluster_secret_of
+
+
+def cluster_secret_of(addr):
+    """The secret of the cluster whose server listens on `addr`, or None."""
+    for c in reversed(_CLUSTERS):
+        for s in c.servers.values():
+            if s.client_addr == addr:
+                return c.secret
+    return None
+
+
+def session_credential(secret, session_id, passwd):
+    """The cluster credential a broker proves on its ZooKeeper session
+    (addauth "keel"; node/peer_auth.h)."""
+    msg = b"keel-session-auth-v1" + struct.pack(">Q", session_id & (2**64 - 1)) + passwd
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
 class Cluster:
     def __init__(self, size, server_args=None, root=None):
+        _CLUSTERS.append(self)
         self.root = root or tempfile.mkdtemp(prefix="keel-it-")
         self.server_args = server_args or ["--election-timeout-ms", "1000",
                                            "--heartbeat-ms", "100"]
@@ -328,9 +348,15 @@ class Cluster:
 class RawZk:
     """A minimal ZooKeeper-protocol client for requests kazoo cannot send
     (keel extension opcodes >= 1000, see docs/controller.md): one session,
-    one request at a time. Watch events and pings are skipped."""
+    one request at a time. Watch events and pings are skipped.
 
-    def __init__(self, addr, session_timeout_ms=10000, timeout=10.0):
+    The session proves the cluster credential (which registrations,
+    heartbeats and AlterPartition need) when it knows the secret of the
+    cluster at `addr`; cluster_auth=False, or a wrong `secret`, to test the
+    refusals."""
+
+    def __init__(self, addr, session_timeout_ms=10000, timeout=10.0, cluster_auth=True,
+                 secret=None):
         host, port = addr.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.xid = 0
@@ -341,6 +367,24 @@ class RawZk:
         _ver, self.timeout_ms, self.session_id = struct.unpack(">iiq", resp[:16])
         if self.timeout_ms <= 0:
             raise ConnectionError("session refused")
+        (plen,) = struct.unpack(">i", resp[16:20])
+        self.passwd = resp[20:20 + plen]
+        secret = secret if secret is not None else cluster_secret_of(addr)
+        self.auth_err = None
+        if cluster_auth and secret:
+            self.auth_err = self.add_auth(
+                "keel", session_credential(secret, self.session_id, self.passwd))
+
+    def add_auth(self, scheme, cred):
+        """addauth; returns the reply's error (0: accepted)."""
+        s = scheme.encode()
+        self._send(struct.pack(">iii", -4, 100, 0) + struct.pack(">i", len(s)) + s +
+                   struct.pack(">i", len(cred)) + cred)
+        while True:
+            resp = self._recv()
+            xid, _zxid, err = struct.unpack(">iqi", resp[:16])
+            if xid == -4:
+                return err
 
     def _send(self, payload):
         self.sock.sendall(struct.pack(">I", len(payload)) + payload)

@@ -142,6 +142,9 @@ def test_metrics_endpoint(cluster):
     for hist in ("keel_wal_fsync_seconds", "keel_wal_append_seconds", "keel_request_seconds"):
         assert hist + "_count" in values
         assert hist + '_bucket{le="+Inf"}' in values
+    # The leader's election (hard state, no-op entry) went through storage.
+    assert values["keel_wal_fsync_seconds_count"] >= 1
+    assert values["keel_wal_append_seconds_count"] >= 1
     for key in ("keel_network_bytes_in_total", "keel_network_bytes_out_total",
                 "keel_client_connections", "keel_sessions", "keel_znodes",
                 "keel_raft_proposals_total"):

@@ -25,7 +25,9 @@ from harness import KEEL, RawZk, four_letter, free_ports
 OPCODE_BASE = 1000
 API_REGISTRATION, API_HEARTBEAT, API_UNREGISTER, API_CREATE_TOPICS, API_DELETE_TOPICS, \
     API_ALTER_CONFIGS, API_ALTER_PARTITION, API_DESCRIBE, API_FETCH, API_CREATE_PARTITIONS, \
-    API_ELECT_LEADERS = range(11)
+    API_ELECT_LEADERS, API_ALTER_REASSIGNMENTS, API_LIST_REASSIGNMENTS = range(13)
+API_ALLOCATE_PRODUCER_IDS = 13
+API_COUNT = 14
 NOT_CONTROLLER = 41
 
 SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
@@ -150,7 +152,8 @@ def describe_response(data):
         for _ in range(r.take(">i")):
             p = {"id": r.take(">i"), "leader": r.take(">i"), "leader_epoch": r.take(">i"),
                  "partition_epoch": r.take(">i"), "replicas": r.i32_list(),
-                 "isr": r.i32_list(), "recovery": r.take(">b")}
+                 "isr": r.i32_list(), "recovery": r.take(">b"), "adding": r.i32_list(),
+                 "removing": r.i32_list()}
             t["partitions"][p["id"]] = p
         t["configs"] = {}
         for _ in range(r.take(">i")):
@@ -318,7 +321,7 @@ def test_bad_extension_requests(cluster):
         assert err == -5
         # An opcode past the known ones: Unimplemented, and the connection
         # closes (as ZooKeeper does for an unknown opcode).
-        err, _, _ = zk.call(OPCODE_BASE + API_ELECT_LEADERS + 1, b"")
+        err, _, _ = zk.call(OPCODE_BASE + API_COUNT, b"")
         assert err == -6
         with pytest.raises((ConnectionError, OSError)):
             zk.call(3, b"\0\0\0\x01/\0")
@@ -336,10 +339,11 @@ START_LINE = re.compile(r"keel broker (\d+) \(incarnation")
 class Broker:
     """A `keel broker` process; its stderr goes to a log kept across restarts."""
 
-    def __init__(self, cluster, bid, rack=None):
+    def __init__(self, cluster, bid, rack=None, extra_args=()):
         self.cluster = cluster
         self.id = bid
         self.rack = rack
+        self.extra_args = list(extra_args)
         self.data_dir = os.path.join(cluster.root, "broker%d" % bid)
         self.log_path = os.path.join(cluster.root, "broker%d.log" % bid)
         self.port = free_ports(1)[0]
@@ -347,7 +351,8 @@ class Broker:
 
     def start(self):
         args = [KEEL, "broker", "--id", str(self.id), "--servers", self.cluster.connect_string(),
-                "--data-dir", self.data_dir, "--port", str(self.port)] + BROKER_ARGS
+                "--data-dir", self.data_dir, "--port", str(self.port)] + BROKER_ARGS + \
+            self.cluster.cli_auth() + self.extra_args
         if self.rack:
             args += ["--rack", self.rack]
         log = open(self.log_path, "ab")
@@ -761,7 +766,7 @@ def test_fetch_metadata_from_a_snapshot(cluster, request):
 
         brokers[2].kill()
         args = [KEEL, "broker", "--id", "2", "--servers", s1.client_addr, "--data-dir",
-                brokers[2].data_dir, "--port", str(brokers[2].port)] + BROKER_ARGS
+                brokers[2].data_dir, "--port", str(brokers[2].port)] + BROKER_ARGS + c.cli_auth()
         log = open(brokers[2].log_path, "ab")
         brokers[2].proc = subprocess.Popen(args, stdout=log, stderr=log)
         log.close()
@@ -987,7 +992,7 @@ def test_broker_start_messages(kafka):
     dup_dir = os.path.join(c.root, "dup2")
     out = subprocess.run([KEEL, "broker", "--id", "2", "--servers", c.connect_string(),
                           "--data-dir", dup_dir, "--port", str(free_ports(1)[0]),
-                          "--duplicate-id-timeout-ms", "3000"] + BROKER_ARGS,
+                          "--duplicate-id-timeout-ms", "3000"] + BROKER_ARGS + c.cli_auth(),
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1, out.stderr
     assert "broker id 2 is taken by another live broker" in out.stderr
@@ -1055,7 +1060,10 @@ def test_configs_and_unregister(kafka):
     brokers[3].kill()
     c.wait(lambda: brokers_state(c).get(3, (0, ""))[1] == "fenced", timeout=SESSION_TIMEOUT_S + 10,
            what="broker 3 fenced")
+    # Only an operator or a broker of the cluster may unregister one.
     rc, out, err = keel("brokers", "unregister", "3", "--servers", hosts)
+    assert rc == 1 and 3 in brokers_state(c), out + err
+    rc, out, err = keel("brokers", "unregister", "3", "--servers", hosts, *c.cli_auth())
     assert rc == 0 and out.strip() == "Unregistered broker 3.", err
     assert 3 not in brokers_state(c)
     zk = kazoo(c)
@@ -1064,7 +1072,7 @@ def test_configs_and_unregister(kafka):
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "2"]
     finally:
         zk.stop()
-    rc, _, err = keel("brokers", "unregister", "3", "--servers", hosts)
+    rc, _, err = keel("brokers", "unregister", "3", "--servers", hosts, *c.cli_auth())
     assert rc == 1 and "broker 3" in err and "BROKER_ID_NOT_REGISTERED" in err, err
 
 
@@ -1123,13 +1131,15 @@ def test_add_partitions_and_leader_elections(kafka_manual):
     wait_partitions(c, "grow", lambda p: p[4]["leader"] == 2, SESSION_TIMEOUT_S + 10,
                     "broker 2 leads grow-4")
     rc, out, _ = keel("leader-election", "--election-type", "preferred", "--topic", "grow",
-                      "--partition", "4", "--servers", hosts)
+                      "--partition", "4", "--servers", hosts, *c.cli_auth())
     assert rc == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in out, out
     brokers[3].start()
-    wait_partitions(c, "grow", lambda p: 3 in p[4]["isr"], 30, "broker 3 back in sync")
+    # Each partition's leader adds it back once it has caught up there.
+    wait_partitions(c, "grow", lambda p: all(3 in x["isr"] for x in p.values()
+                                             if 3 in x["replicas"]), 30, "broker 3 back in sync")
     assert describe_topic(c, "grow")[4]["leader"] == 2  # nothing moved it back on its own
     rc, out, err = keel("leader-election", "--election-type", "preferred",
-                        "--all-topic-partitions", "--servers", hosts)
+                        "--all-topic-partitions", "--servers", hosts, *c.cli_auth())
     assert rc == 0, out + err
     assert "Successfully completed leader election (PREFERRED) for partition grow-4" in out
     assert describe_topic(c, "grow")[4]["leader"] == 3
@@ -1151,16 +1161,16 @@ def test_add_partitions_and_leader_elections(kafka_manual):
     wait_active(c, (second,))
     assert describe_topic(c, "dirty")[0]["leader"] == -1
     rc, out, _ = keel("leader-election", "--election-type", "unclean", "--all-topic-partitions",
-                      "--servers", hosts)
+                      "--servers", hosts, *c.cli_auth())
     assert rc == 1
     rc, out, err = keel("leader-election", "--election-type", "unclean", "--topic", "dirty",
-                        "--partition", "0", "--servers", hosts)
+                        "--partition", "0", "--servers", hosts, *c.cli_auth())
     assert rc == 0 and "Successfully completed leader election (UNCLEAN)" in out, out + err
     d = wait_partitions(c, "dirty", lambda p: p[0]["leader"] == second, 10, "unclean leader")[0]
     assert d["isr"] == [second]
     rc, out, _ = keel("leader-election", "--election-type", "unclean", "--topic", "dirty",
-                      "--partition", "0", "--servers", hosts)
+                      "--partition", "0", "--servers", hosts, *c.cli_auth())
     assert rc == 0 and "Valid replica already elected for partition dirty-0" in out, out
     rc, out, _ = keel("leader-election", "--election-type", "preferred", "--topic", "nope",
-                      "--servers", hosts)
+                      "--servers", hosts, *c.cli_auth())
     assert rc == 1

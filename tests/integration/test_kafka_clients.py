@@ -28,7 +28,8 @@ KCAT = "/usr/bin/kcat"
 def kc():
     """(cluster, {id: Broker}, bootstrap) with 3 active brokers."""
     c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i, rack="r%d" % i) for i in (1, 2, 3)}
+    brokers = {i: Broker(c, i, rack="r%d" % i, extra_args=["--retention-check-interval-ms", "300"])
+               for i in (1, 2, 3)}
     ok = False
     try:
         c.start()
@@ -233,9 +234,10 @@ def test_kafka_python_produce_consume(kc):
 # ---- leadership ----
 
 def test_kill_leader_metadata_moves_and_produce_succeeds(kc):
-    """RF 2: only the leader holds data until replication lands; killing it
-    moves leadership, clients follow the metadata and produce to the new
-    leader. The killed broker comes back afterwards (module cluster)."""
+    """RF 2: killing the leader moves leadership, clients follow the
+    metadata and produce to the new leader, which has the follower's copy of
+    what was acknowledged before. The killed broker comes back afterwards
+    (module cluster)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient  # noqa: F401 (metadata only)
     c, brokers, boot = kc
@@ -255,12 +257,12 @@ def test_kill_leader_metadata_moves_and_produce_succeeds(kc):
         wait_brokers_see(c, brokers, "move-t", parts)
         others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
         assert "leader %d," % new in kcat("-b", others, "-L", "-t", "move-t")
-        # The same producer follows the metadata to the new leader. Without
-        # replication its log starts empty: "before" stayed on the dead one.
+        # The same producer follows the metadata to the new leader, whose
+        # log has "before" (acks=all: the follower had it durable).
         p.produce("move-t", value=b"after", on_delivery=lambda e, m: done.append((e, m.offset())))
-        assert p.flush(60) == 0 and done[1] == (None, 0), done
+        assert p.flush(60) == 0 and done[1] == (None, 1), done
         out = kcat("-b", others, "-C", "-t", "move-t", "-o", "beginning", "-e")
-        assert out.splitlines() == ["after"]
+        assert out.splitlines() == ["before", "after"]
     finally:
         brokers[old].start()
         wait_active(c, (1, 2, 3), timeout=30)
@@ -383,9 +385,9 @@ def test_bad_input_closes_only_that_connection(kc):
     corr, err = struct.unpack_from(">ih", resp, 0)
     assert (corr, err) == (42, 35)  # UNSUPPORTED_VERSION, with the table
     s.close()
-    # An API the broker does not serve (JoinGroup): closed.
+    # An API the broker does not serve (SaslHandshake): closed.
     s = connect(lead.port)
-    s.sendall(request(11, 5, 3, b"\x00" * 20))
+    s.sendall(request(17, 1, 3, b"\x00\x05PLAIN"))
     assert closed(s)
     # A silent client: closed at the handshake deadline (10 s by default).
     s = connect(lead.port)
@@ -473,6 +475,19 @@ def test_confluent_admin_client(kc):
     fs["adm-t"].result(timeout=30)
     parts = wait_partitions(c, "adm-t", lambda p: len(p) == 2, 15, "adm-t created")
     wait_brokers_see(c, brokers, "adm-t", parts)
+    # ZooKeeper clients see it where Kafka 2.x tools look.
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=c.connect_string(), timeout=10)
+    zk.start(timeout=30)
+    try:
+        zk.sync("/")
+        assignment = json.loads(zk.get("/brokers/topics/adm-t")[0])
+        assert sorted(assignment["partitions"]) == ["0", "1"], assignment
+        state = json.loads(zk.get("/brokers/topics/adm-t/partitions/0/state")[0])
+        assert state["leader"] == parts[0]["leader"], state
+    finally:
+        zk.stop()
+        zk.close()
     # A second create of the same name: TOPIC_ALREADY_EXISTS from the controller.
     fs = admin.create_topics([NewTopic("adm-t", 1, 1)])
     with pytest.raises(Exception) as e:
@@ -485,7 +500,7 @@ def test_confluent_admin_client(kc):
     cfg = admin.describe_configs([res])[res].result(timeout=30)
     assert cfg["retention.ms"].value == "1000"
     # IncrementalAlterConfigs (confluent-kafka 1.7 only has the legacy
-    # AlterConfigs, which keel does not serve): a raw v0 request.
+    # AlterConfigs, below): a raw v0 request.
     lead = brokers[parts[0]["leader"]]
     s = connect(lead.port)
     s.sendall(incremental_alter_v0(5, "adm-t", "retention.ms", "2000"))
@@ -495,6 +510,23 @@ def test_confluent_admin_client(kc):
     assert (corr, count, err) == (5, 1, 0)
     c.wait(lambda: admin.describe_configs([res])[res].result(timeout=30)["retention.ms"].value
            == "2000", timeout=15, what="retention.ms altered")
+    # The legacy AlterConfigs (what confluent-kafka 1.7's alter_configs
+    # sends) replaces the topic's whole config: retention.ms goes.
+    res2 = ConfigResource(ConfigResource.Type.TOPIC, "adm-t",
+                          set_config={"cleanup.policy": "compact"})
+    admin.alter_configs([res2])[res2].result(timeout=30)
+
+    def topic_configs():
+        got = admin.describe_configs([res])[res].result(timeout=30)
+        return {k: v.value for k, v in got.items()}
+    c.wait(lambda: topic_configs() == {"cleanup.policy": "compact"}, timeout=15,
+           what="configs replaced")
+    # An unknown name is refused and changes nothing.
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "adm-t", set_config={"no.such": "1"})
+    with pytest.raises(Exception) as e:
+        admin.alter_configs([bad])[bad].result(timeout=30)
+    assert "INVALID_CONFIG" in str(e.value) or "no.such" in str(e.value), e.value
+    assert topic_configs() == {"cleanup.policy": "compact"}
     # CreatePartitions, then DeleteTopics.
     admin.create_partitions([NewPartitions("adm-t", 4)])["adm-t"].result(timeout=30)
     wait_partitions(c, "adm-t", lambda p: len(p) == 4, 15, "adm-t grown to 4")
@@ -590,3 +622,171 @@ def test_large_fetch_to_a_slow_reader_arrives_whole(kc):
     finally:
         lead.start()
         wait_active(c, (1, 2, 3), timeout=30)
+
+
+# ---- sarama (Go) and kafkajs (Node.js) ----
+
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+
+
+_BUILT = {}
+
+
+def built_client(tmp_path_factory, name):
+    """A private copy of tests/clients/NAME, built (go build / npm ci) in a
+    temp dir so the source tree stays clean; once per test run."""
+    if name not in _BUILT:
+        _BUILT[name] = build_client(tmp_path_factory, name)
+    return _BUILT[name]
+
+
+def build_client(tmp_path_factory, name):
+    work = tmp_path_factory.mktemp(name)
+    src = os.path.join(CLIENTS, name)
+    if name == "sarama":
+        out = str(work / "sarama-roundtrip")
+        env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
+                   GOCACHE=str(work / "gocache"), GOFLAGS="")
+        r = subprocess.run(["go", "build", "-o", out, os.path.join(src, "roundtrip.go")],
+                           env=env, capture_output=True, timeout=600)
+        assert r.returncode == 0, r.stderr.decode()[-3000:]
+        return [out]
+    for f in ("package.json", "package-lock.json", "roundtrip.js"):
+        with open(os.path.join(src, f), "rb") as i, open(str(work / f), "wb") as o:
+            o.write(i.read())
+    r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                       cwd=str(work), capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    return ["node", str(work / "roundtrip.js")]
+
+
+def read_back(boot, topic, n):
+    """kcat's view of partition 0: [(offset, key, value)]."""
+    out = kcat("-b", boot, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-c", str(n),
+               "-e", "-f", "%o %k %s\\n", timeout=60)
+    return [tuple(ln.split(" ", 2)) for ln in out.splitlines() if ln]
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "zstd"])
+def test_sarama_produce_consume(kc, tmp_path_factory, codec):
+    c, brokers, boot = kc
+    topic = "sarama-" + codec
+    create(c, topic, partitions=2)
+    cmd = built_client(tmp_path_factory, "sarama")
+    r = subprocess.run(cmd + ["-brokers", boot, "-topic", topic, "-n", "200", "-codec", codec],
+                       capture_output=True, timeout=180)
+    out = r.stdout.decode()
+    assert r.returncode == 0, (out, r.stderr.decode()[-3000:])
+    m = re.search(r"sarama ok produced=200 consumed=200 first=(\d+) last=(\d+)", out)
+    assert m and int(m.group(2)) - int(m.group(1)) == 199, out
+    got = read_back(boot, topic, 200)
+    assert got == [(str(int(m.group(1)) + i), "k%d" % i, "sarama-%d" % i) for i in range(200)]
+
+
+def test_kafkajs_admin_and_produce(kc, tmp_path_factory):
+    c, brokers, boot = kc
+    topic = "kafkajs-t"
+    cmd = built_client(tmp_path_factory, "kafkajs")
+    r = subprocess.run(cmd + ["--brokers=" + boot, "--topic=" + topic, "--n=120", "--create=3",
+                              "--codec=gzip"], capture_output=True, timeout=180)
+    out = r.stdout.decode()
+    assert r.returncode == 0, (out, r.stderr.decode()[-3000:])
+    m = re.search(r"kafkajs ok produced=120 first=(\d+) last=(\d+)", out)
+    assert m and int(m.group(1)) == 0 and int(m.group(2)) == 119, out
+    # The topic kafkajs created is in the controller's image with 3 partitions.
+    assert len(describe_topic(c, topic)) == 3
+    got = read_back(boot, topic, 120)
+    assert got == [(str(i), "k%d" % i, "kafkajs-%d" % i) for i in range(120)]
+
+
+def read_line(proc, timeout):
+    import select
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no line from %s within %ds" % (proc.args[0], timeout)
+    return proc.stdout.readline().decode()
+
+
+def test_each_client_follows_a_leader_kill(kc, tmp_path_factory):
+    """kafka-python, sarama and kafkajs each produce to an RF-2 partition,
+    its leader broker is killed, and the same producer instance finds the
+    new leader and produces there (kcat and confluent-kafka: see
+    test_kill_leader_metadata_moves_and_produce_succeeds)."""
+    import kafka
+    c, brokers, boot = kc
+    parts = create(c, "follow-t", rf=2)
+    old = parts[0]["leader"]
+    procs = {name: subprocess.Popen(built_client(tmp_path_factory, name) + args,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+             for name, args in (("sarama", ["-brokers", boot, "-topic", "follow-t", "-follow"]),
+                                ("kafkajs", ["--brokers=" + boot, "--topic=follow-t",
+                                             "--follow=1"]))}
+    try:
+        for name, p in procs.items():
+            assert read_line(p, 120).startswith("before ok offset="), name
+        kp = kafka.KafkaProducer(bootstrap_servers=boot.split(","), acks="all", retries=60,
+                                 retry_backoff_ms=250, metadata_max_age_ms=1000,
+                                 api_version_auto_timeout_ms=10000)
+        kp.send("follow-t", value=b"kafka-python-before", partition=0).get(timeout=30)
+        brokers[old].kill()
+        parts = wait_partitions(c, "follow-t", lambda p: p[0]["leader"] not in (-1, old), 20,
+                                "leader moved off broker %d" % old)
+        wait_brokers_see(c, brokers, "follow-t", parts)
+        for p in procs.values():
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+        kp.send("follow-t", value=b"kafka-python-after", partition=0).get(timeout=60)
+        kp.close()
+        for name, p in procs.items():
+            line = read_line(p, 120)
+            assert line.startswith("after ok offset="), (name, line)
+            assert p.wait(30) == 0, name
+        others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
+        out = kcat("-b", others, "-C", "-t", "follow-t", "-o", "beginning", "-e")
+        after = [v for v in out.splitlines() if v.endswith("-after")]
+        assert sorted(after) == ["kafka-python-after", "kafkajs-after", "sarama-after"], out
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)
+
+
+# ---- retention ----
+
+def test_retention_deletes_old_segments(kc):
+    """retention.bytes and segment.bytes set with the AdminClient reach the
+    partition log: old segments go, the log start moves up, what is kept
+    stays readable; altering retention.ms to -1 and retention.bytes away
+    stops it."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    c, brokers, boot = kc
+    admin = AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([NewTopic("ret-t", 1, 1, config={"segment.bytes": "1024",
+                                                       "retention.bytes": "4096"})]
+                        )["ret-t"].result(timeout=30)
+    parts = wait_partitions(c, "ret-t", lambda p: len(p) == 1 and p[0]["leader"] >= 0, 15,
+                            "ret-t led")
+    wait_brokers_see(c, brokers, "ret-t", parts)
+    lead = broker_with_leader(brokers, parts)
+    # One record per batch (linger 0, batch size 1 record): ~30 segments.
+    for i in range(60):
+        kcat("-b", boot, "-P", "-t", "ret-t", "-p", "0", "-X", "acks=all",
+             stdin=("r%03d-" % i + "x" * 400 + "\n").encode())
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "unused", "enable.auto.commit": False})
+    try:
+        # Retention runs every 300 ms, maybe first while the records still
+        # came in: wait until a pass found all 60 there.
+        c.wait(lambda: cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)[0]
+               > 40, timeout=30, what="retention moved the log start", interval=0.3)
+        low, high = cons.get_watermark_offsets(TopicPartition("ret-t", 0), timeout=10)
+    finally:
+        cons.close()
+    assert high == 60 and 0 < low < 60, (low, high)
+    # At most retention.bytes plus the active segment is kept.
+    assert (high - low) * 400 < 4096 + 1024 + 60 * 100, (low, high)
+    out = kcat("-b", boot, "-C", "-t", "ret-t", "-p", "0", "-o", "beginning", "-e")
+    kept = [ln[:4] for ln in out.splitlines()]
+    assert kept == ["r%03d" % i for i in range(low, 60)], kept
+    assert "retention: deleted" in lead.log()

@@ -4,6 +4,7 @@ majority keeps going, and after healing everyone converges."""
 import time
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from netproxy import Network
 
@@ -109,5 +110,55 @@ def test_isolated_follower_rejoins(cluster_factory):
         zk = connect(c, [follower.id])
         assert zk.exists("/p099") is not None
         close(zk)
+    finally:
+        net.close()
+
+
+def test_clients_leave_a_server_cut_off_from_the_quorum(cluster_factory):
+    """A server that knows no leader for twice the election timeout closes
+    its clients' connections and refuses new ones (as a ZooKeeper server
+    that loses its leader does): a client on it moves to a server in the
+    quorum while its session lives, keeping its ephemeral node, instead of
+    being held there with pings until the quorum expires it."""
+    c = cluster_factory(3)
+    net = Network(c)
+    try:
+        net.start()
+        leader = c.wait_leader()
+        follower = next(s for s in c.servers.values() if s.id != leader.id)
+        order = [follower.id] + [i for i in c.servers if i != follower.id]
+        zk = KazooClient(hosts=c.connect_string(order), timeout=10.0, randomize_hosts=False)
+        zk.start(timeout=10)
+        try:
+            session = zk.client_id[0]
+            zk.create("/owned", b"x", ephemeral=True)
+            assert zk._connection._socket.getpeername()[1] == int(
+                follower.client_addr.rsplit(":", 1)[1])
+            net.isolate(follower.id)
+            c.wait(lambda: "no leader for" in follower.log(), timeout=15,
+                   what="the cut-off server gives up its clients")
+            # The same session writes again through the quorum.
+            def write_moved():
+                try:
+                    return zk.set("/owned", b"moved") is not None
+                except KazooException:
+                    return False
+            c.wait(write_moved, timeout=15, what="the session writes through another server")
+            assert zk.client_id[0] == session
+            assert zk.get("/owned")[1].ephemeralOwner == session
+            # A new client is refused by the cut-off server.
+            lone = KazooClient(hosts=follower.client_addr, timeout=4.0)
+            try:
+                import pytest
+                from kazoo.handlers.threading import KazooTimeoutError
+                with pytest.raises(KazooTimeoutError):
+                    lone.start(timeout=4)
+            finally:
+                lone.stop()
+                lone.close()
+            net.heal()
+            c.wait(lambda: follower.mode() == "follower", timeout=15, what="rejoined")
+        finally:
+            close(zk)
     finally:
         net.close()

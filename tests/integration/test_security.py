@@ -506,3 +506,63 @@ def test_four_letter_word_whitelist(tmp_path):
                           "--peer-listen", "a:2", "--insecure-peers", "--4lw-whitelist",
                           "ruok,toolong"], capture_output=True, text=True, timeout=10)
     assert out.returncode == 2 and "--4lw-whitelist" in out.stderr
+
+
+# ---- broker requests on the client port need the cluster credential ----
+
+
+def test_broker_requests_need_the_cluster_credential(cluster, tmp_path):
+    """Registering as a broker, heartbeating, AlterPartition, unregistering
+    and ElectLeaders come only from sessions that proved the cluster
+    credential (addauth "keel", bound to the session) or super: others get
+    NoAuth and nothing changes; a wrong credential is refused and closes
+    the session; `keel broker` without the secret, or with another one,
+    exits saying so. Topic requests stay open, as in Kafka without an
+    authorizer."""
+    from harness import RawZk
+    from test_controller import (API_DESCRIBE, API_REGISTRATION, OPCODE_BASE, describe_request,
+                                 describe_response, registration_request)
+    import uuid
+    leader, follower = leader_and_follower(cluster)
+    reg = registration_request(7, uuid.uuid4().bytes)
+    # No credential: NoAuth, logged with the client's address, no broker 7.
+    anon = RawZk(follower.client_addr, cluster_auth=False)
+    try:
+        err, _, _ = anon.call(OPCODE_BASE + API_REGISTRATION, reg)
+        assert err == -102
+        err, _, body = anon.call(OPCODE_BASE + API_DESCRIBE, describe_request())
+        assert err == 0 and describe_response(body)["brokers"] == {}
+    finally:
+        anon.close()
+    wait_log(follower, "BrokerRegistration refused: the session has not proved the cluster "
+             "credential")
+    # A credential made with another secret: AuthFailed, the session ends.
+    bad = RawZk(follower.client_addr, secret=os.urandom(32))
+    try:
+        assert bad.auth_err == -115
+        assert closed_by_server(bad.sock)
+    finally:
+        bad.sock.close()
+    wait_log(follower, "the cluster credential (addauth keel) was refused")
+    # The real one registers.
+    good = RawZk(follower.client_addr)
+    try:
+        assert good.auth_err == 0
+        err, _, _ = good.call(OPCODE_BASE + API_REGISTRATION, reg)
+        assert err == 0
+    finally:
+        good.close()
+    # keel broker without the secret, then with another cluster's.
+    base = [KEEL, "broker", "--id", "8", "--servers", cluster.connect_string(),
+            "--port", str(free_ports(1)[0])]
+    out = subprocess.run(base + ["--data-dir", str(tmp_path / "b8")], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "--cluster-secret-file" in out.stderr, out.stderr
+    other = tmp_path / "other.secret"
+    other.write_text(subprocess.run([KEEL, "secret", "generate"], capture_output=True,
+                                    text=True, check=True).stdout)
+    other.chmod(0o600)
+    out = subprocess.run(base + ["--data-dir", str(tmp_path / "b8b"), "--cluster-secret-file",
+                                 str(other)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "refused the cluster credential" in out.stderr, out.stderr
+    assert_serving(cluster, "/after-broker-auth")

@@ -34,6 +34,7 @@ CLASSES = {
     19: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
     20: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
     32: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
+    33: (admin.AlterConfigsRequest, admin.AlterConfigsResponse),
     37: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
     8: (commit.OffsetCommitRequest, commit.OffsetCommitResponse),
     9: (commit.OffsetFetchRequest, commit.OffsetFetchResponse),
@@ -70,6 +71,8 @@ EXPECTED = {
     (32, 'request'): [2, 'orders', 'retention.ms', 'segment.bytes', 4, '1', None],
     (32, 'response'): [1, 0, None, 2, 'orders', 'retention.ms', '60000', False, 'secret',
                        None, True],
+    (33, 'request'): [2, 'orders', 'retention.ms', '2000', 'cleanup.policy', None, True],
+    (33, 'response'): [6, 40, 'unknown', 4, '2'],
     (37, 'request'): ['orders', 3, 1, 2, 1, 3, 25000, True],
     (37, 'response'): [2, 'orders', 0, None, 'small', 37, 'cannot shrink'],
     (8, 'request'): ['group-a', 'orders', 0, 42, 'meta', 1, 43, None],
@@ -122,6 +125,8 @@ KNOWN_DEFECTS = {
     (10, 1, 'response'): 'GroupCoordinatorResponse_v1 has no throttle_time_ms',
     # authorized_operations belongs to each group, not after the array.
     (15, 3, 'response'): 'DescribeGroupsResponse_v3 nests authorized_operations wrongly',
+    # AlterConfigsResponse's list holds AlterConfigsRequest_v1 as its v1.
+    (33, 1, 'response'): 'AlterConfigsResponse[1] is the v1 request class',
 }
 
 MIN_CHECKED = 110

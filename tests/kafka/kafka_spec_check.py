@@ -53,7 +53,7 @@ NAMES = {0: 'Produce', 1: 'Fetch', 2: 'ListOffsets', 3: 'Metadata', 8: 'OffsetCo
          17: 'SaslHandshake', 18: 'ApiVersions', 19: 'CreateTopics', 20: 'DeleteTopics',
          22: 'InitProducerId', 23: 'OffsetForLeaderEpoch', 32: 'DescribeConfigs',
          36: 'SaslAuthenticate', 37: 'CreatePartitions', 42: 'DeleteGroups',
-         44: 'IncrementalAlterConfigs', 60: 'DescribeCluster'}
+         33: 'AlterConfigs', 44: 'IncrementalAlterConfigs', 47: 'OffsetDelete', 60: 'DescribeCluster'}
 FIXED = {'int8': '>b', 'int16': '>h', 'int32': '>i', 'int64': '>q', 'uint16': '>H',
          'uint32': '>I', 'float64': '>d'}
 

@@ -87,16 +87,22 @@ static int teardown(void **state)
 
 /* One produce of `data` to t-<partition>; returns the partition's error
  * after the sync (or before it, when nothing was appended). */
-static int16_t produce(struct fx *f, int32_t partition, uint8_t *data, size_t size,
-                       int64_t *base_offset, bool sync)
+static void produce_start(struct fx *f, int32_t partition, uint8_t *data, size_t size,
+                          struct kafka_produce_response *out, struct broker_produce_wait *wait)
 {
 	struct kafka_produce_partition pp = {partition, {data, (int32_t)size}};
 	struct kafka_produce_topic pt = {kafka_str("t"), &pp, 1};
 	struct kafka_produce_request rq = {KAFKA_STR_NULL, -1, 1000, &pt, 1};
+	keel_arena_reset(&f->arena);
+	broker_produce(&f->core, &rq, &f->arena, out, wait);
+}
+
+static int16_t produce(struct fx *f, int32_t partition, uint8_t *data, size_t size,
+                       int64_t *base_offset, bool sync)
+{
 	struct kafka_produce_response out;
 	struct broker_produce_wait wait;
-	keel_arena_reset(&f->arena);
-	broker_produce(&f->core, &rq, &f->arena, &out, &wait);
+	produce_start(f, partition, data, size, &out, &wait);
 	assert_int_equal(out.topic_count, 1);
 	assert_int_equal(out.topics[0].partition_count, 1);
 	assert_int_equal(wait.needs_sync, out.topics[0].partitions[0].error_code == KAFKA_NONE);
@@ -164,6 +170,7 @@ static void test_produce_is_served_only_once_durable(void **state)
 	struct kafka_fetch_topic ft = {kafka_str("t"), fp, 2};
 	struct kafka_fetch_request rq;
 	memset(&rq, 0, sizeof(rq));
+	rq.replica_id = -1; /* a consumer */
 	rq.max_bytes = 1 << 20;
 	rq.topics = &ft;
 	rq.topic_count = 1;
@@ -322,6 +329,213 @@ static void test_crash_keeps_only_acknowledged(void **state)
 	assert_int_equal(bytes, f->batch_size);
 }
 
+/* An idempotent producer's batch (f->batch with pid, epoch, sequence set). */
+static size_t idem(struct fx *f, uint8_t *out, int64_t pid, int16_t epoch, int32_t seq,
+                   int16_t attributes)
+{
+	memcpy(out, f->batch, f->batch_size);
+	keel_store_be16(out + 21, (uint16_t)attributes);
+	keel_store_be64(out + 43, (uint64_t)pid);
+	keel_store_be16(out + 51, (uint16_t)epoch);
+	keel_store_be32(out + 53, (uint32_t)seq);
+	plog_batch_seal(out, f->batch_size);
+	return f->batch_size;
+}
+
+/* Produce to t-0; *waits says whether the answer waits for a sync (which
+ * runs then). */
+static int16_t produce_idem(struct fx *f, uint8_t *data, size_t size, int64_t *base, bool *waits)
+{
+	struct kafka_produce_response out;
+	struct broker_produce_wait wait;
+	produce_start(f, 0, data, size, &out, &wait);
+	*waits = wait.needs_sync;
+	if (wait.needs_sync) {
+		broker_core_sync(&f->core);
+		broker_core_sync_done(&f->core);
+		broker_produce_finish(&wait, &out);
+	}
+	*base = out.topics[0].partitions[0].base_offset;
+	return out.topics[0].partitions[0].error_code;
+}
+
+static void note_snapshot(void *arg, const char *name)
+{
+	*(bool *)arg |= strcmp(name, "00000000000000000009.snapshot") == 0;
+}
+
+/* Produces one idempotent batch to t-0 and checks the answer (the base
+ * offset and whether it waited for a sync, when it succeeded). */
+static void expect_produce(struct fx *f, int64_t pid, int16_t epoch, int32_t seq, int16_t err,
+                           int64_t want_base, bool want_wait)
+{
+	uint8_t b[4096];
+	size_t n = idem(f, b, pid, epoch, seq, 0);
+	int64_t base;
+	bool waits;
+	assert_int_equal(produce_idem(f, b, n, &base, &waits), err);
+	if (err == KAFKA_NONE) {
+		assert_int_equal(base, want_base);
+		assert_int_equal(waits, want_wait);
+	}
+}
+
+static void test_idempotent_produce(void **state)
+{
+	struct fx *f = *state;
+	uint8_t b[4096];
+	int64_t base;
+	bool waits;
+	expect_produce(f, 5000, 0, 0, KAFKA_NONE, 0, true);
+	/* A retry: the first offset, nothing appended, no sync needed. */
+	expect_produce(f, 5000, 0, 0, KAFKA_NONE, 0, false);
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 0);
+	assert_int_equal(plog_log_end_offset(&p->log), 3);
+	assert_int_equal(f->core.duplicates, 1);
+
+	/* A retry of a batch appended but not yet synced waits for the sync. */
+	size_t nb = idem(f, b, 5000, 0, 3, 0);
+	struct kafka_produce_response out;
+	struct broker_produce_wait wait;
+	produce_start(f, 0, b, nb, &out, &wait);
+	assert_true(wait.needs_sync);
+	expect_produce(f, 5000, 0, 3, KAFKA_NONE, 3, true);
+	assert_int_equal(plog_log_end_offset(&p->log), 6);
+	assert_int_equal(plog_durable_offset(&p->log), 6);
+
+	/* A gap, a newer epoch not at 0, an old epoch. */
+	expect_produce(f, 5000, 0, 9, KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER, -1, false);
+	expect_produce(f, 5000, 1, 6, KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER, -1, false);
+	expect_produce(f, 5000, 1, 0, KAFKA_NONE, 6, true);
+	expect_produce(f, 5000, 0, 6, KAFKA_INVALID_PRODUCER_EPOCH, -1, false);
+	/* Transactional batches and two batches in one partition are refused. */
+	nb = idem(f, b, 6000, 0, 0, PLOG_ATTR_TRANSACTIONAL);
+	assert_int_equal(produce_idem(f, b, nb, &base, &waits), KAFKA_INVALID_TXN_STATE);
+	nb = idem(f, b, 6000, 0, 0, 0);
+	memcpy(b + nb, b, nb);
+	assert_int_equal(produce_idem(f, b, 2 * nb, &base, &waits), KAFKA_INVALID_RECORD);
+	memcpy(b, f->batch, f->batch_size); /* a plain batch, then an idempotent one */
+	assert_int_equal(produce_idem(f, b, 2 * nb, &base, &waits), KAFKA_INVALID_RECORD);
+	assert_int_equal(plog_log_end_offset(&p->log), 9);
+
+	/* A clean close leaves a snapshot; after a crash the state is rebuilt
+	 * from it and the log. */
+	broker_core_close(&f->core);
+	bool found = false;
+	assert_int_equal(wal_vfs_list(&f->vfs, "/data/t-0", note_snapshot, &found), KEEL_OK);
+	assert_true(found);
+	struct wal_vfs_crash crash = {WAL_VFS_CRASH_DROP_UNSYNCED, false};
+	wal_vfs_fault_crash(&f->vfs, &crash);
+	struct broker_image_report rep;
+	core_open(f, &rep);
+	expect_produce(f, 5000, 0, 3, KAFKA_INVALID_PRODUCER_EPOCH, -1, false);
+	expect_produce(f, 5000, 1, 0, KAFKA_NONE, 6, false);
+	expect_produce(f, 5000, 1, 3, KAFKA_NONE, 9, true);
+}
+
+/* Batches a follower copies (as replication will) are seen when it becomes
+ * the leader: the state is rebuilt from the log then. */
+static void test_new_leader_rebuilds_from_the_log(void **state)
+{
+	struct fx *f = *state;
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 1);
+	assert_non_null(p);
+	assert_false(p->leader);
+	uint8_t b[4096];
+	size_t n = idem(f, b, 7000, 0, 0, 0);
+	struct plog_append_info info;
+	assert_int_equal(plog_append_follower(&p->log, b, n, &info), KEEL_OK);
+	assert_int_equal(plog_sync(&p->log, NULL), KEEL_OK);
+
+	struct meta_image img;
+	build_image(&img);
+	static const int32_t isr[] = {2, 1};
+	struct meta_record pc;
+	memset(&pc, 0, sizeof(pc));
+	pc.type = META_REC_PARTITION_CHANGE;
+	tm_topic_id(pc.partition_change.topic_id, 5);
+	pc.partition_change.partition_id = 1;
+	pc.partition_change.partition_epoch = 1;
+	pc.partition_change.fields = META_PC_LEADER | META_PC_ISR;
+	pc.partition_change.leader = NODE;
+	pc.partition_change.leader_epoch = 1;
+	pc.partition_change.isr = isr;
+	pc.partition_change.isr_count = 2;
+	struct meta_apply_result res;
+	assert_int_equal(tm_apply(&img, 2, 1, &pc, 1, &res, NULL), KEEL_OK);
+	assert_int_equal(res.applied, 1);
+	struct broker_image_report rep;
+	broker_core_set_image(&f->core, &img, &rep);
+	meta_image_close(&img);
+	assert_true(p->leader);
+
+	struct kafka_produce_response out;
+	struct broker_produce_wait wait;
+	n = idem(f, b, 7000, 0, 0, 0);
+	produce_start(f, 1, b, n, &out, &wait);
+	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_NONE);
+	assert_int_equal(out.topics[0].partitions[0].base_offset, 0);
+	/* A retry with acks=all is answered as its original would be: once the
+	 * high watermark covers it, which the new leader has not seen yet. */
+	assert_true(wait.needs_sync);
+	n = idem(f, b, 7000, 0, 5, 0);
+	produce_start(f, 1, b, n, &out, &wait);
+	assert_int_equal(out.topics[0].partitions[0].error_code,
+	                 KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER);
+	n = idem(f, b, 7000, 0, 3, 0);
+	produce_start(f, 1, b, n, &out, &wait);
+	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_NONE);
+	assert_int_equal(out.topics[0].partitions[0].base_offset, 3);
+	assert_true(wait.needs_sync);
+	broker_core_sync(&f->core);
+	broker_core_sync_done(&f->core);
+}
+
+static void test_init_producer_id_blocks(void **state)
+{
+	struct fx *f = *state;
+	struct kafka_init_producer_id_request rq = {KAFKA_STR_NULL, 60000, -1, -1};
+	struct kafka_init_producer_id_response out;
+	/* No block yet: the controller must be asked, as broker 1 at epoch 1. */
+	assert_false(broker_init_producer_id(&f->core, &rq, &out));
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 64, 1024);
+	assert_int_equal(broker_producer_ids_request(&f->core, &w), KEEL_OK);
+	struct meta_allocate_producer_ids_request arq;
+	assert_int_equal(
+	        meta_decode_allocate_producer_ids_request(w.data, w.size, &f->arena, &arq, NULL),
+	        KEEL_OK);
+	assert_int_equal(arq.broker_id, NODE);
+	assert_int_equal(arq.broker_epoch, 1);
+	/* The answer installs the block; the ids follow on. */
+	struct meta_allocate_producer_ids_response ars = {META_ERR_NONE, NULL, 7000, 3};
+	keel_wbuf_reset(&w);
+	assert_int_equal(meta_encode_allocate_producer_ids_response(&w, &ars), KEEL_OK);
+	broker_producer_ids_reply(&f->core, w.data, w.size, &f->arena, &out);
+	assert_int_equal(out.error_code, KAFKA_NONE);
+	assert_int_equal(out.producer_id, 7000);
+	assert_int_equal(out.producer_epoch, 0);
+	assert_true(broker_init_producer_id(&f->core, &rq, &out));
+	assert_int_equal(out.producer_id, 7001);
+	assert_true(broker_init_producer_id(&f->core, &rq, &out));
+	assert_int_equal(out.producer_id, 7002);
+	assert_false(broker_init_producer_id(&f->core, &rq, &out));
+	/* No answer, or an error: retriable for the client. */
+	broker_producer_ids_reply(&f->core, NULL, 0, &f->arena, &out);
+	assert_int_equal(out.error_code, KAFKA_COORDINATOR_NOT_AVAILABLE);
+	assert_int_equal(out.producer_id, -1);
+	ars.error = META_ERR_STALE_BROKER_EPOCH;
+	keel_wbuf_reset(&w);
+	assert_int_equal(meta_encode_allocate_producer_ids_response(&w, &ars), KEEL_OK);
+	broker_producer_ids_reply(&f->core, w.data, w.size, &f->arena, &out);
+	assert_int_equal(out.error_code, KAFKA_COORDINATOR_NOT_AVAILABLE);
+	keel_wbuf_free(&w);
+	/* Transactional ids are refused. */
+	rq.transactional_id = kafka_str("tx");
+	assert_true(broker_init_producer_id(&f->core, &rq, &out));
+	assert_int_equal(out.error_code, KAFKA_TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+}
+
 /* OffsetForLeaderEpoch answers from the epoch cache, never past what is
  * durable; a fetch's max_bytes stops after the first batch that exceeds it. */
 static void test_epochs_and_fetch_budget(void **state)
@@ -354,6 +568,7 @@ static void test_epochs_and_fetch_budget(void **state)
 	struct kafka_fetch_topic ft = {kafka_str("t"), &fp, 1};
 	struct kafka_fetch_request frq;
 	memset(&frq, 0, sizeof(frq));
+	frq.replica_id = -1; /* a consumer */
 	frq.max_bytes = 1;
 	frq.topics = &ft;
 	frq.topic_count = 1;
@@ -384,6 +599,105 @@ static void test_image_drops_partitions(void **state)
 	assert_int_equal(fetch(f, 0, 0, -1, &pd, &bytes), KAFKA_UNKNOWN_TOPIC_OR_PARTITION);
 }
 
+/* The test image plus config records (type, name, key, value each). */
+static void set_image_with(struct fx *f, struct meta_record *extra, uint32_t n)
+{
+	struct meta_image img;
+	build_image(&img);
+	struct meta_apply_result res;
+	struct meta_changes ch;
+	meta_changes_init(&ch, 100);
+	assert_int_equal(tm_apply(&img, 2, 1, extra, n, &res, &ch), KEEL_OK);
+	meta_changes_close(&ch);
+	struct broker_image_report rep;
+	broker_core_set_image(&f->core, &img, &rep);
+	meta_image_close(&img);
+}
+
+/* 20 batches (timestamps from 1000 ms, i.e. 1970) into t-0. */
+static void fill_old_segments(struct fx *f)
+{
+	uint8_t copy[4096];
+	int64_t base;
+	for (int i = 0; i < 20; i++) {
+		memcpy(copy, f->batch, f->batch_size);
+		assert_int_equal(produce(f, 0, copy, f->batch_size, &base, true), KAFKA_NONE);
+	}
+}
+
+/* Topic configs reach the log (segment.bytes rolls, retention deletes old
+ * segments); the topic's own value beats the cluster default, and a
+ * compact-only topic is never cut by retention. */
+static void test_retention_follows_the_topic_configs(void **state)
+{
+	struct fx *f = *state;
+	const int64_t now = 1700000000000;
+	struct meta_record cfg[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "segment.bytes", "1024"),
+	        tm_config(META_RESOURCE_BROKER, "", "retention.ms", "60000"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", "-1"),
+	};
+	set_image_with(f, cfg, 3);
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 0);
+	assert_int_equal(p->log.config.segment_bytes, 1024);
+	assert_int_equal(p->log.config.retention_ms, -1);
+	fill_old_segments(f);
+	assert_true(p->log.segment_count >= 3);
+	uint32_t segments = p->log.segment_count;
+	struct broker_retention_report rep;
+	broker_core_retain(&f->core, now, &rep);
+	assert_int_equal(rep.segments, 0); /* the topic keeps forever */
+	assert_int_equal(plog_log_start_offset(&p->log), 0);
+
+	/* Without the topic's own value the cluster default (60 s) applies. */
+	struct meta_record compact[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.ms", NULL),
+	        tm_config(META_RESOURCE_TOPIC, "t", "cleanup.policy", "compact"),
+	};
+	set_image_with(f, cfg, 2);
+	assert_int_equal(p->log.config.retention_ms, 60000);
+	set_image_with(f, compact, 2);
+	broker_core_retain(&f->core, now, &rep);
+	assert_int_equal(rep.segments, 0); /* compact only: retention does not cut */
+
+	struct meta_record del[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "segment.bytes", "1024"),
+	        tm_config(META_RESOURCE_BROKER, "", "retention.ms", "60000"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "cleanup.policy", "compact,delete"),
+	};
+	set_image_with(f, del, 3);
+	broker_core_retain(&f->core, now, &rep);
+	assert_int_equal(rep.segments, segments - 1); /* all but the active one */
+	assert_int_equal(rep.partitions, 1);
+	assert_int_equal(p->log.segment_count, 1);
+	int64_t start = plog_log_start_offset(&p->log);
+	assert_true(start > 0);
+	struct kafka_fetch_partition_data pd;
+	size_t bytes;
+	assert_int_equal(fetch(f, 0, 0, -1, &pd, &bytes), KAFKA_OFFSET_OUT_OF_RANGE);
+	assert_int_equal(fetch(f, 0, start, -1, &pd, &bytes), KAFKA_NONE);
+	assert_true(bytes > 0);
+}
+
+/* retention.bytes keeps the newest segments within the size. */
+static void test_retention_by_bytes(void **state)
+{
+	struct fx *f = *state;
+	struct meta_record cfg[] = {
+	        tm_config(META_RESOURCE_TOPIC, "t", "segment.bytes", "1024"),
+	        tm_config(META_RESOURCE_TOPIC, "t", "retention.bytes", "1100"),
+	};
+	set_image_with(f, cfg, 2);
+	fill_old_segments(f);
+	struct broker_partition *p = broker_core_partition(&f->core, kafka_str("t"), 0);
+	assert_true(plog_size_bytes(&p->log) > 2 * 1100);
+	struct broker_retention_report rep;
+	broker_core_retain(&f->core, 0, &rep);
+	assert_true(rep.segments > 0);
+	assert_true(plog_size_bytes(&p->log) < 1100 + 1024);
+	assert_true(plog_log_start_offset(&p->log) > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +711,13 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_epochs_and_fetch_budget, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_image_drops_partitions, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_retention_follows_the_topic_configs, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_retention_by_bytes, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_idempotent_produce, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_init_producer_id_blocks, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_new_leader_rebuilds_from_the_log, setup,
+	                                        teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,8 @@ static bool kafka_sample_group_request(int16_t api_key, void **body)
 	static struct kafka_offset_commit_partition oc_parts[2];
 	static struct kafka_offset_commit_topic oc_topics[1];
 	static struct kafka_offset_fetch_topic of_topics[1];
+	static struct kafka_offset_delete_partition od_parts[2];
+	static struct kafka_offset_delete_topic od_topics[1];
 	static struct kafka_offset_fetch_group of_groups[2];
 	static struct kafka_str group_names[2];
 	static struct kafka_str states[1];
@@ -105,6 +107,12 @@ static bool kafka_sample_group_request(int16_t api_key, void **body)
 	case KAFKA_API_DELETE_GROUPS:
 		u.body.delete_groups = (struct kafka_delete_groups_request){{group_names, 2}};
 		break;
+	case KAFKA_API_OFFSET_DELETE:
+		od_parts[0] = (struct kafka_offset_delete_partition){3};
+		od_parts[1] = (struct kafka_offset_delete_partition){5};
+		od_topics[0] = (struct kafka_offset_delete_topic){S("orders"), od_parts, 2};
+		u.body.offset_delete = (struct kafka_offset_delete_request){S("group-a"), od_topics, 1};
+		break;
 	case KAFKA_API_INIT_PRODUCER_ID:
 		u.body.init_producer_id =
 		        (struct kafka_init_producer_id_request){S("txn-1"), 60000, 5000, 3};
@@ -139,6 +147,8 @@ static bool kafka_sample_group_response(int16_t api_key, void **body)
 	static struct kafka_described_group dg_groups[2];
 	static struct kafka_listed_group lg_groups[2];
 	static struct kafka_delete_groups_result dl_results[2];
+	static struct kafka_partition_error od_parts[2];
+	static struct kafka_offset_commit_topic_response od_topics[1];
 	static struct kafka_str mechanisms[2];
 	static const uint8_t meta[] = {0, 1, 0, 0, 0, 1, 0, 6, 'o', 'r', 'd', 'e', 'r', 's'};
 	memset(&u, 0, sizeof(u));
@@ -223,6 +233,12 @@ static bool kafka_sample_group_response(int16_t api_key, void **body)
 		        (struct kafka_delete_groups_result){S("group-b"), KAFKA_NON_EMPTY_GROUP};
 		u.delete_groups = (struct kafka_delete_groups_response){20, dl_results, 2};
 		break;
+	case KAFKA_API_OFFSET_DELETE:
+		od_parts[0] = (struct kafka_partition_error){3, KAFKA_NONE};
+		od_parts[1] = (struct kafka_partition_error){5, KAFKA_GROUP_SUBSCRIBED_TO_TOPIC};
+		od_topics[0] = (struct kafka_offset_commit_topic_response){S("orders"), od_parts, 2};
+		u.offset_delete = (struct kafka_offset_delete_response){0, 22, od_topics, 1};
+		break;
 	case KAFKA_API_INIT_PRODUCER_ID:
 		u.init_producer_id = (struct kafka_init_producer_id_response){21, 0, 5001, 4};
 		break;
@@ -269,6 +285,8 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 	static struct kafka_describe_configs_resource dc_res[2];
 	static struct kafka_alterable_config ia_configs[2];
 	static struct kafka_alter_configs_resource ia_res[1];
+	static struct kafka_legacy_config la_configs[2];
+	static struct kafka_legacy_alter_resource la_res[1];
 	memset(&u, 0, sizeof(u));
 	switch (api_key) {
 	case KAFKA_API_API_VERSIONS:
@@ -356,6 +374,13 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 		u.r.body.describe_configs =
 		        (struct kafka_describe_configs_request){dc_res, 2, true, true};
 		break;
+	case KAFKA_API_ALTER_CONFIGS:
+		la_configs[0] = (struct kafka_legacy_config){S("retention.ms"), S("2000")};
+		la_configs[1] = (struct kafka_legacy_config){S("cleanup.policy"), KAFKA_STR_NULL};
+		la_res[0] = (struct kafka_legacy_alter_resource){KAFKA_RESOURCE_TOPIC, S("orders"),
+		                                                 la_configs, 2};
+		u.r.body.alter_configs = (struct kafka_alter_configs_request){la_res, 1, true};
+		break;
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 		ia_configs[0] = (struct kafka_alterable_config){S("retention.ms"), KAFKA_CONFIG_SET,
 		                                                S("1000")};
@@ -369,6 +394,23 @@ static bool kafka_sample_request(int16_t api_key, void **body)
 	case KAFKA_API_DESCRIBE_CLUSTER:
 		u.r.body.describe_cluster = (struct kafka_describe_cluster_request){true, 2};
 		break;
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS: {
+		static struct kafka_reassign_partition ar_parts[2];
+		static struct kafka_reassign_topic ar_topics[1];
+		ar_parts[0] = (struct kafka_reassign_partition){0, {sample_replicas, 3}};
+		ar_parts[1] = (struct kafka_reassign_partition){4, {NULL, -1}}; /* cancel */
+		ar_topics[0] = (struct kafka_reassign_topic){S("orders"), ar_parts, 2};
+		u.r.body.alter_partition_reassignments =
+		        (struct kafka_alter_partition_reassignments_request){30000, ar_topics, 1};
+		break;
+	}
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS: {
+		static struct kafka_list_reassignments_topic lr_topics[1];
+		lr_topics[0] = (struct kafka_list_reassignments_topic){S("orders"), {sample_isr, 2}};
+		u.r.body.list_partition_reassignments =
+		        (struct kafka_list_partition_reassignments_request){30000, lr_topics, 1};
+		break;
+	}
 	default:
 		return kafka_sample_group_request(api_key, body);
 	}
@@ -520,6 +562,11 @@ static bool kafka_sample_response(int16_t api_key, void **body)
 		        0, KAFKA_STR_NULL, KAFKA_RESOURCE_TOPIC, S("orders"), dc_entries, 2};
 		u.describe_configs = (struct kafka_describe_configs_response){1, dc_results, 1};
 		break;
+	case KAFKA_API_ALTER_CONFIGS:
+		ia_results[0] = (struct kafka_alter_configs_resource_response){
+		        KAFKA_INVALID_CONFIG, S("unknown"), KAFKA_RESOURCE_BROKER, S("2")};
+		u.alter_configs = (struct kafka_alter_configs_response){6, ia_results, 1};
+		break;
 	case KAFKA_API_INCREMENTAL_ALTER_CONFIGS:
 		ia_results[0] = (struct kafka_alter_configs_resource_response){
 		        0, KAFKA_STR_NULL, KAFKA_RESOURCE_TOPIC, S("orders")};
@@ -536,6 +583,27 @@ static bool kafka_sample_response(int16_t api_key, void **body)
 		u.describe_cluster = (struct kafka_describe_cluster_response){
 		        0, 0, KAFKA_STR_NULL, 2, S("keel-cluster"), 1, cl_brokers, 2, 0x2f};
 		break;
+	case KAFKA_API_ALTER_PARTITION_REASSIGNMENTS: {
+		static struct kafka_reassign_partition_result arr_parts[2];
+		static struct kafka_reassign_topic_result arr_topics[1];
+		arr_parts[0] = (struct kafka_reassign_partition_result){0, 0, KAFKA_STR_NULL};
+		arr_parts[1] = (struct kafka_reassign_partition_result){
+		        4, KAFKA_NO_REASSIGNMENT_IN_PROGRESS, S("not being reassigned")};
+		arr_topics[0] = (struct kafka_reassign_topic_result){S("orders"), arr_parts, 2};
+		u.alter_partition_reassignments = (struct kafka_alter_partition_reassignments_response){
+		        5, 0, KAFKA_STR_NULL, arr_topics, 1};
+		break;
+	}
+	case KAFKA_API_LIST_PARTITION_REASSIGNMENTS: {
+		static struct kafka_ongoing_partition lrr_parts[1];
+		static struct kafka_ongoing_topic lrr_topics[1];
+		lrr_parts[0] = (struct kafka_ongoing_partition){
+		        2, {sample_replicas, 3}, {sample_replicas + 2, 1}, {sample_replicas, 1}};
+		lrr_topics[0] = (struct kafka_ongoing_topic){S("orders"), lrr_parts, 1};
+		u.list_partition_reassignments = (struct kafka_list_partition_reassignments_response){
+		        6, 0, KAFKA_STR_NULL, lrr_topics, 1};
+		break;
+	}
 	default:
 		return kafka_sample_group_response(api_key, body);
 	}

@@ -644,6 +644,99 @@ static void test_failover_lost_decision_is_made_anew(void **state)
 	h_close(&c);
 }
 
+static struct meta_allocate_producer_ids_response h_alloc_ids(struct h_cluster *c, int32_t id,
+							       int64_t epoch)
+{
+	struct meta_allocate_producer_ids_request rq = {id, epoch};
+	struct meta_allocate_producer_ids_response rs;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_allocate_producer_ids(&c->ctl, c->now, &rq, &rs, &batch),
+			 KEEL_OK);
+	assert_true((rs.error == META_ERR_NONE) == (batch != NULL));
+	h_propose(c, batch, -1, 0, -1);
+	return rs;
+}
+
+/* Producer id blocks: each answer is a fresh range, committed before it is
+ * given; a controller that takes over continues after every committed one,
+ * and one lost with its deposed controller was never given to anyone. */
+static void test_producer_id_blocks_never_repeat(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	int64_t given[16][2];
+	uint32_t n = 0;
+
+	struct meta_allocate_producer_ids_response rs = h_alloc_ids(&c, 1, h_broker(&c, 1)->epoch);
+	assert_int_equal(rs.error, META_ERR_NONE);
+	assert_int_equal(rs.producer_id_len, META_PRODUCER_ID_BLOCK);
+	given[n][0] = rs.producer_id_start;
+	given[n++][1] = rs.producer_id_start + rs.producer_id_len;
+	rs = h_alloc_ids(&c, 2, h_broker(&c, 2)->epoch);
+	given[n][0] = rs.producer_id_start;
+	given[n++][1] = rs.producer_id_start + rs.producer_id_len;
+	assert_true(c.committed.next_producer_id == given[1][1]);
+
+	/* Wrong epoch, unknown broker: refused, nothing written. */
+	uint32_t before = c.applied_batches;
+	assert_int_equal(h_alloc_ids(&c, 1, h_broker(&c, 1)->epoch + 100).error,
+			 META_ERR_STALE_BROKER_EPOCH);
+	assert_int_equal(h_alloc_ids(&c, 9, 1).error, META_ERR_BROKER_ID_NOT_REGISTERED);
+	assert_int_equal(c.applied_batches, before);
+
+	/* An allocation whose record is lost with its controller: its answer was
+	 * never sent (the server answers after the commit). */
+	c.auto_commit = false;
+	rs = h_alloc_ids(&c, 3, h_broker(&c, 3)->epoch);
+	assert_int_equal(rs.error, META_ERR_NONE);
+	assert_int_equal(c.pending_count, 1);
+	h_failover(&c, 0);
+	c.auto_commit = true;
+	h_tick(&c);
+	rs = h_alloc_ids(&c, 3, h_broker(&c, 3)->epoch);
+	given[n][0] = rs.producer_id_start;
+	given[n++][1] = rs.producer_id_start + rs.producer_id_len;
+
+	/* One committed during the failover: given, and the next controller
+	 * continues after it. */
+	c.auto_commit = false;
+	rs = h_alloc_ids(&c, 1, h_broker(&c, 1)->epoch);
+	given[n][0] = rs.producer_id_start;
+	given[n++][1] = rs.producer_id_start + rs.producer_id_len;
+	h_failover(&c, 1);
+	c.auto_commit = true;
+	h_tick(&c);
+	for (int i = 0; i < 3; i++) {
+		rs = h_alloc_ids(&c, 2, h_broker(&c, 2)->epoch);
+		assert_int_equal(rs.error, META_ERR_NONE);
+		given[n][0] = rs.producer_id_start;
+		given[n++][1] = rs.producer_id_start + rs.producer_id_len;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		assert_true(given[i][0] >= 0 && given[i][1] - given[i][0] == META_PRODUCER_ID_BLOCK);
+		assert_true(given[i][1] <= c.committed.next_producer_id);
+		for (uint32_t j = 0; j < i; j++) {
+			assert_true(given[i][1] <= given[j][0] || given[j][1] <= given[i][0]);
+		}
+	}
+
+	/* The mark survives the image snapshot; a record that would move it
+	 * back is ignored. */
+	struct meta_image back;
+	meta_image_init(&back, NULL);
+	assert_int_equal(meta_image_clone(&back, &c.committed), KEEL_OK);
+	assert_true(back.next_producer_id == c.committed.next_producer_id);
+	struct meta_record old = {.type = META_REC_PRODUCER_IDS};
+	old.producer_ids = (struct meta_producer_ids_record){1, h_broker(&c, 1)->epoch, given[0][1]};
+	struct meta_errbuf why;
+	assert_int_equal(meta_image_apply_record(&back, &old, NULL, &why), KEEL_STALE);
+	assert_true(back.next_producer_id == c.committed.next_producer_id);
+	meta_image_close(&back);
+	assert_int_equal(c.ignored_records, 0);
+	h_close(&c);
+}
+
 static void test_registration_rules(void **state)
 {
 	(void)state;
@@ -1204,6 +1297,7 @@ int main(void)
 		cmocka_unit_test(test_failover_same_image_same_decisions),
 		cmocka_unit_test(test_failover_fresh_timeouts_and_nothing_twice),
 		cmocka_unit_test(test_failover_lost_decision_is_made_anew),
+		cmocka_unit_test(test_producer_id_blocks_never_repeat),
 		cmocka_unit_test(test_registration_rules),
 		cmocka_unit_test(test_topic_requests),
 		cmocka_unit_test(test_topic_names_and_ids),

@@ -85,6 +85,23 @@ static void test_partition_change_shows_full_state(void **state)
 	assert_string_equal(fmt_record(buf, sizeof(buf), &o, &img),
 			    "[Topic: sensor-data, Partition: 0, Leader: none, ISR: {Broker-1, "
 			    "Broker-2}] LeaderEpoch: 4, PartitionEpoch: 6, Changed: {Leader}");
+
+	/* A reassignment starts (version 1): the lists are shown. */
+	static const int32_t r213[] = {2, 1, 3}, r3[] = {3}, r1[] = {1};
+	struct meta_record m = tm_change(5, 0, 6);
+	m.version = 1;
+	m.partition_change.fields = META_PC_REPLICAS | META_PC_REASSIGNMENT;
+	m.partition_change.replicas = r213;
+	m.partition_change.replica_count = 3;
+	m.partition_change.adding = r3;
+	m.partition_change.adding_count = 1;
+	m.partition_change.removing = r1;
+	m.partition_change.removing_count = 1;
+	assert_string_equal(fmt_record(buf, sizeof(buf), &m, &img),
+			    "[Topic: sensor-data, Partition: 0, Leader: Broker-1, ISR: {Broker-1, "
+			    "Broker-2}] LeaderEpoch: 3, PartitionEpoch: 6, Changed: {Replicas, "
+			    "Reassignment}, Replicas: {Broker-2, Broker-1, Broker-3}, Adding: "
+			    "{Broker-3}, Removing: {Broker-1}");
 	meta_image_close(&img);
 }
 
@@ -125,6 +142,10 @@ static void test_other_records_readable(void **state)
 	assert_true(strncmp(buf, "RemoveTopic: sensor-data, TopicId: ", 35) == 0);
 	struct meta_record noop = {.type = META_REC_NOOP};
 	assert_string_equal(fmt_record(buf, sizeof(buf), &noop, NULL), "NoOp");
+	struct meta_record ids = {.type = META_REC_PRODUCER_IDS};
+	ids.producer_ids = (struct meta_producer_ids_record){2, 14, 3000};
+	assert_string_equal(fmt_record(buf, sizeof(buf), &ids, NULL),
+			    "ProducerIds: Broker-2, Epoch: 14, NextProducerId: 3000");
 	meta_image_close(&img);
 }
 

@@ -380,11 +380,29 @@ static void test_snapshot_roundtrip_and_hash(void **state)
 	for (size_t cut = 0; cut < size; cut++) {
 		assert_int_not_equal(meta_image_load_from_memory(&back, data, cut, &eb), KEEL_OK);
 	}
-	/* A newer format is UNSUPPORTED. */
-	data[5] = 1;
+	/* A newer format is UNSUPPORTED (this image has no reassignment and no
+	 * producer ids, so it saved as 0). */
+	assert_int_equal(data[5], 0);
+	data[5] = 3;
 	assert_int_equal(meta_image_load_from_memory(&back, data, size, &eb), KEEL_UNSUPPORTED);
 	data[5] = 0;
 	assert_int_equal(meta_image_load_from_memory(&back, data, size, &eb), KEEL_OK);
+
+	/* Producer ids handed out: format 2 carries the next one (and each
+	 * partition's empty reassignment lists); without any, format 0
+	 * (readable by servers that predate both). */
+	assert_int_equal(back.next_producer_id, 0);
+	back.next_producer_id = 3000;
+	size_t size1;
+	uint8_t *data1 = meta_image_save_to_memory(&back, 1 << 20, &size1, &err);
+	assert_non_null(data1);
+	assert_true(size1 > size + 8);
+	assert_int_equal(data1[5], 2);
+	assert_int_equal(meta_image_load_from_memory(&copy, data1, size1, &eb), KEEL_OK);
+	assert_int_equal(copy.next_producer_id, 3000);
+	data1[5] = 0; /* read as format 0: the checksum no longer matches */
+	assert_int_not_equal(meta_image_load_from_memory(&copy, data1, size1, &eb), KEEL_OK);
+	free(data1);
 
 	/* Limits apply on load. */
 	struct meta_image_limits small;

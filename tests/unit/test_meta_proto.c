@@ -295,6 +295,88 @@ static void test_admin_messages(void **state)
 	assert_int_equal(elr_out.results[1].error, META_ERR_ELECTION_NOT_NEEDED);
 	assert_string_equal(meta_api_name(META_API_ELECT_LEADERS), "ElectLeaders");
 	assert_string_equal(meta_error_name(META_ERR_ELECTION_NOT_NEEDED), "ELECTION_NOT_NEEDED");
+
+	struct meta_allocate_producer_ids_request ap = {3, 77}, ap_out;
+	ROUNDTRIP(allocate_producer_ids_request, &ap, &ap_out);
+	assert_int_equal(ap_out.broker_id, 3);
+	assert_true(ap_out.broker_epoch == 77);
+	struct meta_allocate_producer_ids_response apr = {META_ERR_NONE, NULL, 5000, 1000}, apr_out;
+	ROUNDTRIP(allocate_producer_ids_response, &apr, &apr_out);
+	assert_true(apr_out.producer_id_start == 5000);
+	assert_int_equal(apr_out.producer_id_len, 1000);
+	assert_null(apr_out.error_message);
+	assert_string_equal(meta_api_name(META_API_ALLOCATE_PRODUCER_IDS), "AllocateProducerIds");
+	assert_string_equal(meta_api_name((enum meta_api)11), "AlterPartitionReassignments");
+	assert_true(meta_api_known((enum meta_api)11));
+	assert_false(meta_api_known((enum meta_api)META_API_COUNT));
+	assert_true(meta_api_known(META_API_ALLOCATE_PRODUCER_IDS));
+	assert_true(meta_api_known(META_API_BROKER_REGISTRATION));
+}
+
+static void test_reassignment_messages(void **state)
+{
+	(void)state;
+	static const int32_t target[] = {2, 3};
+	struct meta_reassign_partition rp[2] = {{0, false, target, 2}, {4, true, NULL, 0}};
+	struct meta_reassign_topic rt[1] = {{"sensor-data", rp, 2}};
+	struct meta_alter_reassignments_request ar = {rt, 1};
+	struct meta_alter_reassignments_request ar_out;
+	ROUNDTRIP(alter_reassignments_request, &ar, &ar_out);
+	assert_int_equal(ar_out.topic_count, 1);
+	assert_string_equal(ar_out.topics[0].name, "sensor-data");
+	assert_int_equal(ar_out.topics[0].partition_count, 2);
+	assert_false(ar_out.topics[0].partitions[0].cancel);
+	assert_int_equal(ar_out.topics[0].partitions[0].replica_count, 2);
+	assert_int_equal(ar_out.topics[0].partitions[0].replicas[1], 3);
+	assert_true(ar_out.topics[0].partitions[1].cancel);
+	assert_int_equal(ar_out.topics[0].partitions[1].partition_id, 4);
+	assert_int_equal(ar_out.topics[0].partitions[1].replica_count, 0);
+	/* A cancel that carries replicas has no single encoding: refused. */
+	struct keel_wbuf cw;
+	keel_wbuf_init_dynamic(&cw, 64, 4096);
+	struct meta_reassign_topic one = {"t", rp, 1};
+	struct meta_alter_reassignments_request single = {&one, 1};
+	assert_int_equal(meta_encode_alter_reassignments_request(&cw, &single), KEEL_OK);
+	size_t cancel_at = 2 + 4 + 4 + 1 + 4 + 4; /* version, topics, "t", partitions, id */
+	assert_int_equal(cw.data[cancel_at], 0);
+	cw.data[cancel_at] = 1;
+	assert_int_equal(meta_decode_alter_reassignments_request(cw.data, cw.size, &arena, &ar_out,
+								 NULL),
+			 KEEL_CORRUPT);
+	keel_wbuf_free(&cw);
+	struct meta_elect_partition_result res[2] = {
+		{"sensor-data", 0, META_ERR_NONE, NULL},
+		{"sensor-data", 4, META_ERR_NO_REASSIGNMENT_IN_PROGRESS, "not being reassigned"}};
+	struct meta_alter_reassignments_response arr = {META_ERR_NONE, NULL, res, 2};
+	struct meta_alter_reassignments_response arr_out;
+	ROUNDTRIP(alter_reassignments_response, &arr, &arr_out);
+	assert_int_equal(arr_out.result_count, 2);
+	assert_int_equal(arr_out.results[1].error, META_ERR_NO_REASSIGNMENT_IN_PROGRESS);
+	assert_string_equal(arr_out.results[1].error_message, "not being reassigned");
+
+	static const int32_t parts[] = {0, 7};
+	struct meta_elect_topic tp[1] = {{"sensor-data", parts, 2}};
+	struct meta_list_reassignments_request lr = {tp, 1};
+	struct meta_list_reassignments_request lr_out;
+	ROUNDTRIP(list_reassignments_request, &lr, &lr_out);
+	assert_int_equal(lr_out.topics[0].partition_count, 2);
+	assert_int_equal(lr_out.topics[0].partitions[1], 7);
+	static const int32_t replicas[] = {2, 3, 1}, adding[] = {3}, removing[] = {1};
+	struct meta_ongoing_reassignment on[1] = {
+		{"sensor-data", 0, replicas, 3, adding, 1, removing, 1}};
+	struct meta_list_reassignments_response lrr = {META_ERR_NONE, NULL, on, 1};
+	struct meta_list_reassignments_response lrr_out;
+	ROUNDTRIP(list_reassignments_response, &lrr, &lrr_out);
+	assert_int_equal(lrr_out.reassignment_count, 1);
+	assert_int_equal(lrr_out.reassignments[0].replica_count, 3);
+	assert_int_equal(lrr_out.reassignments[0].adding[0], 3);
+	assert_int_equal(lrr_out.reassignments[0].removing[0], 1);
+	assert_string_equal(meta_api_name(META_API_ALTER_PARTITION_REASSIGNMENTS),
+			    "AlterPartitionReassignments");
+	assert_string_equal(meta_api_name(META_API_LIST_PARTITION_REASSIGNMENTS),
+			    "ListPartitionReassignments");
+	assert_string_equal(meta_api_name((enum meta_api)13), "AllocateProducerIds");
+	assert_true(meta_api_needs_controller(META_API_LIST_PARTITION_REASSIGNMENTS));
 }
 
 static void test_hostile_counts(void **state)
@@ -330,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_describe_from_image),
 		cmocka_unit_test(test_admin_messages),
 		cmocka_unit_test(test_hostile_counts),
+		cmocka_unit_test(test_reassignment_messages),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	keel_arena_close(&arena);

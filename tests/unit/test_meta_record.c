@@ -13,6 +13,8 @@
 
 static const int32_t replicas3[] = {1, 2, 3};
 static const int32_t isr2[] = {1, 2};
+static const int32_t adding1[] = {3};
+static const int32_t removing1[] = {1};
 static const struct meta_endpoint endpoints[] = {
 	{"PLAINTEXT", "10.0.0.1", 9092, META_SEC_PLAINTEXT},
 	{"SSL", "broker-1.example", 9093, META_SEC_SSL},
@@ -71,7 +73,12 @@ static uint32_t sample_records(struct meta_record *r)
 	r[n].partition.leader_recovery_state = META_RECOVERING;
 	n++;
 
-	r[n].type = META_REC_PARTITION_CHANGE; /* every field */
+	r[n].type = META_REC_PARTITION_CHANGE; /* every field (a reassignment: version 1) */
+	r[n].version = 1;
+	r[n].partition_change.adding = adding1;
+	r[n].partition_change.adding_count = 1;
+	r[n].partition_change.removing = removing1;
+	r[n].partition_change.removing_count = 1;
 	memset(r[n].partition_change.topic_id, 0x11, 16);
 	r[n].partition_change.partition_id = 5;
 	r[n].partition_change.partition_epoch = 10;
@@ -106,7 +113,26 @@ static uint32_t sample_records(struct meta_record *r)
 	r[n].config = (struct meta_config_record){META_RESOURCE_BROKER, "", "retention.ms", NULL};
 	n++;
 
+	r[n].type = META_REC_PRODUCER_IDS;
+	r[n].producer_ids = (struct meta_producer_ids_record){2, 21, 3000};
+	n++;
+
 	r[n].type = META_REC_NOOP;
+	n++;
+
+	r[n].type = META_REC_PARTITION; /* version 1: being reassigned */
+	r[n].version = 1;
+	memset(r[n].partition.topic_id, 0x11, 16);
+	r[n].partition.partition_id = 6;
+	r[n].partition.replicas = replicas3;
+	r[n].partition.replica_count = 3;
+	r[n].partition.isr = isr2;
+	r[n].partition.isr_count = 2;
+	r[n].partition.leader = 2;
+	r[n].partition.adding = adding1;
+	r[n].partition.adding_count = 1;
+	r[n].partition.removing = removing1;
+	r[n].partition.removing_count = 1;
 	n++;
 	return n;
 }
@@ -165,7 +191,29 @@ static void test_batch_roundtrip_every_type(void **state)
 	assert_int_equal(pc->isr_count, 0);
 	assert_int_equal(pc->leader, META_NO_LEADER);
 	assert_null(out.records[12].config.value);
+	/* Version 1: the reassignment lists come back. */
+	const struct meta_partition_change_record *full = &out.records[8].partition_change;
+	assert_int_equal(out.records[8].version, 1);
+	assert_int_equal(full->fields, META_PC_ALL);
+	assert_int_equal(full->adding_count, 1);
+	assert_int_equal(full->adding[0], 3);
+	assert_int_equal(full->removing_count, 1);
+	assert_int_equal(full->removing[0], 1);
+	const struct meta_partition_record *p1 = &out.records[15].partition;
+	assert_int_equal(out.records[15].version, 1);
+	assert_int_equal(p1->adding_count, 1);
+	assert_int_equal(p1->adding[0], 3);
+	assert_int_equal(p1->removing_count, 1);
+	assert_int_equal(p1->removing[0], 1);
+	/* Version 0 partitions decode with no reassignment. */
+	assert_int_equal(out.records[7].version, 0);
+	assert_int_equal(out.records[7].partition.adding_count, 0);
+	assert_int_equal(out.records[7].partition.removing_count, 0);
 	assert_string_equal(out.records[11].config.value, "true");
+	const struct meta_producer_ids_record *pi = &out.records[13].producer_ids;
+	assert_int_equal(pi->broker_id, 2);
+	assert_int_equal(pi->broker_epoch, 21);
+	assert_int_equal(pi->next_producer_id, 3000);
 
 	/* Byte-exact: re-encoding what was decoded gives the same bytes. */
 	size_t size2;
@@ -353,6 +401,52 @@ static void test_encode_refuses_what_decode_would_refuse(void **state)
 
 	rec.type = 250;
 	assert_int_equal(meta_record_encode(&rec, &w), KEEL_INVAL);
+
+	/* A reassignment needs version 1, its lists inside the replicas and
+	 * disjoint. */
+	static const int32_t reps[] = {1, 2, 3};
+	static const int32_t three[] = {3};
+	static const int32_t four[] = {4};
+	memset(&rec, 0, sizeof(rec));
+	rec.type = META_REC_PARTITION_CHANGE;
+	rec.partition_change.fields = META_PC_REASSIGNMENT;
+	rec.partition_change.adding = three;
+	rec.partition_change.adding_count = 1;
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_INVAL); /* version 0 */
+	rec.version = 1;
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_OK);
+	rec.partition_change.removing = three; /* both adding and removing */
+	rec.partition_change.removing_count = 1;
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_INVAL);
+	memset(&rec, 0, sizeof(rec));
+	rec.type = META_REC_PARTITION;
+	rec.version = 1;
+	rec.partition.replicas = reps;
+	rec.partition.replica_count = 3;
+	rec.partition.adding = four; /* not a replica */
+	rec.partition.adding_count = 1;
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_INVAL);
+	rec.partition.adding = three;
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_OK);
+	rec.version = 0; /* version 0 cannot carry it */
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_INVAL);
+
+	/* A version-0 PartitionChange with the reassignment bit does not decode. */
+	keel_wbuf_reset(&w);
+	memset(&rec, 0, sizeof(rec));
+	rec.type = META_REC_PARTITION_CHANGE;
+	rec.version = 1;
+	rec.partition_change.fields = META_PC_REASSIGNMENT;
+	assert_int_equal(meta_record_encode(&rec, &w), KEEL_OK);
+	w.data[3] = 0; /* the version field, low byte */
+	struct keel_arena arena;
+	keel_arena_init(&arena, 1024);
+	struct meta_dec d;
+	meta_dec_init(&d, w.data, w.size, &arena, NULL);
+	struct meta_record back;
+	assert_int_equal(meta_record_decode(&d, &back), KEEL_CORRUPT);
+	keel_arena_close(&arena);
+	keel_wbuf_reset(&w);
 
 	/* A full writer reports TOOBIG. */
 	uint8_t small[10];

@@ -1,0 +1,225 @@
+"""Broker nemeses: the Nemesis (nemesis.py) with faults of `keel broker`
+processes and of the links between them. The partition's leader and
+followers are read from `keel topics describe` at the time of the fault.
+
+  bkill-leader    kill -9 the leader broker of a random partition, restart
+                  it after the hold
+  bkill-follower  kill -9 a follower: a broker that leads no partition of
+                  the topic, else (only in runs that also kill leaders)
+                  a follower of a random partition that leads another
+  bkill-all       kill -9 every broker at once, restart them all
+  bpause          SIGSTOP a broker (the leader of a partition half of the
+                  time), SIGCONT after the hold
+  bpause-follower SIGSTOP a follower (chosen as for bkill-follower)
+  bcut            cut a follower of a partition off from that partition's
+                  leader on the Kafka port (kproxy.py: "drop" or "hold", both
+                  directions); clients still reach both
+  ctrl+leader     kill -9 the Raft leader server (the active controller) and
+                  the leader broker of a partition at the same time
+  ctrl+follower   kill -9 the Raft leader server and a follower (chosen as
+                  for bkill-follower) at the same time
+
+Mixes: "kafka" is every kind above; "kafka-safe" only those that leave
+every partition's leader alone (bkill-follower, bpause-follower, bcut,
+ctrl+follower): with no replication, a leader's log is the only copy, and
+these are the faults that must lose nothing even then.
+"""
+import signal
+
+import nemesis as nem
+
+KAFKA = ["bkill-leader", "bkill-follower", "bkill-all", "bpause", "bpause-follower", "bcut",
+         "ctrl+leader", "ctrl+follower"]
+# The server-only nemesis, so that the runner imports one module for both.
+Nemesis = nem.Nemesis
+
+LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader"]
+KAFKA_SAFE = ["bkill-follower", "bpause-follower", "bcut", "ctrl+follower"]
+
+
+def parse_kinds(spec):
+    """A comma list of server kinds, broker kinds and mixes (default, all,
+    none, kafka, kafka-safe)."""
+    kinds = []
+    for tok in [t.strip() for t in spec.split(",") if t.strip()]:
+        if tok == "kafka":
+            add = KAFKA
+        elif tok == "kafka-safe":
+            add = KAFKA_SAFE
+        elif tok in KAFKA:
+            add = [tok]
+        else:
+            add = nem.parse_kinds(tok)
+        kinds += [k for k in add if k not in kinds]
+    return kinds
+
+
+def has_broker_kinds(kinds):
+    return any(k in KAFKA for k in kinds)
+
+
+class KafkaNemesis(nem.Nemesis):
+    def __init__(self, cluster, brokers, topic, *args, **kw):
+        super().__init__(cluster, *args, **kw)
+        self.brokers = brokers
+        self.topic = topic
+        # A run whose kinds never touch a leader (kafka-safe) must not
+        # touch one by way of a "follower" that leads another partition.
+        self.leader_safe = not any(k in self.kinds for k in LEADER_KINDS)
+
+    def run_kind(self, kind):
+        getattr(self, "do_" + kind.replace("-", "_").replace("+", "_"))()
+
+    # ---- who leads ----
+
+    def layout(self):
+        parts = self.brokers.describe(self.topic)
+        if not parts:
+            raise RuntimeError("topics describe %s failed" % self.topic)
+        return parts
+
+    def leaders(self):
+        return sorted({p["leader"] for p in self.layout().values() if p["leader"] >= 0})
+
+    def followers(self):
+        """Brokers that lead no partition; if there are none and the run
+        kills leaders anyway, the followers of a random partition."""
+        parts = self.layout()
+        leaders = {p["leader"] for p in parts.values()}
+        cand = [b for b in sorted(self.brokers.brokers) if b not in leaders]
+        if cand or self.leader_safe:
+            return cand
+        p = parts[self.rng.choice(sorted(parts))]
+        return [b for b in p["replicas"] if b != p["leader"]]
+
+    def raft_leader(self):
+        ls = self.cluster.leaders()
+        return ls[0].id if len(ls) == 1 else None
+
+    # ---- kinds ----
+
+    def _kill_restart(self, kind, bids, **info):
+        self.record(kind, "start", brokers=bids, **info)
+        for b in bids:
+            self.brokers.brokers[b].kill()
+        self.sleep(self.hold_time())
+        for b in bids:
+            self.brokers.brokers[b].start()
+        self.record(kind, "end", brokers=bids)
+
+    def do_bkill_leader(self):
+        leaders = self.leaders()
+        if not leaders:
+            self.record("bkill-leader", "skip", reason="no partition has a leader")
+            return
+        self._kill_restart("bkill-leader", [self.rng.choice(leaders)])
+
+    def do_bkill_follower(self):
+        cand = self.followers()
+        if not cand:
+            self.record("bkill-follower", "skip", reason="every broker leads a partition")
+            return
+        self._kill_restart("bkill-follower", [self.rng.choice(cand)])
+
+    def do_bkill_all(self):
+        bs = self.brokers.brokers
+        self.record("bkill-all", "start")
+        for b in bs.values():
+            if b.alive():
+                b.proc.send_signal(signal.SIGKILL)
+        for b in bs.values():
+            b.kill()
+        self.sleep(self.rng.uniform(0.5, 3.0))
+        for b in bs.values():
+            b.start()
+        self.record("bkill-all", "end")
+
+    def _pause(self, kind, bid, why):
+        b = self.brokers.brokers[bid]
+        if not b.alive():
+            b.start()
+        self.record(kind, "start", broker=bid, target=why)
+        b.pause()
+        self.sleep(self.hold_time())
+        b.resume()
+        self.record(kind, "end", broker=bid)
+
+    def do_bpause(self):
+        leaders = self.leaders()
+        if leaders and self.rng.random() < 0.5:
+            self._pause("bpause", self.rng.choice(leaders), "leader")
+        else:
+            self._pause("bpause", self.rng.choice(sorted(self.brokers.brokers)), "random")
+
+    def do_bpause_follower(self):
+        cand = self.followers()
+        if not cand:
+            self.record("bpause-follower", "skip", reason="every broker leads a partition")
+            return
+        self._pause("bpause-follower", self.rng.choice(cand), "follower")
+
+    def do_bcut(self):
+        parts = self.layout()
+        choices = [(p, d["leader"], f) for p, d in sorted(parts.items()) if d["leader"] >= 0
+                   for f in d["replicas"] if f != d["leader"]]
+        if not choices:
+            self.record("bcut", "skip", reason="no partition with a leader and a follower")
+            return
+        p, leader, follower = self.rng.choice(choices)
+        mode = self.rng.choice(["drop", "hold"])
+        self.record("bcut", "start", partition=p, leader=leader, follower=follower, mode=mode)
+        self.brokers.partition({(leader, follower): mode, (follower, leader): mode})
+        self.sleep(self.hold_time())
+        self.brokers.partition({})
+        self.record("bcut", "end", leader=leader, follower=follower)
+
+    def _ctrl_and(self, kind, bids):
+        sid = self.raft_leader()
+        if sid is None or not bids:
+            self.record(kind, "skip", reason="no raft leader" if sid is None else
+                        "no broker to kill")
+            return
+        bid = self.rng.choice(bids)
+        srv = self.cluster.servers[sid]
+        b = self.brokers.brokers[bid]
+        self.record(kind, "start", server=sid, broker=bid)
+        srv.proc.send_signal(signal.SIGKILL)
+        if b.alive():
+            b.proc.send_signal(signal.SIGKILL)
+        srv.kill()
+        b.kill()
+        self.sleep(self.hold_time())
+        srv.start()
+        b.start()
+        self.record(kind, "end", server=sid, broker=bid)
+
+    def do_ctrl_leader(self):
+        self._ctrl_and("ctrl+leader", self.leaders())
+
+    def do_ctrl_follower(self):
+        self._ctrl_and("ctrl+follower", self.followers())
+
+    # ---- crashes and healing ----
+
+    def check_crashes(self):
+        super().check_crashes()
+        for b in self.brokers.brokers.values():
+            if b.proc is None or b.proc.poll() is None:
+                continue
+            tail = b.log().splitlines()[-5:]
+            self.failures.append("broker %d exited by itself with status %s; last log "
+                                 "lines: %s" % (b.id, b.proc.returncode, tail))
+            self.record("crash", "seen", broker=b.id, rc=b.proc.returncode)
+            b.start()
+
+    def heal(self):
+        super().heal()
+        try:
+            self.brokers.partition({})
+        except Exception as e:  # noqa: BLE001
+            self.failures.append("heal broker partition: %r" % e)
+        for b in self.brokers.brokers.values():
+            if b.alive() and b.paused:
+                b.resume()
+            if not b.alive():
+                b.start()

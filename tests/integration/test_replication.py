@@ -1,0 +1,360 @@
+"""Broker replication (docs/brokers.md "Replication"): 3 servers and 3
+brokers as real processes. Followers fetch from leaders, acks=all waits for
+the ISR, the ISR follows real lag, nothing acknowledged is lost when the
+leader is killed, and the logs agree below the high watermark.
+
+One cluster serves the whole module; each test uses its own topic.
+"""
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from harness import Cluster, free_ports
+from test_controller import (BROKER_ARGS, KEEL, SERVER_ARGS, Broker, keel, wait_active,
+                             wait_partitions)
+from test_kafka_clients import (connect, kafka_python_batch, produce_error, produce_v3,
+                                read_frame, wait_brokers_see)
+
+LAG_MS = 2000
+SESSION_MS = 8000  # brokers are fenced well after a lagging follower leaves the ISR
+RSERVER_ARGS = [a if a != "3000" else str(SESSION_MS) for a in SERVER_ARGS]
+assert RSERVER_ARGS != SERVER_ARGS
+
+
+class MetricsBroker(Broker):
+    """A broker that also serves /metrics (--metrics-port)."""
+
+    def __init__(self, cluster, bid):
+        super().__init__(cluster, bid)
+        self.metrics_port = free_ports(1)[0]
+
+    def start(self):
+        args = [KEEL, "broker", "--id", str(self.id), "--servers", self.cluster.connect_string(),
+                "--data-dir", self.data_dir, "--port", str(self.port),
+                "--metrics-port", str(self.metrics_port)] + BROKER_ARGS + \
+            self.cluster.cli_auth()
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+        log.close()
+
+    def metrics(self):
+        """{name or name{labels}: value} from /metrics."""
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        out = {}
+        for ln in text.splitlines():
+            if ln and not ln.startswith("#"):
+                k, v = ln.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+
+@pytest.fixture(scope="module")
+def rc():
+    """(cluster, {id: Broker}, bootstrap) with 3 active brokers and
+    replica.lag.time.max.ms set low."""
+    c = Cluster(3, server_args=RSERVER_ARGS)
+    brokers = {i: MetricsBroker(c, i) for i in (1, 2, 3)}
+    ok = False
+    try:
+        c.start()
+        c.wait_leader()
+        rc_, out, err = keel("configs", "alter", "--cluster", "--add-config",
+                             "replica.lag.time.max.ms=%d" % LAG_MS,
+                             "--servers", c.connect_string())
+        assert rc_ == 0, (out, err)
+        for b in brokers.values():
+            b.start()
+        wait_active(c, (1, 2, 3))
+        c.kafka_brokers = brokers
+        ok = True
+        yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
+    finally:
+        reports = []
+        for b in brokers.values():
+            if b.alive():
+                b.proc.send_signal(signal.SIGCONT)
+            b.kill()
+            if not ok:
+                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
+            # A sanitizer build (KEEL=build-debug/keel) reports here.
+            reports += [ln for ln in b.log().splitlines()
+                        if "AddressSanitizer" in ln or "runtime error:" in ln]
+        c.cleanup()
+    assert not reports, reports[:5]
+
+
+def create(c, name, rf=3, min_isr=2):
+    rc_, out, err = keel("topics", "create", name, "--partitions", "1", "--replication-factor",
+                         str(rf), "--config", "min.insync.replicas=%d" % min_isr,
+                         "--servers", c.connect_string())
+    assert rc_ == 0, (out, err)
+    parts = wait_partitions(c, name, lambda p: p.get(0, {}).get("leader", -1) >= 0, 15,
+                            name + " led")
+    wait_brokers_see(c, c.kafka_brokers, name, parts)
+    return parts
+
+
+def describe(c, topic):
+    rc_, out, err = keel("topics", "describe", topic, "--servers", c.connect_string())
+    assert rc_ == 0, err
+    m = re.search(r"Partition: 0\tLeader: (\d+)", out)
+    return {"leader": int(m.group(1))}
+
+
+def produce_all(boot, topic, values, timeout=60):
+    """acks=all; returns {value: offset} of the acknowledged ones."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": boot, "acks": "all", "linger.ms": 5,
+                  "message.timeout.ms": timeout * 1000, "retry.backoff.ms": 100,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    acked = {}
+
+    def done(err, msg):
+        if err is None:
+            acked[msg.value()] = msg.offset()
+    for v in values:
+        p.produce(topic, value=v, on_delivery=done)
+        p.poll(0)
+    p.flush(timeout + 10)
+    return acked
+
+
+def consume_all(boot, topic, want, timeout=60):
+    """Every record from the leader: [(offset, value)]."""
+    from confluent_kafka import Consumer, TopicPartition
+    cons = Consumer({"bootstrap.servers": boot, "group.id": "g", "enable.auto.commit": False,
+                     "topic.metadata.refresh.interval.ms": 1000})
+    cons.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.time() + timeout
+    try:
+        while len(out) < want and time.time() < deadline:
+            m = cons.poll(1.0)
+            if m is not None and m.error() is None:
+                out.append((m.offset(), m.value()))
+    finally:
+        cons.close()
+    return out
+
+
+def log_batches(broker, topic):
+    """[(offsets, position, size, records, epoch, timestamps)] of every
+    batch, from `keel dump-log` of a broker's partition directory (None
+    while a write is under way)."""
+    rc_, out, err = keel("dump-log", "%s/%s-0" % (broker.data_dir, topic))
+    if rc_ != 0:
+        return None
+    rows = []
+    for line in out.splitlines():
+        m = re.search(r"offset (\d+)\.\.(\d+) position (\d+) size (\d+) records (\d+) "
+                      r"epoch (\d+) codec \S+ crc ok timestamps (\S+)", line)
+        if m:
+            rows.append(m.groups())
+    return rows
+
+
+def test_acks_all_is_on_every_isr_member_and_logs_agree(rc):
+    c, brokers, boot = rc
+    create(c, "rep-a")
+    values = [b"a%d" % i for i in range(300)]
+    acked = produce_all(boot, "rep-a", values)
+    assert len(acked) == 300
+    # Every replica's log holds the same batches at the same offsets, with
+    # the same epochs and CRCs, once the followers have fetched.
+    def same():
+        logs = [log_batches(b, "rep-a") for b in brokers.values()]
+        if None in logs:
+            return None
+        total = sum(int(r[1]) - int(r[0]) + 1 for r in logs[0])
+        return logs if total == 300 and logs[0] == logs[1] == logs[2] else None
+    logs = c.wait(same, timeout=20, what="three logs agree")
+    assert logs[0][0][0] == "0"
+    lead = brokers[describe(c, "rep-a")["leader"]]
+    m = lead.metrics()
+    assert m["kafka_network_requestmetrics_requests_produce_total"] >= 1
+    assert m["kafka_network_requestmetrics_requests_fetchfollower_total"] >= 2
+    assert m["kafka_network_requestmetrics_totaltimems_produce_seconds_count"] >= 1
+
+    def lags():
+        return [v for k, v in lead.metrics().items()
+                if k.startswith('kafka_server_fetcherlagmetrics_consumerlag{topic="rep-a"')]
+    assert len(lags()) == 2
+    # Both followers reach the log end (their next fetch reports it).
+    c.wait(lambda: lags() == [0, 0], timeout=10, what="follower lag 0")
+    # Each leader serves the same records at the same offsets: move the
+    # leadership with controlled shutdowns and read from whoever leads.
+    want = sorted((o, v) for v, o in acked.items())
+    assert consume_all(boot, "rep-a", 300) == want
+    served = {describe(c, "rep-a")["leader"]}
+    for _ in range(3):
+        if len(served) == 3:
+            break
+        lead = describe(c, "rep-a")["leader"]
+        assert brokers[lead].terminate(30) == 0
+        try:
+            parts = wait_partitions(c, "rep-a", lambda p: p[0]["leader"] not in (-1, lead), 20,
+                                    "leadership moved off broker %d" % lead)
+            new = parts[0]["leader"]
+            others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != lead)
+            assert consume_all(others, "rep-a", 300) == want, "broker %d serves otherwise" % new
+            served.add(new)
+        finally:
+            brokers[lead].start()
+            wait_active(c, (1, 2, 3), timeout=30)
+            wait_partitions(c, "rep-a", lambda p: len(p[0]["isr"]) == 3, 30, "ISR full again")
+    assert len(served) >= 2, served
+
+
+def test_kill_leader_mid_stream_loses_nothing_acknowledged(rc):
+    c, brokers, boot = rc
+    parts = create(c, "rep-k")
+    old = parts[0]["leader"]
+    import threading
+    acked = {}
+    values = [b"k%d" % i for i in range(3000)]
+    t = threading.Thread(target=lambda: acked.update(produce_all(boot, "rep-k", values, 90)))
+    t.start()
+    time.sleep(1.0)
+    brokers[old].kill()
+    try:
+        t.join(120)
+        assert not t.is_alive()
+        assert len(acked) > 0
+        parts = wait_partitions(c, "rep-k", lambda p: p[0]["leader"] not in (-1, old),
+                                SESSION_MS / 1000 + 20, "leader moved off broker %d" % old)
+        others = ",".join("127.0.0.1:%d" % b.port for i, b in brokers.items() if i != old)
+        hi = max(acked.values()) + 1
+        got = dict((v, o) for o, v in consume_all(others, "rep-k", hi, 90))
+        lost = [v for v in acked if got.get(v) != acked[v]]
+        assert not lost, "acknowledged records lost or moved: %r" % lost[:10]
+    finally:
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)
+    # The old leader rejoins as a follower: it truncates what it had beyond
+    # the new leader's log (by leader epoch) and catches up to the same log.
+    wait_partitions(c, "rep-k", lambda p: sorted(p[0]["isr"]) == [1, 2, 3], 60,
+                    "old leader back in the ISR")
+
+    def same():
+        logs = [log_batches(b, "rep-k") for b in brokers.values()]
+        return logs if None not in logs and logs[0] == logs[1] == logs[2] else None
+    c.wait(same, timeout=30, what="three logs agree after the rejoin")
+
+
+def test_former_leader_truncates_its_unreplicated_suffix_by_epoch(rc):
+    """The followers are stopped while the leader takes three acks=1
+    batches: only the first reaches them (it answers the fetch they had
+    waiting). The leader dies; a follower is elected with the first batch
+    only; the old leader comes back as a follower, asks OffsetForLeaderEpoch
+    for its last epoch and cuts the two batches nobody else has — then holds
+    the same log as the others, new batches included."""
+    c, brokers, boot = rc
+    parts = create(c, "rep-x", min_isr=1)
+    old = parts[0]["leader"]
+    followers = [r for r in parts[0]["replicas"] if r != old]
+    wait_partitions(c, "rep-x", lambda p: len(p[0]["isr"]) == 3, 20, "full ISR")
+    acked = produce_all(boot, "rep-x", [b"base%d" % i for i in range(5)])
+    assert len(acked) == 5
+    for f in followers:
+        brokers[f].proc.send_signal(signal.SIGSTOP)
+    try:
+        s = connect(brokers[old].port)
+        for i in range(3):  # well inside replica.lag.time.max.ms
+            s.sendall(produce_v3("rep-x", 0, kafka_python_batch(b"only-old-%d" % i), acks=1,
+                                 corr=10 + i))
+            assert produce_error(read_frame(s)) == 0
+        s.close()
+        before = log_batches(brokers[old], "rep-x")
+        brokers[old].kill()
+    finally:
+        for f in followers:
+            brokers[f].proc.send_signal(signal.SIGCONT)
+    assert before is not None and len(before) >= 4  # the base batch(es) + 3
+    parts = wait_partitions(c, "rep-x", lambda p: p[0]["leader"] in followers,
+                            SESSION_MS / 1000 + 20, "a follower leads")
+    new = parts[0]["leader"]
+    try:
+        acked = produce_all(boot, "rep-x", [b"after%d" % i for i in range(5)])
+        assert len(acked) == 5
+    finally:
+        brokers[old].start()
+        wait_active(c, (1, 2, 3), timeout=30)
+    wait_partitions(c, "rep-x", lambda p: len(p[0]["isr"]) == 3, 60, "old leader back in sync")
+
+    def same():
+        logs = [log_batches(b, "rep-x") for b in brokers.values()]
+        return logs if None not in logs and logs[0] == logs[1] == logs[2] else None
+    logs = c.wait(same, timeout=30, what="three logs agree")
+    assert before[-1] not in logs[0] and before[-2] not in logs[0]
+    assert "truncated 1 partition log(s)" in brokers[old].log()
+    got = [v for _, v in consume_all(boot, "rep-x", 100, timeout=20)]
+    assert b"only-old-2" not in got and b"only-old-1" not in got
+    assert got[-5:] == [b"after%d" % i for i in range(5)]
+    assert new in followers
+
+
+def test_isr_shrinks_on_lag_and_grows_back(rc):
+    c, brokers, boot = rc
+    parts = create(c, "rep-s")
+    lead = parts[0]["leader"]
+    follower = [r for r in parts[0]["replicas"] if r != lead][0]
+    wait_partitions(c, "rep-s", lambda p: len(p[0]["isr"]) == 3, 20, "full ISR")
+    brokers[follower].proc.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        produce_all(boot, "rep-s", [b"s%d" % i for i in range(50)], 30)
+        wait_partitions(c, "rep-s", lambda p: follower not in p[0]["isr"], 15,
+                        "ISR shrinks without broker %d" % follower)
+        # By lag (replica.lag.time.max.ms), not by fencing: the broker's
+        # session has not expired yet, it is still registered and unfenced.
+        assert time.time() - t0 < SESSION_MS / 1000 - 1, time.time() - t0
+        assert "ISR change" in brokers[lead].log()
+        m = brokers[lead].metrics()
+        assert m["kafka_server_replicamanager_isrshrinks_total"] >= 1
+        c.wait(lambda: brokers[lead].metrics()[
+            "kafka_server_replicamanager_underreplicatedpartitions"] >= 1, timeout=10,
+            what="leader reports an under-replicated partition")
+    finally:
+        brokers[follower].proc.send_signal(signal.SIGCONT)
+    wait_partitions(c, "rep-s", lambda p: follower in p[0]["isr"], 30,
+                    "ISR grows back with broker %d" % follower)
+    assert brokers[lead].metrics()["kafka_server_replicamanager_isrexpands_total"] >= 1
+
+
+def test_acks_all_below_min_insync_is_refused(rc):
+    c, brokers, boot = rc
+    parts = create(c, "rep-m", rf=2, min_isr=3)
+    lead = brokers[parts[0]["leader"]]
+    s = connect(lead.port)
+    s.sendall(produce_v3("rep-m", 0, kafka_python_batch(b"x"), acks=-1))
+    assert produce_error(read_frame(s)) == 19  # NOT_ENOUGH_REPLICAS
+    s.sendall(produce_v3("rep-m", 0, kafka_python_batch(b"y"), acks=1, corr=8))
+    assert produce_error(read_frame(s)) == 0  # acks=1 does not need the ISR
+    s.close()
+
+
+def test_controlled_shutdown_of_a_follower_and_leader_logs_totals(rc):
+    """SIGTERM: leaderships move, the fetchers and /metrics close, the
+    broker exits 0 and logs its replication totals (a sanitizer build also
+    checks for leaks here)."""
+    c, brokers, boot = rc
+    parts = create(c, "rep-t")
+    produce_all(boot, "rep-t", [b"t%d" % i for i in range(20)])
+    lead = parts[0]["leader"]
+    assert brokers[lead].terminate(30) == 0
+    try:
+        log = brokers[lead].log()
+        assert "controlled shutdown complete" in log
+        m = re.findall(r"replication: (\d+) fetches .* (\d+) follower fetches served", log)
+        assert m and int(m[-1][1]) > 0, m
+        # The others go on: the new leader takes acks=all with ISR 2 >= 2.
+        acked = produce_all(boot, "rep-t", [b"u%d" % i for i in range(20)])
+        assert len(acked) == 20
+    finally:
+        brokers[lead].start()
+        wait_active(c, (1, 2, 3), timeout=30)
