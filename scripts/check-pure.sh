@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# The pure layers (src/base raft zk meta kafka plog group broker) must not reach for I/O, a clock,
+# The pure layers (src/base raft zk meta kafka plog group broker core) must not reach for I/O, a clock,
 # randomness or mutable global state. Two checks:
 #  1. sources: no forbidden #include, no call of a clock/random function;
 #  2. objects (when a build dir is given): nm shows no undefined reference to
 #     I/O, clock, thread or libuv symbols, and no writable global data.
-# Pure files inside an I/O layer (the pieces of the server core that are
-# already split out) get the same two checks, file by file.
 # Usage: check-pure.sh SOURCE_DIR [BUILD_DIR]
 set -euo pipefail
 src=${1:?source dir}
 build=${2:-}
-layers=(base raft zk meta kafka plog group broker)
-pure_files=(node/tracker)
+layers=(base raft zk meta kafka plog group broker core)
 status=0
 
 check_sources() { # label files...
@@ -24,7 +21,7 @@ check_sources() { # label files...
   fi
   # A pure file includes only pure headers of its own project (and the
   # vfs interface, through which plog's file I/O is injected).
-  if hits=$(grep -nE '#[[:space:]]*include[[:space:]]*"(os|net|wal|node|cli|client)/' "$@" 2>/dev/null | grep -vE '"(node/tracker|wal/vfs)\.h"'); then
+  if hits=$(grep -nE '#[[:space:]]*include[[:space:]]*"(os|net|wal|node|cli|client)/' "$@" 2>/dev/null | grep -vE '"wal/vfs\.h"'); then
     echo "check-pure: I/O-layer header in $label:"; echo "$hits"; status=1
   fi
 }
@@ -33,9 +30,6 @@ for l in "${layers[@]}"; do
   d="$src/src/$l"
   [ -d "$d" ] || continue
   check_sources "src/$l" "$d"/*.[ch]
-done
-for f in "${pure_files[@]}"; do
-  check_sources "src/$f" "$src/src/$f".[ch]
 done
 
 if [ -n "$build" ]; then
@@ -53,13 +47,6 @@ if [ -n "$build" ]; then
           | grep -vE '^(__(asan|ubsan|sancov|llvm|gcov|profc|profd|odr_asan)|___asan|__unnamed_[0-9]+|\.L)' | sort -u || true)
     if [ -n "$bad" ]; then
       echo "check-pure: libkeel_$l.a has writable globals: $(echo $bad)"; status=1
-    fi
-  done
-  for f in "${pure_files[@]}"; do
-    obj=$(find "$build" -path "*/keel_${f%%/*}.dir/*" -name "${f##*/}.c.o" -print -quit)
-    [ -n "$obj" ] || continue
-    if bad=$(nm -u "$obj" 2>/dev/null | awk '{print $2}' | sed 's/@.*//' | grep -E "$forbidden" | sort -u); then
-      echo "check-pure: src/$f.c references: $(echo $bad)"; status=1
     fi
   done
 fi

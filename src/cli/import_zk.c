@@ -30,9 +30,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/assert.h"
 #include "cli/cli.h"
+#include "core/fsm.h"
 #include "node/config.h"
-#include "node/fsm.h"
 #include "raft/raft.h"
 #include "wal/hard_state.h"
 #include "wal/snapshot.h"
@@ -316,7 +317,7 @@ static int write_data_dir(const char *dir, const struct zk_import *imp, uint64_t
 	}
 	struct node_addr_book book;
 	memset(&book, 0, sizeof(book));
-	for (size_t i = 0; i < member_count && i < PEERS_MAX; i++) {
+	for (size_t i = 0; i < member_count && i < KEEL_ARRAY_SIZE(book.addrs); i++) {
 		book.addrs[i].id = members[i].id;
 		snprintf(book.addrs[i].peer_addr, sizeof(book.addrs[i].peer_addr), "%s",
 			 members[i].peer_addr);

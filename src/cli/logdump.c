@@ -42,7 +42,7 @@
 #include "meta/format.h"
 #include "meta/image.h"
 #include "meta/record.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "raft/raft.h"
 #include "wal/snapshot.h"
 #include "wal/wal.h"
@@ -52,7 +52,7 @@
 #include "zk/zk_state.h"
 #include "zk/zk_txn.h"
 
-/* The server's snapshot stream (node/fsm.h): "KSNP", version, sections of
+/* The server's snapshot stream (core/fsm.h): "KSNP", version, sections of
  * chunks; tag 3 holds the metadata image. */
 #define SNAP_MAGIC 0x4b534e50u
 #define SNAP_VERSION 1

@@ -28,10 +28,10 @@
 
 #include "base/assert.h"
 #include "node/client.h"
-#include "node/entry.h"
-#include "node/fsm.h"
+#include "core/entry.h"
+#include "core/fsm.h"
 #include "node/snapshot.h"
-#include "os/clock.h"
+#include "core/core.h"
 #include "os/log.h"
 
 #define ADMIN_DEADLINE_MS 300000u
@@ -115,12 +115,12 @@ static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_
 		return;
 	}
 	size_t mark;
-	struct keel_wbuf *w = net_conn_frame_begin(&c->conn, &mark);
+	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
 	if (w == NULL) {
 		return;
 	}
 	admin_encode_reply_header(w, op, req_id, err, msg);
-	net_conn_frame_end(&c->conn, mark);
+	core_client_end(&n->core, c, mark);
 }
 
 /* Answers whoever waits for `req` and frees it. */
@@ -141,12 +141,12 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	if (req->from_peer != 0) {
 		struct tracker_reply hdr = {TRACK_ADMIN, req->from_peer, req->peer_req_id, err, 0};
 		size_t mark;
-		struct keel_wbuf *w = node_reply_begin(n, &hdr, &mark);
+		struct keel_wbuf *w = core_reply_begin(&n->core, &hdr, &mark);
 		if (w != NULL) {
 			size_t len = strlen(msg);
 			keel_wbuf_u16(w, (uint16_t)len);
 			keel_wbuf_bytes(w, msg, len);
-			peers_send_end(&n->peers, req->from_peer, mark);
+			core_peer_end(&n->core, req->from_peer, mark);
 		}
 	}
 	if (err == KEEL_OK) {
@@ -154,7 +154,7 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	}
 	keel_list_remove(&req->link);
 	keel_list_remove(&req->waiter.link);
-	tracker_finish(&n->tracker, &req->track);
+	tracker_finish(&n->core.tracker, &req->track);
 	free(req);
 }
 
@@ -162,8 +162,9 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 
 static void step(struct node *n, struct admin_req *req);
 
-static void on_committed(struct node *n, struct node_waiter *w, enum keel_err err)
+static void on_committed(struct node_core *c, struct node_waiter *w, enum keel_err err)
 {
+	struct node *n = node_of(c);
 	struct admin_req *req = w->ctx;
 	if (err != KEEL_OK) {
 		req_finish(n, req, err == KEEL_CANCELED ? KEEL_NOTLEADER : err,
@@ -193,12 +194,12 @@ static void on_committed(struct node *n, struct node_waiter *w, enum keel_err er
 			/* Best effort: forget its address so nobody dials it. */
 			struct keel_wbuf e;
 			keel_wbuf_init_dynamic(&e, 64, 1024);
-			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, keel_clock_wall_ms());
+			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
 			keel_wbuf_u8(&e, NODE_CLUSTER_DEL_ADDR);
 			keel_wbuf_u64(&e, req->target);
 			uint64_t idx, term;
-			if (n->role == RAFT_LEADER) {
-				(void)node_propose(n, e.data, (uint32_t)e.size, &idx, &term);
+			if (n->core.role == RAFT_LEADER) {
+				(void)core_propose(&n->core, e.data, (uint32_t)e.size, &idx, &term);
 			}
 			keel_wbuf_free(&e);
 			req_finish(n, req, KEEL_OK, "server %llu removed",
@@ -221,7 +222,7 @@ static void wait_for(struct node *n, struct admin_req *req, uint64_t index, uint
 	req->waiter.term = term;
 	req->waiter.done = on_committed;
 	req->waiter.ctx = req;
-	node_wait_commit(n, &req->waiter);
+	core_wait_commit(&n->core, &req->waiter);
 }
 
 static const char *change_error(enum keel_err rc)
@@ -245,7 +246,7 @@ static const char *change_error(enum keel_err rc)
 static bool learner_caught_up(struct node *n, uint64_t id)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		if (st.members[i].id == id) {
 			return st.members[i].match_index + CATCHUP_MARGIN >= st.commit_index &&
@@ -260,7 +261,7 @@ static void step(struct node *n, struct admin_req *req)
 	uint64_t index = 0, term = 0;
 	enum keel_err rc = KEEL_OK;
 	req->retry = false;
-	if (n->role != RAFT_LEADER) {
+	if (n->core.role != RAFT_LEADER) {
 		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader");
 		return;
 	}
@@ -268,25 +269,25 @@ static void step(struct node *n, struct admin_req *req)
 	case ADMIN_ADDR: {
 		struct keel_wbuf e;
 		keel_wbuf_init_dynamic(&e, 128, 4096);
-		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, keel_clock_wall_ms());
+		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
 		keel_wbuf_u8(&e, NODE_CLUSTER_SET_ADDR);
 		keel_wbuf_u64(&e, req->target);
 		size_t len = strlen(req->addr);
 		keel_wbuf_u16(&e, (uint16_t)len);
 		keel_wbuf_bytes(&e, req->addr, len);
 		keel_wbuf_u16(&e, 0); /* client address: learned from the server itself */
-		rc = node_propose(n, e.data, (uint32_t)e.size, &index, &term);
+		rc = core_propose(&n->core, e.data, (uint32_t)e.size, &index, &term);
 		keel_wbuf_free(&e);
 		break;
 	}
 	case ADMIN_LEARNER:
-		rc = raft_change_member(n->raft, RAFT_ADD_LEARNER, req->target, &index, &term);
+		rc = raft_change_member(n->core.raft, RAFT_ADD_LEARNER, req->target, &index, &term);
 		if (rc == KEEL_EXIST) {
 			/* Already a learner (a retried add): go on. */
 			req->state = ADMIN_LEARNER;
 			struct node_waiter w = {.ctx = req};
 			keel_list_init(&w.link);
-			on_committed(n, &w, KEEL_OK);
+			on_committed(&n->core, &w, KEEL_OK);
 			return;
 		}
 		break;
@@ -296,23 +297,23 @@ static void step(struct node *n, struct admin_req *req)
 			return;
 		}
 		req->state = ADMIN_PROMOTE;
-		rc = raft_change_member(n->raft, RAFT_PROMOTE, req->target, &index, &term);
+		rc = raft_change_member(n->core.raft, RAFT_PROMOTE, req->target, &index, &term);
 		break;
 	case ADMIN_PROMOTE:
-		rc = raft_change_member(n->raft, RAFT_PROMOTE, req->target, &index, &term);
+		rc = raft_change_member(n->core.raft, RAFT_PROMOTE, req->target, &index, &term);
 		break;
 	case ADMIN_CHANGE:
-		rc = raft_change_member(n->raft,
+		rc = raft_change_member(n->core.raft,
 					req->change == ADMIN_MEMBER_REMOVE ? RAFT_REMOVE : RAFT_PROMOTE,
 					req->target, &index, &term);
 		break;
 	case ADMIN_TRANSFER:
-		if (n->leader == req->target) {
+		if (n->core.leader == req->target) {
 			req_finish(n, req, KEEL_OK, "server %llu is the leader",
 				   (unsigned long long)req->target);
 			return;
 		}
-		rc = raft_transfer_leader(n->raft, req->target);
+		rc = raft_transfer_leader(n->core.raft, req->target);
 		if (rc == KEEL_OK) {
 			return; /* admin_on_leader_change / tick finish it */
 		}
@@ -329,7 +330,7 @@ static void step(struct node *n, struct admin_req *req)
 		return;
 	}
 	wait_for(n, req, index, term);
-	node_drive(n);
+	core_drive(&n->core);
 }
 
 /* ---- requests arriving ---- */
@@ -342,7 +343,7 @@ static struct admin_req *req_new(struct node *n, uint8_t op)
 	}
 	struct node_admin *a = admin_of(n);
 	req->op = op;
-	req->deadline_ms = node_now_ms(n) + ADMIN_DEADLINE_MS;
+	req->deadline_ms = core_now_ms(&n->core) + ADMIN_DEADLINE_MS;
 	keel_list_init(&req->waiter.link);
 	keel_list_init(&req->link);
 	keel_list_init(&req->track.link);
@@ -398,22 +399,22 @@ static bool parse_body(struct admin_req *req, const uint8_t *body, size_t size)
 static void forward_to_leader(struct node *n, struct admin_req *req, const uint8_t *body,
 			      size_t size)
 {
-	req->track.request_id = tracker_next_id(&n->tracker);
+	req->track.request_id = tracker_next_id(&n->core.tracker);
 	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = node_request_begin(n, TRACK_ADMIN, req->track.request_id, &to, &mark);
+	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ADMIN, req->track.request_id, &to, &mark);
 	if (w == NULL) {
 		req_finish(n, req, KEEL_NOLEADER, "no link to the leader (%llu)",
-			   (unsigned long long)n->leader);
+			   (unsigned long long)n->core.leader);
 		return;
 	}
 	keel_wbuf_u8(w, req->op);
 	keel_wbuf_bytes(w, body, size);
-	peers_send_end(&n->peers, to, mark);
+	core_peer_end(&n->core, to, mark);
 	req->state = ADMIN_FORWARDED;
-	uint64_t now = node_now_ms(n);
+	uint64_t now = core_now_ms(&n->core);
 	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
-	if (tracker_add(&n->tracker, &req->track, TRACK_ADMIN, timeout, to, n->term, now) !=
+	if (tracker_add(&n->core.tracker, &req->track, TRACK_ADMIN, timeout, to, n->core.term, now) !=
 	    KEEL_OK) {
 		req_finish(n, req, KEEL_NOMEM, "out of memory");
 	}
@@ -467,18 +468,18 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 	uint8_t op = keel_rbuf_u8(&r);
 	uint64_t req_id = keel_rbuf_u64(&r);
 	if (!keel_rbuf_ok(&r) || magic != ADMIN_MAGIC || version != ADMIN_VERSION) {
-		net_conn_close(&c->conn, KEEL_PROTO, false);
+		core_client_close(&n->core, c, KEEL_PROTO, false);
 		return;
 	}
 	size_t body_size = keel_rbuf_remaining(&r);
 	const uint8_t *body = keel_rbuf_bytes(&r, body_size);
 	if (op == ADMIN_OP_STATUS) {
 		size_t mark;
-		struct keel_wbuf *w = net_conn_frame_begin(&c->conn, &mark);
+		struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
 		if (w != NULL) {
 			admin_encode_reply_header(w, op, req_id, KEEL_OK, "");
 			admin_status_json(n, w);
-			net_conn_frame_end(&c->conn, mark);
+			core_client_end(&n->core, c, mark);
 		}
 		return;
 	}
@@ -487,7 +488,8 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 		return;
 	}
 	if (!admin_auth_allowed(n, c)) {
-		KEEL_WARN("admin op %u from %s refused: not authenticated", op, c->conn.peer_addr);
+		KEEL_WARN("admin op %u from %s refused: not authenticated", op,
+			  core_client_peer_addr(&n->core, c));
 		reply_client(n, c->id, op, req_id, KEEL_AUTH,
 			     "not authorized: membership changes, leadership transfer and snapshots "
 			     "need an operator (--cluster-secret-file, or the super digest)");
@@ -510,9 +512,9 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 		req_finish(n, req, KEEL_INVAL, "malformed admin request");
 		return;
 	}
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		step(n, req);
-	} else if (n->leader != 0) {
+	} else if (n->core.leader != 0) {
 		forward_to_leader(n, req, body, body_size);
 	} else {
 		req_finish(n, req, KEEL_NOLEADER, "no leader is known right now; retry");
@@ -549,7 +551,7 @@ void admin_on_forward(struct node *n, uint64_t from, uint64_t request_id, const 
 	req->peer_req_id = request_id;
 	if (!parse_body(req, b, rest)) {
 		req_finish(n, req, KEEL_INVAL, "malformed admin request");
-	} else if (n->role != RAFT_LEADER) {
+	} else if (n->core.role != RAFT_LEADER) {
 		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader; retry");
 	} else {
 		step(n, req);
@@ -568,14 +570,14 @@ void admin_on_leader_change(struct node *n)
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
 		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
-		bool transferred = req->op == ADMIN_OP_TRANSFER && n->leader == req->target;
+		bool transferred = req->op == ADMIN_OP_TRANSFER && n->core.leader == req->target;
 		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
 			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
 				   (unsigned long long)req->target);
 		} else if (req->state == ADMIN_FORWARDED) {
 			/* The old leader may still answer (its reply crosses the
 			 * change): the tracker keeps it in doubt for a while. */
-		} else if (req->state != ADMIN_TRANSFER && n->role != RAFT_LEADER &&
+		} else if (req->state != ADMIN_TRANSFER && n->core.role != RAFT_LEADER &&
 			   req->waiter.index == 0) {
 			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
 		}
@@ -612,7 +614,7 @@ void admin_close(struct node *n)
 	while ((it = keel_list_pop_front(&n->admin->reqs)) != NULL) {
 		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		keel_list_remove(&req->waiter.link);
-		tracker_finish(&n->tracker, &req->track);
+		tracker_finish(&n->core.tracker, &req->track);
 		free(req);
 	}
 	free(n->admin);
@@ -629,7 +631,7 @@ static const char *member_role_name(uint8_t role)
 void admin_status_json(struct node *n, struct keel_wbuf *w)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	wprintf(w,
 		"{\"id\":%llu,\"role\":\"%s\",\"term\":%llu,\"leader\":%llu,"
 		"\"commit_index\":%llu,\"applied_index\":%llu,\"last_index\":%llu,"
@@ -637,14 +639,14 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		"\"sessions\":%llu,\"connections\":%zu,\"uptime_ms\":%llu,\"members\":[",
 		(unsigned long long)st.id, raft_role_name(st.role), (unsigned long long)st.term,
 		(unsigned long long)st.leader, (unsigned long long)st.commit_index,
-		(unsigned long long)n->applied_index, (unsigned long long)st.last_index,
+		(unsigned long long)n->core.applied_index, (unsigned long long)st.last_index,
 		(unsigned long long)st.persisted_index, (unsigned long long)st.snapshot_index,
-		(unsigned long long)fsm_znode_count(n->fsm),
-		(unsigned long long)fsm_session_count(n->fsm), node_clients_count(n),
-		(unsigned long long)(node_now_ms(n) - n->start_ms));
+		(unsigned long long)fsm_znode_count(n->core.fsm),
+		(unsigned long long)fsm_session_count(n->core.fsm), node_clients_count(n),
+		(unsigned long long)(core_now_ms(&n->core) - n->start_ms));
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		const struct raft_member_status *m = &st.members[i];
-		const struct node_addr *a = node_addr_find(n, m->id);
+		const struct node_addr *a = core_addr_find(&n->core, m->id);
 		wprintf(w, "%s{\"id\":%llu,\"role\":\"%s\",\"peer_addr\":\"%s\"", i ? "," : "",
 			(unsigned long long)m->id, member_role_name(m->role),
 			a != NULL ? a->peer_addr : "");
@@ -660,7 +662,7 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 		}
 		if (m->id != st.id) {
 			wprintf(w, ",\"connected\":%s",
-				peers_connected(&n->peers, m->id) ? "true" : "false");
+				core_peer_connected(&n->core, m->id) ? "true" : "false");
 		}
 		wprintf(w, "}");
 	}
@@ -672,16 +674,16 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 static const char *zk_mode(struct node *n)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	for (uint32_t i = 0; i < st.n_members; i++) {
 		if (st.members[i].id == n->cfg.id && st.members[i].role == RAFT_LEARNER) {
 			return "observer";
 		}
 	}
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		return "leader";
 	}
-	return n->leader != 0 ? "follower" : "candidate";
+	return n->core.leader != 0 ? "follower" : "candidate";
 }
 
 static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
@@ -700,8 +702,8 @@ static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
 		(unsigned long long)cs.latency_min_ms, cs.latency_avg_ms,
 		(unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
 		(unsigned long long)cs.packets_sent, node_clients_count(n),
-		(unsigned long long)cs.outstanding, (unsigned long long)n->applied_index, zk_mode(n),
-		(unsigned long long)fsm_znode_count(n->fsm));
+		(unsigned long long)cs.outstanding, (unsigned long long)n->core.applied_index, zk_mode(n),
+		(unsigned long long)fsm_znode_count(n->core.fsm));
 	if (!with_clients) {
 		wprintf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
 	}
@@ -726,7 +728,7 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 	struct node_client_stats cs;
 	node_clients_stats(n, &cs);
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	wprintf(out, "zk_version\t3.8.0-keel-0.1.0, built on keel\n");
@@ -739,16 +741,16 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 	wprintf(out, "zk_num_alive_connections\t%zu\nzk_outstanding_requests\t%llu\n",
 		node_clients_count(n), (unsigned long long)cs.outstanding);
 	wprintf(out, "zk_znode_count\t%llu\nzk_watch_count\t%llu\nzk_ephemerals_count\t%llu\n",
-		(unsigned long long)fsm_znode_count(n->fsm), (unsigned long long)cs.watches,
-		(unsigned long long)fsm_ephemeral_count(n->fsm));
+		(unsigned long long)fsm_znode_count(n->core.fsm), (unsigned long long)cs.watches,
+		(unsigned long long)fsm_ephemeral_count(n->core.fsm));
 	wprintf(out, "zk_approximate_data_size\t%llu\n",
-		(unsigned long long)fsm_data_bytes(n->fsm));
+		(unsigned long long)fsm_data_bytes(n->core.fsm));
 	wprintf(out, "zk_open_file_descriptor_count\t%ld\nzk_max_file_descriptor_count\t%llu\n",
 		open_fds(), (unsigned long long)rl.rlim_cur);
 	node_ctl_mntr(n, out);
 	wprintf(out, "zk_connection_rejected\t%llu\n",
 		(unsigned long long)node_limits_refused_total(&n->limits));
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		uint32_t followers = 0, synced = 0;
 		for (uint32_t i = 0; i < st.n_members; i++) {
 			if (st.members[i].id == st.id) {
@@ -766,15 +768,15 @@ static void four_mntr(struct node *n, struct keel_wbuf *out)
 		(unsigned long long)st.id, (unsigned long long)st.term,
 		(unsigned long long)st.leader);
 	wprintf(out, "keel_commit_index\t%llu\nkeel_applied_index\t%llu\nkeel_last_index\t%llu\n",
-		(unsigned long long)st.commit_index, (unsigned long long)n->applied_index,
+		(unsigned long long)st.commit_index, (unsigned long long)n->core.applied_index,
 		(unsigned long long)st.last_index);
 	wprintf(out, "keel_snapshot_index\t%llu\nkeel_sessions\t%llu\nkeel_proposals\t%llu\n",
 		(unsigned long long)st.snapshot_index,
-		(unsigned long long)fsm_session_count(n->fsm),
-		(unsigned long long)n->stats.proposals);
+		(unsigned long long)fsm_session_count(n->core.fsm),
+		(unsigned long long)n->core.stats.proposals);
 	wprintf(out, "keel_fsync_p99_us\t%llu\nkeel_append_p99_us\t%llu\n",
-		(unsigned long long)metrics_hist_quantile(&n->stats.fsync_latency, 0.99),
-		(unsigned long long)metrics_hist_quantile(&n->stats.append_latency, 0.99));
+		(unsigned long long)metrics_hist_quantile(&n->core.stats.fsync_latency, 0.99),
+		(unsigned long long)metrics_hist_quantile(&n->core.stats.append_latency, 0.99));
 }
 
 static void four_conf(struct node *n, struct keel_wbuf *out)
@@ -787,9 +789,9 @@ static void four_conf(struct node *n, struct keel_wbuf *out)
 		c->tick_ms, c->max_client_connections, c->min_session_timeout_ms,
 		c->max_session_timeout_ms);
 	wprintf(out, "clientPortListenBacklog=-1\nserverId=%llu\n", (unsigned long long)c->id);
-	for (size_t i = 0; i < n->book.count; i++) {
-		wprintf(out, "server.%llu=%s\n", (unsigned long long)n->book.addrs[i].id,
-			n->book.addrs[i].peer_addr);
+	for (size_t i = 0; i < n->core.book.count; i++) {
+		wprintf(out, "server.%llu=%s\n", (unsigned long long)n->core.book.addrs[i].id,
+			n->core.book.addrs[i].peer_addr);
 	}
 	wprintf(out, "jute.maxbuffer=%u\nelectionTimeoutMs=%u\nheartbeatMs=%u\n", c->max_packet_bytes,
 		c->election_timeout_ms, c->heartbeat_ms);
@@ -862,7 +864,7 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 static void metrics_text(struct node *n, struct keel_wbuf *w)
 {
 	struct raft_status st;
-	raft_status(n->raft, &st);
+	raft_status(n->core.raft, &st);
 	struct node_client_stats cs;
 	node_clients_stats(n, &cs);
 	metrics_gauge(w, "keel_raft_term", "Current Raft term", (double)st.term);
@@ -874,32 +876,32 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 		      (double)st.leader);
 	metrics_gauge(w, "keel_raft_commit_index", "Raft commit index", (double)st.commit_index);
 	metrics_gauge(w, "keel_raft_applied_index", "Last entry applied to the state machine",
-		      (double)n->applied_index);
+		      (double)n->core.applied_index);
 	metrics_gauge(w, "keel_raft_last_index", "Last log index", (double)st.last_index);
 	metrics_gauge(w, "keel_raft_snapshot_index", "Index of the newest snapshot",
 		      (double)st.snapshot_index);
 	metrics_counter(w, "keel_raft_proposals_total", "Proposals accepted by this leader",
-			n->stats.proposals);
+			n->core.stats.proposals);
 	metrics_counter(w, "keel_raft_proposals_failed_total", "Proposals refused",
-			n->stats.proposals_failed);
+			n->core.stats.proposals_failed);
 	metrics_counter(w, "keel_raft_leader_changes_total", "Leader changes seen",
-			n->stats.leader_changes);
+			n->core.stats.leader_changes);
 	metrics_counter(w, "keel_raft_entries_applied_total", "Entries applied",
-			n->stats.entries_applied);
+			n->core.stats.entries_applied);
 	metrics_counter(w, "keel_raft_follower_lost_entries_total",
 			"Followers found missing entries they had acknowledged (disk lost data)",
 			st.follower_lost_entries);
 	metrics_counter(w, "keel_snapshots_taken_total", "Snapshots written",
-			n->stats.snapshots_taken);
+			n->core.stats.snapshots_taken);
 	metrics_counter(w, "keel_snapshots_installed_total", "Snapshots installed from the leader",
-			n->stats.snapshots_installed);
+			n->core.stats.snapshots_installed);
 	metrics_histogram(w, "keel_wal_append_seconds",
 			  "Time from handing a batch to storage to it being durable",
-			  &n->stats.append_latency);
+			  &n->core.stats.append_latency);
 	metrics_histogram(w, "keel_wal_fsync_seconds", "fdatasync duration",
-			  &n->stats.fsync_latency);
+			  &n->core.stats.fsync_latency);
 	metrics_histogram(w, "keel_request_seconds", "Client request latency",
-			  &n->stats.request_latency);
+			  &n->core.stats.request_latency);
 	metrics_counter(w, "keel_network_bytes_in_total", "Bytes received (clients and peers)",
 			n->nl.bytes_in);
 	metrics_counter(w, "keel_network_bytes_out_total", "Bytes sent (clients and peers)",
@@ -908,8 +910,8 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 		      (double)node_clients_count(n));
 	metrics_counter(w, "keel_client_requests_total", "Client requests received",
 			cs.packets_received);
-	metrics_gauge(w, "keel_sessions", "Live sessions", (double)fsm_session_count(n->fsm));
-	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->fsm));
+	metrics_gauge(w, "keel_sessions", "Live sessions", (double)fsm_session_count(n->core.fsm));
+	metrics_gauge(w, "keel_znodes", "Znodes in the tree", (double)fsm_znode_count(n->core.fsm));
 	metrics_gauge(w, "keel_watches", "Watches held by this server's connections",
 		      (double)cs.watches);
 	node_ctl_metrics(n, w);
@@ -936,8 +938,8 @@ int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,
 		return 200;
 	}
 	if (strcmp(path, "/health") == 0 || strcmp(path, "/") == 0) {
-		wprintf(body, "%s\n", n->failed ? "failed" : "ok");
-		return n->failed ? 500 : 200;
+		wprintf(body, "%s\n", n->core.failed ? "failed" : "ok");
+		return n->core.failed ? 500 : 200;
 	}
 	wprintf(body, "not found; try /metrics, /status or /health\n");
 	return 404;

@@ -143,7 +143,7 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	cl->head = c;
 	cl->count++;
-	n->stats.client_connections_total++;
+	n->core.stats.client_connections_total++;
 	net_conn_accept(&c->conn, &n->nl, server, &cl->cfg, &client_ops, c);
 	if (c->conn.closing) {
 		return;

@@ -49,10 +49,10 @@
 
 #include "base/assert.h"
 #include "node/controller.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "node/peer_auth.h"
 #include "node/peers.h"
-#include "os/clock.h"
+#include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_housekeeping.h"
 #include "zk/zk_read.h"
@@ -171,7 +171,7 @@ struct zk_server {
 
 static struct zk_server *server_of(struct node *n)
 {
-	return n->zk_server;
+	return n->core.zk_server;
 }
 
 /* ---- maps ---- */
@@ -249,7 +249,7 @@ static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, 
 	p->kind = kind;
 	p->xid = xid;
 	p->opcode = opcode;
-	p->start_ns = keel_clock_mono_ns();
+	p->start_ns = core_mono_ns(&zc->client->node->core);
 	zs->outstanding++;
 	return p;
 }
@@ -281,15 +281,15 @@ static void conn_close(struct zk_conn *zc, enum keel_err reason, bool flush)
 		return;
 	}
 	zc->state = ZC_CLOSING;
-	net_conn_close(&zc->client->conn, reason, flush);
+	core_client_close(&zc->client->node->core, zc->client, reason, flush);
 }
 
 static void record_latency(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 {
 	struct zk_server *zs = server_of(n);
-	uint64_t us = (keel_clock_mono_ns() - p->start_ns) / 1000u;
+	uint64_t us = (core_mono_ns(&n->core) - p->start_ns) / 1000u;
 	uint64_t ms = us / 1000u;
-	metrics_hist_observe(&n->stats.request_latency, us);
+	metrics_hist_observe(&n->core.stats.request_latency, us);
 	if (zs->latency_count == 0 || ms < zs->latency_min_ms) {
 		zs->latency_min_ms = ms;
 	}
@@ -310,7 +310,7 @@ static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t er
 		       const uint8_t *body, size_t body_size)
 {
 	size_t mark;
-	struct keel_wbuf *w = net_conn_frame_begin(&zc->client->conn, &mark);
+	struct keel_wbuf *w = core_client_begin(&zc->client->node->core, zc->client, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -318,14 +318,14 @@ static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t er
 	if (err == 0 && body_size > 0) {
 		keel_wbuf_bytes(w, body, body_size);
 	}
-	net_conn_frame_end(&zc->client->conn, mark);
+	core_client_end(&zc->client->node->core, zc->client, mark);
 	zc->client->packets_sent++;
 	zc->last_zxid = zxid;
 }
 
 static void send_raw_payload(struct zk_conn *zc, const uint8_t *payload, size_t size)
 {
-	net_conn_send(&zc->client->conn, payload, size);
+	core_client_send(&zc->client->node->core, zc->client, payload, size);
 	zc->client->packets_sent++;
 }
 
@@ -336,7 +336,7 @@ static void fifo_push(struct zk_conn *zc, struct zk_pending *p)
 	if (zc->pending_count >= zc->client->node->cfg.max_pending_per_connection &&
 	    !zc->paused_for_backlog) {
 		zc->paused_for_backlog = true;
-		net_conn_pause(&zc->client->conn);
+		core_client_pause(&zc->client->node->core, zc->client, true);
 	}
 }
 
@@ -403,7 +403,7 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 		}
 		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
 		    (p->kind == PK_SYNC && p->barrier == BARRIER_CONFIRMED &&
-		     n->applied_index >= p->read_index)) {
+		     n->core.applied_index >= p->read_index)) {
 			fifo_pop(zc);
 			serve_read(n, zc, p);
 			pending_free(server_of(n), p);
@@ -414,7 +414,7 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 	if (zc->paused_for_backlog &&
 	    zc->pending_count < zc->client->node->cfg.max_pending_per_connection / 2) {
 		zc->paused_for_backlog = false;
-		net_conn_resume(&zc->client->conn);
+		core_client_pause(&zc->client->node->core, zc->client, false);
 	}
 }
 
@@ -428,7 +428,7 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 		return;
 	}
 	size_t mark;
-	struct keel_wbuf *w = net_conn_frame_begin(&zc->client->conn, &mark);
+	struct keel_wbuf *w = core_client_begin(&zc->client->node->core, zc->client, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -436,7 +436,7 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 	zk_reply_header_encode(w, -1, -1, 0);
 	struct zk_watcher_event we = {ev->type, ZK_STATE_SYNC_CONNECTED, ev->path};
 	zk_watcher_event_encode(w, &we);
-	net_conn_frame_end(&zc->client->conn, mark);
+	core_client_end(&zc->client->node->core, zc->client, mark);
 	zc->client->packets_sent++;
 }
 
@@ -444,13 +444,13 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 
 static void touch(struct node *n, struct zk_conn *zc)
 {
-	zc->last_heard_ms = node_now_ms(n);
+	zc->last_heard_ms = core_now_ms(&n->core);
 	if (zc->session_id == 0) {
 		return;
 	}
 	struct zk_server *zs = server_of(n);
 	if (zs->expiry_active) {
-		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)node_now_ms(n));
+		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)core_now_ms(&n->core));
 	} else {
 		zc->touched = true;
 	}
@@ -488,7 +488,7 @@ static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int
 		zc->attached = true;
 	}
 	touch(n, zc);
-	net_conn_resume(&zc->client->conn);
+	core_client_pause(&zc->client->node->core, zc->client, false);
 }
 
 /* ---- proposing ---- */
@@ -499,9 +499,9 @@ static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int
 static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t *entry,
 			     size_t size)
 {
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		uint64_t index, term;
-		enum keel_err rc = node_propose(n, entry, (uint32_t)size, &index, &term);
+		enum keel_err rc = core_propose(&n->core, entry, (uint32_t)size, &index, &term);
 		if (rc != KEEL_OK) {
 			KEEL_DEBUG("propose failed: %s", keel_strerror(rc));
 			return 0;
@@ -511,12 +511,12 @@ static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t
 	}
 	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = node_request_begin(n, TRACK_ZK_WRITE, p->request_id, &to, &mark);
+	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ZK_WRITE, p->request_id, &to, &mark);
 	if (w == NULL) {
 		return 0;
 	}
 	keel_wbuf_bytes(w, entry, size);
-	peers_send_end(&n->peers, to, mark);
+	core_peer_end(&n->core, to, mark);
 	return to;
 }
 
@@ -524,7 +524,7 @@ static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t
 static void encode_entry_header(struct node *n, struct zk_pending *p, struct keel_wbuf *w)
 {
 	keel_wbuf_reset(w);
-	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, keel_clock_wall_ms());
+	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, core_wall_ms(&n->core));
 }
 
 /* Proposes now or keeps the entry until a leader is known; either way the
@@ -533,8 +533,8 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 {
 	struct zk_server *zs = server_of(n);
 	uint64_t sent_to = submit_entry(n, p, entry->data, entry->size);
-	if (sent_to == 0 && (n->role == RAFT_LEADER ||
-			     (n->leader != 0 && peers_connected(&n->peers, n->leader)))) {
+	if (sent_to == 0 && (n->core.role == RAFT_LEADER ||
+			     (n->core.leader != 0 && core_peer_connected(&n->core, n->core.leader)))) {
 		/* A leader that refused (busy, transferring): give up on it. */
 		if (p->zc != NULL) {
 			conn_close(p->zc, KEEL_BUSY, true);
@@ -552,8 +552,8 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 		memcpy(p->frame, entry->data, entry->size);
 		p->frame_size = entry->size;
 	}
-	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->term,
-			node_now_ms(n)) != KEEL_OK &&
+	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->core.term,
+			core_now_ms(&n->core)) != KEEL_OK &&
 	    p->zc != NULL) {
 		conn_close(p->zc, KEEL_NOMEM, false);
 	}
@@ -584,7 +584,7 @@ static void track_fail(void *ctx, struct tracker_req *req, enum keel_err err)
 	struct zk_pending *p = KEEL_CONTAINER_OF(req, struct zk_pending, track);
 	pending_map_remove(zs, p);
 	if (p->zc != NULL) {
-		KEEL_DEBUG("client %s: write not decided (%s)", p->zc->client->conn.peer_addr,
+		KEEL_DEBUG("client %s: write not decided (%s)", core_client_peer_addr(&n->core, p->zc->client),
 			   keel_strerror(err));
 		conn_close(p->zc, err, true);
 	}
@@ -605,11 +605,11 @@ const struct tracker_kind_ops zk_write_track_ops = {
  * within the tracker's deadline policy. */
 static void ask_barrier(struct node *n, struct zk_pending *p)
 {
-	if (raft_read_index(n->raft, p->request_id) != KEEL_OK) {
+	if (raft_read_index(n->core.raft, p->request_id) != KEEL_OK) {
 		if (p->barrier != BARRIER_RETRY) {
 			p->barrier = BARRIER_RETRY;
 			p->barrier_deadline_ms =
-				node_now_ms(n) + server_of(n)->tracker->policy.leader_wait_ms;
+				core_now_ms(&n->core) + server_of(n)->tracker->policy.leader_wait_ms;
 		}
 		return;
 	}
@@ -629,12 +629,12 @@ static void send_connect_response(struct zk_conn *zc, const struct zk_connect_re
 {
 	struct keel_wbuf *w;
 	size_t mark;
-	w = net_conn_frame_begin(&zc->client->conn, &mark);
+	w = core_client_begin(&zc->client->node->core, zc->client, &mark);
 	if (w == NULL) {
 		return;
 	}
 	zk_connect_response_encode(w, rsp);
-	net_conn_frame_end(&zc->client->conn, mark);
+	core_client_end(&zc->client->node->core, zc->client, mark);
 	zc->client->packets_sent++;
 }
 
@@ -669,19 +669,20 @@ static void close_zk_clients(struct node *n, enum keel_err why)
 static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
 {
 	struct zk_server *zs = server_of(n);
-	if (!final && leaderless_too_long(n, zs, node_now_ms(n))) {
+	uint64_t now = core_now_ms(&n->core);
+	if (!final && leaderless_too_long(n, zs, now)) {
 		KEEL_INFO("client %s: no leader for %llu ms: refused, so that it connects to a "
 			  "server in the quorum",
-			  zc->client->conn.peer_addr,
-			  (unsigned long long)(node_now_ms(n) - zs->leaderless_since_ms));
+			  core_client_peer_addr(&n->core, zc->client),
+			  (unsigned long long)(now - zs->leaderless_since_ms));
 		conn_close(zc, KEEL_NOTLEADER, false);
 		return;
 	}
 	struct zk_connect_response rsp;
 	int32_t timeout = 0;
 	enum zk_connect_action action =
-		zk_session_connect(fsm_zk(n->fsm), fsm_zk_config(n->fsm), &zc->connect,
-				   (int64_t)n->applied_index, &rsp, &timeout);
+		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
+				   (int64_t)n->core.applied_index, &rsp, &timeout);
 	if (!final && (action == ZK_CONNECT_REFUSE || action == ZK_CONNECT_EXPIRED)) {
 		/* This server may be behind: look again after a barrier. */
 		if (pending_map_add(zs, p) != KEEL_OK) {
@@ -694,8 +695,8 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	switch (action) {
 	case ZK_CONNECT_REFUSE:
 		KEEL_INFO("client %s saw zxid 0x%llx, this server is at 0x%llx: refused",
-			  zc->client->conn.peer_addr, (unsigned long long)zc->connect.last_zxid_seen,
-			  (unsigned long long)n->applied_index);
+			  core_client_peer_addr(&n->core, zc->client), (unsigned long long)zc->connect.last_zxid_seen,
+			  (unsigned long long)n->core.applied_index);
 		conn_close(zc, KEEL_STALE, false);
 		break;
 	case ZK_CONNECT_EXPIRED:
@@ -710,7 +711,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	}
 	case ZK_CONNECT_NEW: {
 		if (pending_map_add(zs, p) != KEEL_OK ||
-		    keel_os_random(zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+		    core_random(&n->core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);
 			return;
 		}
@@ -718,7 +719,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 		zc->timeout_ms = timeout;
 		struct keel_wbuf *w = &zs->scratch;
 		encode_entry_header(n, p, w);
-		struct zk_txn_meta meta = {keel_clock_wall_ms(), n->cfg.id, 0, 0};
+		struct zk_txn_meta meta = {core_wall_ms(&n->core), n->cfg.id, 0, 0};
 		zk_txn_encode_create_session(w, &meta, timeout, zc->connect_passwd);
 		propose_or_hold(n, p, w);
 		return; /* p stays in the map until applied */
@@ -735,7 +736,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 	struct zk_server *zs = server_of(n);
 	struct zk_conn *zc = calloc(1, sizeof(*zc));
 	if (zc == NULL) {
-		net_conn_close(&c->conn, KEEL_NOMEM, false);
+		core_client_close(&n->core, c, KEEL_NOMEM, false);
 		return false;
 	}
 	c->zk = zc;
@@ -745,14 +746,14 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 	zk_auth_info_init(&zc->auth);
 	/* Every connection carries its ip identity (ACL scheme "ip"). */
 	char ip[64];
-	snprintf(ip, sizeof(ip), "%s", c->conn.peer_addr);
+	snprintf(ip, sizeof(ip), "%s", core_client_peer_addr(&n->core, c));
 	char *colon = strrchr(ip, ':');
 	if (colon != NULL) {
 		*colon = '\0';
 	}
 	zk_auth_info_add(&zc->auth, zk_bytes_of("ip", 2), zk_bytes_of(ip, strlen(ip)));
 	if (zk_connect_request_decode(&zc->connect, payload, size) != KEEL_OK) {
-		KEEL_DEBUG("client %s: malformed ConnectRequest", c->conn.peer_addr);
+		KEEL_DEBUG("client %s: malformed ConnectRequest", core_client_peer_addr(&n->core, c));
 		conn_close(zc, KEEL_PROTO, false);
 		return false;
 	}
@@ -773,7 +774,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 		return false;
 	}
 	/* No request is read before the handshake is decided. */
-	net_conn_pause(&c->conn);
+	core_client_pause(&n->core, c, true);
 	zc->connect_pending = p;
 	decide_connect(n, zc, p, false);
 	return false;
@@ -792,7 +793,7 @@ static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending
 		conn_close(zc, KEEL_TOOBIG, false);
 		return;
 	}
-	send_reply(zc, p->xid, (int64_t)n->applied_index, err, body->data, body->size);
+	send_reply(zc, p->xid, (int64_t)n->core.applied_index, err, body->data, body->size);
 	record_latency(n, zc, p);
 }
 
@@ -807,7 +808,7 @@ static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 	enum keel_err rc = zk_request_decode(&req, p->frame, p->frame_size);
 	KEEL_ASSERT(rc == KEEL_OK); /* decoded once already */
 	struct zk_read_ctx ctx = {
-		.state = fsm_zk(n->fsm),
+		.state = fsm_zk(n->core.fsm),
 		.watches = zc->attached ? &zs->watches : NULL,
 		.conn = &zc->wconn,
 		.ids = &zc->auth.ids,
@@ -823,7 +824,7 @@ static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 	if (zc->state == ZC_CLOSING) {
 		return;
 	}
-	send_reply(zc, p->xid, (int64_t)n->applied_index, err, body->data, body->size);
+	send_reply(zc, p->xid, (int64_t)n->core.applied_index, err, body->data, body->size);
 	record_latency(n, zc, p);
 }
 
@@ -841,7 +842,7 @@ static void handle_write(struct node *n, struct zk_conn *zc, const struct zk_req
 	fifo_push(zc, p);
 	struct keel_wbuf *w = &zs->scratch;
 	encode_entry_header(n, p, w);
-	struct zk_txn_meta meta = {keel_clock_wall_ms(), n->cfg.id, req->xid, zc->session_id};
+	struct zk_txn_meta meta = {core_wall_ms(&n->core), n->cfg.id, req->xid, zc->session_id};
 	zk_txn_encode_request(w, &meta, &zc->auth.ids, req->opcode, req->body, req->body_size);
 	if (!keel_wbuf_ok(w)) {
 		conn_close(zc, KEEL_TOOBIG, false);
@@ -910,7 +911,7 @@ static int32_t cluster_auth(struct node *n, struct zk_conn *zc, const struct zk_
 					    zk_bytes_len(auth->auth)));
 	if (!ok) {
 		KEEL_WARN("client %s: the cluster credential (addauth %s) was refused",
-			  zc->client->conn.peer_addr, PEER_AUTH_SESSION_SCHEME);
+			  core_client_peer_addr(&n->core, zc->client), PEER_AUTH_SESSION_SCHEME);
 		return ZK_AUTH_FAILED;
 	}
 	return zk_auth_info_add(&zc->auth, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
@@ -943,8 +944,9 @@ static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_reque
 	if (node_ctl_opcode_needs_cluster(req->opcode) && !cluster_member(n, zc)) {
 		KEEL_INFO("client %s: %s refused: the session has not proved the cluster "
 			  "credential",
-			  zc->client->conn.peer_addr, node_ctl_opcode_name(req->opcode));
-		send_reply(zc, req->xid, (int64_t)n->applied_index, ZK_NO_AUTH, NULL, 0);
+			  core_client_peer_addr(&n->core, zc->client),
+			  node_ctl_opcode_name(req->opcode));
+		send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_NO_AUTH, NULL, 0);
 		return;
 	}
 	struct zk_server *zs = server_of(n);
@@ -979,14 +981,14 @@ void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 		}
 		return;
 	}
-	complete(n, p, err, (int64_t)n->applied_index, body, size);
+	complete(n, p, err, (int64_t)n->core.applied_index, body, size);
 }
 
 void zk_clients_fire_system(struct node *n, const struct zk_result *res)
 {
 	struct zk_server *zs = server_of(n);
 	if (zs != NULL) {
-		zk_watches_fire(&zs->watches, fsm_zk(n->fsm), res);
+		zk_watches_fire(&zs->watches, fsm_zk(n->core.fsm), res);
 	}
 }
 
@@ -996,7 +998,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	if (zc == NULL || zc->state != ZC_ACTIVE) {
 		return false;
 	}
-	n->stats.requests++;
+	n->core.stats.requests++;
 	struct zk_request req;
 	enum keel_err rc = zk_request_decode(&req, payload, size);
 	if (rc == KEEL_SHORT) {
@@ -1008,16 +1010,16 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	touch(n, zc);
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
-		return zc->state == ZC_ACTIVE && !c->conn.paused;
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 	}
 	if (rc == KEEL_UNSUPPORTED) {
-		KEEL_DEBUG("client %s: unknown opcode %d", c->conn.peer_addr, req.opcode);
+		KEEL_DEBUG("client %s: unknown opcode %d", core_client_peer_addr(&n->core, c), req.opcode);
 		send_reply(zc, req.xid, -1, ZK_UNIMPLEMENTED, NULL, 0);
 		conn_close(zc, KEEL_PROTO, true);
 		return false;
 	}
 	if (rc != KEEL_OK) {
-		send_reply(zc, req.xid, (int64_t)n->applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
+		send_reply(zc, req.xid, (int64_t)n->core.applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
 		return true;
 	}
 	switch (zk_op_classify(req.opcode)) {
@@ -1047,7 +1049,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		break;
 	}
 	case ZK_CLASS_REFUSE:
-		send_reply(zc, req.xid, (int64_t)n->applied_index, zk_op_refusal(req.opcode), NULL,
+		send_reply(zc, req.xid, (int64_t)n->core.applied_index, zk_op_refusal(req.opcode), NULL,
 			   0);
 		break;
 	case ZK_CLASS_UNKNOWN:
@@ -1056,7 +1058,7 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		conn_close(zc, KEEL_PROTO, true);
 		return false;
 	}
-	return zc->state == ZC_ACTIVE && !c->conn.paused;
+	return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 }
 
 void zk_conn_on_close(struct node *n, struct node_client *c)
@@ -1094,12 +1096,12 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 			   const struct zk_result *res)
 {
 	struct zk_server *zs = server_of(n);
-	struct zk_state *st = fsm_zk(n->fsm);
+	struct zk_state *st = fsm_zk(n->core.fsm);
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&zs->watches, st, res);
 	if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0 && zs->expiry_active) {
 		zk_expiry_add(&zs->expiry, res->new_session_id, res->new_session_timeout_ms,
-			      (int64_t)node_now_ms(n));
+			      (int64_t)core_now_ms(&n->core));
 	}
 	if (res->closed_session_id != 0) {
 		if (zs->expiry_active) {
@@ -1187,7 +1189,7 @@ void zk_clients_after_apply(struct node *n)
 	struct keel_list *it = keel_list_first(&zs->barriers);
 	while (it != NULL) {
 		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, barrier_link);
-		if (p->barrier != BARRIER_CONFIRMED || n->applied_index < p->read_index) {
+		if (p->barrier != BARRIER_CONFIRMED || n->core.applied_index < p->read_index) {
 			it = it->next != &zs->barriers ? it->next : NULL;
 			continue;
 		}
@@ -1227,7 +1229,7 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 			/* Not confirmed (leadership moved, lost messages): ask again
 			 * on the next tick, within the deadline. */
 			p->barrier = BARRIER_RETRY;
-			p->barrier_deadline_ms = node_now_ms(n) + zs->tracker->policy.leader_wait_ms;
+			p->barrier_deadline_ms = core_now_ms(&n->core) + zs->tracker->policy.leader_wait_ms;
 		}
 	}
 	/* Served after the ready (they may already be applied). */
@@ -1241,12 +1243,12 @@ static void reap_emit(void *ctx, enum zk_txn_kind kind, struct zk_bytes path)
 	struct zk_server *zs = server_of(n);
 	struct keel_wbuf *w = &zs->scratch;
 	keel_wbuf_reset(w);
-	int64_t now = keel_clock_wall_ms();
+	int64_t now = core_wall_ms(&n->core);
 	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
 	zk_txn_encode_delete(w, kind, now, (const char *)path.data, (size_t)path.size);
 	uint64_t index, term;
 	if (keel_wbuf_ok(w)) {
-		(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+		(void)core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
 	}
 }
 
@@ -1255,12 +1257,12 @@ static void propose_session_close(struct node *n, int64_t session_id)
 	struct zk_server *zs = server_of(n);
 	struct keel_wbuf *w = &zs->scratch;
 	keel_wbuf_reset(w);
-	int64_t now = keel_clock_wall_ms();
+	int64_t now = core_wall_ms(&n->core);
 	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
 	struct zk_txn_meta meta = {now, 0, 0, session_id};
 	zk_txn_encode_close_session(w, &meta, ZK_CLOSE_EXPIRED);
 	uint64_t index, term;
-	(void)node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+	(void)core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
 }
 
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
@@ -1268,15 +1270,15 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 	struct zk_server *zs = server_of(n);
 	(void)old_leader;
 	if (new_leader == 0 && zs->leaderless_since_ms == 0) {
-		zs->leaderless_since_ms = node_now_ms(n);
+		zs->leaderless_since_ms = core_now_ms(&n->core);
 	} else if (new_leader != 0) {
 		zs->leaderless_since_ms = 0;
 		zs->leaderless_closed = false;
 	}
-	if (new_leader == n->cfg.id && n->role == RAFT_LEADER) {
-		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->fsm), (int64_t)node_now_ms(n));
+	if (new_leader == n->cfg.id && n->core.role == RAFT_LEADER) {
+		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));
 		zs->expiry_active = true;
-		zs->last_housekeeping_ms = node_now_ms(n);
+		zs->last_housekeeping_ms = core_now_ms(&n->core);
 	} else if (zs->expiry_active) {
 		zs->expiry_active = false;
 		zk_expiry_close(&zs->expiry);
@@ -1300,19 +1302,19 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 		return;
 	}
 	enum keel_err rc = KEEL_NOTLEADER;
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		uint8_t *copy = malloc(size);
 		if (copy == NULL) {
 			rc = KEEL_NOMEM;
 		} else {
 			memcpy(copy, body, size);
-			int64_t now = keel_clock_wall_ms();
+			int64_t now = core_wall_ms(&n->core);
 			keel_store_be64(copy + NODE_ENTRY_TIME_OFFSET, (uint64_t)now);
 			size_t off = NODE_ENTRY_HEADER_SIZE;
 			rc = zk_txn_set_time(copy + off, size - off, now);
 			if (rc == KEEL_OK) {
 				uint64_t index, term;
-				rc = node_propose(n, copy, (uint32_t)size, &index, &term);
+				rc = core_propose(&n->core, copy, (uint32_t)size, &index, &term);
 			}
 			free(copy);
 		}
@@ -1320,8 +1322,8 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 	if (rc != KEEL_OK) {
 		struct tracker_reply hdr = {TRACK_ZK_WRITE, from, request_id, rc, 0};
 		size_t mark;
-		if (node_reply_begin(n, &hdr, &mark) != NULL) {
-			peers_send_end(&n->peers, from, mark);
+		if (core_reply_begin(&n->core, &hdr, &mark) != NULL) {
+			core_peer_end(&n->core, from, mark);
 		}
 	}
 	node_schedule_drive(n);
@@ -1336,7 +1338,7 @@ void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const
 		struct keel_rbuf r;
 		keel_rbuf_init(&r, body, size);
 		uint32_t count = keel_rbuf_u32(&r);
-		int64_t now = (int64_t)node_now_ms(n);
+		int64_t now = (int64_t)core_now_ms(&n->core);
 		for (uint32_t i = 0; i < count && keel_rbuf_ok(&r); i++) {
 			int64_t sid = keel_rbuf_i64(&r);
 			if (keel_rbuf_ok(&r)) {
@@ -1353,7 +1355,7 @@ static void report_sessions(struct node *n, uint64_t now)
 		return;
 	}
 	zs->last_report_ms = now;
-	if (n->role == RAFT_LEADER || n->leader == 0) {
+	if (n->core.role == RAFT_LEADER || n->core.leader == 0) {
 		return;
 	}
 	size_t mark;
@@ -1366,7 +1368,7 @@ static void report_sessions(struct node *n, uint64_t now)
 			continue;
 		}
 		if (w == NULL) {
-			w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_SESSION_TOUCH, &mark);
+			w = core_peer_begin(&n->core, n->core.leader, PEER_FRAME_SESSION_TOUCH, &mark);
 			if (w == NULL) {
 				return; /* retried next time; flags stay set */
 			}
@@ -1381,7 +1383,7 @@ static void report_sessions(struct node *n, uint64_t now)
 	}
 	if (w != NULL) {
 		keel_wbuf_patch_u32(w, count_pos, count);
-		peers_send_end(&n->peers, n->leader, mark);
+		core_peer_end(&n->core, n->core.leader, mark);
 	}
 }
 
@@ -1403,7 +1405,7 @@ static void retry_barriers(struct node *n, uint64_t now)
 		pending_map_remove(zs, p);
 		if (p->zc != NULL) {
 			KEEL_DEBUG("client %s: request not served in time after a leader change",
-				   p->zc->client->conn.peer_addr);
+				   core_client_peer_addr(&n->core, p->zc->client));
 			conn_close(p->zc, KEEL_NOLEADER, true);
 		}
 		if (!in_fifo(p)) {
@@ -1428,7 +1430,7 @@ void zk_clients_tick(struct node *n, uint64_t now_ms)
 	}
 	retry_barriers(n, now_ms);
 	report_sessions(n, now_ms);
-	if (zs->expiry_active && n->role == RAFT_LEADER) {
+	if (zs->expiry_active && n->core.role == RAFT_LEADER) {
 		int64_t ids[MAX_EXPIRE_PER_TICK];
 		size_t count = zk_expiry_expired(&zs->expiry, (int64_t)now_ms, ids,
 						 KEEL_ARRAY_SIZE(ids));
@@ -1438,7 +1440,7 @@ void zk_clients_tick(struct node *n, uint64_t now_ms)
 		}
 		if (now_ms >= zs->last_housekeeping_ms + n->cfg.housekeeping_ms) {
 			zs->last_housekeeping_ms = now_ms;
-			zk_housekeeping_scan(fsm_zk(n->fsm), keel_clock_wall_ms(), MAX_REAP_PER_SCAN,
+			zk_housekeeping_scan(fsm_zk(n->core.fsm), core_wall_ms(&n->core), MAX_REAP_PER_SCAN,
 					     reap_emit, n);
 		}
 	}
@@ -1460,10 +1462,9 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 		snprintf(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
-	n->zk_server = zs;
-	zs->leaderless_since_ms = KEEL_MAX(node_now_ms(n), 1); /* none known at start */
-	uint64_t seed = 0;
-	keel_os_random(&seed, sizeof(seed));
+	n->core.zk_server = zs;
+	zs->leaderless_since_ms = KEEL_MAX(core_now_ms(&n->core), 1); /* none known at start */
+	uint64_t seed = core_seed_next(&n->core);
 	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
 			    n) != KEEL_OK ||
 	    zk_expiry_init(&zs->expiry, 0) != KEEL_OK ||
@@ -1474,7 +1475,7 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 	}
 	zk_watches_set_max_bytes(&zs->watches, n->cfg.max_watch_bytes_per_connection);
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
-	zs->tracker = &n->tracker;
+	zs->tracker = &n->core.tracker;
 	keel_list_init(&zs->barriers);
 	return KEEL_OK;
 }
@@ -1501,7 +1502,7 @@ void zk_clients_close(struct node *n)
 	zk_expiry_close(&zs->expiry);
 	keel_wbuf_free(&zs->scratch);
 	free(zs);
-	n->zk_server = NULL;
+	n->core.zk_server = NULL;
 }
 
 void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed)
@@ -1515,7 +1516,7 @@ void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *o
 	}
 	if (!detailed) {
 		len = snprintf(line, sizeof(line), " /%s[1](queued=%u,recved=%llu,sent=%llu)\n",
-			       c->conn.peer_addr, zc->pending_count,
+			       core_client_peer_addr(&n->core, c), zc->pending_count,
 			       (unsigned long long)c->packets_received,
 			       (unsigned long long)c->packets_sent);
 	} else {
@@ -1524,7 +1525,7 @@ void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *o
 			       " /%s[1](queued=%u,recved=%llu,sent=%llu,sid=0x%llx,lop=%s,est=%llu,"
 			       "to=%d,lcxid=0x%x,lzxid=0x%llx,lresp=%llu,llat=%llu,minlat=%llu,"
 			       "avglat=%llu,maxlat=%llu)\n",
-			       c->conn.peer_addr, zc->pending_count,
+			       core_client_peer_addr(&n->core, c), zc->pending_count,
 			       (unsigned long long)c->packets_received,
 			       (unsigned long long)c->packets_sent,
 			       (unsigned long long)zc->session_id, zk_op_name(zc->last_op),

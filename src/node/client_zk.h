@@ -14,7 +14,7 @@
 
 #include "base/buf.h"
 #include "node/client.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "node/node.h"
 
 enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size);

@@ -40,10 +40,10 @@
 #include "meta/record.h"
 #include "meta/zkview.h"
 #include "node/client_zk.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "node/metrics.h"
 #include "node/peers.h"
-#include "os/clock.h"
+#include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_state.h"
@@ -119,7 +119,7 @@ struct node_ctl {
 
 static struct node_ctl *ctl_of(const struct node *n)
 {
-	return n->ctl;
+	return n->core.ctl;
 }
 
 /* The most a reply body may hold (the client's packet limit, less room for
@@ -132,7 +132,7 @@ static size_t reply_budget(const struct node_ctl *c)
 
 static int64_t now_ms(const struct node *n)
 {
-	return (int64_t)node_now_ms(n);
+	return (int64_t)core_now_ms(&n->core);
 }
 
 /* ---- the ring of recent META entries ---- */
@@ -235,14 +235,13 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	keel_arena_init(&c->req_arena, 16 * 1024);
 	c->max_reply_bytes = n->cfg.max_packet_bytes;
 	keel_wbuf_init_dynamic(&c->reply_buf, 4096, c->max_reply_bytes);
-	keel_wbuf_init_dynamic(&c->entry_buf, 4096, n->raft_opts.max_entry_bytes);
+	keel_wbuf_init_dynamic(&c->entry_buf, 4096, n->core.raft_opts.max_entry_bytes);
 	keel_list_init(&c->held);
 	keel_list_init(&c->forwarded);
 	controller_config(n, &c->cfg);
-	uint64_t seed = 0;
-	keel_os_random(&seed, sizeof(seed));
+	uint64_t seed = core_seed_next(&n->core);
 	keel_rng_seed(&c->rng, seed);
-	n->ctl = c;
+	n->core.ctl = c;
 	return KEEL_OK;
 }
 
@@ -251,7 +250,7 @@ static void list_free(struct node *n, struct keel_list *l)
 	struct keel_list *it;
 	while ((it = keel_list_pop_front(l)) != NULL) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
-		tracker_finish(&n->tracker, &w->track);
+		tracker_finish(&n->core.tracker, &w->track);
 		free(w->request);
 		free(w->reply);
 		free(w);
@@ -280,7 +279,7 @@ void node_ctl_destroy(struct node *n)
 	keel_wbuf_free(&c->reply_buf);
 	keel_wbuf_free(&c->entry_buf);
 	free(c);
-	n->ctl = NULL;
+	n->core.ctl = NULL;
 }
 
 const struct meta_image *node_ctl_image(const struct node *n)
@@ -344,13 +343,13 @@ static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
 		KEEL_ERROR("entry %llu: cannot build the ZooKeeper view of the metadata (%s): "
 			   "this server cannot follow the log",
 			   (unsigned long long)index, keel_strerror(rc));
-		n->failed = true;
+		n->core.failed = true;
 		return;
 	}
 	if (c->ops.count == 0) {
 		return;
 	}
-	struct zk_state *st = fsm_zk(n->fsm);
+	struct zk_state *st = fsm_zk(n->core.fsm);
 	zk_system_begin(st, &c->zk_res, index, time_ms);
 	for (uint32_t i = 0; i < c->ops.count; i++) {
 		const struct meta_zk_op *op = &c->ops.items[i];
@@ -359,7 +358,7 @@ static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
 			KEEL_ERROR("entry %llu: out of memory writing %s: this server cannot follow "
 				   "the log",
 				   (unsigned long long)index, op->path);
-			n->failed = true;
+			n->core.failed = true;
 			return;
 		}
 		if (rc != KEEL_OK) {
@@ -373,7 +372,7 @@ static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
 void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct node_entry *ne)
 {
 	struct node_ctl *c = ctl_of(n);
-	if (n->failed) {
+	if (n->core.failed) {
 		return;
 	}
 	keel_arena_reset(&c->apply_arena);
@@ -386,7 +385,7 @@ void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct
 		KEEL_ERROR("entry %llu: metadata batch does not decode (%s: %s): this server "
 			   "cannot follow the log; upgrade it or restore it from a snapshot",
 			   (unsigned long long)entry->index, keel_strerror(rc), eb.msg);
-		n->failed = true;
+		n->core.failed = true;
 		return;
 	}
 	meta_changes_reset(&c->changes);
@@ -397,7 +396,7 @@ void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct
 		KEEL_ERROR("entry %llu: cannot apply the metadata batch (%s): this server cannot "
 			   "follow the log",
 			   (unsigned long long)entry->index, keel_strerror(rc));
-		n->failed = true;
+		n->core.failed = true;
 		return;
 	}
 	if (res.ignored > 0 || res.batch_ignored) {
@@ -594,13 +593,13 @@ static void send_peer_reply(struct node *n, uint64_t peer, uint64_t request_id,
 {
 	struct tracker_reply hdr = {TRACK_META, peer, request_id, KEEL_OK, wait_index};
 	size_t mark;
-	struct keel_wbuf *w = node_reply_begin(n, &hdr, &mark);
+	struct keel_wbuf *w = core_reply_begin(&n->core, &hdr, &mark);
 	if (w == NULL) {
 		return; /* the server forwarding it times the request out */
 	}
 	keel_wbuf_i32(w, zk_err);
 	keel_wbuf_bytes(w, body, size);
-	peers_send_end(&n->peers, peer, mark);
+	core_peer_end(&n->core, peer, mark);
 }
 
 static void deliver(struct node *n, uint64_t peer, uint64_t request_id, uint64_t wait_index,
@@ -680,11 +679,11 @@ static void release_held(struct node *n)
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
-		if (w->wait_index <= n->applied_index) {
+		if (w->wait_index <= n->core.applied_index) {
 			keel_list_remove(&w->link);
 			if (!w->from_leader && w->started_ns != 0) {
 				metrics_hist_observe(&c->request_latency,
-						     (keel_clock_mono_ns() - w->started_ns) / 1000u);
+						     (core_mono_ns(&n->core) - w->started_ns) / 1000u);
 			}
 			deliver(n, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
 				w->reply_size);
@@ -699,7 +698,7 @@ static void release_held(struct node *n)
 static void fail_held(struct node *n, bool only_overdue)
 {
 	struct node_ctl *c = ctl_of(n);
-	uint64_t now = node_now_ms(n);
+	uint64_t now = core_now_ms(&n->core);
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
@@ -733,7 +732,7 @@ static void controller_stop(struct node *n, bool rebuild, const char *why)
 static bool propose_batch(struct node *n, struct meta_batch *batch)
 {
 	struct node_ctl *c = ctl_of(n);
-	int64_t ts = keel_clock_wall_ms();
+	int64_t ts = core_wall_ms(&n->core);
 	batch->hdr.timestamp_ms = ts;
 	struct keel_wbuf *w = &c->entry_buf;
 	keel_wbuf_reset(w);
@@ -744,7 +743,7 @@ static bool propose_batch(struct node *n, struct meta_batch *batch)
 	}
 	uint64_t index = 0, term = 0;
 	if (rc == KEEL_OK) {
-		rc = node_propose(n, w->data, (uint32_t)w->size, &index, &term);
+		rc = core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
 	}
 	if (rc != KEEL_OK) {
 		KEEL_WARN("cannot propose a metadata batch of %u records (%s)", batch->count,
@@ -777,14 +776,14 @@ static void controller_tick(struct node *n)
 static void maybe_start(struct node *n)
 {
 	struct node_ctl *c = ctl_of(n);
-	if (c->active || n->stopping || n->failed || n->role != RAFT_LEADER ||
-	    n->leader != n->cfg.id || n->applied_term != n->term ||
-	    n->applied_index < c->rebuild_index) {
+	if (c->active || n->stopping || n->core.failed || n->core.role != RAFT_LEADER ||
+	    n->core.leader != n->cfg.id || n->core.applied_term != n->core.term ||
+	    n->core.applied_index < c->rebuild_index) {
 		return;
 	}
-	KEEL_ASSERT(n->term <= INT32_MAX);
+	KEEL_ASSERT(n->core.term <= INT32_MAX);
 	enum keel_err rc = meta_controller_init(&c->ctl, &c->cfg, (int32_t)n->cfg.id,
-						(int32_t)n->term, &c->image, &c->rng, now_ms(n));
+						(int32_t)n->core.term, &c->image, &c->rng, now_ms(n));
 	if (rc != KEEL_OK) {
 		KEEL_WARN("cannot start the controller (%s); retrying", keel_strerror(rc));
 		return;
@@ -793,7 +792,7 @@ static void maybe_start(struct node *n)
 	c->broken = false;
 	c->rebuild_index = 0;
 	KEEL_INFO("active controller for epoch %llu (metadata offset %lld, %u brokers, %u topics)",
-		  (unsigned long long)n->term, (long long)c->image.offset, c->image.broker_count,
+		  (unsigned long long)n->core.term, (long long)c->image.offset, c->image.broker_count,
 		  c->image.topic_count);
 	controller_tick(n);
 }
@@ -827,7 +826,7 @@ void node_ctl_on_leader_change(struct node *n)
 	if (c == NULL) {
 		return;
 	}
-	if (n->leader != n->cfg.id) {
+	if (n->core.leader != n->cfg.id) {
 		controller_stop(n, false, "leadership lost");
 		c->rebuild_index = 0;
 	}
@@ -908,7 +907,7 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
-	uint64_t started = keel_clock_mono_ns();
+	uint64_t started = core_mono_ns(&n->core);
 	struct keel_wbuf *out = &c->reply_buf;
 	keel_wbuf_reset(out);
 	struct meta_batch *batch = NULL;
@@ -932,8 +931,8 @@ static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id,
 		deliver_not_controller(n, peer, request_id, api, body, size);
 		return;
 	}
-	if (c->last_proposed_index <= n->applied_index) {
-		metrics_hist_observe(&c->request_latency, (keel_clock_mono_ns() - started) / 1000u);
+	if (c->last_proposed_index <= n->core.applied_index) {
+		metrics_hist_observe(&c->request_latency, (core_mono_ns(&n->core) - started) / 1000u);
 		deliver(n, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;
 	}
@@ -1056,20 +1055,20 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 		deliver(n, 0, request_id, 0, zk_err, NULL, 0);
 		return;
 	}
-	if (n->role == RAFT_LEADER) {
+	if (n->core.role == RAFT_LEADER) {
 		handle_on_leader(n, 0, request_id, api, body, size);
-		node_drive(n);
+		core_drive(&n->core);
 		return;
 	}
 	struct ctl_waiter *w = NULL;
 	size_t mark = 0;
 	uint64_t to = 0;
 	struct keel_wbuf *fw = NULL;
-	if (n->leader != 0) {
+	if (n->core.leader != 0) {
 		w = waiter_new(c, api, body, size, NULL, 0);
 	}
 	if (w != NULL) {
-		fw = node_request_begin(n, TRACK_META, request_id, &to, &mark);
+		fw = core_request_begin(&n->core, TRACK_META, request_id, &to, &mark);
 	}
 	if (fw == NULL) {
 		if (w != NULL) {
@@ -1080,11 +1079,11 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 	}
 	keel_wbuf_u8(fw, api);
 	keel_wbuf_bytes(fw, body, size);
-	peers_send_end(&n->peers, to, mark);
+	core_peer_end(&n->core, to, mark);
 	w->request_id = request_id;
 	w->track.request_id = request_id; /* the client's pending: a tracker id */
-	if (tracker_add(&n->tracker, &w->track, TRACK_META, n->tracker.policy.leader_wait_ms, to,
-			n->term, node_now_ms(n)) != KEEL_OK) {
+	if (tracker_add(&n->core.tracker, &w->track, TRACK_META, n->core.tracker.policy.leader_wait_ms, to,
+			n->core.term, core_now_ms(&n->core)) != KEEL_OK) {
 		deliver_not_controller(n, 0, request_id, api, body, size);
 		waiter_free(c, w);
 		return;
@@ -1111,7 +1110,7 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 	}
 	const uint8_t *reply = body + 4;
 	size_t reply_size = size - 4;
-	if (hdr->wait_index <= n->applied_index) {
+	if (hdr->wait_index <= n->core.applied_index) {
 		deliver(n, 0, w->request_id, hdr->wait_index, zk_err, reply, reply_size);
 		waiter_free(c, w);
 		return;
@@ -1125,7 +1124,7 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 	}
 	w->reply_size = reply_size;
 	w->from_leader = true;
-	w->deadline_ms = node_now_ms(n) + n->tracker.policy.leader_wait_ms;
+	w->deadline_ms = core_now_ms(&n->core) + n->core.tracker.policy.leader_wait_ms;
 	w->zk_err = zk_err;
 	w->wait_index = hdr->wait_index;
 	keel_list_push_back(&c->held, &w->link);
@@ -1162,7 +1161,7 @@ void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, con
 		return;
 	}
 	handle_on_leader(n, from, request_id, api, body + 1, size - 1);
-	node_drive(n);
+	core_drive(&n->core);
 }
 
 /* ---- reads: DescribeCluster, FetchMetadata ---- */
@@ -1241,7 +1240,7 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 	}
 	struct meta_fetch_metadata_response rs;
 	memset(&rs, 0, sizeof(rs));
-	rs.high_watermark = (int64_t)n->applied_index;
+	rs.high_watermark = (int64_t)n->core.applied_index;
 	rs.snapshot_offset = -1;
 	size_t limit = reply_budget(c);
 	size_t budget = rq.max_bytes > 0 ? KEEL_MIN(limit, (size_t)rq.max_bytes) : limit;

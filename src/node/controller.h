@@ -5,7 +5,7 @@
  *
  * What lives here, on EVERY server:
  *   - the committed metadata image: each committed NODE_ENTRY_META entry is
- *     decoded and applied to it (node_ctl_apply, called by fsm_apply), and
+ *     decoded and applied to it (node_ctl_apply, for the entries fsm_apply reports as FSM_APPLIED_META), and
  *     its ZooKeeper view (/brokers/..., /controller, /config/...) is written
  *     into the ZooKeeper tree in the same apply, read-only for clients
  *     (world:anyone:READ), firing watches like any write;
@@ -17,7 +17,7 @@
  *     FetchMetadata are answered from this server's applied state; the
  *     controller APIs are handled here when this server is the active
  *     controller, else forwarded to the Raft leader over the peer link
- *     (a tracked request, node/tracker.h).
+ *     (a tracked request, core/tracker.h).
  *
  * On the Raft LEADER only, the active controller (struct meta_controller):
  *
@@ -36,7 +36,7 @@
  * Errors: a META entry that does not decode (or an image that runs out of
  * memory) stops the server — skipping it would let its image diverge.
  *
- * Ownership: `struct node_ctl` is owned by the node (n->ctl), created by
+ * Ownership: `struct node_ctl` is owned by the node (n->core.ctl), created by
  * node_ctl_create and freed by node_ctl_destroy. Request bodies passed in
  * are the caller's and are copied when kept.
  */
@@ -50,7 +50,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "meta/image.h"
-#include "node/entry.h"
+#include "core/entry.h"
 #include "node/metrics.h"
 #include "node/node.h"
 
@@ -63,10 +63,10 @@ struct node_ctl;
 enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size);
 void node_ctl_destroy(struct node *n);
 
-/* ---- the replicated part (called from fsm.c) ---- */
+/* ---- the replicated part (applied and snapshotted through core/fsm.h) ---- */
 
 /* Applies a committed META entry at entry->index; on a fatal error sets
- * n->failed. */
+ * n->core.failed. */
 void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct node_entry *ne);
 
 /* Streams the committed image (meta_image_save format) for the snapshot. */

@@ -5,38 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const uint64_t bounds_us[METRICS_BUCKETS] = {
-	50,    100,   250,    500,    1000,   2000,   5000,    10000,   20000,  50000,
-	100000, 200000, 500000, 1000000, 2000000, 3000000, 5000000, 7500000, 10000000,
-};
-
-void metrics_hist_observe(struct metrics_hist *h, uint64_t value_us)
-{
-	size_t i = 0;
-	while (i < METRICS_BUCKETS && value_us > bounds_us[i]) {
-		i++;
-	}
-	h->counts[i]++;
-	h->total++;
-	h->sum_us += value_us;
-}
-
-uint64_t metrics_hist_quantile(const struct metrics_hist *h, double q)
-{
-	if (h->total == 0) {
-		return 0;
-	}
-	uint64_t want = (uint64_t)((double)h->total * q);
-	uint64_t seen = 0;
-	for (size_t i = 0; i < METRICS_BUCKETS; i++) {
-		seen += h->counts[i];
-		if (seen > want) {
-			return bounds_us[i];
-		}
-	}
-	return bounds_us[METRICS_BUCKETS - 1];
-}
-
 static void wprintf(struct keel_wbuf *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
@@ -80,7 +48,7 @@ void metrics_histogram(struct keel_wbuf *w, const char *name, const char *help,
 	uint64_t cum = 0;
 	for (size_t i = 0; i < METRICS_BUCKETS; i++) {
 		cum += h->counts[i];
-		wprintf(w, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds_us[i] / 1e6,
+		wprintf(w, "%s_bucket{le=\"%g\"} %llu\n", name, (double)metrics_hist_bound_us(i) / 1e6,
 			(unsigned long long)cum);
 	}
 	cum += h->counts[METRICS_BUCKETS];

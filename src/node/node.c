@@ -1,16 +1,10 @@
 /*
- * node.c — the server's loop: start-up, the Raft ready loop, peer messages,
- * storage completions, the tick, shutdown.
+ * node.c — the server's shell: start-up (storage recovery, Raft restore,
+ * listeners), the libuv handles that feed the core (core/core.h: its ready
+ * loop is core_drive in core/drive.c), the tick, signals, shutdown.
  *
- * The ready loop (node_drive) is the only place outputs of the Raft core are
- * handled, in this order per ready: hand the persist batch to storage, send
- * messages, apply committed entries, answer reads, note soft state, advance.
- * Work that must call back into the core (admin waiters completing,
- * snapshot-read failures) is queued while a ready is open and run after
- * raft_advance(), because the core forbids calls between ready and advance.
- *
- *   start --recover--> FOLLOWER/... (Raft decides) --SIGTERM--> STOPPING
- *                                                    --storage error--> FAILED
+ *   start --recover--> serving (core_drive on every input) --SIGTERM--> STOPPING
+ *                                              --core reports failure--> FAILED
  */
 #include "node/node.h"
 
@@ -20,19 +14,16 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "core/entry.h"
+#include "core/fsm.h"
 #include "node/admin.h"
 #include "node/client.h"
 #include "node/client_zk.h"
 #include "node/controller.h"
-#include "node/entry.h"
-#include "node/fsm.h"
+#include "node/host.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
 #include "os/log.h"
-
-#define PERSIST_RING 256
-
-static void node_after_advance(struct node *n);
 
 /* The largest peer frame: an AppendEntries at its byte limit (or one entry
  * at the entry limit) with per-entry overhead, or a snapshot chunk. */
@@ -49,266 +40,6 @@ uint64_t node_now_ms(const struct node *n)
 	return uv_now(n->loop);
 }
 
-const struct node_addr *node_addr_find(const struct node *n, uint64_t id)
-{
-	for (size_t i = 0; i < n->book.count; i++) {
-		if (n->book.addrs[i].id == id) {
-			return &n->book.addrs[i];
-		}
-	}
-	return NULL;
-}
-
-/* ---- deferred work (runs after raft_advance) ---- */
-
-static void defer_snapshot_failure(struct node *n, uint64_t peer)
-{
-	if (n->deferred_snap_fail_count < KEEL_ARRAY_SIZE(n->deferred_snap_fail)) {
-		n->deferred_snap_fail[n->deferred_snap_fail_count++] = peer;
-	}
-}
-
-static void defer_unreachable(struct node *n, uint64_t peer)
-{
-	for (size_t i = 0; i < n->deferred_unreachable_count; i++) {
-		if (n->deferred_unreachable[i] == peer) {
-			return;
-		}
-	}
-	if (n->deferred_unreachable_count < KEEL_ARRAY_SIZE(n->deferred_unreachable)) {
-		n->deferred_unreachable[n->deferred_unreachable_count++] = peer;
-	}
-}
-
-/* ---- waiters (admin operations on the leader) ---- */
-
-void node_wait_commit(struct node *n, struct node_waiter *w)
-{
-	struct keel_list *last = keel_list_last(&n->waiters);
-	KEEL_ASSERT(last == NULL ||
-		    KEEL_LIST_ITEM(last, struct node_waiter, link)->index < w->index);
-	keel_list_init(&w->link);
-	keel_list_push_back(&n->waiters, &w->link);
-}
-
-/* Moves a decided waiter to the done list: its callback runs after
- * raft_advance (it may call into Raft). */
-static void waiter_decided(struct node *n, struct node_waiter *w, enum keel_err result)
-{
-	keel_list_remove(&w->link);
-	w->result = result;
-	keel_list_push_back(&n->done, &w->link);
-}
-
-/* A committed entry at (index, term): waiters up to it are decided. */
-static void waiters_on_commit(struct node *n, uint64_t index, uint64_t term)
-{
-	struct keel_list *it;
-	while ((it = keel_list_first(&n->waiters)) != NULL) {
-		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
-		if (w->index > index) {
-			break;
-		}
-		waiter_decided(n, w, (w->index == index && w->term == term) ? KEEL_OK
-									      : KEEL_CANCELED);
-	}
-}
-
-/* Waiters for entries past `commit` fail with err; those at or below it
- * stay: their entries are committed (a leader's own committed entries never
- * leave its log) and waiters_on_commit() decides them when they apply. A
- * leader that removed itself steps down as soon as the removal commits,
- * before it applies it. */
-static void waiters_fail_uncommitted(struct node *n, uint64_t commit, enum keel_err err)
-{
-	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &n->waiters) {
-		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
-		if (w->index > commit) {
-			waiter_decided(n, w, err);
-		}
-	}
-}
-
-/* ---- sending Raft messages ---- */
-
-static void send_raft_msg(struct node *n, const struct raft_msg *msg)
-{
-	struct raft_msg copy;
-	const struct raft_msg *m = msg;
-	if (msg->type == RAFT_MSG_SNAPSHOT) {
-		/* Fill the chunk from the snapshot file. */
-		copy = *msg;
-		size_t got = 0;
-		enum keel_err rc = node_storage_snapshot_read(
-			n->storage, msg->snapshot.meta.index, msg->snapshot.meta.term,
-			msg->snapshot.offset, n->snapshot_chunk_buf, msg->snapshot.size, &got);
-		if (rc != KEEL_OK || got != msg->snapshot.size) {
-			KEEL_WARN("snapshot %llu for peer %llu: cannot read chunk at %llu (%s)",
-				  (unsigned long long)msg->snapshot.meta.index,
-				  (unsigned long long)msg->to, (unsigned long long)msg->snapshot.offset,
-				  keel_strerror(rc));
-			defer_snapshot_failure(n, msg->to);
-			return;
-		}
-		copy.snapshot.data = n->snapshot_chunk_buf;
-		m = &copy;
-	}
-	size_t mark;
-	struct keel_wbuf *w = peers_send_begin(&n->peers, m->to, PEER_FRAME_RAFT, &mark);
-	if (w == NULL) {
-		defer_unreachable(n, m->to);
-		return;
-	}
-	enum keel_err rc = raft_msg_encode(m, w);
-	KEEL_ASSERT(rc == KEEL_OK);
-	peers_send_end(&n->peers, m->to, mark);
-}
-
-/* ---- soft state ---- */
-
-static void on_soft_state(struct node *n, const struct raft_ready *rd)
-{
-	bool leader_changed = rd->leader != n->leader;
-	uint8_t old_role = n->role;
-	n->role = rd->role;
-	n->term = rd->term;
-	if (leader_changed) {
-		n->stats.leader_changes++;
-		if (rd->leader == n->cfg.id) {
-			KEEL_INFO("became leader in term %llu", (unsigned long long)rd->term);
-		} else if (rd->leader != 0) {
-			KEEL_INFO("following leader %llu in term %llu",
-				  (unsigned long long)rd->leader, (unsigned long long)rd->term);
-		} else {
-			KEEL_INFO("no leader in term %llu (%s)", (unsigned long long)rd->term,
-				  raft_role_name(rd->role));
-		}
-	} else if (old_role != rd->role && rd->role == RAFT_CANDIDATE) {
-		n->stats.elections_seen++;
-		KEEL_INFO("starting election for term %llu", (unsigned long long)rd->term);
-	}
-	uint64_t old_leader = n->leader;
-	n->leader = rd->leader;
-	if (leader_changed) {
-		if (old_leader == n->cfg.id) {
-			/* Lost leadership: admin operations waiting here for
-			 * entries not yet committed fail. */
-			waiters_fail_uncommitted(n, rd->commit, KEEL_NOTLEADER);
-		}
-		node_clients_on_leader_change(n, old_leader, rd->leader);
-		node_ctl_on_leader_change(n);
-		admin_on_leader_change(n); /* before the tracker: transfers succeed */
-		tracker_on_leader_change(&n->tracker, rd->leader, node_now_ms(n));
-	}
-}
-
-/* ---- the ready loop ---- */
-
-/* Hands what an applied entry produced to whoever waits for it: the
- * ZooKeeper clients (watches, the waiting request) and the peer links. */
-static void route_applied(struct node *n, const struct fsm_applied *applied)
-{
-	switch (applied->kind) {
-	case FSM_APPLIED_ZK:
-		zk_clients_on_applied(n, &applied->entry, applied->zk);
-		return;
-	case FSM_APPLIED_ZK_FAILED:
-		zk_clients_on_apply_failed(n, &applied->entry);
-		return;
-	case FSM_APPLIED_BOOK:
-		node_book_changed(n);
-		return;
-	case FSM_APPLIED_META:
-	case FSM_APPLIED_NOTHING:
-		return;
-	}
-}
-
-static void handle_ready(struct node *n, struct raft_ready *rd)
-{
-	if (rd->persist_id != 0) {
-		if (rd->install != NULL) {
-			KEEL_INFO("installing snapshot %llu (term %llu, %llu bytes) from the leader",
-				  (unsigned long long)rd->install->meta.index,
-				  (unsigned long long)rd->install->meta.term,
-				  (unsigned long long)rd->install->meta.size_bytes);
-			KEEL_ASSERT(n->n_installs < KEEL_ARRAY_SIZE(n->installs));
-			n->installs[n->n_installs].persist_id = rd->persist_id;
-			n->installs[n->n_installs].meta = rd->install->meta;
-			n->n_installs++;
-		}
-		n->persist_submitted_ns[rd->persist_id % PERSIST_RING] = keel_clock_mono_ns();
-		enum keel_err rc = node_storage_submit(n->storage, rd);
-		if (rc != KEEL_OK) {
-			KEEL_ERROR("storage refused a batch (%s): stopping", keel_strerror(rc));
-			n->failed = true;
-		}
-		n->stats.persist_batches++;
-	}
-	for (size_t i = 0; i < rd->n_msgs; i++) {
-		send_raft_msg(n, &rd->msgs[i]);
-	}
-	for (size_t i = 0; i < rd->n_committed; i++) {
-		const struct raft_entry *e = &rd->committed[i];
-		KEEL_ASSERT(e->index == n->applied_index + 1);
-		if (e->term > n->applied_term && n->applied_term != 0) {
-			tracker_on_term_applied(&n->tracker, e->term);
-		}
-		if (e->type == RAFT_ENTRY_CONFIG) {
-			enum keel_err crc = raft_config_decode(e->data, e->size, &n->applied_config);
-			KEEL_ASSERT(crc == KEEL_OK);
-		}
-		struct fsm_applied applied;
-		fsm_apply(n, e, &applied);
-		route_applied(n, &applied);
-		n->bytes_since_snapshot += e->size;
-		n->applied_index = e->index;
-		n->applied_term = e->term;
-		n->stats.entries_applied++;
-		waiters_on_commit(n, e->index, e->term);
-	}
-	if (rd->n_reads > 0) {
-		node_clients_on_reads(n, rd->reads, rd->n_reads);
-		admin_on_reads(n, rd->reads, rd->n_reads);
-	}
-	n->commit_index = rd->commit;
-	if (rd->soft_state_changed) {
-		on_soft_state(n, rd);
-	}
-}
-
-void node_drive(struct node *n)
-{
-	if (n->in_ready) {
-		n->drive_again = true;
-		return;
-	}
-	if (n->raft == NULL || n->stopping) {
-		return;
-	}
-	do {
-		n->drive_again = false;
-		struct raft_ready rd;
-		while (!n->failed && raft_ready(n->raft, &rd)) {
-			uint64_t applied_before = n->applied_index;
-			n->in_ready = true;
-			handle_ready(n, &rd);
-			raft_advance(n->raft, &rd);
-			n->in_ready = false;
-			if (n->applied_index != applied_before) {
-				raft_applied(n->raft, n->applied_index);
-			}
-			node_after_advance(n);
-		}
-	} while (n->drive_again && !n->failed);
-	if (n->failed && !n->stopping) {
-		KEEL_ERROR("stopping: the server cannot make writes durable");
-		n->exit_code = 1;
-		uv_stop(n->loop);
-	}
-}
-
 static void on_drive_idle(uv_idle_t *idle)
 {
 	(void)idle;
@@ -320,7 +51,7 @@ static void on_drive_check(uv_check_t *check)
 	if (n->drive_scheduled) {
 		n->drive_scheduled = false;
 		uv_idle_stop(&n->drive_idle);
-		node_drive(n);
+		core_drive(&n->core);
 	}
 }
 
@@ -332,253 +63,34 @@ void node_schedule_drive(struct node *n)
 	}
 }
 
-static void node_after_advance(struct node *n)
-{
-	for (size_t i = 0; i < n->deferred_snap_fail_count; i++) {
-		raft_report_snapshot(n->raft, n->deferred_snap_fail[i], RAFT_SNAPSHOT_FAILED);
-	}
-	n->deferred_snap_fail_count = 0;
-	for (size_t i = 0; i < n->deferred_unreachable_count; i++) {
-		raft_report_unreachable(n->raft, n->deferred_unreachable[i]);
-	}
-	n->deferred_unreachable_count = 0;
-	struct keel_list *it;
-	while ((it = keel_list_pop_front(&n->done)) != NULL) {
-		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
-		w->done(n, w, w->result);
-	}
-	node_ctl_after_apply(n);
-	node_clients_after_apply(n);
-	snapshot_maybe_start(n);
-}
-
-enum keel_err node_propose(struct node *n, const void *data, uint32_t size, uint64_t *index,
-			   uint64_t *term)
-{
-	KEEL_ASSERT(!n->in_ready);
-	enum keel_err rc = raft_propose(n->raft, data, size, index, term);
-	if (rc == KEEL_OK) {
-		n->stats.proposals++;
-	} else {
-		n->stats.proposals_failed++;
-	}
-	return rc;
-}
-
-/* ---- storage completions ---- */
-
-static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
-{
-	struct node *n = ctx;
-	if (n->stopping) {
-		return;
-	}
-	if (err != KEEL_OK) {
-		KEEL_ERROR("storage failed (%s): refusing to acknowledge anything more",
-			   keel_strerror(err));
-		n->failed = true;
-		node_drive(n);
-		return;
-	}
-	uint64_t started = n->persist_submitted_ns[persist_id % PERSIST_RING];
-	if (started != 0) {
-		metrics_hist_observe(&n->stats.append_latency,
-				     (keel_clock_mono_ns() - started) / 1000u);
-	}
-	while (n->n_installs > 0 && n->installs[0].persist_id <= persist_id) {
-		/* A received snapshot is durable: load it before telling Raft. */
-		struct raft_snapshot_meta meta = n->installs[0].meta;
-		n->n_installs--;
-		memmove(&n->installs[0], &n->installs[1], n->n_installs * sizeof(n->installs[0]));
-		char path[2048];
-		char msg[256];
-		node_storage_snapshot_path_for(n->storage, meta.index, meta.term, path, sizeof(path));
-		enum keel_err rc = fsm_snapshot_load(n, path, meta.index, msg, sizeof(msg));
-		if (rc != KEEL_OK) {
-			KEEL_ERROR("cannot load installed snapshot %s: %s", path, msg);
-			n->failed = true;
-			node_drive(n);
-			return;
-		}
-		n->applied_index = meta.index;
-		n->applied_term = meta.term;
-		n->snapshot_index = meta.index;
-		n->bytes_since_snapshot = 0;
-		n->commit_index = KEEL_MAX(n->commit_index, n->applied_index);
-		n->stats.snapshots_installed++;
-		node_clients_on_snapshot_installed(n);
-		KEEL_INFO("snapshot %llu installed", (unsigned long long)meta.index);
-	}
-	enum keel_err rc = raft_persisted(n->raft, persist_id);
-	KEEL_ASSERT(rc == KEEL_OK);
-	if (n->applied_index > 0) {
-		raft_applied(n->raft, n->applied_index);
-	}
-	node_schedule_drive(n);
-}
-
-/* ---- peer messages ---- */
-
-/* No real cluster reaches a term or an index of 2^48 (one election or one
- * entry per microsecond for eight years). A message carrying one is refused,
- * whoever sent it: a buggy or hostile member must not push every server to
- * a term where term + 1 overflows or no election can follow. */
-#define RAFT_VALUE_LIMIT (1ull << 48)
-
-static bool raft_msg_plausible(const struct raft_msg *m)
-{
-	if (m->term >= RAFT_VALUE_LIMIT) {
-		return false;
-	}
-	switch (m->type) {
-	case RAFT_MSG_APPEND:
-		if (m->append.prev_index >= RAFT_VALUE_LIMIT ||
-		    m->append.prev_term >= RAFT_VALUE_LIMIT ||
-		    m->append.commit >= RAFT_VALUE_LIMIT) {
-			return false;
-		}
-		for (uint32_t i = 0; i < m->append.n_entries; i++) {
-			if (m->append.entries[i].index >= RAFT_VALUE_LIMIT ||
-			    m->append.entries[i].term >= RAFT_VALUE_LIMIT) {
-				return false;
-			}
-		}
-		return true;
-	case RAFT_MSG_HEARTBEAT:
-		return m->heartbeat.commit < RAFT_VALUE_LIMIT;
-	case RAFT_MSG_VOTE:
-		return m->vote.last_index < RAFT_VALUE_LIMIT && m->vote.last_term < RAFT_VALUE_LIMIT;
-	case RAFT_MSG_SNAPSHOT:
-		return m->snapshot.meta.index < RAFT_VALUE_LIMIT &&
-		       m->snapshot.meta.term < RAFT_VALUE_LIMIT;
-	default:
-		return true;
-	}
-}
-
-/* A request another server sends us to decide as the leader. Its origin
- * must be the link's authenticated peer: a server speaks only for its own
- * clients. */
-static void on_tracked_request(struct node *n, uint64_t from, const uint8_t *body, size_t size)
-{
-	uint8_t kind;
-	uint64_t origin, request_id;
-	const uint8_t *rest;
-	size_t rest_size;
-	if (tracker_request_decode(body, size, &kind, &origin, &request_id, &rest, &rest_size) !=
-		    KEEL_OK ||
-	    origin != from) {
-		KEEL_WARN("peer %llu: malformed request frame, ignored", (unsigned long long)from);
-		return;
-	}
-	switch ((enum tracker_kind)kind) {
-	case TRACK_ZK_WRITE:
-		zk_clients_on_forward(n, from, request_id, rest, rest_size);
-		return;
-	case TRACK_ADMIN:
-		admin_on_forward(n, from, request_id, rest, rest_size);
-		return;
-	case TRACK_META:
-		node_ctl_on_forward(n, from, request_id, rest, rest_size);
-		return;
-	}
-	KEEL_UNREACHABLE(); /* the decoder accepts only known kinds */
-}
-
-struct keel_wbuf *node_request_begin(struct node *n, enum tracker_kind kind, uint64_t request_id,
-				     uint64_t *to, size_t *mark)
-{
-	*to = n->leader;
-	if (n->leader == 0 || n->leader == n->cfg.id) {
-		return NULL;
-	}
-	struct keel_wbuf *w = peers_send_begin(&n->peers, n->leader, PEER_FRAME_REQUEST, mark);
-	if (w != NULL) {
-		tracker_request_encode(w, kind, n->cfg.id, request_id);
-	}
-	return w;
-}
-
-struct keel_wbuf *node_reply_begin(struct node *n, const struct tracker_reply *hdr, size_t *mark)
-{
-	struct keel_wbuf *w = peers_send_begin(&n->peers, hdr->origin, PEER_FRAME_REPLY, mark);
-	if (w != NULL) {
-		tracker_reply_encode(w, hdr);
-	}
-	return w;
-}
-
-static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-			    size_t size)
-{
-	struct node *n = ctx;
-	switch (type) {
-	case PEER_FRAME_RAFT: {
-		struct raft_msg msg;
-		enum keel_err rc = raft_msg_decode(body, size, &n->msg_limits, &msg,
-						   n->decode_entries, n->msg_limits.max_entries);
-		if (rc != KEEL_OK || msg.from != from || msg.to != n->cfg.id) {
-			KEEL_WARN("peer %llu: bad Raft message (%s), ignored",
-				  (unsigned long long)from, keel_strerror(rc));
-			return;
-		}
-		if (!raft_msg_plausible(&msg)) {
-			KEEL_WARN("peer %llu: Raft message type %u with an impossible term or index "
-				  "(term %llu), refused",
-				  (unsigned long long)from, msg.type, (unsigned long long)msg.term);
-			return;
-		}
-		rc = raft_step(n->raft, &msg);
-		if (rc != KEEL_OK && rc != KEEL_INVAL) {
-			KEEL_WARN("raft_step: %s", keel_strerror(rc));
-		}
-		node_schedule_drive(n);
-		return;
-	}
-	case PEER_FRAME_SESSION_TOUCH:
-		node_clients_on_peer_frame(n, from, type, body, size);
-		return;
-	case PEER_FRAME_REQUEST:
-		on_tracked_request(n, from, body, size);
-		return;
-	case PEER_FRAME_REPLY: {
-		struct tracker_reply hdr;
-		const uint8_t *rest;
-		size_t rest_size;
-		if (tracker_reply_decode(body, size, &hdr, &rest, &rest_size) != KEEL_OK) {
-			KEEL_WARN("peer %llu: malformed reply frame, ignored",
-				  (unsigned long long)from);
-			return;
-		}
-		/* No match: already ended (timed out, failed on a change). */
-		(void)tracker_on_reply(&n->tracker, n->cfg.id, &hdr, rest, rest_size);
-		return;
-	}
-	default:
-		KEEL_WARN("peer %llu: unknown frame type %u", (unsigned long long)from, type);
-	}
-}
-
 /* A peer may link to us when it is in the address book; a server that is
  * not in its own book yet (started with --join, waiting to be added) takes
  * any peer that proves the cluster secret, or it could never be added. */
 static bool peer_is_member(void *ctx, uint64_t id)
 {
 	struct node *n = ctx;
-	return node_addr_find(n, id) != NULL || node_addr_find(n, n->cfg.id) == NULL;
+	return core_addr_find(&n->core, id) != NULL || core_addr_find(&n->core, n->cfg.id) == NULL;
+}
+
+/* ---- inputs to the core from storage and peers ---- */
+
+static void on_durable(void *ctx, uint64_t persist_id, enum keel_err err)
+{
+	struct node *n = ctx;
+	core_on_durable(&n->core, persist_id, err);
+}
+
+static void on_peer_message(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+			    size_t size)
+{
+	struct node *n = ctx;
+	core_on_peer_frame(&n->core, from, type, body, size);
 }
 
 static void on_peer_link(void *ctx, uint64_t id, bool up)
 {
 	struct node *n = ctx;
-	if (!up) {
-		/* Replies from `id` sent before the link went are lost. */
-		tracker_on_link_down(&n->tracker, id, node_now_ms(n));
-	}
-	if (!up && n->raft != NULL && !n->in_ready) {
-		raft_report_unreachable(n->raft, id);
-		node_drive(n);
-	}
+	core_on_peer_link(&n->core, id, up);
 }
 
 /* ---- timers and signals ---- */
@@ -587,14 +99,10 @@ static void on_tick(uv_timer_t *t)
 {
 	struct node *n = t->data;
 	uint64_t now = node_now_ms(n);
-	raft_tick(n->raft, now);
+	core_tick(&n->core, now);
 	peers_tick(&n->peers, now);
-	node_clients_tick(n, now);
-	node_ctl_tick(n, now);
-	admin_tick(n, now);
-	tracker_tick(&n->tracker, n->leader, n->term, now);
 	snapshot_tick(n);
-	node_drive(n);
+	core_drive(&n->core);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -605,6 +113,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	KEEL_INFO("received %s: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
 	n->stopping = true;
+	core_stop(&n->core);
 	uv_stop(n->loop);
 }
 
@@ -615,9 +124,9 @@ static void on_signal(uv_signal_t *s, int signum)
 static void book_seed(struct node *n)
 {
 	for (size_t i = 0; i < n->cfg.cluster_count; i++) {
-		if (node_addr_find(n, n->cfg.cluster[i].id) == NULL &&
-		    n->book.count < KEEL_ARRAY_SIZE(n->book.addrs)) {
-			struct node_addr *a = &n->book.addrs[n->book.count++];
+		if (core_addr_find(&n->core, n->cfg.cluster[i].id) == NULL &&
+		    n->core.book.count < KEEL_ARRAY_SIZE(n->core.book.addrs)) {
+			struct node_addr *a = &n->core.book.addrs[n->core.book.count++];
 			memset(a, 0, sizeof(*a));
 			a->id = n->cfg.cluster[i].id;
 			snprintf(a->peer_addr, sizeof(a->peer_addr), "%s", n->cfg.cluster[i].peer_addr);
@@ -627,8 +136,8 @@ static void book_seed(struct node *n)
 
 void node_book_changed(struct node *n)
 {
-	for (size_t i = 0; i < n->book.count; i++) {
-		const struct node_addr *a = &n->book.addrs[i];
+	for (size_t i = 0; i < n->core.book.count; i++) {
+		const struct node_addr *a = &n->core.book.addrs[i];
 		if (a->id != n->cfg.id && a->peer_addr[0] != '\0') {
 			peers_set(&n->peers, a->id, a->peer_addr);
 		}
@@ -636,7 +145,7 @@ void node_book_changed(struct node *n)
 	/* Forget peers no longer in the book. */
 	for (size_t i = 0; i < n->peers.count;) {
 		uint64_t id = n->peers.table[i].id;
-		if (node_addr_find(n, id) == NULL) {
+		if (core_addr_find(&n->core, id) == NULL) {
 			peers_remove(&n->peers, id);
 		} else {
 			i++;
@@ -649,11 +158,11 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 	struct node_storage_options so = {
 		.data_dir = n->cfg.data_dir,
 		.segment_bytes = n->cfg.segment_bytes,
-		.max_entry_bytes = n->raft_opts.max_entry_bytes,
+		.max_entry_bytes = n->core.raft_opts.max_entry_bytes,
 		.loop = n->loop,
 		.on_durable = on_durable,
 		.ctx = n,
-		.fsync_hist = &n->stats.fsync_latency,
+		.fsync_hist = &n->core.stats.fsync_latency,
 	};
 	struct node_recovered rec;
 	memset(&rec, 0, sizeof(rec));
@@ -713,9 +222,9 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 			keel_wbuf_free(&boot);
 			return rc;
 		}
-		n->applied_index = rec.snapshot.index;
-		n->commit_index = rec.snapshot.index;
-		n->snapshot_index = rec.snapshot.index;
+		n->core.applied_index = rec.snapshot.index;
+		n->core.commit_index = rec.snapshot.index;
+		n->core.snapshot_index = rec.snapshot.index;
 		KEEL_INFO("loaded snapshot %llu (term %llu)", (unsigned long long)rec.snapshot.index,
 			  (unsigned long long)rec.snapshot.term);
 	}
@@ -727,11 +236,11 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 			struct node_entry ne;
 			if (node_entry_decode(e->data, e->size, &ne) == KEEL_OK &&
 			    ne.kind == NODE_ENTRY_CLUSTER) {
-				fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, false);
+				fsm_apply_cluster_payload(&n->core, ne.payload, ne.payload_size, false);
 			}
 		}
 	}
-	rc = raft_restore(n->raft, &rec.hard_state, rec.has_snapshot ? &rec.snapshot : NULL,
+	rc = raft_restore(n->core.raft, &rec.hard_state, rec.has_snapshot ? &rec.snapshot : NULL,
 			  rec.entries, rec.n_entries);
 	if (rc != KEEL_OK) {
 		snprintf(err, err_size, "the log on disk does not fit together (%s)",
@@ -747,43 +256,54 @@ static enum keel_err recover_and_restore(struct node *n, char *err, size_t err_s
 	return rc;
 }
 
-/* The request tracker: its deadline policy and its three kinds. Request
- * ids start at random: they travel in log entries (origin, request id) and
- * find their waiting request when the entry is applied -- also entries this
- * server proposed before it restarted, replayed from its log or committed
- * late by the leader. Starting at 1 in every process matched those old
- * entries to new requests (a reconnecting client got another session's
- * ConnectResponse). A random 63-bit start makes the ranges of two process
- * lives overlap with negligible probability. */
-static enum keel_err tracker_setup(struct node *n)
+/* The state machine's configuration from the server's. */
+static void zk_config_from(const struct node_config *c, struct zk_config *zc)
 {
-	struct tracker_policy policy = {tracker_leader_wait_ms(n->cfg.election_timeout_ms)};
-	uint64_t start = 0;
-	if (keel_os_random(&start, sizeof(start)) != KEEL_OK) {
-		start = (uint64_t)keel_clock_wall_ms() << 20;
-	}
-	enum keel_err rc = tracker_init(&n->tracker, &policy, (start >> 1) | 1u);
-	if (rc != KEEL_OK) {
-		return rc;
-	}
+	zk_config_default(zc);
+	zc->max_packet_size = c->max_packet_bytes;
+	zc->tick_time_ms = (int32_t)c->tick_ms;
+	zc->min_session_timeout_ms = (int32_t)c->min_session_timeout_ms;
+	zc->max_session_timeout_ms = (int32_t)c->max_session_timeout_ms;
+	zc->max_watches_per_conn = c->max_watches_per_connection;
+}
+
+/* The metadata image's snapshot section is the controller glue's. */
+static enum keel_err ctl_image_save(void *ctx, fsm_write_fn write, void *write_ctx)
+{
+	return node_ctl_save_image(ctx, write, write_ctx);
+}
+
+static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size, char *err,
+				    size_t err_size)
+{
+	return node_ctl_load_image(ctx, data, size, err, err_size);
+}
+
+/* The request tracker's three kinds: ZooKeeper writes, admin operations,
+ * controller requests. */
+static void tracker_kinds(struct node *n)
+{
 	struct tracker_kind_ops ops = zk_write_track_ops;
 	ops.ctx = n;
-	tracker_set_kind(&n->tracker, TRACK_ZK_WRITE, &ops);
+	tracker_set_kind(&n->core.tracker, TRACK_ZK_WRITE, &ops);
 	ops = admin_track_ops;
 	ops.ctx = n;
-	tracker_set_kind(&n->tracker, TRACK_ADMIN, &ops);
+	tracker_set_kind(&n->core.tracker, TRACK_ADMIN, &ops);
 	ops = node_ctl_track_ops;
 	ops.ctx = n;
-	tracker_set_kind(&n->tracker, TRACK_META, &ops);
-	return KEEL_OK;
+	tracker_set_kind(&n->core.tracker, TRACK_META, &ops);
 }
 
 enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
 			size_t err_size)
 {
 	memset(n, 0, sizeof(*n));
-	keel_list_init(&n->waiters);
-	keel_list_init(&n->done);
+	uint64_t seed = 0;
+	if (keel_os_random(&seed, sizeof(seed)) != KEEL_OK) {
+		seed = (uint64_t)keel_clock_wall_ms() << 20;
+	}
+	struct core_host host = node_host(n);
+	core_init(&n->core, cfg->id, &host, seed);
 	n->cfg = *cfg;
 	n->loop = loop;
 	char prefix[32];
@@ -811,38 +331,23 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		snprintf(err, err_size, "cannot set up the event loop");
 		return rc;
 	}
-	raft_options_default(&n->raft_opts);
-	n->raft_opts.id = cfg->id;
-	uint64_t seed;
-	keel_os_random(&seed, sizeof(seed));
-	keel_rng_seed(&n->raft_opts.rng, seed);
-	n->raft_opts.election_timeout_ms = cfg->election_timeout_ms;
-	rc = tracker_setup(n);
+	struct zk_config zk_config;
+	zk_config_from(cfg, &zk_config);
+	struct fsm_image_ops image = {ctl_image_save, ctl_image_load, n};
+	struct core_options co = {
+		.election_timeout_ms = cfg->election_timeout_ms,
+		.heartbeat_ms = cfg->heartbeat_ms,
+		.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes,
+		.snapshot_trailing = cfg->snapshot_trailing,
+		.max_entry_bytes = cfg->max_packet_bytes + 4096,
+		.zk_config = &zk_config,
+		.image = &image,
+	};
+	rc = core_open(&n->core, &co, err, err_size);
 	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "out of memory");
 		return rc;
 	}
-	n->raft_opts.heartbeat_interval_ms = cfg->heartbeat_ms;
-	n->raft_opts.snapshot_chunk_bytes = cfg->snapshot_chunk_bytes;
-	n->raft_opts.snapshot_trailing_entries = cfg->snapshot_trailing;
-	n->raft_opts.max_entry_bytes = cfg->max_packet_bytes + 4096;
-	raft_options_msg_limits(&n->raft_opts, &n->msg_limits);
-	n->decode_entries = calloc(n->msg_limits.max_entries, sizeof(struct raft_entry));
-	n->snapshot_chunk_buf = malloc(cfg->snapshot_chunk_bytes);
-	if (n->decode_entries == NULL || n->snapshot_chunk_buf == NULL) {
-		snprintf(err, err_size, "out of memory");
-		return KEEL_NOMEM;
-	}
-	rc = raft_init(&n->raft, &n->raft_opts);
-	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "invalid Raft options (%s)", keel_strerror(rc));
-		return rc;
-	}
-	rc = fsm_create(n, &n->fsm);
-	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "cannot create the state machine (%s)", keel_strerror(rc));
-		return rc;
-	}
+	tracker_kinds(n);
 	rc = node_ctl_create(n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -860,7 +365,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			  cfg->peer_listen);
 	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
-			peer_max_frame_bytes(&n->raft_opts), on_peer_message, on_peer_link, n,
+			peer_max_frame_bytes(&n->core.raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -901,8 +406,8 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		  (unsigned long long)cfg->id, cfg->listen, cfg->peer_listen,
 		  cfg->metrics_listen[0] ? ", metrics on " : "", cfg->metrics_listen,
 		  cfg->data_dir);
-	raft_tick(n->raft, node_now_ms(n));
-	node_drive(n);
+	raft_tick(n->core.raft, node_now_ms(n));
+	core_drive(&n->core);
 	return KEEL_OK;
 }
 
@@ -925,6 +430,7 @@ void node_close(struct node *n)
 	/* Nothing is driven from here on: completions that still arrive are
 	 * not acknowledged to anyone (their clients are gone). */
 	n->stopping = true;
+	core_stop(&n->core);
 	uv_timer_stop(&n->tick_timer);
 	node_clients_close(n);
 	admin_close(n);
@@ -948,17 +454,7 @@ void node_close(struct node *n)
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
 	node_limits_close(&n->limits);
-	if (n->raft != NULL) {
-		raft_close(n->raft);
-		n->raft = NULL;
-	}
 	node_ctl_destroy(n);
-	tracker_close(&n->tracker);
-	if (n->fsm != NULL) {
-		fsm_destroy(n->fsm);
-		n->fsm = NULL;
-	}
-	free(n->decode_entries);
-	free(n->snapshot_chunk_buf);
+	core_close(&n->core);
 	KEEL_INFO("stopped");
 }

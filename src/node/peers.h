@@ -33,6 +33,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "core/core.h"
 #include "net/net.h"
 #include "node/config.h"
 #include "node/peer_auth.h"
@@ -46,13 +47,6 @@
 #define PEER_HANDSHAKE_TIMEOUT_MS 5000u
 #define PEER_MAX_HANDSHAKES 32u
 
-enum peer_frame_type {
-	PEER_FRAME_HELLO = 1, /* 1, 10, 11: the handshake (peer_auth.h) */
-	PEER_FRAME_RAFT = 2,  /* a Raft message */
-	PEER_FRAME_SESSION_TOUCH = 5,  /* follower -> leader: sessions heard from */
-	PEER_FRAME_REQUEST = 12, /* to the leader: a tracked request (tracker.h) */
-	PEER_FRAME_REPLY = 13,   /* from the leader: its answer to one */
-};
 
 struct peers;
 

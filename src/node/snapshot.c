@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "base/assert.h"
-#include "node/fsm.h"
+#include "core/fsm.h"
 #include "os/clock.h"
 #include "os/log.h"
 #include "wal/snapshot.h"
@@ -75,7 +75,7 @@ static _Noreturn void child_main(struct node *n, struct node_snapshotter *s)
 		fprintf(stderr, "snapshot: %s\n", cw.w.errmsg);
 		_exit(1);
 	}
-	rc = fsm_snapshot_write(n, child_write, &cw);
+	rc = fsm_snapshot_write(&n->core, child_write, &cw);
 	if (rc != KEEL_OK) {
 		fprintf(stderr, "snapshot: writing state failed: %s %s\n", keel_strerror(rc),
 			cw.w.errmsg);
@@ -96,14 +96,14 @@ static enum keel_err start(struct node *n)
 	if (s->child != 0) {
 		return KEEL_BUSY;
 	}
-	if (n->applied_index == 0 || n->applied_index <= n->snapshot_index || n->in_ready) {
+	if (n->core.applied_index == 0 || n->core.applied_index <= n->core.snapshot_index || n->core.in_ready) {
 		return KEEL_OK;
 	}
-	s->index = n->applied_index;
-	s->term = n->applied_term;
-	s->config = n->applied_config;
+	s->index = n->core.applied_index;
+	s->term = n->core.applied_term;
+	s->config = n->core.applied_config;
 	s->started_ms = node_now_ms(n);
-	s->bytes_at_start = n->bytes_since_snapshot;
+	s->bytes_at_start = n->core.bytes_since_snapshot;
 	pid_t pid = fork();
 	if (pid < 0) {
 		KEEL_ERROR("snapshot: fork failed: %s", strerror(errno));
@@ -122,11 +122,11 @@ static enum keel_err start(struct node *n)
 void snapshot_maybe_start(struct node *n)
 {
 	struct node_snapshotter *s = snap_of(n);
-	if (s->child != 0 || n->stopping || n->failed) {
+	if (s->child != 0 || n->stopping || n->core.failed) {
 		return;
 	}
-	if (s->requested || n->applied_index >= n->snapshot_index + n->cfg.snapshot_entries ||
-	    n->bytes_since_snapshot >= n->cfg.snapshot_bytes) {
+	if (s->requested || n->core.applied_index >= n->core.snapshot_index + n->cfg.snapshot_entries ||
+	    n->core.bytes_since_snapshot >= n->cfg.snapshot_bytes) {
 		(void)start(n);
 	}
 }
@@ -163,21 +163,21 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 			   wal_vfs_last_error());
 		return;
 	}
-	enum keel_err rc = raft_snapshot_taken(n->raft, &meta);
+	enum keel_err rc = raft_snapshot_taken(n->core.raft, &meta);
 	if (rc != KEEL_OK) {
 		KEEL_WARN("snapshot at %llu not used by Raft (%s)", (unsigned long long)s->index,
 			  keel_strerror(rc));
 		return;
 	}
-	n->snapshot_index = s->index;
-	n->bytes_since_snapshot -= KEEL_MIN(n->bytes_since_snapshot, s->bytes_at_start);
-	n->stats.snapshots_taken++;
+	n->core.snapshot_index = s->index;
+	n->core.bytes_since_snapshot -= KEEL_MIN(n->core.bytes_since_snapshot, s->bytes_at_start);
+	n->core.stats.snapshots_taken++;
 	node_storage_note_snapshot(n->storage, s->index, s->term);
 	node_storage_compact(n->storage, s->index);
 	KEEL_INFO("snapshot at %llu written (%llu bytes, %llu ms)", (unsigned long long)s->index,
 		  (unsigned long long)meta.size_bytes,
 		  (unsigned long long)(node_now_ms(n) - s->started_ms));
-	node_drive(n);
+	core_drive(&n->core);
 	/* The log behind the snapshot was freed: give the memory back. */
 	malloc_trim(0);
 }
@@ -277,7 +277,7 @@ enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index
 		keel_arena_close(&arena);
 		return KEEL_CORRUPT;
 	}
-	rc = fsm_snapshot_read(n, load_read, &lr, err, err_size);
+	rc = fsm_snapshot_read(&n->core, load_read, &lr, err, err_size);
 	if (rc == KEEL_OK) {
 		/* The checksum is verified by the read that delivers the last
 		 * byte: make sure the whole payload was consumed. */
@@ -289,8 +289,8 @@ enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index
 		}
 	}
 	if (rc == KEEL_OK) {
-		n->applied_term = lr.r.meta.term;
-		n->applied_config = config;
+		n->core.applied_term = lr.r.meta.term;
+		n->core.applied_config = config;
 	}
 	wal_snapshot_close(&lr.r);
 	keel_arena_close(&arena);

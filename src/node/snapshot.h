@@ -22,4 +22,10 @@ void snapshot_tick(struct node *n);
 /* Waits for a running child (shutdown). */
 void snapshot_close(struct node *n);
 
+/* Replaces the whole state with the snapshot in `path` (a WAL snapshot
+ * file) taken at `index` (fsm_snapshot_read over the file; the same caveat
+ * on error: the state may be partly replaced). */
+enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index, char *err,
+				size_t err_size);
+
 #endif

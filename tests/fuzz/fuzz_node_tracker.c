@@ -1,5 +1,5 @@
 /*
- * fuzz_node_tracker.c — the tracker's peer frames (node/tracker.h).
+ * fuzz_node_tracker.c — the tracker's peer frames (core/tracker.h).
  *
  * Input: one frame body. It goes through the request decoder and the reply
  * decoder; whatever decodes is encoded again and must give back the same
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/assert.h"
-#include "node/tracker.h"
+#include "core/tracker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Unit tests: the request tracker (node/tracker.h) walks the state diagram
+/* Unit tests: the request tracker (core/tracker.h) walks the state diagram
  * of its header, ends every request exactly once with the right error, and
  * its peer frames round-trip and refuse short or unknown input. */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "node/tracker.h"
+#include "core/tracker.h"
 
 #define SELF 1u
 #define LEADER 2u

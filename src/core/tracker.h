@@ -57,8 +57,8 @@
  * A tracked request must be finished (tracker_finish) before it is freed.
  * Callbacks run with the request already untracked; they may free it.
  */
-#ifndef KEEL_NODE_TRACKER_H
-#define KEEL_NODE_TRACKER_H
+#ifndef KEEL_CORE_TRACKER_H
+#define KEEL_CORE_TRACKER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,31 +2,47 @@
  * fsm.h — the replicated state machine of a server: everything committed
  * entries change, and its snapshot.
  *
- * Ownership: struct node_fsm (n->fsm, fsm_create/fsm_destroy) owns the
+ * Ownership: struct node_fsm (c->fsm, fsm_create/fsm_destroy) owns the
  * ZooKeeper state (src/zk) and its configuration. It does NOT own the two
- * other parts of the replicated state, which it only applies to and
- * snapshots: the metadata image belongs to the controller glue (n->ctl,
- * node/controller.h: node_ctl_apply, node_ctl_save_image/load_image), and
- * the address book is n->book in struct node (node.h). fsm_apply dispatches
- * each committed NORMAL entry by its envelope kind (entry.h) to the owner.
+ * other parts of the replicated state: the address book is c->book in
+ * struct node_core (core/core.h), which fsm_apply changes and the snapshot
+ * carries; the metadata image belongs to the controller glue, which applies
+ * META entries itself (fsm_apply only says FSM_APPLIED_META) and saves and
+ * loads its section through `struct fsm_image_ops`, given at fsm_create.
  * Deterministic: the same entries in the same order give the same state on
  * every server (zk_state_hash() is equal; the ZooKeeper snapshot carries it).
  */
-#ifndef KEEL_NODE_FSM_H
-#define KEEL_NODE_FSM_H
+#ifndef KEEL_CORE_FSM_H
+#define KEEL_CORE_FSM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
-#include "node/entry.h"
-#include "node/node.h"
+#include "core/core.h"
+#include "core/entry.h"
 #include "zk/zk_state.h"
 
 struct node_fsm;
 
-enum keel_err fsm_create(struct node *n, struct node_fsm **out);
+typedef enum keel_err (*fsm_write_fn)(void *ctx, const void *data, size_t size);
+typedef enum keel_err (*fsm_read_fn)(void *ctx, void *buf, size_t size, size_t *got);
+
+/* The snapshot section of the metadata image, kept by its owner: `save`
+ * streams the committed image through `write`; `load` replaces it with a
+ * saved one (data NULL: an empty image) or, on error, keeps it and says why
+ * in `err`. */
+struct fsm_image_ops {
+	enum keel_err (*save)(void *ctx, fsm_write_fn write, void *write_ctx);
+	enum keel_err (*load)(void *ctx, const uint8_t *data, size_t size, char *err,
+			      size_t err_size);
+	void *ctx;
+};
+
+/* `zk_config` is copied; `image` is borrowed for the fsm's life. */
+enum keel_err fsm_create(const struct zk_config *zk_config, const struct fsm_image_ops *image,
+			 struct node_fsm **out);
 void fsm_destroy(struct node_fsm *fsm);
 
 /* What applying one entry produced, for the caller to route (to the
@@ -36,7 +52,7 @@ enum fsm_applied_kind {
 	FSM_APPLIED_NOTHING = 0, /* not a NORMAL entry, or malformed (skipped) */
 	FSM_APPLIED_ZK,          /* a ZooKeeper txn: result in `zk` */
 	FSM_APPLIED_ZK_FAILED,   /* a ZooKeeper txn that does not decode */
-	FSM_APPLIED_META,        /* controller records (applied by n->ctl) */
+	FSM_APPLIED_META,        /* controller records: the image owner applies them */
 	FSM_APPLIED_BOOK,        /* the address book changed */
 };
 
@@ -47,22 +63,21 @@ struct fsm_applied {
 };
 
 /* Applies one committed entry (any type) at its index and says what came
- * of it in *out. */
-void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applied *out);
+ * of it in *out. Out of memory sets c->failed (the server cannot follow the
+ * log). */
+void fsm_apply(struct node_core *c, const struct raft_entry *entry, struct fsm_applied *out);
 
 /* Applies the payload of a NODE_ENTRY_CLUSTER entry to the address book.
  * With `final` false it only learns addresses (start-up pre-scan). Returns
  * whether the book changed in a way the peer links must follow (final). */
-bool fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final);
+bool fsm_apply_cluster_payload(struct node_core *c, const uint8_t *payload, size_t size, bool final);
 
 /* The snapshot stream (the payload of a WAL snapshot file):
  *	u32 magic "KSNP" | u16 version
  *	sections: u8 tag, then chunks (u32 size + bytes) ending with size 0
  *	u8 tag 0 ends the stream
  * Tags: 1 address book, 2 ZooKeeper state, 3 metadata image. */
-typedef enum keel_err (*fsm_write_fn)(void *ctx, const void *data, size_t size);
-typedef enum keel_err (*fsm_read_fn)(void *ctx, void *buf, size_t size, size_t *got);
-enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx);
+enum keel_err fsm_snapshot_write(struct node_core *c, fsm_write_fn write, void *ctx);
 
 /* The same stream for a state no server holds yet (keel import-zookeeper):
  * the address book and the ZooKeeper state, and no metadata section (an
@@ -70,17 +85,11 @@ enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx);
 enum keel_err fsm_snapshot_write_parts(const struct node_addr_book *book,
 				       const struct zk_state *zk, fsm_write_fn write, void *ctx);
 
-/* Replaces the whole state with the snapshot in `path` (a WAL snapshot
- * file) taken at `index`. Sections replace their part as they are read and
- * the file's checksum is checked at the end, so on error the state may be
- * partly replaced: the caller must not serve from it (start-up fails; an
- * installed snapshot that does not load stops the server). */
-enum keel_err fsm_snapshot_load(struct node *n, const char *path, uint64_t index, char *err,
-				size_t err_size);
-
 /* Reads a snapshot stream, replacing each part of the state as its section
- * is read (the same caveat on error as fsm_snapshot_load). */
-enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, char *err,
+ * is read. On error the state may be partly replaced: the caller must not
+ * serve from it (start-up fails; an installed snapshot that does not load
+ * stops the server). */
+enum keel_err fsm_snapshot_read(struct node_core *c, fsm_read_fn read, void *ctx, char *err,
 				size_t err_size);
 
 /* Counts for 4lw/metrics. */

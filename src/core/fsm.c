@@ -7,15 +7,14 @@
  * is logged and skipped identically on every server — applying must never
  * diverge or crash on data that is already committed.
  */
-#include "node/fsm.h"
+#include "core/fsm.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/assert.h"
-#include "node/controller.h"
-#include "node/entry.h"
-#include "os/log.h"
+#include "base/fmt.h"
+#include "core/entry.h"
 #include "zk/zk_snapshot.h"
 
 #define SNAP_MAGIC 0x4b534e50u /* "KSNP" */
@@ -29,29 +28,24 @@ _Static_assert(SNAP_HEAD_SIZE == 4 + 2, "stream head: u32 magic, u16 version");
 #define SNAP_MAX_CHUNK (64u << 20)
 
 struct node_fsm {
+	struct fsm_image_ops image; /* the metadata section's owner */
 	uint64_t malformed_entries;
 	struct zk_config zk_config;
 	struct zk_state zk;
 	struct zk_result zk_result;
 };
 
-static void zk_config_from(const struct node_config *c, struct zk_config *zc)
+enum keel_err fsm_create(const struct zk_config *zk_config, const struct fsm_image_ops *image,
+			 struct node_fsm **out)
 {
-	zk_config_default(zc);
-	zc->max_packet_size = c->max_packet_bytes;
-	zc->tick_time_ms = (int32_t)c->tick_ms;
-	zc->min_session_timeout_ms = (int32_t)c->min_session_timeout_ms;
-	zc->max_session_timeout_ms = (int32_t)c->max_session_timeout_ms;
-	zc->max_watches_per_conn = c->max_watches_per_connection;
-}
-
-enum keel_err fsm_create(struct node *n, struct node_fsm **out)
-{
+	KEEL_ASSERT(image->save != NULL);
+	KEEL_ASSERT(image->load != NULL);
 	struct node_fsm *fsm = calloc(1, sizeof(*fsm));
 	if (fsm == NULL) {
 		return KEEL_NOMEM;
 	}
-	zk_config_from(&n->cfg, &fsm->zk_config);
+	fsm->image = *image;
+	fsm->zk_config = *zk_config;
 	enum keel_err rc = zk_state_init(&fsm->zk, &fsm->zk_config);
 	if (rc != KEEL_OK) {
 		free(fsm);
@@ -83,50 +77,50 @@ const struct zk_config *fsm_zk_config(const struct node_fsm *fsm)
  * FSM_APPLIED_ZK, or FSM_APPLIED_ZK_FAILED for a txn that does not decode
  * (skipped on every server), or FSM_APPLIED_NOTHING when this server runs
  * out of memory (it stops: it can no longer follow the log). */
-static enum fsm_applied_kind apply_zk(struct node *n, const struct raft_entry *entry,
+static enum fsm_applied_kind apply_zk(struct node_core *c, const struct raft_entry *entry,
 				      const struct node_entry *ne)
 {
-	struct node_fsm *fsm = n->fsm;
+	struct node_fsm *fsm = c->fsm;
 	zk_result_reset(&fsm->zk_result);
 	enum keel_err rc = zk_apply(&fsm->zk, entry->index, ne->payload, ne->payload_size,
 				    &fsm->zk_result);
 	if (rc == KEEL_NOMEM) {
-		KEEL_ERROR("out of memory applying entry %llu: this server cannot follow the log",
+		CORE_ERROR(c, "out of memory applying entry %llu: this server cannot follow the log",
 			   (unsigned long long)entry->index);
-		n->failed = true;
+		c->failed = true;
 		return FSM_APPLIED_NOTHING;
 	}
 	if (rc != KEEL_OK) {
 		fsm->malformed_entries++;
-		KEEL_ERROR("entry %llu: undecodable ZooKeeper txn (%s); skipped on every server",
+		CORE_ERROR(c, "entry %llu: undecodable ZooKeeper txn (%s); skipped on every server",
 			   (unsigned long long)entry->index, keel_strerror(rc));
 		return FSM_APPLIED_ZK_FAILED;
 	}
 	return FSM_APPLIED_ZK;
 }
 
-static struct node_addr *book_upsert(struct node *n, uint64_t id)
+static struct node_addr *book_upsert(struct node_core *c, uint64_t id)
 {
-	for (size_t i = 0; i < n->book.count; i++) {
-		if (n->book.addrs[i].id == id) {
-			return &n->book.addrs[i];
+	for (size_t i = 0; i < c->book.count; i++) {
+		if (c->book.addrs[i].id == id) {
+			return &c->book.addrs[i];
 		}
 	}
-	if (n->book.count >= KEEL_ARRAY_SIZE(n->book.addrs)) {
+	if (c->book.count >= KEEL_ARRAY_SIZE(c->book.addrs)) {
 		return NULL;
 	}
-	struct node_addr *a = &n->book.addrs[n->book.count++];
+	struct node_addr *a = &c->book.addrs[c->book.count++];
 	memset(a, 0, sizeof(*a));
 	a->id = id;
 	return a;
 }
 
-static void book_delete(struct node *n, uint64_t id)
+static void book_delete(struct node_core *c, uint64_t id)
 {
-	for (size_t i = 0; i < n->book.count; i++) {
-		if (n->book.addrs[i].id == id) {
-			n->book.addrs[i] = n->book.addrs[n->book.count - 1];
-			n->book.count--;
+	for (size_t i = 0; i < c->book.count; i++) {
+		if (c->book.addrs[i].id == id) {
+			c->book.addrs[i] = c->book.addrs[c->book.count - 1];
+			c->book.count--;
 			return;
 		}
 	}
@@ -145,7 +139,7 @@ static bool read_string(struct keel_rbuf *r, char *out, size_t out_size)
 	return true;
 }
 
-bool fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t size, bool final)
+bool fsm_apply_cluster_payload(struct node_core *c, const uint8_t *payload, size_t size, bool final)
 {
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, payload, size);
@@ -155,39 +149,39 @@ bool fsm_apply_cluster_payload(struct node *n, const uint8_t *payload, size_t si
 		return false;
 	}
 	if (op == NODE_CLUSTER_SET_ADDR) {
-		char peer[NODE_ADDR_SIZE], client[NODE_ADDR_SIZE];
+		char peer[CORE_ADDR_SIZE], client[CORE_ADDR_SIZE];
 		if (!read_string(&r, peer, sizeof(peer)) || !read_string(&r, client, sizeof(client))) {
 			return false;
 		}
-		struct node_addr *a = book_upsert(n, id);
+		struct node_addr *a = book_upsert(c, id);
 		if (a == NULL) {
 			return false;
 		}
-		snprintf(a->peer_addr, sizeof(a->peer_addr), "%s", peer);
+		keel_fmt(a->peer_addr, sizeof(a->peer_addr), "%s", peer);
 		if (client[0] != '\0') {
-			snprintf(a->client_addr, sizeof(a->client_addr), "%s", client);
+			keel_fmt(a->client_addr, sizeof(a->client_addr), "%s", client);
 		}
 		if (final) {
-			KEEL_INFO("address book: server %llu at %s", (unsigned long long)id, peer);
+			CORE_INFO(c, "address book: server %llu at %s", (unsigned long long)id, peer);
 		}
 	} else if (op == NODE_CLUSTER_DEL_ADDR && final) {
-		if (id == n->cfg.id) {
+		if (id == c->id) {
 			return false; /* never forget ourselves */
 		}
-		book_delete(n, id);
-		KEEL_INFO("address book: server %llu removed", (unsigned long long)id);
+		book_delete(c, id);
+		CORE_INFO(c, "address book: server %llu removed", (unsigned long long)id);
 	}
 	return final;
 }
 
-void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applied *out)
+void fsm_apply(struct node_core *c, const struct raft_entry *entry, struct fsm_applied *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (entry->type != RAFT_ENTRY_NORMAL) {
 		if (entry->type == RAFT_ENTRY_CONFIG) {
 			struct raft_config config;
 			if (raft_config_decode(entry->data, entry->size, &config) == KEEL_OK) {
-				KEEL_INFO("membership at %llu: %u members, %u voters",
+				CORE_INFO(c, "membership at %llu: %u members, %u voters",
 					  (unsigned long long)entry->index, config.count,
 					  raft_config_voters(&config));
 			}
@@ -196,28 +190,27 @@ void fsm_apply(struct node *n, const struct raft_entry *entry, struct fsm_applie
 	}
 	struct node_entry ne;
 	if (node_entry_decode(entry->data, entry->size, &ne) != KEEL_OK) {
-		n->fsm->malformed_entries++;
-		KEEL_ERROR("entry %llu is malformed; skipped on every server",
+		c->fsm->malformed_entries++;
+		CORE_ERROR(c, "entry %llu is malformed; skipped on every server",
 			   (unsigned long long)entry->index);
 		return;
 	}
 	out->entry = ne;
 	switch (ne.kind) {
 	case NODE_ENTRY_CLUSTER:
-		if (fsm_apply_cluster_payload(n, ne.payload, ne.payload_size, true)) {
+		if (fsm_apply_cluster_payload(c, ne.payload, ne.payload_size, true)) {
 			out->kind = FSM_APPLIED_BOOK;
 		}
 		return;
 	case NODE_ENTRY_ZK:
-		out->kind = apply_zk(n, entry, &ne);
-		out->zk = out->kind == FSM_APPLIED_ZK ? &n->fsm->zk_result : NULL;
+		out->kind = apply_zk(c, entry, &ne);
+		out->zk = out->kind == FSM_APPLIED_ZK ? &c->fsm->zk_result : NULL;
 		return;
 	case NODE_ENTRY_META:
-		node_ctl_apply(n, entry, &ne); /* the image is the controller glue's */
-		out->kind = FSM_APPLIED_META;
+		out->kind = FSM_APPLIED_META; /* the image's owner applies it */
 		return;
 	default:
-		n->fsm->malformed_entries++;
+		c->fsm->malformed_entries++;
 		return;
 	}
 }
@@ -314,15 +307,15 @@ enum keel_err fsm_snapshot_write_parts(const struct node_addr_book *book,
 	return sw.err;
 }
 
-enum keel_err fsm_snapshot_write(struct node *n, fsm_write_fn write, void *ctx)
+enum keel_err fsm_snapshot_write(struct node_core *c, fsm_write_fn write, void *ctx)
 {
 	struct section_writer sw = {write, ctx, KEEL_OK};
-	write_book_and_zk(&sw, &n->book, &n->fsm->zk);
+	write_book_and_zk(&sw, &c->book, &c->fsm->zk);
 	enum keel_err rc;
 
 	/* The metadata image (node/controller.h). */
 	put_u8(&sw, SNAP_TAG_META);
-	rc = node_ctl_save_image(n, zk_section_write, &sw);
+	rc = c->fsm->image.save(c->fsm->image.ctx, zk_section_write, &sw);
 	if (rc != KEEL_OK && sw.err == KEEL_OK) {
 		sw.err = rc;
 	}
@@ -386,12 +379,12 @@ static uint8_t *get_section(struct section_reader *sr, size_t *size, size_t max)
 	return NULL;
 }
 
-static enum keel_err load_book(struct node *n, const uint8_t *data, size_t size)
+static enum keel_err load_book(struct node_core *c, const uint8_t *data, size_t size)
 {
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, data, size);
 	uint32_t count = keel_rbuf_u32(&r);
-	if (count > KEEL_ARRAY_SIZE(n->book.addrs)) {
+	if (count > KEEL_ARRAY_SIZE(c->book.addrs)) {
 		return KEEL_CORRUPT;
 	}
 	struct node_addr_book book;
@@ -406,7 +399,7 @@ static enum keel_err load_book(struct node *n, const uint8_t *data, size_t size)
 		return KEEL_CORRUPT;
 	}
 	book.count = count;
-	n->book = book;
+	c->book = book;
 	return KEEL_OK;
 }
 
@@ -446,10 +439,10 @@ static enum keel_err section_stream_read(void *ctx, void *buf, size_t max, size_
 	return KEEL_OK;
 }
 
-static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *err,
+static enum keel_err load_zk(struct node_core *c, struct section_reader *sr, char *err,
 			     size_t err_size)
 {
-	struct node_fsm *fsm = n->fsm;
+	struct node_fsm *fsm = c->fsm;
 	struct zk_state fresh;
 	struct section_stream ss = {sr, 0, false};
 	/* zk_snapshot_load initializes `fresh` itself, and closes it on error. */
@@ -467,7 +460,7 @@ static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *er
 		}
 	}
 	if (rc != KEEL_OK) {
-		snprintf(err, err_size, "ZooKeeper state in the snapshot is damaged (%s)",
+		keel_fmt(err, err_size, "ZooKeeper state in the snapshot is damaged (%s)",
 			 keel_strerror(rc));
 		return rc;
 	}
@@ -476,14 +469,14 @@ static enum keel_err load_zk(struct node *n, struct section_reader *sr, char *er
 	return KEEL_OK;
 }
 
-enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, char *err,
+enum keel_err fsm_snapshot_read(struct node_core *c, fsm_read_fn read, void *ctx, char *err,
 				size_t err_size)
 {
 	struct section_reader sr = {read, ctx, KEEL_OK};
 	uint8_t head[SNAP_HEAD_SIZE];
 	if (!get(&sr, head, sizeof(head)) || keel_load_be32(head) != SNAP_MAGIC ||
 	    keel_load_be16(head + 4) != SNAP_VERSION) {
-		snprintf(err, err_size, "not a keel state snapshot (bad magic or version)");
+		keel_fmt(err, err_size, "not a keel state snapshot (bad magic or version)");
 		return sr.err != KEEL_OK ? sr.err : KEEL_CORRUPT;
 	}
 	bool meta_seen = false;
@@ -494,10 +487,10 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 		}
 		if (tag == SNAP_TAG_END) {
 			/* No metadata section: an empty image. */
-			return meta_seen ? KEEL_OK : node_ctl_load_image(n, NULL, 0, err, err_size);
+			return meta_seen ? KEEL_OK : c->fsm->image.load(c->fsm->image.ctx, NULL, 0, err, err_size);
 		}
 		if (tag == SNAP_TAG_ZK) {
-			enum keel_err rc = load_zk(n, &sr, err, err_size);
+			enum keel_err rc = load_zk(c, &sr, err, err_size);
 			if (rc != KEEL_OK) {
 				return rc;
 			}
@@ -510,10 +503,10 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 		}
 		enum keel_err rc = KEEL_OK;
 		if (tag == SNAP_TAG_BOOK) {
-			rc = load_book(n, data, size);
+			rc = load_book(c, data, size);
 		} else if (tag == SNAP_TAG_META) {
 			meta_seen = true;
-			rc = node_ctl_load_image(n, data, size, err, err_size);
+			rc = c->fsm->image.load(c->fsm->image.ctx, data, size, err, err_size);
 			if (rc != KEEL_OK) {
 				free(data);
 				return rc;
@@ -521,11 +514,11 @@ enum keel_err fsm_snapshot_read(struct node *n, fsm_read_fn read, void *ctx, cha
 		}
 		free(data);
 		if (rc != KEEL_OK) {
-			snprintf(err, err_size, "snapshot section %u is malformed", tag);
+			keel_fmt(err, err_size, "snapshot section %u is malformed", tag);
 			return rc;
 		}
 	}
-	snprintf(err, err_size, "snapshot stream ends early or is malformed (%s)",
+	keel_fmt(err, err_size, "snapshot stream ends early or is malformed (%s)",
 		 keel_strerror(sr.err));
 	return sr.err != KEEL_OK ? sr.err : KEEL_CORRUPT;
 }

@@ -6,7 +6,7 @@
  * callbacks run one by one. A callback may therefore free its request,
  * finish others, or track new ones without disturbing the sweep.
  */
-#include "node/tracker.h"
+#include "core/tracker.h"
 
 #include "base/assert.h"
 

@@ -15,8 +15,8 @@
  * request waiting for this entry when it applies it, whichever server
  * proposed it (follower writes are forwarded to the leader).
  */
-#ifndef KEEL_NODE_ENTRY_H
-#define KEEL_NODE_ENTRY_H
+#ifndef KEEL_CORE_ENTRY_H
+#define KEEL_CORE_ENTRY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* entry.c — encode/decode of the entry envelope (see entry.h). */
-#include "node/entry.h"
+#include "core/entry.h"
 
 void node_entry_encode_header(struct keel_wbuf *w, uint8_t kind, uint64_t origin,
 			      uint64_t request_id, int64_t time_ms)

@@ -1,0 +1,345 @@
+/* Unit tests: the server core (core/core.h) runs without libuv behind a
+ * fake host. A one-server cluster elects itself, and a proposed entry is
+ * applied only after the host reported its persist batch durable (the
+ * leader counts itself only after its own fsync); durability reports
+ * come in persist order; randomness comes only from the start seed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "core/entry.h"
+#include "core/fsm.h"
+#include "zk/zk_state.h"
+
+#define MAX_PENDING 64
+
+struct fake_host {
+	uint64_t now_ms;
+	uint64_t pending[MAX_PENDING]; /* persist ids handed out, not yet durable */
+	size_t n_pending;
+	uint64_t persisted_total;
+	bool drive_due;
+	bool failed;
+	size_t applied_book;
+	size_t applied_total;
+};
+
+static enum keel_err fh_persist(void *ctx, const struct raft_ready *rd)
+{
+	struct fake_host *h = ctx;
+	assert_true(h->n_pending < MAX_PENDING);
+	if (h->n_pending > 0) {
+		assert_true(rd->persist_id > h->pending[h->n_pending - 1]);
+	}
+	h->pending[h->n_pending++] = rd->persist_id;
+	return KEEL_OK;
+}
+
+static struct keel_wbuf *fh_peer_begin(void *ctx, uint64_t to, uint8_t type, size_t *mark)
+{
+	(void)ctx, (void)to, (void)type, (void)mark;
+	return NULL; /* one server: no peers */
+}
+
+static void fh_peer_end(void *ctx, uint64_t to, size_t mark)
+{
+	(void)ctx, (void)to, (void)mark;
+	fail_msg("peer_end without a begin");
+}
+
+static bool fh_peer_connected(void *ctx, uint64_t to)
+{
+	(void)ctx, (void)to;
+	return false;
+}
+
+static uint64_t fh_now_ms(void *ctx)
+{
+	return ((struct fake_host *)ctx)->now_ms;
+}
+
+static int64_t fh_wall_ms(void *ctx)
+{
+	return 1700000000000 + (int64_t)((struct fake_host *)ctx)->now_ms;
+}
+
+static uint64_t fh_mono_ns(void *ctx)
+{
+	return ((struct fake_host *)ctx)->now_ms * 1000000u;
+}
+
+static void fh_log(void *ctx, enum core_log_level level, const char *fmt, va_list ap)
+{
+	(void)ctx, (void)level, (void)fmt, (void)ap;
+}
+
+static enum keel_err fh_snapshot_read(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
+                                      void *buf, size_t size, size_t *got)
+{
+	(void)ctx, (void)index, (void)term, (void)offset, (void)buf, (void)size, (void)got;
+	return KEEL_IO;
+}
+
+static enum keel_err fh_snapshot_load(void *ctx, const struct raft_snapshot_meta *meta)
+{
+	(void)ctx, (void)meta;
+	return KEEL_IO;
+}
+
+static void fh_schedule_drive(void *ctx)
+{
+	((struct fake_host *)ctx)->drive_due = true;
+}
+
+static void fh_on_failed(void *ctx)
+{
+	((struct fake_host *)ctx)->failed = true;
+}
+
+static void fh_on_applied(void *ctx, const struct raft_entry *entry,
+                          const struct fsm_applied *applied)
+{
+	struct fake_host *h = ctx;
+	(void)entry;
+	h->applied_total++;
+	if (applied->kind == FSM_APPLIED_BOOK) {
+		h->applied_book++;
+	}
+}
+
+static void fh_nothing(void *ctx)
+{
+	(void)ctx;
+}
+
+static void fh_on_reads(void *ctx, const struct raft_read_result *reads, size_t count)
+{
+	(void)ctx, (void)reads, (void)count;
+}
+
+static void fh_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
+{
+	(void)ctx, (void)old_leader, (void)new_leader;
+}
+
+static void fh_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
+                          const uint8_t *body, size_t size)
+{
+	(void)ctx, (void)from, (void)kind, (void)request_id, (void)body, (void)size;
+	fail_msg("no peer sends requests here");
+}
+
+static void fh_on_session_touch(void *ctx, uint64_t from, const uint8_t *body, size_t size)
+{
+	(void)ctx, (void)from, (void)body, (void)size;
+	fail_msg("no peer touches sessions here");
+}
+
+static void fh_tick(void *ctx, uint64_t now_ms)
+{
+	(void)ctx, (void)now_ms;
+}
+
+static const struct core_host_ops fake_ops = {
+        .persist = fh_persist,
+        .peer_begin = fh_peer_begin,
+        .peer_end = fh_peer_end,
+        .peer_connected = fh_peer_connected,
+        .now_ms = fh_now_ms,
+        .wall_ms = fh_wall_ms,
+        .mono_ns = fh_mono_ns,
+        .log = fh_log,
+        .snapshot_read = fh_snapshot_read,
+        .snapshot_load = fh_snapshot_load,
+        .schedule_drive = fh_schedule_drive,
+        .on_failed = fh_on_failed,
+        .on_applied = fh_on_applied,
+        .on_reads = fh_on_reads,
+        .on_leader_change = fh_on_leader_change,
+        .after_apply = fh_nothing,
+        .on_request = fh_on_request,
+        .on_session_touch = fh_on_session_touch,
+        .on_snapshot_installed = fh_nothing,
+        .tick = fh_tick,
+};
+
+static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
+{
+	(void)ctx, (void)write, (void)write_ctx;
+	return KEEL_OK;
+}
+
+static enum keel_err image_load(void *ctx, const uint8_t *data, size_t size, char *err,
+                                size_t err_size)
+{
+	(void)ctx, (void)data, (void)size, (void)err, (void)err_size;
+	return KEEL_OK;
+}
+
+static const struct fsm_image_ops image_ops = {image_save, image_load, NULL};
+
+struct fixture {
+	struct fake_host host;
+	struct node_core core;
+	struct zk_config zk;
+};
+
+/* A core for server 1 of a one-server cluster, restored from the
+ * bootstrap entry. */
+static void open_core(struct fixture *f, uint64_t seed)
+{
+	memset(f, 0, sizeof(*f));
+	struct core_host host = {&fake_ops, &f->host};
+	core_init(&f->core, 1, &host, seed);
+	zk_config_default(&f->zk);
+	struct core_options o = {
+	        .election_timeout_ms = 100,
+	        .heartbeat_ms = 20,
+	        .snapshot_chunk_bytes = 4096,
+	        .snapshot_trailing = 16,
+	        .max_entry_bytes = 1 << 16,
+	        .zk_config = &f->zk,
+	        .image = &image_ops,
+	};
+	char err[128];
+	assert_int_equal(core_open(&f->core, &o, err, sizeof(err)), KEEL_OK);
+	struct raft_config config;
+	memset(&config, 0, sizeof(config));
+	config.members[0].id = 1;
+	config.members[0].role = RAFT_VOTER;
+	config.count = 1;
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 4096);
+	struct raft_entry boot;
+	assert_int_equal(raft_bootstrap_entry(&config, &w, &boot), KEEL_OK);
+	struct raft_hard_state hs = {.term = 1, .vote = 0};
+	assert_int_equal(raft_restore(f->core.raft, &hs, NULL, &boot, 1), KEEL_OK);
+	keel_wbuf_free(&w);
+}
+
+/* Reports every batch handed out so far durable, in order. */
+static void make_durable(struct fixture *f)
+{
+	for (size_t i = 0; i < f->host.n_pending; i++) {
+		core_on_durable(&f->core, f->host.pending[i], KEEL_OK);
+		f->host.persisted_total++;
+	}
+	f->host.n_pending = 0;
+	core_drive(&f->core);
+}
+
+/* Ticks (and makes everything durable) until the server leads. */
+static void elect(struct fixture *f)
+{
+	for (int i = 0; i < 200 && f->core.leader != 1; i++) {
+		f->host.now_ms += 10;
+		core_tick(&f->core, f->host.now_ms);
+		core_drive(&f->core);
+		make_durable(f);
+	}
+	assert_int_equal(f->core.leader, 1);
+	assert_int_equal(f->core.role, RAFT_LEADER);
+}
+
+static void propose_address(struct fixture *f, uint64_t id, const char *peer)
+{
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 4096);
+	node_entry_encode_header(&w, NODE_ENTRY_CLUSTER, 0, 0, 0);
+	keel_wbuf_u8(&w, NODE_CLUSTER_SET_ADDR);
+	keel_wbuf_u64(&w, id);
+	keel_wbuf_u16(&w, (uint16_t)strlen(peer));
+	keel_wbuf_bytes(&w, peer, strlen(peer));
+	keel_wbuf_u16(&w, 0);
+	assert_true(keel_wbuf_ok(&w));
+	uint64_t index = 0, term = 0;
+	assert_int_equal(core_propose(&f->core, w.data, (uint32_t)w.size, &index, &term), KEEL_OK);
+	assert_true(index > f->core.applied_index);
+	keel_wbuf_free(&w);
+}
+
+static void test_applies_only_after_durable(void **state)
+{
+	(void)state;
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	open_core(f, 42);
+	elect(f);
+	uint64_t applied_before = f->core.applied_index;
+	size_t book_before = f->host.applied_book;
+	propose_address(f, 7, "127.0.0.1:7000");
+	core_drive(&f->core);
+	/* Handed to storage, not durable: nothing is applied. */
+	assert_true(f->host.n_pending > 0);
+	assert_int_equal(f->core.applied_index, applied_before);
+	assert_null(core_addr_find(&f->core, 7));
+	assert_int_equal(f->host.applied_book, book_before);
+	make_durable(f);
+	const struct node_addr *a = core_addr_find(&f->core, 7);
+	assert_non_null(a);
+	assert_string_equal(a->peer_addr, "127.0.0.1:7000");
+	assert_int_equal(f->host.applied_book, book_before + 1);
+	assert_true(f->core.applied_index > applied_before);
+	assert_int_equal(f->core.commit_index, f->core.applied_index);
+	assert_false(f->host.failed);
+	core_stop(&f->core);
+	core_close(&f->core);
+	free(f);
+}
+
+/* A storage failure stops the core: nothing more is applied, the host is
+ * told to stop. */
+static void test_storage_failure_stops(void **state)
+{
+	(void)state;
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	open_core(f, 43);
+	elect(f);
+	uint64_t applied_before = f->core.applied_index;
+	propose_address(f, 9, "127.0.0.1:9000");
+	core_drive(&f->core);
+	assert_true(f->host.n_pending > 0);
+	core_on_durable(&f->core, f->host.pending[0], KEEL_IO);
+	assert_true(f->core.failed);
+	assert_true(f->host.failed);
+	assert_int_equal(f->core.applied_index, applied_before);
+	assert_null(core_addr_find(&f->core, 9));
+	core_close(&f->core);
+	free(f);
+}
+
+/* The same seed gives the same derived seeds; another seed others. */
+static void test_seeded(void **state)
+{
+	(void)state;
+	struct core_host host = {&fake_ops, NULL};
+	struct node_core *a = calloc(1, sizeof(*a));
+	struct node_core *b = calloc(1, sizeof(*b));
+	assert_non_null(a);
+	assert_non_null(b);
+	core_init(a, 1, &host, 5);
+	core_init(b, 1, &host, 5);
+	uint64_t x = core_seed_next(a);
+	assert_int_equal(x, core_seed_next(b));
+	core_init(b, 1, &host, 6);
+	assert_int_not_equal(x, core_seed_next(b));
+	free(a);
+	free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_applies_only_after_durable),
+	        cmocka_unit_test(test_storage_failure_stops),
+	        cmocka_unit_test(test_seeded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
