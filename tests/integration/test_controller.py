@@ -1001,7 +1001,8 @@ def test_broker_start_messages(kafka):
     # No server answers.
     dead = "127.0.0.1:%d" % free_ports(1)[0]
     proc = subprocess.Popen([KEEL, "broker", "--id", "9", "--servers", dead, "--data-dir",
-                             os.path.join(c.root, "lonely")] + BROKER_ARGS,
+                             os.path.join(c.root, "lonely"), "--port",
+                             str(free_ports(1)[0])] + BROKER_ARGS,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(8)
