@@ -42,7 +42,22 @@ from harness import KEEL, Cluster, Server, admin_call  # noqa: E402
 import kazoo_ext  # noqa: E402
 
 ZK_JAR = os.environ.get("ZK_JAR", "/usr/share/java/zookeeper.jar")
-ZK_PORT = 23101
+def _free_port_below_32768(start):
+    """The first port from `start` nobody listens on (fixed ports below the
+    kernel's ephemeral range; a leftover server on one is skipped, not
+    talked to)."""
+    import socket
+    for port in range(start, start + 50):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in [%d, %d)" % (start, start + 50))
+
+
+ZK_PORT = _free_port_below_32768(23101)
 KEEL_CLIENT = {1: 23201, 2: 23202, 3: 23203}
 KEEL_PEER = {1: 23211, 2: 23212, 3: 23213}
 KEEL_METRICS = {1: 23221, 2: 23222, 3: 23223}
