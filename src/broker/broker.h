@@ -192,6 +192,15 @@ void broker_core_sync_done(struct broker_core *core);
  * open partition. */
 void broker_apply_log_config(const struct broker_core *core, struct broker_partition *p);
 
+/* A config as this broker sees it: the topic's own (topic NULL: skip that
+ * level), else this broker's (BROKER, "<id>"), else the cluster default
+ * (BROKER, ""); NULL when unset. _i64: its integer value, or def when unset
+ * or not an integer. */
+const char *broker_config_value(const struct broker_core *core, const char *topic,
+                                const char *key);
+int64_t broker_config_i64(const struct broker_core *core, const char *topic, const char *key,
+                          int64_t def);
+
 /* Whether the topic's cleanup.policy includes "delete" (the default). */
 bool broker_topic_deletes(const struct broker_core *core, const char *topic);
 

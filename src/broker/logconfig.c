@@ -24,10 +24,12 @@
  * would roll on every batch); smaller values are raised to it. */
 #define MIN_SEGMENT_BYTES 1024
 
-static const char *lookup(const struct broker_core *core, const char *topic, const char *key)
+const char *broker_config_value(const struct broker_core *core, const char *topic,
+                                const char *key)
 {
 	const struct meta_image *img = &core->image;
-	const char *v = meta_image_config(img, META_RESOURCE_TOPIC, topic, key);
+	const char *v =
+	        topic != NULL ? meta_image_config(img, META_RESOURCE_TOPIC, topic, key) : NULL;
 	if (v == NULL) {
 		char id[16];
 		struct meta_fmt f;
@@ -41,11 +43,10 @@ static const char *lookup(const struct broker_core *core, const char *topic, con
 	return v;
 }
 
-/* The integer value of key, or def when unset or not an integer. */
-static int64_t lookup_i64(const struct broker_core *core, const char *topic, const char *key,
+int64_t broker_config_i64(const struct broker_core *core, const char *topic, const char *key,
                           int64_t def)
 {
-	const char *v = lookup(core, topic, key);
+	const char *v = broker_config_value(core, topic, key);
 	if (v == NULL || v[0] == '\0') {
 		return def;
 	}
@@ -59,7 +60,7 @@ bool broker_topic_deletes(const struct broker_core *core, const char *topic)
 	if (strcmp(topic, GROUP_OFFSETS_TOPIC) == 0) {
 		return false; /* compacted by the group coordinator (groups.c) */
 	}
-	const char *policy = lookup(core, topic, "cleanup.policy");
+	const char *policy = broker_config_value(core, topic, "cleanup.policy");
 	return policy == NULL || strstr(policy, "delete") != NULL;
 }
 
@@ -72,14 +73,14 @@ void broker_apply_log_config(const struct broker_core *core, struct broker_parti
 	plog_config_init(&def, core->config.vfs, "");
 	struct plog_config *c = &p->log.config;
 	bool offsets = strcmp(p->topic, GROUP_OFFSETS_TOPIC) == 0;
-	int64_t seg = lookup_i64(core, p->topic, "segment.bytes",
+	int64_t seg = broker_config_i64(core, p->topic, "segment.bytes",
 	                         offsets ? (int64_t)broker_offsets_segment_bytes(core)
 	                                 : (int64_t)def.segment_bytes);
 	c->segment_bytes = (uint64_t)(seg < MIN_SEGMENT_BYTES ? MIN_SEGMENT_BYTES : seg);
-	c->segment_ms = lookup_i64(core, p->topic, "segment.ms", def.segment_ms);
-	c->retention_ms = lookup_i64(core, p->topic, "retention.ms", def.retention_ms);
-	c->retention_bytes = lookup_i64(core, p->topic, "retention.bytes", def.retention_bytes);
-	int64_t every = lookup_i64(core, p->topic, "index.interval.bytes",
+	c->segment_ms = broker_config_i64(core, p->topic, "segment.ms", def.segment_ms);
+	c->retention_ms = broker_config_i64(core, p->topic, "retention.ms", def.retention_ms);
+	c->retention_bytes = broker_config_i64(core, p->topic, "retention.bytes", def.retention_bytes);
+	int64_t every = broker_config_i64(core, p->topic, "index.interval.bytes",
 	                           (int64_t)def.index_interval_bytes);
 	c->index_interval_bytes = every > 0 && every <= UINT32_MAX ? (uint32_t)every
 	                                                           : def.index_interval_bytes;

@@ -135,29 +135,9 @@ static bool replica_throttled(const struct broker_core *core, const char *topic,
 	return false;
 }
 
-/* follower.replication.throttled.rate for this broker: its own config,
- * else the cluster default; -1 when unset (no throttle). */
-static int64_t throttle_rate(const struct broker_core *core)
-{
-	char id[16];
-	struct meta_fmt f;
-	meta_fmt_init(&f, id, sizeof(id));
-	meta_fmt_i64(&f, core->config.node_id);
-	const char *v = meta_image_config(&core->image, META_RESOURCE_BROKER, id,
-	                                  "follower.replication.throttled.rate");
-	if (v == NULL) {
-		v = meta_image_config(&core->image, META_RESOURCE_BROKER, "",
-		                      "follower.replication.throttled.rate");
-	}
-	char *end = NULL;
-	long long rate = v != NULL ? strtoll(v, &end, 10) : -1;
-	return v != NULL && end != v && *end == '\0' && rate > 0 ? (int64_t)rate : -1;
-}
-
 void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, const char *topic,
                           const struct meta_partition *mp, bool new_term)
 {
-	core->throttle_rate = throttle_rate(core);
 	p->throttled = replica_throttled(core, topic, p->index);
 	KEEL_ASSERT(mp->replica_count <= META_MAX_REPLICAS);
 	KEEL_ASSERT(mp->isr_count <= META_MAX_REPLICAS);
