@@ -22,7 +22,7 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-# kafkajs (tests/clients/kafkajs, tests/integration/kafkajs) runs on Node.js;
+# kafkajs (tests/integration/kafkajs) runs on Node.js;
 # a machine that already has node and npm (from any source) keeps them.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)

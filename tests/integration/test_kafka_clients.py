@@ -626,15 +626,16 @@ def test_large_fetch_to_a_slow_reader_arrives_whole(kc):
 
 # ---- sarama (Go) and kafkajs (Node.js) ----
 
-CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")  # sarama
 
 
 _BUILT = {}
 
 
 def built_client(tmp_path_factory, name):
-    """A private copy of tests/clients/NAME, built (go build / npm ci) in a
-    temp dir so the source tree stays clean; once per test run."""
+    """A private copy of a client program (sarama: tests/clients/sarama;
+    kafkajs: tests/integration/kafkajs), built (go build / npm ci) in a temp
+    dir so the source tree stays clean; once per test run."""
     if name not in _BUILT:
         _BUILT[name] = build_client(tmp_path_factory, name)
     return _BUILT[name]
@@ -642,8 +643,8 @@ def built_client(tmp_path_factory, name):
 
 def build_client(tmp_path_factory, name):
     work = tmp_path_factory.mktemp(name)
-    src = os.path.join(CLIENTS, name)
     if name == "sarama":
+        src = os.path.join(CLIENTS, name)
         out = str(work / "sarama-roundtrip")
         env = dict(os.environ, GO111MODULE="off", GOPATH="/usr/share/gocode",
                    GOCACHE=str(work / "gocache"), GOFLAGS="")
@@ -651,6 +652,9 @@ def build_client(tmp_path_factory, name):
                            env=env, capture_output=True, timeout=600)
         assert r.returncode == 0, r.stderr.decode()[-3000:]
         return [out]
+    # kafkajs: the package pinned in tests/integration/kafkajs (which the
+    # group tests share), installed afresh in the temp dir.
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafkajs")
     for f in ("package.json", "package-lock.json", "roundtrip.js"):
         with open(os.path.join(src, f), "rb") as i, open(str(work / f), "wb") as o:
             o.write(i.read())
