@@ -155,8 +155,15 @@ def test_c_client_same_output_on_both_backends(backend):
 def test_c_client_each_server(backend, path):
     # The same scenario connected to a single server, each in turn: writes
     # through followers and the leader alike behave the same.
+    # The reference ZooKeeper (a JVM on a busy 2-core machine) gets three
+    # tries per server, each on fresh paths: a stall of its own shows up as
+    # OperationTimeout in the C client. keel must pass every time.
+    tries = 3 if backend.kind == "zookeeper" else 1
     for i, addr in enumerate(backend.addrs):
-        out = _run_driver(addr, "%s_%d" % (path, i))
+        for t in range(tries):
+            out = _run_driver(addr, "%s_%d%s" % (path, i, "_%d" % t if t else ""))
+            if out == EXPECTED:
+                break
         assert out == EXPECTED, "server %d (%s)" % (i, addr)
 
 
