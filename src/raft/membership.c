@@ -15,10 +15,36 @@
  * A leader that removes itself keeps replicating (not counting itself in
  * quorums) until the change commits, then steps down and hands off to the
  * most up-to-date voter with TimeoutNow.
+ *
+ * A change that leaves the voters needing a server that holds nothing yet
+ * is refused (BUSY) until it has caught up: in {1,2,5} with 5 just added
+ * and empty, removing 1 would leave {2,5}, where 2 can win no election
+ * (5 holds no configuration and votes for nobody) and 5 can learn nothing
+ * without a leader. So the new configuration's voters must include a
+ * majority that already hold the current configuration entry.
  */
 #include <string.h>
 
 #include "raft/raft_int.h"
+
+/* Whether a majority of the voters of `next` hold our configuration entry
+ * (the leader holds its whole log). */
+static bool quorum_holds_config(struct raft *r, const struct raft_config *next)
+{
+	uint32_t voters = 0, holding = 0;
+	for (uint32_t i = 0; i < next->count; i++) {
+		if (next->members[i].role != RAFT_VOTER) {
+			continue;
+		}
+		voters++;
+		uint64_t id = next->members[i].id;
+		const struct raft_progress *pr = raft_progress_find(r, id);
+		if (id == r->id || (pr != NULL && pr->match >= r->config_index)) {
+			holding++;
+		}
+	}
+	return holding >= voters / 2 + 1;
+}
 
 enum keel_err raft_change_member(struct raft *r, enum raft_change change, uint64_t id,
 				 uint64_t *index, uint64_t *term)
@@ -72,6 +98,9 @@ enum keel_err raft_change_member(struct raft *r, enum raft_change change, uint64
 	}
 	if (err != KEEL_OK) {
 		return err;
+	}
+	if (change != RAFT_ADD_LEARNER && !quorum_holds_config(r, &next)) {
+		return KEEL_BUSY;
 	}
 	uint8_t buf[8 + RAFT_MAX_MEMBERS * 9];
 	struct keel_wbuf w;

@@ -177,6 +177,43 @@ static void test_remove_leader_itself(void **state)
 	assert_int_equal(th_status(&cl, leader).commit_index, th_status(&cl, leader).last_index);
 }
 
+/* A change that would leave the voters needing a server that holds nothing
+ * yet waits (BUSY) until that server has caught up. Found by the simulator
+ * (seed 241739097306/3): {1,2} added an empty 5 as a voter, 1 removed
+ * itself, and {2,5} could elect nobody, since 5 held no configuration. */
+static void test_change_waits_for_a_quorum_that_holds_the_log(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 8);
+	th_elect(&cl, 1);
+	assert_int_equal(change(1, RAFT_REMOVE, 3), KEEL_OK);
+	th_stabilize(&cl, true);
+	uint64_t id = th_add_empty_node(&cl);
+	th_isolate(&cl, id, true);
+	/* {1,2,4}: 1 and 2 hold the log, a majority of three */
+	assert_int_equal(change(1, RAFT_ADD_VOTER, id), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).commit_index, th_status(&cl, 1).last_index);
+	/* {2,4} or {1,4} would need the empty 4 */
+	assert_int_equal(change(1, RAFT_REMOVE, 1), KEEL_BUSY);
+	assert_int_equal(change(1, RAFT_REMOVE, 2), KEEL_BUSY);
+	assert_int_equal(raft_config_voters(raft_config(th_node(&cl, 1)->r)), 3);
+	/* once 4 has caught up, the same change goes through */
+	th_isolate(&cl, id, false);
+	th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 100);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, id).last_index, th_status(&cl, 1).last_index);
+	assert_int_equal(change(1, RAFT_REMOVE, 1), KEEL_OK);
+	th_stabilize(&cl, true);
+	th_tick_all(&cl, 100);
+	th_stabilize(&cl, true);
+	uint64_t leader = th_leader(&cl);
+	assert_true(leader == 2 || leader == id);
+	assert_int_equal(th_propose(&cl, leader, "y", NULL), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, leader).commit_index, th_status(&cl, leader).last_index);
+}
+
 /* A server whose log ends in its own removal — proposed while it led,
  * never replicated, so no majority has it — still votes: the configuration
  * that counts may need it. Found by the simulator (seed 327847891820/3),
@@ -309,6 +346,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_remove_follower, teardown),
 		cmocka_unit_test_teardown(test_remove_leader_itself, teardown),
 		cmocka_unit_test_teardown(test_server_holding_its_own_uncommitted_removal_votes, teardown),
+		cmocka_unit_test_teardown(test_change_waits_for_a_quorum_that_holds_the_log, teardown),
 		cmocka_unit_test_teardown(test_leadership_transfer, teardown),
 		cmocka_unit_test_teardown(test_transfer_times_out, teardown),
 		cmocka_unit_test(test_config_codec),
