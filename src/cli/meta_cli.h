@@ -55,7 +55,7 @@ bool meta_cli_prove_credential(struct kc_client *c, const struct meta_cli_creden
 /* Proves the cluster credential on the connected session (addauth "keel"
  * with node/peer_auth.h's session MAC), which the servers ask before
  * registrations, heartbeats, AlterPartition, unregistering a broker and
- * ElectLeaders (node/controller.h); kc re-sends it after a reconnect of the
+ * ElectLeaders (core/controller.h); kc re-sends it after a reconnect of the
  * same session. `digest` ("super:PASSWORD") instead authenticates as
  * ZooKeeper's super. Either may be NULL. Returns ZK_OK or the error
  * (ZK_AUTH_FAILED: the servers refused it, and the session ended). */

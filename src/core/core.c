@@ -37,6 +37,8 @@ void core_init(struct node_core *c, uint64_t id, const struct core_host *host, u
 	KEEL_ASSERT(ops->on_request != NULL);
 	KEEL_ASSERT(ops->on_session_touch != NULL);
 	KEEL_ASSERT(ops->tick != NULL);
+	KEEL_ASSERT(ops->ctl_complete != NULL);
+	KEEL_ASSERT(ops->fire_system != NULL);
 	memset(c, 0, sizeof(*c));
 	c->host = *host;
 	c->id = id;
@@ -201,4 +203,15 @@ bool core_client_paused(const struct node_core *c, const struct node_client *con
 const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn)
 {
 	return c->host.ops->client_peer_addr(c->host.ctx, conn);
+}
+
+void core_ctl_complete(struct node_core *c, uint64_t request_id, int32_t zk_err,
+                       const uint8_t *body, size_t size)
+{
+	c->host.ops->ctl_complete(c->host.ctx, request_id, zk_err, body, size);
+}
+
+void core_fire_system(struct node_core *c, const struct zk_result *res)
+{
+	c->host.ops->fire_system(c->host.ctx, res);
 }

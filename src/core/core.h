@@ -141,6 +141,8 @@ enum core_log_level {
 	CORE_LOG_ERROR = 3,
 };
 
+struct zk_result;
+
 struct core_host_ops {
 	enum keel_err (*persist)(void *ctx, const struct raft_ready *rd);
 
@@ -194,6 +196,12 @@ struct core_host_ops {
 	                   const uint8_t *body, size_t size);
 	void (*on_session_touch)(void *ctx, uint64_t from, const uint8_t *body, size_t size);
 	void (*tick)(void *ctx, uint64_t now_ms);
+	/* From the controller (core/controller.c) to the ZooKeeper clients:
+	 * the answer to a client's controller request (exactly once), and the
+	 * watches fired by the metadata znodes it wrote in an apply. */
+	void (*ctl_complete)(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
+	                     size_t size);
+	void (*fire_system)(void *ctx, const struct zk_result *res);
 };
 
 struct core_host {
@@ -376,6 +384,11 @@ void core_tick(struct node_core *c, uint64_t now_ms);
 void core_stop(struct node_core *c);
 
 /* ---- requests of the parts ---- */
+
+/* The parts callbacks above, for the core's own files. */
+void core_ctl_complete(struct node_core *c, uint64_t request_id, int32_t zk_err,
+                       const uint8_t *body, size_t size);
+void core_fire_system(struct node_core *c, const struct zk_result *res);
 
 /* Proposes `data` (an encoded envelope) on the leader. Not between ready
  * and advance. */

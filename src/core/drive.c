@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "core/controller.h"
 #include "core/fsm.h"
 
 #define PERSIST_RING 256
@@ -165,6 +166,9 @@ static void on_soft_state(struct node_core *c, const struct raft_ready *rd)
 		}
 		/* The parts first (admin before the tracker: transfers succeed). */
 		c->host.ops->on_leader_change(c->host.ctx, old_leader, rd->leader);
+		if (c->ctl != NULL) {
+			node_ctl_on_leader_change(c);
+		}
 		tracker_on_leader_change(&c->tracker, rd->leader, core_now_ms(c));
 	}
 }
@@ -210,6 +214,9 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 		}
 		struct fsm_applied applied;
 		fsm_apply(c, e, &applied);
+		if (applied.kind == FSM_APPLIED_META && c->ctl != NULL) {
+			node_ctl_apply(c, e, &applied.entry);
+		}
 		c->host.ops->on_applied(c->host.ctx, e, &applied);
 		c->bytes_since_snapshot += e->size;
 		c->applied_index = e->index;
@@ -270,6 +277,9 @@ static void after_advance(struct node_core *c)
 	while ((it = keel_list_pop_front(&c->done)) != NULL) {
 		struct node_waiter *w = KEEL_LIST_ITEM(it, struct node_waiter, link);
 		w->done(c, w, w->result);
+	}
+	if (c->ctl != NULL) {
+		node_ctl_after_apply(c);
 	}
 	c->host.ops->after_apply(c->host.ctx);
 }
@@ -399,7 +409,9 @@ static void on_tracked_request(struct node_core *c, uint64_t from, const uint8_t
 		                        rest_size);
 		return;
 	case TRACK_META:
-		c->host.ops->on_request(c->host.ctx, from, TRACK_META, request_id, rest, rest_size);
+		if (c->ctl != NULL) {
+			node_ctl_on_forward(c, from, request_id, rest, rest_size);
+		}
 		return;
 	}
 	KEEL_UNREACHABLE(); /* the decoder accepts only known kinds */
@@ -497,6 +509,9 @@ void core_tick(struct node_core *c, uint64_t now_ms)
 {
 	raft_tick(c->raft, now_ms);
 	c->host.ops->tick(c->host.ctx, now_ms);
+	if (c->ctl != NULL) {
+		node_ctl_tick(c, now_ms);
+	}
 	tracker_tick(&c->tracker, c->leader, c->term, now_ms);
 }
 

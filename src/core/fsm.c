@@ -313,7 +313,7 @@ enum keel_err fsm_snapshot_write(struct node_core *c, fsm_write_fn write, void *
 	write_book_and_zk(&sw, &c->book, &c->fsm->zk);
 	enum keel_err rc;
 
-	/* The metadata image (node/controller.h). */
+	/* The metadata image (core/controller.h). */
 	put_u8(&sw, SNAP_TAG_META);
 	rc = c->fsm->image.save(c->fsm->image.ctx, zk_section_write, &sw);
 	if (rc != KEEL_OK && sw.err == KEEL_OK) {

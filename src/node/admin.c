@@ -16,7 +16,7 @@
  * request whose client went away is answered to no one.
  */
 #include "node/admin.h"
-#include "node/controller.h"
+#include "core/controller.h"
 
 #include <dirent.h>
 #include <stdarg.h>

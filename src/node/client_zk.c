@@ -48,7 +48,7 @@
 #include <string.h>
 
 #include "base/assert.h"
-#include "node/controller.h"
+#include "core/controller.h"
 #include "core/fsm.h"
 #include "node/peer_auth.h"
 #include "node/peers.h"
@@ -787,7 +787,7 @@ static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending
 {
 	struct keel_wbuf *body = &server_of(n)->scratch;
 	keel_wbuf_reset(body);
-	int32_t err = node_ctl_serve_read(n, p->opcode, p->frame + ZK_REQUEST_HEADER_SIZE,
+	int32_t err = node_ctl_serve_read(&n->core, p->opcode, p->frame + ZK_REQUEST_HEADER_SIZE,
 					  p->frame_size - ZK_REQUEST_HEADER_SIZE, body);
 	if (!keel_wbuf_ok(body)) {
 		conn_close(zc, KEEL_TOOBIG, false);
@@ -960,7 +960,7 @@ static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_reque
 	}
 	fifo_push(zc, p);
 	/* May complete (and free) p before it returns. */
-	node_ctl_submit(n, p->request_id, req->opcode, req->body, req->body_size);
+	node_ctl_submit(&n->core, p->request_id, req->opcode, req->body, req->body_size);
 }
 
 void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,

@@ -52,7 +52,7 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 void zk_clients_on_apply_failed(struct node *n, const struct node_entry *ne);
 void zk_clients_on_snapshot_installed(struct node *n);
 
-/* Keel extension requests (node/controller.h): answers the controller
+/* Keel extension requests (core/controller.h): answers the controller
  * request `request_id` of a client of this server (dropped if it is gone),
  * with ReplyHeader.err `err` and, when err is 0, `body`. */
 void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,

@@ -19,18 +19,19 @@
 #include <stdio.h>
 
 #include "meta/stats.h"
-#include "node/controller.h"
+#include "core/controller.h"
 #include "node/metrics.h"
+#include "node/node.h"
 
 #define NAME(kafka) "keel_controller_" kafka
 
 void node_ctl_metrics(const struct node *n, struct keel_wbuf *w)
 {
-	const struct meta_image *img = node_ctl_image(n);
+	const struct meta_image *img = node_ctl_image(&n->core);
 	struct meta_cluster_stats s;
 	meta_cluster_stats(img, &s);
 	metrics_gauge(w, NAME("ActiveControllerCount"),
-		      "1 on the server whose controller is active", node_ctl_active(n) ? 1 : 0);
+		      "1 on the server whose controller is active", node_ctl_active(&n->core) ? 1 : 0);
 	metrics_gauge(w, NAME("GlobalTopicCount"), "Topics", s.topics);
 	metrics_gauge(w, NAME("GlobalPartitionCount"), "Partitions", s.partitions);
 	metrics_gauge(w, NAME("OfflinePartitionsCount"),
@@ -55,8 +56,8 @@ void node_ctl_metrics(const struct node *n, struct keel_wbuf *w)
 	metrics_histogram(w, "keel_controller_request_seconds",
 			  "Controller requests on the active controller: taken to answered "
 			  "(decided, committed, applied; keel's controller has no event queue)",
-			  node_ctl_request_latency(n));
-	if (!node_ctl_active(n)) {
+			  node_ctl_request_latency(&n->core));
+	if (!node_ctl_active(&n->core)) {
 		return;
 	}
 	metrics_family(w, "keel_controller_broker_metadata_lag",
@@ -65,7 +66,7 @@ void node_ctl_metrics(const struct node *n, struct keel_wbuf *w)
 		       "gauge");
 	for (uint32_t i = 0; i < img->broker_count; i++) {
 		int32_t id = img->brokers[i]->id;
-		int64_t at = node_ctl_broker_offset(n, id);
+		int64_t at = node_ctl_broker_offset(&n->core, id);
 		if (at < 0) {
 			continue;
 		}
@@ -78,7 +79,7 @@ void node_ctl_metrics(const struct node *n, struct keel_wbuf *w)
 
 void node_ctl_mntr(const struct node *n, struct keel_wbuf *w)
 {
-	const struct meta_image *img = node_ctl_image(n);
+	const struct meta_image *img = node_ctl_image(&n->core);
 	struct meta_cluster_stats s;
 	meta_cluster_stats(img, &s);
 	char text[768];
@@ -93,7 +94,7 @@ void node_ctl_mntr(const struct node *n, struct keel_wbuf *w)
 			   "keel_active_broker_count\t%u\n"
 			   "keel_fenced_broker_count\t%u\n"
 			   "keel_controlled_shutdown_broker_count\t%u\n",
-			   node_ctl_active(n) ? 1 : 0, s.topics, s.partitions, s.offline_partitions,
+			   node_ctl_active(&n->core) ? 1 : 0, s.topics, s.partitions, s.offline_partitions,
 			   s.preferred_replica_imbalance, s.under_replicated_partitions,
 			   s.under_min_isr_partitions, s.brokers_active, s.brokers_fenced,
 			   s.brokers_in_controlled_shutdown);

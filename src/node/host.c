@@ -12,7 +12,6 @@
 #include "node/admin.h"
 #include "node/client.h"
 #include "node/client_zk.h"
-#include "node/controller.h"
 #include "node/node.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
@@ -165,6 +164,7 @@ static void host_on_failed(void *ctx)
 static void host_on_applied(void *ctx, const struct raft_entry *entry,
                             const struct fsm_applied *applied)
 {
+	(void)entry;
 	struct node *n = ctx;
 	switch (applied->kind) {
 	case FSM_APPLIED_ZK:
@@ -176,8 +176,7 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 	case FSM_APPLIED_BOOK:
 		node_book_changed(n);
 		return;
-	case FSM_APPLIED_META:
-		node_ctl_apply(n, entry, &applied->entry);
+	case FSM_APPLIED_META: /* the controller (core/controller.c) applied it */
 		return;
 	case FSM_APPLIED_NOTHING:
 		return;
@@ -195,14 +194,12 @@ static void host_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_l
 {
 	struct node *n = ctx;
 	node_clients_on_leader_change(n, old_leader, new_leader);
-	node_ctl_on_leader_change(n);
 	admin_on_leader_change(n);
 }
 
 static void host_after_apply(void *ctx)
 {
 	struct node *n = ctx;
-	node_ctl_after_apply(n);
 	node_clients_after_apply(n);
 	snapshot_maybe_start(n);
 }
@@ -223,9 +220,8 @@ static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, ui
 	case TRACK_ADMIN:
 		admin_on_forward(n, from, request_id, body, size);
 		return;
-	case TRACK_META:
-		node_ctl_on_forward(n, from, request_id, body, size);
-		return;
+	case TRACK_META: /* the controller's (core/controller.c) */
+		break;
 	}
 	KEEL_UNREACHABLE();
 }
@@ -235,11 +231,21 @@ static void host_on_session_touch(void *ctx, uint64_t from, const uint8_t *body,
 	node_clients_on_peer_frame(ctx, from, PEER_FRAME_SESSION_TOUCH, body, size);
 }
 
+static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err,
+                              const uint8_t *body, size_t size)
+{
+	zk_clients_ext_complete(ctx, request_id, zk_err, body, size);
+}
+
+static void host_fire_system(void *ctx, const struct zk_result *res)
+{
+	zk_clients_fire_system(ctx, res);
+}
+
 static void host_tick(void *ctx, uint64_t now_ms)
 {
 	struct node *n = ctx;
 	node_clients_tick(n, now_ms);
-	node_ctl_tick(n, now_ms);
 	admin_tick(n, now_ms);
 }
 
@@ -272,6 +278,8 @@ static const struct core_host_ops host_ops = {
         .on_request = host_on_request,
         .on_session_touch = host_on_session_touch,
         .tick = host_tick,
+        .ctl_complete = host_ctl_complete,
+        .fire_system = host_fire_system,
 };
 
 struct core_host node_host(struct node *n)

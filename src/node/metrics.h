@@ -22,4 +22,9 @@ void metrics_labeled(struct keel_wbuf *w, const char *name, const char *label,
 void metrics_histogram(struct keel_wbuf *w, const char *name, const char *help,
 		       const struct metrics_hist *h);
 
+/* The controller's figures for /metrics and for mntr (controller_metrics.c). */
+struct node;
+void node_ctl_metrics(const struct node *n, struct keel_wbuf *w);
+void node_ctl_mntr(const struct node *n, struct keel_wbuf *w);
+
 #endif

@@ -19,7 +19,7 @@
 #include "node/admin.h"
 #include "node/client.h"
 #include "node/client_zk.h"
-#include "node/controller.h"
+#include "core/controller.h"
 #include "node/host.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
@@ -270,13 +270,15 @@ static void zk_config_from(const struct node_config *c, struct zk_config *zc)
 /* The metadata image's snapshot section is the controller glue's. */
 static enum keel_err ctl_image_save(void *ctx, fsm_write_fn write, void *write_ctx)
 {
-	return node_ctl_save_image(ctx, write, write_ctx);
+	struct node *n = ctx;
+	return node_ctl_save_image(&n->core, write, write_ctx);
 }
 
 static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size, char *err,
 				    size_t err_size)
 {
-	return node_ctl_load_image(ctx, data, size, err, err_size);
+	struct node *n = ctx;
+	return node_ctl_load_image(&n->core, data, size, err, err_size);
 }
 
 /* The request tracker's three kinds: ZooKeeper writes, admin operations,
@@ -290,7 +292,7 @@ static void tracker_kinds(struct node *n)
 	ops.ctx = n;
 	tracker_set_kind(&n->core.tracker, TRACK_ADMIN, &ops);
 	ops = node_ctl_track_ops;
-	ops.ctx = n;
+	ops.ctx = &n->core;
 	tracker_set_kind(&n->core.tracker, TRACK_META, &ops);
 }
 
@@ -348,7 +350,12 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 		return rc;
 	}
 	tracker_kinds(n);
-	rc = node_ctl_create(n, err, err_size);
+	struct node_ctl_options ctl_opts = {
+		.broker_session_timeout_ms = cfg->broker_session_timeout_ms,
+		.leader_rebalance_interval_ms = cfg->leader_rebalance_interval_ms,
+		.max_packet_bytes = cfg->max_packet_bytes,
+	};
+	rc = node_ctl_create(&n->core, &ctl_opts, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
@@ -454,7 +461,7 @@ void node_close(struct node *n)
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
 	node_limits_close(&n->limits);
-	node_ctl_destroy(n);
+	node_ctl_destroy(&n->core);
 	core_close(&n->core);
 	KEEL_INFO("stopped");
 }

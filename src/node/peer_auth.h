@@ -40,7 +40,7 @@
  *		       | server nonce (32) | client nonce (32))
  *
  * The session credential (ZooKeeper addauth, scheme "keel"; brokers and the
- * CLI present it on their sessions, node/controller.h says which requests
+ * CLI present it on their sessions, core/controller.h says which requests
  * need it):
  *   mac = HMAC-SHA256(secret, "keel-session-auth-v1" | u64 session id
  *		       | session password (16))

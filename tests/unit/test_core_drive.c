@@ -146,6 +146,19 @@ static void fh_tick(void *ctx, uint64_t now_ms)
 	(void)ctx, (void)now_ms;
 }
 
+static void fh_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
+                            size_t size)
+{
+	(void)ctx, (void)request_id, (void)zk_err, (void)body, (void)size;
+	fail_msg("no controller here");
+}
+
+static void fh_fire_system(void *ctx, const struct zk_result *res)
+{
+	(void)ctx, (void)res;
+	fail_msg("no controller here");
+}
+
 static const struct core_host_ops fake_ops = {
         .persist = fh_persist,
         .peer_begin = fh_peer_begin,
@@ -167,6 +180,8 @@ static const struct core_host_ops fake_ops = {
         .on_session_touch = fh_on_session_touch,
         .on_snapshot_installed = fh_nothing,
         .tick = fh_tick,
+        .ctl_complete = fh_ctl_complete,
+        .fire_system = fh_fire_system,
 };
 
 static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)

@@ -28,9 +28,8 @@
  * Both lists are bounded by MAX_WAITERS; past it, requests are answered
  * NOT_CONTROLLER (the client retries).
  */
-#include "node/controller.h"
+#include "core/controller.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,20 +38,17 @@
 #include "meta/proto.h"
 #include "meta/record.h"
 #include "meta/zkview.h"
-#include "node/client_zk.h"
 #include "core/fsm.h"
-#include "node/metrics.h"
-#include "node/peers.h"
 #include "core/core.h"
-#include "os/log.h"
+#include "base/fmt.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_state.h"
 
 #define RING_MAX_ENTRIES 4096u
-#define RING_MAX_BYTES (32u << 20)
-#define MAX_WAITERS 10000u
-#define CTL_TICK_MS 100
-#define MAX_CHANGES (1u << 18)
+#define RING_MAX_BYTES   (32u << 20)
+#define MAX_WAITERS      10000u
+#define CTL_TICK_MS      100
+#define MAX_CHANGES      (1u << 18)
 /* Room kept in a reply for the ZooKeeper header and the response fields. */
 #define REPLY_SLACK 4096u
 
@@ -65,7 +61,7 @@ struct ctl_ring_entry {
 struct ctl_waiter {
 	struct keel_list link;    /* in the forwarded or the held list */
 	struct tracker_req track; /* forwarded: the leader decides */
-	bool from_leader; /* held: a reply from the leader (not ours to fail) */
+	bool from_leader;         /* held: a reply from the leader (not ours to fail) */
 	uint8_t api;
 	uint64_t peer;        /* held: 0 = a client here, else the server to answer */
 	uint64_t request_id;  /* the id on the server the client is connected to */
@@ -87,17 +83,17 @@ struct node_ctl {
 	struct zk_result zk_res;
 	struct keel_arena apply_arena;
 	struct ctl_ring_entry *ring;
-	uint32_t ring_head;  /* oldest */
+	uint32_t ring_head; /* oldest */
 	uint32_t ring_count;
 	size_t ring_bytes;
-	int64_t ring_floor;  /* every META entry above this index is in the ring */
+	int64_t ring_floor; /* every META entry above this index is in the ring */
 
 	/* Requests. */
 	struct keel_arena req_arena;
 	struct keel_wbuf reply_buf;
 	struct keel_wbuf entry_buf;
 	size_t max_reply_bytes;
-	struct keel_list held;      /* of ctl_waiter */
+	struct keel_list held; /* of ctl_waiter */
 	/* Controller requests on the leader: taken -> answer released (decided,
 	 * committed and applied here). keel's controller has no event queue (a
 	 * request is decided in the loop turn it arrives in), so this is what
@@ -111,15 +107,15 @@ struct node_ctl {
 	struct meta_controller ctl;
 	struct keel_rng rng;
 	bool active;
-	bool broken;              /* apply ignored records of our own batch */
+	bool broken; /* apply ignored records of our own batch */
 	uint64_t last_proposed_index;
-	uint64_t rebuild_index;   /* start again only once applied >= this */
+	uint64_t rebuild_index; /* start again only once applied >= this */
 	int64_t next_tick_ms;
 };
 
-static struct node_ctl *ctl_of(const struct node *n)
+static struct node_ctl *ctl_of(const struct node_core *core)
 {
-	return n->core.ctl;
+	return core->ctl;
 }
 
 /* The most a reply body may hold (the client's packet limit, less room for
@@ -127,12 +123,12 @@ static struct node_ctl *ctl_of(const struct node *n)
 static size_t reply_budget(const struct node_ctl *c)
 {
 	return c->max_reply_bytes > 2u * REPLY_SLACK ? c->max_reply_bytes - REPLY_SLACK
-						     : c->max_reply_bytes / 2u;
+	                                             : c->max_reply_bytes / 2u;
 }
 
-static int64_t now_ms(const struct node *n)
+static int64_t now_ms(const struct node_core *core)
 {
-	return (int64_t)core_now_ms(&n->core);
+	return (int64_t)core_now_ms(core);
 }
 
 /* ---- the ring of recent META entries ---- */
@@ -201,30 +197,31 @@ static uint32_t ring_find(struct node_ctl *c, int64_t from)
 
 /* ---- create / destroy ---- */
 
-static void controller_config(const struct node *n, struct meta_controller_config *cfg)
+static void controller_config(const struct node_ctl_options *o, struct meta_controller_config *cfg)
 {
 	meta_controller_config_default(cfg);
-	cfg->session_timeout_ms = n->cfg.broker_session_timeout_ms;
-	cfg->rebalance_interval_ms = n->cfg.leader_rebalance_interval_ms;
+	cfg->session_timeout_ms = o->broker_session_timeout_ms;
+	cfg->rebalance_interval_ms = o->leader_rebalance_interval_ms;
 	/* One batch must fit one Raft entry and one client reply: records are
 	 * well under 256 bytes unless they carry long config values. */
-	uint32_t records = KEEL_MAX(n->cfg.max_packet_bytes / 256u, 64u);
+	uint32_t records = KEEL_MAX(o->max_packet_bytes / 256u, 64u);
 	cfg->max_records_per_batch = KEEL_MIN(records, cfg->max_records_per_batch);
 	cfg->max_partitions_per_topic =
-		KEEL_MIN(cfg->max_partitions_per_topic, cfg->max_records_per_batch - 32u);
+	        KEEL_MIN(cfg->max_partitions_per_topic, cfg->max_records_per_batch - 32u);
 }
 
-enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
+enum keel_err node_ctl_create(struct node_core *core, const struct node_ctl_options *o, char *err,
+                              size_t err_size)
 {
 	struct node_ctl *c = calloc(1, sizeof(*c));
 	if (c == NULL) {
-		snprintf(err, err_size, "out of memory");
+		keel_fmt(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
 	c->ring = calloc(RING_MAX_ENTRIES, sizeof(*c->ring));
 	if (c->ring == NULL) {
 		free(c);
-		snprintf(err, err_size, "out of memory");
+		keel_fmt(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
 	meta_image_init(&c->image, NULL);
@@ -233,41 +230,41 @@ enum keel_err node_ctl_create(struct node *n, char *err, size_t err_size)
 	zk_result_init(&c->zk_res, 1u << 20);
 	keel_arena_init(&c->apply_arena, 64 * 1024);
 	keel_arena_init(&c->req_arena, 16 * 1024);
-	c->max_reply_bytes = n->cfg.max_packet_bytes;
+	c->max_reply_bytes = o->max_packet_bytes;
 	keel_wbuf_init_dynamic(&c->reply_buf, 4096, c->max_reply_bytes);
-	keel_wbuf_init_dynamic(&c->entry_buf, 4096, n->core.raft_opts.max_entry_bytes);
+	keel_wbuf_init_dynamic(&c->entry_buf, 4096, core->raft_opts.max_entry_bytes);
 	keel_list_init(&c->held);
 	keel_list_init(&c->forwarded);
-	controller_config(n, &c->cfg);
-	uint64_t seed = core_seed_next(&n->core);
+	controller_config(o, &c->cfg);
+	uint64_t seed = core_seed_next(core);
 	keel_rng_seed(&c->rng, seed);
-	n->core.ctl = c;
+	core->ctl = c;
 	return KEEL_OK;
 }
 
-static void list_free(struct node *n, struct keel_list *l)
+static void list_free(struct node_core *core, struct keel_list *l)
 {
 	struct keel_list *it;
 	while ((it = keel_list_pop_front(l)) != NULL) {
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
-		tracker_finish(&n->core.tracker, &w->track);
+		tracker_finish(&core->tracker, &w->track);
 		free(w->request);
 		free(w->reply);
 		free(w);
 	}
 }
 
-void node_ctl_destroy(struct node *n)
+void node_ctl_destroy(struct node_core *core)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	if (c == NULL) {
 		return;
 	}
 	if (c->active) {
 		meta_controller_close(&c->ctl);
 	}
-	list_free(n, &c->held);
-	list_free(n, &c->forwarded);
+	list_free(core, &c->held);
+	list_free(core, &c->forwarded);
 	ring_clear(c, 0);
 	free(c->ring);
 	meta_image_close(&c->image);
@@ -279,27 +276,27 @@ void node_ctl_destroy(struct node *n)
 	keel_wbuf_free(&c->reply_buf);
 	keel_wbuf_free(&c->entry_buf);
 	free(c);
-	n->core.ctl = NULL;
+	core->ctl = NULL;
 }
 
-const struct meta_image *node_ctl_image(const struct node *n)
+const struct meta_image *node_ctl_image(const struct node_core *core)
 {
-	return &ctl_of(n)->image;
+	return &ctl_of(core)->image;
 }
 
-const struct metrics_hist *node_ctl_request_latency(const struct node *n)
+const struct metrics_hist *node_ctl_request_latency(const struct node_core *core)
 {
-	return &ctl_of(n)->request_latency;
+	return &ctl_of(core)->request_latency;
 }
 
-bool node_ctl_active(const struct node *n)
+bool node_ctl_active(const struct node_core *core)
 {
-	return ctl_of(n)->active;
+	return ctl_of(core)->active;
 }
 
-int64_t node_ctl_broker_offset(const struct node *n, int32_t id)
+int64_t node_ctl_broker_offset(const struct node_core *core, int32_t id)
 {
-	const struct node_ctl *c = ctl_of(n);
+	const struct node_ctl *c = ctl_of(core);
 	return c->active ? meta_controller_broker_offset(&c->ctl, id) : -1;
 }
 
@@ -308,7 +305,7 @@ int64_t node_ctl_broker_offset(const struct node *n, int32_t id)
 /* Applies one op of the view to the tree. Failures (a client-made node in
  * the way) are the same on every server: logged, not fatal. */
 static enum keel_err apply_zk_op(struct zk_state *st, struct zk_result *res,
-				 const struct meta_zk_op *op)
+                                 const struct meta_zk_op *op)
 {
 	size_t len = strlen(op->path);
 	uint32_t id = zk_state_lookup(st, zk_bytes_of(op->path, len));
@@ -317,12 +314,13 @@ static enum keel_err apply_zk_op(struct zk_state *st, struct zk_result *res,
 		if (id != ZK_NODE_NONE) {
 			const struct zk_node *node = zk_tree_node(&st->tree, id);
 			if (node->data_size == op->size &&
-			    (op->size == 0 || memcmp(zk_node_data(node), op->data, op->size) == 0)) {
+			    (op->size == 0 ||
+			     memcmp(zk_node_data(node), op->data, op->size) == 0)) {
 				return KEEL_OK; /* unchanged: no watch fires */
 			}
 		}
 		return zk_system_put(st, res, op->path, len, op->data, op->size,
-				     zk_acl_read_unsafe(), ZK_SYSTEM_PARENTS);
+		                     zk_acl_read_unsafe(), ZK_SYSTEM_PARENTS);
 	case META_ZK_DELETE:
 	case META_ZK_DELETE_TREE:
 		if (id == ZK_NODE_NONE) {
@@ -334,45 +332,49 @@ static enum keel_err apply_zk_op(struct zk_state *st, struct zk_result *res,
 	}
 }
 
-static void apply_zk_view(struct node *n, uint64_t index, int64_t time_ms)
+static void apply_zk_view(struct node_core *core, uint64_t index, int64_t time_ms)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	meta_zk_ops_reset(&c->ops);
 	enum keel_err rc = meta_zk_view_changes(&c->image, &c->changes, &c->ops);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("entry %llu: cannot build the ZooKeeper view of the metadata (%s): "
-			   "this server cannot follow the log",
-			   (unsigned long long)index, keel_strerror(rc));
-		n->core.failed = true;
+		CORE_ERROR(core,
+		           "entry %llu: cannot build the ZooKeeper view of the metadata (%s): "
+		           "this server cannot follow the log",
+		           (unsigned long long)index, keel_strerror(rc));
+		core->failed = true;
 		return;
 	}
 	if (c->ops.count == 0) {
 		return;
 	}
-	struct zk_state *st = fsm_zk(n->core.fsm);
+	struct zk_state *st = fsm_zk(core->fsm);
 	zk_system_begin(st, &c->zk_res, index, time_ms);
 	for (uint32_t i = 0; i < c->ops.count; i++) {
 		const struct meta_zk_op *op = &c->ops.items[i];
 		rc = apply_zk_op(st, &c->zk_res, op);
 		if (rc == KEEL_NOMEM) {
-			KEEL_ERROR("entry %llu: out of memory writing %s: this server cannot follow "
-				   "the log",
-				   (unsigned long long)index, op->path);
-			n->core.failed = true;
+			CORE_ERROR(
+			        core,
+			        "entry %llu: out of memory writing %s: this server cannot follow "
+			        "the log",
+			        (unsigned long long)index, op->path);
+			core->failed = true;
 			return;
 		}
 		if (rc != KEEL_OK) {
-			KEEL_WARN("entry %llu: metadata znode %s not written (%s)",
-				  (unsigned long long)index, op->path, keel_strerror(rc));
+			CORE_WARN(core, "entry %llu: metadata znode %s not written (%s)",
+			          (unsigned long long)index, op->path, keel_strerror(rc));
 		}
 	}
-	zk_clients_fire_system(n, &c->zk_res);
+	core_fire_system(core, &c->zk_res);
 }
 
-void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct node_entry *ne)
+void node_ctl_apply(struct node_core *core, const struct raft_entry *entry,
+                    const struct node_entry *ne)
 {
-	struct node_ctl *c = ctl_of(n);
-	if (n->core.failed) {
+	struct node_ctl *c = ctl_of(core);
+	if (core->failed) {
 		return;
 	}
 	keel_arena_reset(&c->apply_arena);
@@ -380,12 +382,13 @@ void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct
 	struct meta_errbuf eb;
 	memset(&eb, 0, sizeof(eb));
 	enum keel_err rc =
-		meta_batch_decode(ne->payload, ne->payload_size, &c->apply_arena, &batch, &eb);
+	        meta_batch_decode(ne->payload, ne->payload_size, &c->apply_arena, &batch, &eb);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("entry %llu: metadata batch does not decode (%s: %s): this server "
-			   "cannot follow the log; upgrade it or restore it from a snapshot",
-			   (unsigned long long)entry->index, keel_strerror(rc), eb.msg);
-		n->core.failed = true;
+		CORE_ERROR(core,
+		           "entry %llu: metadata batch does not decode (%s: %s): this server "
+		           "cannot follow the log; upgrade it or restore it from a snapshot",
+		           (unsigned long long)entry->index, keel_strerror(rc), eb.msg);
+		core->failed = true;
 		return;
 	}
 	meta_changes_reset(&c->changes);
@@ -393,38 +396,41 @@ void node_ctl_apply(struct node *n, const struct raft_entry *entry, const struct
 	memset(&res, 0, sizeof(res));
 	rc = meta_image_apply(&c->image, (int64_t)entry->index, &batch, &c->changes, &res);
 	if (rc != KEEL_OK) {
-		KEEL_ERROR("entry %llu: cannot apply the metadata batch (%s): this server cannot "
-			   "follow the log",
-			   (unsigned long long)entry->index, keel_strerror(rc));
-		n->core.failed = true;
+		CORE_ERROR(core,
+		           "entry %llu: cannot apply the metadata batch (%s): this server cannot "
+		           "follow the log",
+		           (unsigned long long)entry->index, keel_strerror(rc));
+		core->failed = true;
 		return;
 	}
 	if (res.ignored > 0 || res.batch_ignored) {
 		bool ours = c->active && batch.hdr.controller_id == c->ctl.controller_id &&
-			    batch.hdr.controller_epoch == c->ctl.controller_epoch;
-		KEEL_INFO("entry %llu: %s%u of %u metadata records ignored (controller %d, epoch %d)",
-			  (unsigned long long)entry->index, res.batch_ignored ? "stale batch: " : "",
-			  res.batch_ignored ? batch.count : res.ignored, batch.count,
-			  batch.hdr.controller_id, batch.hdr.controller_epoch);
+		            batch.hdr.controller_epoch == c->ctl.controller_epoch;
+		CORE_INFO(
+		        core,
+		        "entry %llu: %s%u of %u metadata records ignored (controller %d, epoch %d)",
+		        (unsigned long long)entry->index, res.batch_ignored ? "stale batch: " : "",
+		        res.batch_ignored ? batch.count : res.ignored, batch.count,
+		        batch.hdr.controller_id, batch.hdr.controller_epoch);
 		if (ours) {
 			c->broken = true;
 		}
 	}
 	ring_append(c, (int64_t)entry->index, ne->payload, ne->payload_size);
-	apply_zk_view(n, entry->index, batch.hdr.timestamp_ms);
+	apply_zk_view(core, entry->index, batch.hdr.timestamp_ms);
 }
 
-enum keel_err node_ctl_save_image(struct node *n, node_ctl_write_fn write, void *ctx)
+enum keel_err node_ctl_save_image(struct node_core *core, node_ctl_write_fn write, void *ctx)
 {
-	return meta_image_save(&ctl_of(n)->image, write, ctx);
+	return meta_image_save(&ctl_of(core)->image, write, ctx);
 }
 
-static void controller_stop(struct node *n, bool rebuild, const char *why);
+static void controller_stop(struct node_core *core, bool rebuild, const char *why);
 
-enum keel_err node_ctl_load_image(struct node *n, const uint8_t *data, size_t size, char *err,
-				  size_t err_size)
+enum keel_err node_ctl_load_image(struct node_core *core, const uint8_t *data, size_t size,
+                                  char *err, size_t err_size)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	struct meta_image fresh;
 	meta_image_init(&fresh, &c->image.limits);
 	if (data != NULL) {
@@ -432,8 +438,8 @@ enum keel_err node_ctl_load_image(struct node *n, const uint8_t *data, size_t si
 		memset(&eb, 0, sizeof(eb));
 		enum keel_err rc = meta_image_load_from_memory(&fresh, data, size, &eb);
 		if (rc != KEEL_OK) {
-			snprintf(err, err_size, "metadata image in the snapshot: %s (%s)", eb.msg,
-				 keel_strerror(rc));
+			keel_fmt(err, err_size, "metadata image in the snapshot: %s (%s)", eb.msg,
+			         keel_strerror(rc));
 			meta_image_close(&fresh);
 			return rc;
 		}
@@ -442,7 +448,7 @@ enum keel_err node_ctl_load_image(struct node *n, const uint8_t *data, size_t si
 	c->image = fresh;
 	ring_clear(c, c->image.offset);
 	if (c->active) {
-		controller_stop(n, true, "a snapshot replaced the image");
+		controller_stop(core, true, "a snapshot replaced the image");
 	}
 	return KEEL_OK;
 }
@@ -457,7 +463,7 @@ static int32_t decode_failure(enum keel_err rc)
 /* The list APIs have no request-wide error: every item of the request
  * gets `error`. Returns the ZooKeeper error for the reply header. */
 static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8_t *body,
-				  size_t size, int16_t error, struct keel_wbuf *out)
+                                  size_t size, int16_t error, struct keel_wbuf *out)
 {
 	enum keel_err rc;
 	if (api == META_API_CREATE_TOPICS) {
@@ -467,13 +473,13 @@ static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8
 			return decode_failure(rc);
 		}
 		struct meta_create_topic_result *r =
-			keel_arena_alloc(a, (rq.topic_count + 1u) * sizeof(*r));
+		        keel_arena_alloc(a, (rq.topic_count + 1u) * sizeof(*r));
 		for (uint32_t i = 0; r != NULL && i < rq.topic_count; i++) {
 			r[i] = (struct meta_create_topic_result){
-				.name = rq.topics[i].name,
-				.error = error,
-				.num_partitions = rq.topics[i].num_partitions,
-				.replication_factor = rq.topics[i].replication_factor,
+			        .name = rq.topics[i].name,
+			        .error = error,
+			        .num_partitions = rq.topics[i].num_partitions,
+			        .replication_factor = rq.topics[i].replication_factor,
 			};
 		}
 		struct meta_create_topics_response rs = {r, rq.topic_count};
@@ -485,9 +491,10 @@ static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8
 			return decode_failure(rc);
 		}
 		struct meta_delete_topic_result *r =
-			keel_arena_alloc(a, (rq.name_count + 1u) * sizeof(*r));
+		        keel_arena_alloc(a, (rq.name_count + 1u) * sizeof(*r));
 		for (uint32_t i = 0; r != NULL && i < rq.name_count; i++) {
-			r[i] = (struct meta_delete_topic_result){.name = rq.names[i], .error = error};
+			r[i] = (struct meta_delete_topic_result){.name = rq.names[i],
+			                                         .error = error};
 		}
 		struct meta_delete_topics_response rs = {r, rq.name_count};
 		rc = r != NULL ? meta_encode_delete_topics_response(out, &rs) : KEEL_NOMEM;
@@ -498,10 +505,10 @@ static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8
 			return decode_failure(rc);
 		}
 		struct meta_create_partitions_result *r =
-			keel_arena_alloc(a, (rq.topic_count + 1u) * sizeof(*r));
+		        keel_arena_alloc(a, (rq.topic_count + 1u) * sizeof(*r));
 		for (uint32_t i = 0; r != NULL && i < rq.topic_count; i++) {
 			r[i] = (struct meta_create_partitions_result){.name = rq.topics[i].name,
-								     .error = error};
+			                                              .error = error};
 		}
 		struct meta_create_partitions_response rs = {r, rq.topic_count};
 		rc = r != NULL ? meta_encode_create_partitions_response(out, &rs) : KEEL_NOMEM;
@@ -513,12 +520,12 @@ static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8
 			return decode_failure(rc);
 		}
 		struct meta_alter_config_result *r =
-			keel_arena_alloc(a, (rq.resource_count + 1u) * sizeof(*r));
+		        keel_arena_alloc(a, (rq.resource_count + 1u) * sizeof(*r));
 		for (uint32_t i = 0; r != NULL && i < rq.resource_count; i++) {
 			r[i] = (struct meta_alter_config_result){
-				.resource_type = rq.resources[i].resource_type,
-				.resource_name = rq.resources[i].resource_name,
-				.error = error,
+			        .resource_type = rq.resources[i].resource_type,
+			        .resource_name = rq.resources[i].resource_name,
+			        .error = error,
 			};
 		}
 		struct meta_alter_configs_response rs = {r, rq.resource_count};
@@ -529,8 +536,8 @@ static int32_t encode_error_items(struct keel_arena *a, uint8_t api, const uint8
 
 /* A response to `api` saying `error` for everything the request asked.
  * Returns the ZooKeeper error for the reply header. */
-static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t *body,
-				  size_t size, int16_t error, struct keel_wbuf *out)
+static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t *body, size_t size,
+                                  int16_t error, struct keel_wbuf *out)
 {
 	keel_arena_reset(&c->req_arena);
 	enum keel_err rc;
@@ -588,39 +595,39 @@ static int32_t encode_error_reply(struct node_ctl *c, uint8_t api, const uint8_t
 
 /* ---- delivering replies ---- */
 
-static void send_peer_reply(struct node *n, uint64_t peer, uint64_t request_id,
-			    uint64_t wait_index, int32_t zk_err, const uint8_t *body, size_t size)
+static void send_peer_reply(struct node_core *core, uint64_t peer, uint64_t request_id,
+                            uint64_t wait_index, int32_t zk_err, const uint8_t *body, size_t size)
 {
 	struct tracker_reply hdr = {TRACK_META, peer, request_id, KEEL_OK, wait_index};
 	size_t mark;
-	struct keel_wbuf *w = core_reply_begin(&n->core, &hdr, &mark);
+	struct keel_wbuf *w = core_reply_begin(core, &hdr, &mark);
 	if (w == NULL) {
 		return; /* the server forwarding it times the request out */
 	}
 	keel_wbuf_i32(w, zk_err);
 	keel_wbuf_bytes(w, body, size);
-	core_peer_end(&n->core, peer, mark);
+	core_peer_end(core, peer, mark);
 }
 
-static void deliver(struct node *n, uint64_t peer, uint64_t request_id, uint64_t wait_index,
-		    int32_t zk_err, const uint8_t *body, size_t size)
+static void deliver(struct node_core *core, uint64_t peer, uint64_t request_id, uint64_t wait_index,
+                    int32_t zk_err, const uint8_t *body, size_t size)
 {
 	if (peer == 0) {
-		zk_clients_ext_complete(n, request_id, zk_err, body, size);
+		core_ctl_complete(core, request_id, zk_err, body, size);
 	} else {
-		send_peer_reply(n, peer, request_id, wait_index, zk_err, body, size);
+		send_peer_reply(core, peer, request_id, wait_index, zk_err, body, size);
 	}
 }
 
 /* Answers NOT_CONTROLLER (built from the request) right away. */
-static void deliver_not_controller(struct node *n, uint64_t peer, uint64_t request_id,
-				   uint8_t api, const uint8_t *body, size_t size)
+static void deliver_not_controller(struct node_core *core, uint64_t peer, uint64_t request_id,
+                                   uint8_t api, const uint8_t *body, size_t size)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	struct keel_wbuf *out = &c->reply_buf;
 	keel_wbuf_reset(out);
 	int32_t zk_err = encode_error_reply(c, api, body, size, META_ERR_NOT_CONTROLLER, out);
-	deliver(n, peer, request_id, 0, zk_err, out->data, zk_err == 0 ? out->size : 0);
+	deliver(core, peer, request_id, 0, zk_err, out->data, zk_err == 0 ? out->size : 0);
 }
 
 static void waiter_free(struct node_ctl *c, struct ctl_waiter *w)
@@ -644,7 +651,7 @@ static uint8_t *dup_bytes(const uint8_t *data, size_t size)
 /* A new waiter with copies of the request (and reply). NULL when the
  * waiter limit is reached or memory runs out. */
 static struct ctl_waiter *waiter_new(struct node_ctl *c, uint8_t api, const uint8_t *request,
-				     size_t request_size, const uint8_t *reply, size_t reply_size)
+                                     size_t request_size, const uint8_t *reply, size_t reply_size)
 {
 	if (c->waiter_count >= MAX_WAITERS) {
 		return NULL;
@@ -673,20 +680,21 @@ static struct ctl_waiter *waiter_new(struct node_ctl *c, uint8_t api, const uint
 }
 
 /* Delivers every held reply whose index is applied. */
-static void release_held(struct node *n)
+static void release_held(struct node_core *core)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
+	KEEL_LIST_FOR_EACH_SAFE(it, next, &c->held)
+	{
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
-		if (w->wait_index <= n->core.applied_index) {
+		if (w->wait_index <= core->applied_index) {
 			keel_list_remove(&w->link);
 			if (!w->from_leader && w->started_ns != 0) {
 				metrics_hist_observe(&c->request_latency,
-						     (core_mono_ns(&n->core) - w->started_ns) / 1000u);
+				                     (core_mono_ns(core) - w->started_ns) / 1000u);
 			}
-			deliver(n, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
-				w->reply_size);
+			deliver(core, w->peer, w->request_id, w->wait_index, w->zk_err, w->reply,
+			        w->reply_size);
 			waiter_free(c, w);
 		}
 	}
@@ -695,17 +703,18 @@ static void release_held(struct node *n)
 /* Answers NOT_CONTROLLER for held replies: every one this server's
  * controller made, or (only_overdue) the leader's replies this server has
  * not caught up with in time. */
-static void fail_held(struct node *n, bool only_overdue)
+static void fail_held(struct node_core *core, bool only_overdue)
 {
-	struct node_ctl *c = ctl_of(n);
-	uint64_t now = core_now_ms(&n->core);
+	struct node_ctl *c = ctl_of(core);
+	uint64_t now = core_now_ms(core);
 	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &c->held) {
+	KEEL_LIST_FOR_EACH_SAFE(it, next, &c->held)
+	{
 		struct ctl_waiter *w = KEEL_LIST_ITEM(it, struct ctl_waiter, link);
 		if (only_overdue ? w->from_leader && now >= w->deadline_ms : !w->from_leader) {
 			keel_list_remove(&w->link);
-			deliver_not_controller(n, w->peer, w->request_id, w->api, w->request,
-					       w->request_size);
+			deliver_not_controller(core, w->peer, w->request_id, w->api, w->request,
+			                       w->request_size);
 			waiter_free(c, w);
 		}
 	}
@@ -713,26 +722,26 @@ static void fail_held(struct node *n, bool only_overdue)
 
 /* ---- the active controller ---- */
 
-static void controller_stop(struct node *n, bool rebuild, const char *why)
+static void controller_stop(struct node_core *core, bool rebuild, const char *why)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	if (!c->active) {
 		return;
 	}
-	KEEL_INFO("controller for epoch %d stopped: %s", c->ctl.controller_epoch, why);
+	CORE_INFO(core, "controller for epoch %d stopped: %s", c->ctl.controller_epoch, why);
 	meta_controller_close(&c->ctl);
 	c->active = false;
 	c->broken = false;
 	c->rebuild_index = rebuild ? c->last_proposed_index : 0;
-	fail_held(n, false);
+	fail_held(core, false);
 }
 
 /* Proposes a decision as one Raft entry. On failure the controller's
  * working image no longer matches the log: it stops (and is rebuilt). */
-static bool propose_batch(struct node *n, struct meta_batch *batch)
+static bool propose_batch(struct node_core *core, struct meta_batch *batch)
 {
-	struct node_ctl *c = ctl_of(n);
-	int64_t ts = core_wall_ms(&n->core);
+	struct node_ctl *c = ctl_of(core);
+	int64_t ts = core_wall_ms(core);
 	batch->hdr.timestamp_ms = ts;
 	struct keel_wbuf *w = &c->entry_buf;
 	keel_wbuf_reset(w);
@@ -743,29 +752,29 @@ static bool propose_batch(struct node *n, struct meta_batch *batch)
 	}
 	uint64_t index = 0, term = 0;
 	if (rc == KEEL_OK) {
-		rc = core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
+		rc = core_propose(core, w->data, (uint32_t)w->size, &index, &term);
 	}
 	if (rc != KEEL_OK) {
-		KEEL_WARN("cannot propose a metadata batch of %u records (%s)", batch->count,
-			  keel_strerror(rc));
-		controller_stop(n, true, "a proposal failed");
+		CORE_WARN(core, "cannot propose a metadata batch of %u records (%s)", batch->count,
+		          keel_strerror(rc));
+		controller_stop(core, true, "a proposal failed");
 		return false;
 	}
 	c->last_proposed_index = index;
 	return true;
 }
 
-static void controller_tick(struct node *n)
+static void controller_tick(struct node_core *core)
 {
-	struct node_ctl *c = ctl_of(n);
-	int64_t now = now_ms(n);
+	struct node_ctl *c = ctl_of(core);
+	int64_t now = now_ms(core);
 	struct meta_batch *batch = NULL;
 	enum keel_err rc = meta_controller_tick(&c->ctl, now, &batch);
 	if (rc != KEEL_OK) {
-		controller_stop(n, true, "out of memory");
+		controller_stop(core, true, "out of memory");
 		return;
 	}
-	if (batch != NULL && !propose_batch(n, batch)) {
+	if (batch != NULL && !propose_batch(core, batch)) {
 		return;
 	}
 	c->next_tick_ms = KEEL_MIN(now + CTL_TICK_MS, meta_controller_next_tick_ms(&c->ctl, now));
@@ -773,61 +782,63 @@ static void controller_tick(struct node *n)
 
 /* Starts the controller once this server leads and has applied every
  * entry of earlier terms (and, after a failure, its own in-flight ones). */
-static void maybe_start(struct node *n)
+static void maybe_start(struct node_core *core)
 {
-	struct node_ctl *c = ctl_of(n);
-	if (c->active || n->stopping || n->core.failed || n->core.role != RAFT_LEADER ||
-	    n->core.leader != n->cfg.id || n->core.applied_term != n->core.term ||
-	    n->core.applied_index < c->rebuild_index) {
+	struct node_ctl *c = ctl_of(core);
+	if (c->active || core->stopped || core->failed || core->role != RAFT_LEADER ||
+	    core->leader != core->id || core->applied_term != core->term ||
+	    core->applied_index < c->rebuild_index) {
 		return;
 	}
-	KEEL_ASSERT(n->core.term <= INT32_MAX);
-	enum keel_err rc = meta_controller_init(&c->ctl, &c->cfg, (int32_t)n->cfg.id,
-						(int32_t)n->core.term, &c->image, &c->rng, now_ms(n));
+	KEEL_ASSERT(core->term <= INT32_MAX);
+	enum keel_err rc =
+	        meta_controller_init(&c->ctl, &c->cfg, (int32_t)core->id, (int32_t)core->term,
+	                             &c->image, &c->rng, now_ms(core));
 	if (rc != KEEL_OK) {
-		KEEL_WARN("cannot start the controller (%s); retrying", keel_strerror(rc));
+		CORE_WARN(core, "cannot start the controller (%s); retrying", keel_strerror(rc));
 		return;
 	}
 	c->active = true;
 	c->broken = false;
 	c->rebuild_index = 0;
-	KEEL_INFO("active controller for epoch %llu (metadata offset %lld, %u brokers, %u topics)",
-		  (unsigned long long)n->core.term, (long long)c->image.offset, c->image.broker_count,
-		  c->image.topic_count);
-	controller_tick(n);
+	CORE_INFO(core,
+	          "active controller for epoch %llu (metadata offset %lld, %u brokers, %u topics)",
+	          (unsigned long long)core->term, (long long)c->image.offset, c->image.broker_count,
+	          c->image.topic_count);
+	controller_tick(core);
 }
 
-void node_ctl_after_apply(struct node *n)
+void node_ctl_after_apply(struct node_core *core)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	if (c == NULL) {
 		return;
 	}
 	if (c->active && c->broken) {
-		controller_stop(n, true, "the log ignored records of its own batch");
+		controller_stop(core, true, "the log ignored records of its own batch");
 	}
-	release_held(n);
-	maybe_start(n);
+	release_held(core);
+	maybe_start(core);
 }
 
-void node_ctl_tick(struct node *n, uint64_t now)
+void node_ctl_tick(struct node_core *core, uint64_t now)
 {
-	struct node_ctl *c = ctl_of(n);
-	fail_held(n, true);
-	maybe_start(n);
+	struct node_ctl *c = ctl_of(core);
+	fail_held(core, true);
+	maybe_start(core);
 	if (c->active && (int64_t)now >= c->next_tick_ms) {
-		controller_tick(n);
+		controller_tick(core);
 	}
 }
 
-void node_ctl_on_leader_change(struct node *n)
+void node_ctl_on_leader_change(struct node_core *core)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	if (c == NULL) {
 		return;
 	}
-	if (n->core.leader != n->cfg.id) {
-		controller_stop(n, false, "leadership lost");
+	if (core->leader != core->id) {
+		controller_stop(core, false, "leadership lost");
 		c->rebuild_index = 0;
 	}
 	/* Requests forwarded to the old leader: the tracker fails them (every
@@ -840,30 +851,29 @@ void node_ctl_on_leader_change(struct node *n)
  * Returns KEEL_OK with the response in `out` (and *batch to propose),
  * KEEL_PROTO / KEEL_UNSUPPORTED for a body that does not decode, KEEL_NOMEM
  * when the controller must stop, KEEL_TOOBIG when the response is too big. */
-#define RUN_API(NAME, CALL)                                                                 \
-	{                                                                                   \
-		struct meta_##NAME##_request rq;                                            \
-		struct meta_##NAME##_response rs;                                           \
-		memset(&rs, 0, sizeof(rs));                                                 \
-		rc = meta_decode_##NAME##_request(body, size, &c->req_arena, &rq, NULL);    \
-		if (rc != KEEL_OK) {                                                        \
-			return rc == KEEL_UNSUPPORTED ? KEEL_UNSUPPORTED : KEEL_PROTO;      \
-		}                                                                           \
-		rc = CALL(&c->ctl, now, &rq, &rs, batch);                                   \
-		if (rc != KEEL_OK) {                                                        \
-			return KEEL_NOMEM;                                                  \
-		}                                                                           \
-		return meta_encode_##NAME##_response(out, &rs) == KEEL_OK ? KEEL_OK         \
-									  : KEEL_TOOBIG;    \
+#define RUN_API(NAME, CALL)                                                                        \
+	{                                                                                          \
+		struct meta_##NAME##_request rq;                                                   \
+		struct meta_##NAME##_response rs;                                                  \
+		memset(&rs, 0, sizeof(rs));                                                        \
+		rc = meta_decode_##NAME##_request(body, size, &c->req_arena, &rq, NULL);           \
+		if (rc != KEEL_OK) {                                                               \
+			return rc == KEEL_UNSUPPORTED ? KEEL_UNSUPPORTED : KEEL_PROTO;             \
+		}                                                                                  \
+		rc = CALL(&c->ctl, now, &rq, &rs, batch);                                          \
+		if (rc != KEEL_OK) {                                                               \
+			return KEEL_NOMEM;                                                         \
+		}                                                                                  \
+		return meta_encode_##NAME##_response(out, &rs) == KEEL_OK ? KEEL_OK : KEEL_TOOBIG; \
 	}
 
-static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, size_t size,
-			     struct keel_wbuf *out, struct meta_batch **batch)
+static enum keel_err run_api(struct node_core *core, uint8_t api, const uint8_t *body, size_t size,
+                             struct keel_wbuf *out, struct meta_batch **batch)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	keel_arena_reset(&c->req_arena);
 	*batch = NULL;
-	int64_t now = now_ms(n);
+	int64_t now = now_ms(core);
 	enum keel_err rc;
 	switch ((enum meta_api)api) {
 	case META_API_BROKER_REGISTRATION:
@@ -899,46 +909,46 @@ static enum keel_err run_api(struct node *n, uint8_t api, const uint8_t *body, s
 
 /* Handles a controller request on the leader: from a client here (peer 0)
  * or forwarded by server `peer`. */
-static void handle_on_leader(struct node *n, uint64_t peer, uint64_t request_id, uint8_t api,
-			     const uint8_t *body, size_t size)
+static void handle_on_leader(struct node_core *core, uint64_t peer, uint64_t request_id,
+                             uint8_t api, const uint8_t *body, size_t size)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	if (!c->active) {
-		deliver_not_controller(n, peer, request_id, api, body, size);
+		deliver_not_controller(core, peer, request_id, api, body, size);
 		return;
 	}
-	uint64_t started = core_mono_ns(&n->core);
+	uint64_t started = core_mono_ns(core);
 	struct keel_wbuf *out = &c->reply_buf;
 	keel_wbuf_reset(out);
 	struct meta_batch *batch = NULL;
-	enum keel_err rc = run_api(n, api, body, size, out, &batch);
+	enum keel_err rc = run_api(core, api, body, size, out, &batch);
 	switch (rc) {
 	case KEEL_OK:
 		break;
 	case KEEL_PROTO:
 	case KEEL_UNSUPPORTED:
-		deliver(n, peer, request_id, 0, decode_failure(rc), NULL, 0);
+		deliver(core, peer, request_id, 0, decode_failure(rc), NULL, 0);
 		return;
 	case KEEL_TOOBIG:
-		deliver(n, peer, request_id, 0, ZK_SYSTEM_ERROR, NULL, 0);
+		deliver(core, peer, request_id, 0, ZK_SYSTEM_ERROR, NULL, 0);
 		return;
 	default:
-		controller_stop(n, true, "out of memory");
-		deliver_not_controller(n, peer, request_id, api, body, size);
+		controller_stop(core, true, "out of memory");
+		deliver_not_controller(core, peer, request_id, api, body, size);
 		return;
 	}
-	if (batch != NULL && !propose_batch(n, batch)) {
-		deliver_not_controller(n, peer, request_id, api, body, size);
+	if (batch != NULL && !propose_batch(core, batch)) {
+		deliver_not_controller(core, peer, request_id, api, body, size);
 		return;
 	}
-	if (c->last_proposed_index <= n->core.applied_index) {
-		metrics_hist_observe(&c->request_latency, (core_mono_ns(&n->core) - started) / 1000u);
-		deliver(n, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
+	if (c->last_proposed_index <= core->applied_index) {
+		metrics_hist_observe(&c->request_latency, (core_mono_ns(core) - started) / 1000u);
+		deliver(core, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;
 	}
 	struct ctl_waiter *w = waiter_new(c, api, body, size, out->data, out->size);
 	if (w == NULL) {
-		deliver_not_controller(n, peer, request_id, api, body, size);
+		deliver_not_controller(core, peer, request_id, api, body, size);
 		return;
 	}
 	w->started_ns = started;
@@ -998,11 +1008,11 @@ const char *node_ctl_opcode_name(int32_t opcode)
 /* Decodes a controller request only to check it (the server that received
  * it answers a malformed body itself, whoever is the controller). Returns
  * the ZooKeeper error for the reply header, 0 when it decodes. */
-#define CHECK_API(NAME)                                                                      \
-	{                                                                                    \
-		struct meta_##NAME##_request rq;                                             \
-		rc = meta_decode_##NAME##_request(body, size, &c->req_arena, &rq, NULL);     \
-		break;                                                                       \
+#define CHECK_API(NAME)                                                                  \
+	{                                                                                \
+		struct meta_##NAME##_request rq;                                         \
+		rc = meta_decode_##NAME##_request(body, size, &c->req_arena, &rq, NULL); \
+		break;                                                                   \
 	}
 
 static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *body, size_t size)
@@ -1042,49 +1052,49 @@ static int32_t check_request(struct node_ctl *c, uint8_t api, const uint8_t *bod
 
 #undef CHECK_API
 
-void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const uint8_t *body,
-		     size_t size)
+void node_ctl_submit(struct node_core *core, uint64_t request_id, int32_t opcode,
+                     const uint8_t *body, size_t size)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	uint8_t api = 0;
 	bool known = api_of(opcode, &api);
 	KEEL_ASSERT(known);
 	KEEL_ASSERT(meta_api_needs_controller((enum meta_api)api));
 	int32_t zk_err = check_request(c, api, body, size);
 	if (zk_err != 0) {
-		deliver(n, 0, request_id, 0, zk_err, NULL, 0);
+		deliver(core, 0, request_id, 0, zk_err, NULL, 0);
 		return;
 	}
-	if (n->core.role == RAFT_LEADER) {
-		handle_on_leader(n, 0, request_id, api, body, size);
-		core_drive(&n->core);
+	if (core->role == RAFT_LEADER) {
+		handle_on_leader(core, 0, request_id, api, body, size);
+		core_drive(core);
 		return;
 	}
 	struct ctl_waiter *w = NULL;
 	size_t mark = 0;
 	uint64_t to = 0;
 	struct keel_wbuf *fw = NULL;
-	if (n->core.leader != 0) {
+	if (core->leader != 0) {
 		w = waiter_new(c, api, body, size, NULL, 0);
 	}
 	if (w != NULL) {
-		fw = core_request_begin(&n->core, TRACK_META, request_id, &to, &mark);
+		fw = core_request_begin(core, TRACK_META, request_id, &to, &mark);
 	}
 	if (fw == NULL) {
 		if (w != NULL) {
 			waiter_free(c, w);
 		}
-		deliver_not_controller(n, 0, request_id, api, body, size);
+		deliver_not_controller(core, 0, request_id, api, body, size);
 		return;
 	}
 	keel_wbuf_u8(fw, api);
 	keel_wbuf_bytes(fw, body, size);
-	core_peer_end(&n->core, to, mark);
+	core_peer_end(core, to, mark);
 	w->request_id = request_id;
 	w->track.request_id = request_id; /* the client's pending: a tracker id */
-	if (tracker_add(&n->core.tracker, &w->track, TRACK_META, n->core.tracker.policy.leader_wait_ms, to,
-			n->core.term, core_now_ms(&n->core)) != KEEL_OK) {
-		deliver_not_controller(n, 0, request_id, api, body, size);
+	if (tracker_add(&core->tracker, &w->track, TRACK_META, core->tracker.policy.leader_wait_ms,
+	                to, core->term, core_now_ms(core)) != KEEL_OK) {
+		deliver_not_controller(core, 0, request_id, api, body, size);
 		waiter_free(c, w);
 		return;
 	}
@@ -1094,37 +1104,37 @@ void node_ctl_submit(struct node *n, uint64_t request_id, int32_t opcode, const 
 /* The leader's reply to a request this server forwarded: i32 ZooKeeper
  * error, then the response body. */
 static void track_reply(void *ctx, struct tracker_req *req, const struct tracker_reply *hdr,
-			const uint8_t *body, size_t size)
+                        const uint8_t *body, size_t size)
 {
-	struct node *n = ctx;
-	struct node_ctl *c = ctl_of(n);
+	struct node_core *core = ctx;
+	struct node_ctl *c = ctl_of(core);
 	struct ctl_waiter *w = KEEL_CONTAINER_OF(req, struct ctl_waiter, track);
 	keel_list_remove(&w->link);
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
 	int32_t zk_err = keel_rbuf_i32(&r);
 	if (hdr->err != KEEL_OK || !keel_rbuf_ok(&r)) {
-		deliver_not_controller(n, 0, w->request_id, w->api, w->request, w->request_size);
+		deliver_not_controller(core, 0, w->request_id, w->api, w->request, w->request_size);
 		waiter_free(c, w);
 		return;
 	}
 	const uint8_t *reply = body + 4;
 	size_t reply_size = size - 4;
-	if (hdr->wait_index <= n->core.applied_index) {
-		deliver(n, 0, w->request_id, hdr->wait_index, zk_err, reply, reply_size);
+	if (hdr->wait_index <= core->applied_index) {
+		deliver(core, 0, w->request_id, hdr->wait_index, zk_err, reply, reply_size);
 		waiter_free(c, w);
 		return;
 	}
 	/* Read-your-writes: complete once this server has applied it too. */
 	w->reply = dup_bytes(reply, reply_size);
 	if (w->reply == NULL) {
-		deliver_not_controller(n, 0, w->request_id, w->api, w->request, w->request_size);
+		deliver_not_controller(core, 0, w->request_id, w->api, w->request, w->request_size);
 		waiter_free(c, w);
 		return;
 	}
 	w->reply_size = reply_size;
 	w->from_leader = true;
-	w->deadline_ms = core_now_ms(&n->core) + n->core.tracker.policy.leader_wait_ms;
+	w->deadline_ms = core_now_ms(core) + core->tracker.policy.leader_wait_ms;
 	w->zk_err = zk_err;
 	w->wait_index = hdr->wait_index;
 	keel_list_push_back(&c->held, &w->link);
@@ -1136,22 +1146,22 @@ static void track_reply(void *ctx, struct tracker_req *req, const struct tracker
 static void track_fail(void *ctx, struct tracker_req *req, enum keel_err err)
 {
 	(void)err;
-	struct node *n = ctx;
+	struct node_core *core = ctx;
 	struct ctl_waiter *w = KEEL_CONTAINER_OF(req, struct ctl_waiter, track);
 	keel_list_remove(&w->link);
-	deliver_not_controller(n, 0, w->request_id, w->api, w->request, w->request_size);
-	waiter_free(ctl_of(n), w);
+	deliver_not_controller(core, 0, w->request_id, w->api, w->request, w->request_size);
+	waiter_free(ctl_of(core), w);
 }
 
 const struct tracker_kind_ops node_ctl_track_ops = {
-	.fail = track_fail,
-	.reply = track_reply,
-	.resend = NULL, /* not held: answered NOT_CONTROLLER at once without a leader */
-	.fail_on_leader_change = true,
+        .fail = track_fail,
+        .reply = track_reply,
+        .resend = NULL, /* not held: answered NOT_CONTROLLER at once without a leader */
+        .fail_on_leader_change = true,
 };
 
-void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, const uint8_t *body,
-			 size_t size)
+void node_ctl_on_forward(struct node_core *core, uint64_t from, uint64_t request_id,
+                         const uint8_t *body, size_t size)
 {
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
@@ -1160,17 +1170,18 @@ void node_ctl_on_forward(struct node *n, uint64_t from, uint64_t request_id, con
 	    !meta_api_needs_controller((enum meta_api)api)) {
 		return;
 	}
-	handle_on_leader(n, from, request_id, api, body + 1, size - 1);
-	core_drive(&n->core);
+	handle_on_leader(core, from, request_id, api, body + 1, size - 1);
+	core_drive(core);
 }
 
 /* ---- reads: DescribeCluster, FetchMetadata ---- */
 
 static int32_t serve_describe(struct node_ctl *c, const uint8_t *body, size_t size,
-			      struct keel_wbuf *out)
+                              struct keel_wbuf *out)
 {
 	struct meta_describe_cluster_request rq;
-	enum keel_err rc = meta_decode_describe_cluster_request(body, size, &c->req_arena, &rq, NULL);
+	enum keel_err rc =
+	        meta_decode_describe_cluster_request(body, size, &c->req_arena, &rq, NULL);
 	if (rc != KEEL_OK) {
 		return decode_failure(rc);
 	}
@@ -1197,9 +1208,10 @@ static int32_t serve_describe(struct node_ctl *c, const uint8_t *body, size_t si
 
 /* The ring's batches from offset `from` on, within `budget` bytes (at
  * least one when it fits `limit`), into the request arena. */
-static enum keel_err collect_batches(struct node_ctl *c, int64_t from, size_t budget,
-				     size_t limit, struct meta_fetch_metadata_response *rs)
+static enum keel_err collect_batches(struct node_core *core, int64_t from, size_t budget,
+                                     size_t limit, struct meta_fetch_metadata_response *rs)
 {
+	struct node_ctl *c = ctl_of(core);
 	uint32_t first = ring_find(c, from);
 	uint32_t count = 0;
 	size_t used = 0;
@@ -1212,11 +1224,11 @@ static enum keel_err collect_batches(struct node_ctl *c, int64_t from, size_t bu
 		count++;
 	}
 	if (count == 0 && first < c->ring_count) {
-		KEEL_WARN("FetchMetadata: the batch at %lld is larger than a reply",
-			  (long long)ring_at(c, first)->index);
+		CORE_WARN(core, "FetchMetadata: the batch at %lld is larger than a reply",
+		          (long long)ring_at(c, first)->index);
 	}
 	struct meta_fetch_batch *batches =
-		keel_arena_alloc(&c->req_arena, (count + 1u) * sizeof(*batches));
+	        keel_arena_alloc(&c->req_arena, (count + 1u) * sizeof(*batches));
 	if (batches == NULL) {
 		return KEEL_NOMEM;
 	}
@@ -1229,10 +1241,10 @@ static enum keel_err collect_batches(struct node_ctl *c, int64_t from, size_t bu
 	return KEEL_OK;
 }
 
-static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
-			   struct keel_wbuf *out)
+static int32_t serve_fetch(struct node_core *core, const uint8_t *body, size_t size,
+                           struct keel_wbuf *out)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	struct meta_fetch_metadata_request rq;
 	enum keel_err rc = meta_decode_fetch_metadata_request(body, size, &c->req_arena, &rq, NULL);
 	if (rc != KEEL_OK) {
@@ -1240,14 +1252,14 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 	}
 	struct meta_fetch_metadata_response rs;
 	memset(&rs, 0, sizeof(rs));
-	rs.high_watermark = (int64_t)n->core.applied_index;
+	rs.high_watermark = (int64_t)core->applied_index;
 	rs.snapshot_offset = -1;
 	size_t limit = reply_budget(c);
 	size_t budget = rq.max_bytes > 0 ? KEEL_MIN(limit, (size_t)rq.max_bytes) : limit;
 	int64_t from = KEEL_MAX(rq.from_offset, (int64_t)1);
 	uint8_t *snapshot = NULL;
 	if (from > c->ring_floor) {
-		if (collect_batches(c, from, budget, limit, &rs) != KEEL_OK) {
+		if (collect_batches(core, from, budget, limit, &rs) != KEEL_OK) {
 			return ZK_SYSTEM_ERROR;
 		}
 	} else {
@@ -1255,8 +1267,8 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 		size_t snap_size = 0;
 		snapshot = meta_image_save_to_memory(&c->image, limit, &snap_size, &rc);
 		if (snapshot == NULL) {
-			KEEL_WARN("FetchMetadata from %lld: cannot send the image (%s)",
-				  (long long)from, keel_strerror(rc));
+			CORE_WARN(core, "FetchMetadata from %lld: cannot send the image (%s)",
+			          (long long)from, keel_strerror(rc));
 			rs.error = META_ERR_UNKNOWN_SERVER_ERROR;
 		} else {
 			rs.snapshot_offset = c->image.offset;
@@ -1269,10 +1281,10 @@ static int32_t serve_fetch(struct node *n, const uint8_t *body, size_t size,
 	return rc == KEEL_OK && keel_wbuf_ok(out) ? 0 : ZK_SYSTEM_ERROR;
 }
 
-int32_t node_ctl_serve_read(struct node *n, int32_t opcode, const uint8_t *body, size_t size,
-			    struct keel_wbuf *out)
+int32_t node_ctl_serve_read(struct node_core *core, int32_t opcode, const uint8_t *body,
+                            size_t size, struct keel_wbuf *out)
 {
-	struct node_ctl *c = ctl_of(n);
+	struct node_ctl *c = ctl_of(core);
 	uint8_t api;
 	if (!api_of(opcode, &api)) {
 		return ZK_UNIMPLEMENTED;
@@ -1282,7 +1294,7 @@ int32_t node_ctl_serve_read(struct node *n, int32_t opcode, const uint8_t *body,
 	case META_API_DESCRIBE_CLUSTER:
 		return serve_describe(c, body, size, out);
 	case META_API_FETCH_METADATA:
-		return serve_fetch(n, body, size, out);
+		return serve_fetch(core, body, size, out);
 	default:
 		return ZK_UNIMPLEMENTED;
 	}
