@@ -126,6 +126,13 @@ struct broker_replication_stats {
 
 struct broker_groups;
 
+/* One partition's checkpointed high watermark (hwcheck.c). */
+struct broker_hw_entry {
+	uint8_t topic_id[16];
+	int32_t partition;
+	int64_t high_watermark;
+};
+
 struct broker_core {
 	struct broker_config config;
 	char data_dir[WAL_VFS_PATH_MAX];
@@ -152,6 +159,11 @@ struct broker_core {
 	int64_t throttle_rate;
 	int64_t throttle_next_ms;
 	uint64_t throttled_bytes;
+	/* The high-watermark checkpoint read at start (broker_hw_checkpoint_load),
+	 * sorted; used by the partitions the first image opens, then dropped. */
+	struct broker_hw_entry *hw_restored;
+	uint32_t hw_restored_count;
+	uint32_t hw_restored_used; /* partitions that started from it */
 };
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config);
@@ -183,6 +195,34 @@ bool broker_core_dirty(const struct broker_core *core);
 void broker_core_sync(struct broker_core *core);
 /* Loop thread, after broker_core_sync: clears the dirty marks. */
 void broker_core_sync_done(struct broker_core *core);
+
+/* ---- the high-watermark checkpoint (hwcheck.c) ---- */
+
+#define BROKER_HW_CHECKPOINT_FILE "replication-offset-checkpoint"
+
+/* The checkpoint's bytes for every open partition, into w (reset first).
+ * Loop thread, no sync in flight. */
+enum keel_err broker_hw_checkpoint_encode(const struct broker_core *core, struct keel_wbuf *w);
+/* Replaces <data_dir>/replication-offset-checkpoint with `data` durably
+ * (temp file, fdatasync, rename, directory sync). Touches no core state:
+ * any thread. errmsg: WAL_VFS_ERRMSG_SIZE bytes. */
+enum keel_err broker_hw_checkpoint_store(struct wal_vfs *vfs, const char *data_dir,
+                                         const void *data, size_t size, char *errmsg);
+/* Checks and decodes a checkpoint: *entries (malloc'd, caller frees) in
+ * file order. KEEL_CORRUPT with why for a bad magic, version, length,
+ * CRC or a negative value. */
+enum keel_err broker_hw_checkpoint_decode(const void *data, size_t size,
+                                          struct broker_hw_entry **entries, uint32_t *count,
+                                          char *why, size_t why_size);
+/* Reads the checkpoint for the partitions the next image opens (call before
+ * the first image). KEEL_NOENT when there is none; another error (why set)
+ * when it cannot be read or does not check: nothing is restored. */
+enum keel_err broker_hw_checkpoint_load(struct broker_core *core, uint32_t *count, char *why,
+                                        size_t why_size);
+/* The restored high watermark of (topic id, partition), or -1. */
+int64_t broker_hw_restored(const struct broker_core *core, const uint8_t topic_id[16],
+                           int32_t partition);
+void broker_hw_restored_drop(struct broker_core *core);
 
 /* ---- log settings and retention (logconfig.c) ---- */
 

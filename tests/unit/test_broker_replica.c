@@ -504,6 +504,96 @@ static void test_follower_throttle(void **state)
 	assert_int_equal(req.body.fetch.topics[0].partitions[0].partition_max_bytes, 1 << 20);
 }
 
+/* Closes broker 1's core and starts it again on the same files. */
+static void restart_a(struct fx *f)
+{
+	broker_core_close(&f->a);
+	struct broker_config ca = {&f->vfs, "/a", 1, 8192};
+	broker_core_init(&f->a, &ca);
+	broker_core_set_time(&f->a, 2000);
+}
+
+/* Restarts broker 1 as t-0's leader at a new epoch, with the checkpoint as
+ * it is on disk; `load` is what reading it gave. The high watermark a
+ * consumer sees then, before any follower has fetched. */
+static int64_t hw_after_restart(struct fx *f, enum keel_err load)
+{
+	restart_a(f);
+	uint32_t n = 0;
+	char why[256];
+	assert_int_equal(broker_hw_checkpoint_load(&f->a, &n, why, sizeof(why)), load);
+	assert_int_equal(n, load == KEEL_OK ? 1 : 0);
+	set_image(&f->a, 1, 1, isr123, 3, "2");
+	assert_null(f->a.hw_restored); /* used by the first image only */
+	int64_t hw = -1;
+	assert_int_equal(fetch_as(f, &f->a, -1, 0, 1, &hw), KAFKA_NONE);
+	struct broker_partition *p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	assert_int_equal(p->high_watermark, hw);
+	return hw;
+}
+
+static void store_checkpoint(struct fx *f, struct keel_wbuf *w)
+{
+	char errmsg[WAL_VFS_ERRMSG_SIZE];
+	assert_int_equal(broker_hw_checkpoint_encode(&f->a, w), KEEL_OK);
+	assert_int_equal(broker_hw_checkpoint_store(&f->vfs, "/a", w->data, w->size, errmsg),
+	                 KEEL_OK);
+}
+
+/* The high-watermark checkpoint: it round-trips and every damage to it is
+ * refused; a restarted leader starts from the checkpointed high watermark
+ * (capped at its log end) instead of 0, and without a checkpoint, or with
+ * a corrupt one, from 0 as before. */
+static void test_hw_checkpoint_restores_the_high_watermark(void **state)
+{
+	struct fx *f = *state;
+	struct broker_partition *p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	struct produce pr;
+	assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	follower_fetch(f, &f->a, 2, 6, 0);
+	assert_int_equal(follower_fetch(f, &f->a, 3, 6, 0), 6);
+	assert_int_equal(p->high_watermark, 6);
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 64, 1 << 20);
+	store_checkpoint(f, &w);
+	struct broker_hw_entry *e = NULL;
+	uint32_t n = 0;
+	char why[256];
+	assert_int_equal(broker_hw_checkpoint_decode(w.data, w.size, &e, &n, why, sizeof(why)),
+	                 KEEL_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].partition, 0);
+	assert_int_equal(e[0].high_watermark, 6);
+	assert_memory_equal(e[0].topic_id, p->topic_id, 16);
+	free(e);
+	for (size_t cut = 0; cut < w.size; cut++) {
+		assert_int_equal(broker_hw_checkpoint_decode(w.data, cut, &e, &n, why, sizeof(why)),
+		                 KEEL_CORRUPT);
+		assert_null(e);
+	}
+	for (size_t at = 0; at < w.size; at++) {
+		w.data[at] ^= 0x10;
+		assert_int_equal(broker_hw_checkpoint_decode(w.data, w.size, &e, &n, why, sizeof(why)),
+		                 KEEL_CORRUPT);
+		w.data[at] ^= 0x10;
+	}
+	assert_int_equal(hw_after_restart(f, KEEL_OK), 6);
+	/* A checkpoint above the log (the log lost its tail) is capped. */
+	p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	p->high_watermark = 100;
+	store_checkpoint(f, &w);
+	assert_int_equal(hw_after_restart(f, KEEL_OK), 6);
+	/* Without one, or with a corrupt one: from 0, as before. */
+	assert_int_equal(wal_vfs_unlink(&f->vfs, "/a/" BROKER_HW_CHECKPOINT_FILE), KEEL_OK);
+	assert_int_equal(hw_after_restart(f, KEEL_NOENT), 0);
+	char errmsg[WAL_VFS_ERRMSG_SIZE];
+	assert_int_equal(broker_hw_checkpoint_store(&f->vfs, "/a", "nonsense!!!!!!!!", 16, errmsg),
+	                 KEEL_OK);
+	assert_int_equal(hw_after_restart(f, KEEL_CORRUPT), 0);
+	keel_wbuf_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -516,6 +606,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_follower_throttle, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_hw_checkpoint_restores_the_high_watermark, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_recovering_leader_asks_for_recovered, setup,
 	                                        teardown),
 	};
