@@ -112,6 +112,7 @@ struct broker_partition {
 	enum broker_follow_state follow;                   /* follower */
 	int64_t alter_sent_ms; /* leader: an AlterPartition is out since then; -1 none */
 	bool throttled;        /* follower: in follower.replication.throttled.replicas */
+	bool leader_throttled; /* leader: in leader.replication.throttled.replicas */
 };
 
 /* Counters for the broker's log and metrics. */
@@ -159,6 +160,12 @@ struct broker_core {
 	int64_t throttle_rate;
 	int64_t throttle_next_ms;
 	uint64_t throttled_bytes;
+	/* Leader throttle (leader.replication.throttled.rate, bytes/s; < 0
+	 * none): the same budget for the throttled followers' fetches this
+	 * leader answers (broker_leader_throttle_budget). */
+	int64_t leader_throttle_rate;
+	int64_t leader_throttle_next_ms;
+	uint64_t leader_throttled_bytes;
 	/* The high-watermark checkpoint read at start (broker_hw_checkpoint_load),
 	 * sorted; used by the partitions the first image opens, then dropped. */
 	struct broker_hw_entry *hw_restored;
@@ -195,6 +202,20 @@ bool broker_core_dirty(const struct broker_core *core);
 void broker_core_sync(struct broker_core *core);
 /* Loop thread, after broker_core_sync: clears the dirty marks. */
 void broker_core_sync_done(struct broker_core *core);
+
+/* ---- leader-side replication throttle (replica.c) ---- */
+
+/* The bytes this leader may send replica_id of p in answer to a fetch
+ * that waits up to max_wait_ms: max_bytes when the fetch is not throttled
+ * (p not in leader.replication.throttled.replicas for this broker, no
+ * leader.replication.throttled.rate, or the follower in the ISR); 0 while
+ * the throttle's budget is spent; else up to the rate's worth over the
+ * wait. _charge: the bytes sent, which move the budget bytes/rate on. */
+uint64_t broker_leader_throttle_budget(const struct broker_core *core,
+                                       const struct broker_partition *p, int32_t replica_id,
+                                       int32_t max_wait_ms, uint64_t max_bytes);
+void broker_leader_throttle_charge(struct broker_core *core, const struct broker_partition *p,
+                                   int32_t replica_id, uint64_t bytes);
 
 /* ---- the high-watermark checkpoint (hwcheck.c) ---- */
 

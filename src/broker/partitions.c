@@ -253,10 +253,13 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 	core->has_image = true;
 	core->replica_lag_time_max_ms =
 	        broker_replica_lag_time_max_ms(&core->image, core->config.node_id);
-	/* follower.replication.throttled.rate (bytes/s): this broker's, else
-	 * the cluster default; unset or not positive: no throttle. */
+	/* follower.replication.throttled.rate and leader.replication.throttled.rate
+	 * (bytes/s): this broker's, else the cluster default; unset or not
+	 * positive: no throttle. */
 	int64_t rate = broker_config_i64(core, NULL, "follower.replication.throttled.rate", -1);
 	core->throttle_rate = rate > 0 ? rate : -1;
+	rate = broker_config_i64(core, NULL, "leader.replication.throttled.rate", -1);
+	core->leader_throttle_rate = rate > 0 ? rate : -1;
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		core->parts[i]->seen = false;
 	}

@@ -435,6 +435,7 @@ static void fetch_try(struct conn *c, bool first)
 {
 	const struct kafka_fetch_request *rq = &c->req.body.fetch;
 	keel_arena_reset(&c->resp_arena);
+	broker_core_set_time(&c->srv->core, (int64_t)uv_now(&c->srv->loop)); /* throttles */
 	size_t bytes = 0;
 	broker_fetch_ranges(&c->srv->core, rq, &c->resp_arena, &c->resp.fetch, &bytes,
 	                    &c->fetch_ranges);
@@ -1452,6 +1453,10 @@ void broker_server_stop(struct broker_server *s)
 	          ", expands %" PRIu64,
 	          ft.fetches, ft.epoch_requests, rs->follower_bytes, rs->truncations,
 	          rs->follower_fetches, s->stats.acks_all_waits, rs->isr_shrinks, rs->isr_expands);
+	if (s->core.leader_throttled_bytes > 0) {
+		KEEL_INFO("sent %" PRIu64 " record bytes to followers under the leader throttle",
+		          s->core.leader_throttled_bytes);
+	}
 	uv_loop_close(&s->loop);
 	broker_fetchers_free(s->fetchers);
 	if (s->offered != NULL) {

@@ -504,6 +504,88 @@ static void test_follower_throttle(void **state)
 	assert_int_equal(req.body.fetch.topics[0].partitions[0].partition_max_bytes, 1 << 20);
 }
 
+/* The test image (ISR 1,2: broker 3 catching up) plus a leader throttle on
+ * broker 1 for the partition-broker pairs `replicas`. */
+static void set_image_leader_throttled(struct broker_core *core, const char *rate,
+                                       const char *replicas)
+{
+	static const int32_t isr12[] = {1, 2};
+	struct meta_image img;
+	build_image(&img, 1, 0, isr12, 2, "1");
+	struct meta_record recs[] = {
+	        tm_config(META_RESOURCE_BROKER, "1", "leader.replication.throttled.rate", rate),
+	        tm_config(META_RESOURCE_TOPIC, "t", "leader.replication.throttled.replicas",
+	                  replicas),
+	};
+	struct meta_apply_result res;
+	struct meta_changes ch;
+	meta_changes_init(&ch, 100);
+	assert_int_equal(tm_apply(&img, 2, 1, recs, 2, &res, &ch), KEEL_OK);
+	meta_changes_close(&ch);
+	struct broker_image_report rep;
+	broker_core_set_image(core, &img, &rep);
+	meta_image_close(&img);
+}
+
+/* A fetch of t-0 from `offset` as replica_id waiting up to 500 ms: the
+ * record bytes the leader answers with (no error). */
+static size_t fetched_bytes(struct fx *f, int32_t replica_id, int64_t offset)
+{
+	struct kafka_fetch_partition fp = {0, 0, offset, -1, -1, 1 << 20};
+	struct kafka_fetch_topic ft = {kafka_str("t"), &fp, 1};
+	struct kafka_fetch_request rq;
+	memset(&rq, 0, sizeof(rq));
+	rq.replica_id = replica_id;
+	rq.max_wait_ms = 500;
+	rq.max_bytes = 1 << 20;
+	rq.topics = &ft;
+	rq.topic_count = 1;
+	struct kafka_fetch_response out;
+	size_t bytes = 0;
+	keel_arena_reset(&f->arena);
+	broker_fetch(&f->a, &rq, &f->arena, &out, &bytes);
+	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_NONE);
+	return bytes;
+}
+
+/* leader.replication.throttled.rate / .replicas: the leader answers a
+ * throttled follower outside the ISR with at most the rate's worth over
+ * its wait, then nothing until bytes / rate has passed; a follower in the
+ * ISR, or a pair naming another broker, is not held back. */
+static void test_leader_throttle(void **state)
+{
+	struct fx *f = *state;
+	set_image_leader_throttled(&f->a, "4000", "0:1");
+	struct broker_partition *pa = broker_core_partition(&f->a, kafka_str("t"), 0);
+	assert_true(pa->leader_throttled);
+	assert_int_equal(f->a.leader_throttle_rate, 4000);
+	struct produce pr;
+	for (int i = 0; i < 40; i++) { /* more than 2000 bytes */
+		assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	}
+	size_t all = fetched_bytes(f, 2, 0); /* in the ISR: everything */
+	size_t first = fetched_bytes(f, 3, 0);
+	assert_true(first > 0 && first <= 2000); /* 4000 B/s over 500 ms */
+	assert_true(first < all);
+	assert_int_equal(fetched_bytes(f, 3, 0), 0); /* spent: nothing */
+	assert_int_equal(fetched_bytes(f, 2, 0), all);
+	int64_t wait = (int64_t)first * 1000 / 4000;
+	broker_core_set_time(&f->a, 1000 + wait - 1);
+	assert_int_equal(fetched_bytes(f, 3, 0), 0);
+	broker_core_set_time(&f->a, 1000 + wait);
+	size_t second = fetched_bytes(f, 3, 0);
+	assert_true(second > 0);
+	assert_int_equal(f->a.leader_throttled_bytes, first + second);
+	/* The pair names another broker as leader: not throttled here. */
+	set_image_leader_throttled(&f->a, "4000", "0:2");
+	assert_false(pa->leader_throttled);
+	assert_int_equal(fetched_bytes(f, 3, 0), all);
+	/* No rate: not throttled either. */
+	set_image_leader_throttled(&f->a, "0", "*");
+	assert_true(pa->leader_throttled);
+	assert_int_equal(fetched_bytes(f, 3, 0), all);
+}
+
 /* Closes broker 1's core and starts it again on the same files. */
 static void restart_a(struct fx *f)
 {
@@ -606,6 +688,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_follower_throttle, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_leader_throttle, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_hw_checkpoint_restores_the_high_watermark, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_recovering_leader_asks_for_recovered, setup,
