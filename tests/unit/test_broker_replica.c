@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cmocka.h>
 
@@ -442,15 +443,20 @@ static void test_flush_policy_replication_reports_unsynced_data(void **state)
 	assert_int_equal(pb->high_watermark, 0);
 }
 
-/* The test image plus a follower throttle on broker 2. */
-static void set_image_throttled(struct broker_core *core, const char *rate, const char *replicas)
+/* The test image with the given ISR plus a throttle: `side` is "follower"
+ * or "leader", the rate is set on broker `broker`, the replicas list on t. */
+static void set_image_throttle(struct broker_core *core, const int32_t *isr, uint32_t isr_count,
+                               const char *side, const char *broker, const char *rate,
+                               const char *replicas)
 {
+	char rate_key[64], replicas_key[64];
+	snprintf(rate_key, sizeof(rate_key), "%s.replication.throttled.rate", side);
+	snprintf(replicas_key, sizeof(replicas_key), "%s.replication.throttled.replicas", side);
 	struct meta_image img;
-	build_image(&img, 1, 0, isr123, 3, "2");
+	build_image(&img, 1, 0, isr, isr_count, "2");
 	struct meta_record recs[] = {
-	        tm_config(META_RESOURCE_BROKER, "2", "follower.replication.throttled.rate", rate),
-	        tm_config(META_RESOURCE_TOPIC, "t", "follower.replication.throttled.replicas",
-	                  replicas),
+	        tm_config(META_RESOURCE_BROKER, broker, rate_key, rate),
+	        tm_config(META_RESOURCE_TOPIC, "t", replicas_key, replicas),
 	};
 	struct meta_apply_result res;
 	struct meta_changes ch;
@@ -460,6 +466,12 @@ static void set_image_throttled(struct broker_core *core, const char *rate, cons
 	struct broker_image_report rep;
 	broker_core_set_image(core, &img, &rep);
 	meta_image_close(&img);
+}
+
+/* The test image plus a follower throttle on broker 2. */
+static void set_image_throttled(struct broker_core *core, const char *rate, const char *replicas)
+{
+	set_image_throttle(core, isr123, 3, "follower", "2", rate, replicas);
 }
 
 /* follower.replication.throttled.rate / .replicas: a throttled follower
@@ -510,21 +522,7 @@ static void set_image_leader_throttled(struct broker_core *core, const char *rat
                                        const char *replicas)
 {
 	static const int32_t isr12[] = {1, 2};
-	struct meta_image img;
-	build_image(&img, 1, 0, isr12, 2, "1");
-	struct meta_record recs[] = {
-	        tm_config(META_RESOURCE_BROKER, "1", "leader.replication.throttled.rate", rate),
-	        tm_config(META_RESOURCE_TOPIC, "t", "leader.replication.throttled.replicas",
-	                  replicas),
-	};
-	struct meta_apply_result res;
-	struct meta_changes ch;
-	meta_changes_init(&ch, 100);
-	assert_int_equal(tm_apply(&img, 2, 1, recs, 2, &res, &ch), KEEL_OK);
-	meta_changes_close(&ch);
-	struct broker_image_report rep;
-	broker_core_set_image(core, &img, &rep);
-	meta_image_close(&img);
+	set_image_throttle(core, isr12, 2, "leader", "1", rate, replicas);
 }
 
 /* A fetch of t-0 from `offset` as replica_id waiting up to 500 ms: the
