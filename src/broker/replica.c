@@ -276,8 +276,9 @@ uint64_t broker_leader_throttle_budget(const struct broker_core *core,
 	}
 	/* As much as the rate allows over the follower's wait, so that an
 	 * answer per wait keeps the rate (at least a batch's worth). */
-	int64_t window_ms = KEEL_MAX(max_wait_ms, 100);
-	int64_t chunk = KEEL_MAX(core->leader_throttle_rate * window_ms / 1000, 1024);
+	int64_t window_ms = KEEL_MIN(KEEL_MAX(max_wait_ms, 100), 10000);
+	int64_t rate = KEEL_MIN(core->leader_throttle_rate, INT64_C(1) << 40); /* no overflow */
+	int64_t chunk = KEEL_MAX(rate * window_ms / 1000, 1024);
 	return KEEL_MIN(max_bytes, (uint64_t)chunk);
 }
 

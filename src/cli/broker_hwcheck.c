@@ -2,8 +2,8 @@
  * broker_hwcheck.c — writes the high-watermark checkpoint on a timer and
  * at a clean stop (broker_hwcheck.h).
  *
- *   IDLE --timer--> DUE --no sync in flight--> WRITING (worker)
- *        <---------------------------- written or failed
+ *   IDLE --timer--> DUE --no sync in flight, an image--> WRITING (worker)
+ *        <-------------------------------------------- written or failed
  */
 #include "cli/broker_hwcheck.h"
 
@@ -67,7 +67,9 @@ static void write_done(uv_work_t *req, int status)
 
 void broker_hw_writer_poke(struct broker_hw_writer *w)
 {
-	if (w == NULL || !w->due || w->writing || *w->sync_in_flight) {
+	/* Before the first image the core holds no partitions: writing then
+	 * would replace a good checkpoint with an empty one. */
+	if (w == NULL || !w->due || w->writing || *w->sync_in_flight || !w->core->has_image) {
 		return;
 	}
 	w->due = false;
@@ -125,6 +127,12 @@ void broker_hw_writer_close(struct broker_hw_writer *w)
 void broker_hw_writer_finish(struct broker_hw_writer *w)
 {
 	KEEL_ASSERT(!w->writing); /* the loop ran until every work request was done */
+	if (!w->core->has_image) {
+		KEEL_INFO("no image yet: the high-watermark checkpoint is left as it was");
+		keel_wbuf_free(&w->buf);
+		free(w);
+		return;
+	}
 	w->err = broker_hw_checkpoint_encode(w->core, &w->buf);
 	if (w->err == KEEL_OK) {
 		w->err = broker_hw_checkpoint_store(w->core->config.vfs, w->core->data_dir,
