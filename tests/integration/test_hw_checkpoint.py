@@ -117,3 +117,20 @@ def test_restarted_broker_starts_from_its_checkpointed_high_watermark(kc):  # no
     out = subprocess.run(["kcat", "-b", boot, "-C", "-t", "hwc", "-o", "beginning", "-e"],
                          capture_output=True, timeout=60)
     assert out.stdout.decode().splitlines() == ["v%d" % i for i in range(200)]
+    # A corrupt checkpoint is named in the log and ignored; the broker
+    # starts as without one and learns the high watermark from its leader.
+    b2 = brokers[2]
+    mport2 = free_ports(1)[0]
+    b2.extra_args += ["--metrics-port", str(mport2)]
+    assert b2.terminate() == 0
+    path = os.path.join(b2.data_dir, "replication-offset-checkpoint")
+    with open(path, "r+b") as f:
+        f.seek(20)
+        f.write(b"\xff\xff")
+    b2.start()
+    c.wait(lambda: re.search(r"ignoring the high-watermark checkpoint \S+: its checksum does "
+                             r"not match", b2.log()), timeout=30, what="the corrupt file logged")
+    c.wait(lambda: metric_hw(mport2, "hwc", 0) == 200, timeout=30,
+           what="broker 2 learns high watermark 200 from its leader")
+    assert b2.terminate() == 0
+    assert checkpoint(b2) == {0: 200}, b2.log()[-3000:]  # the clean stop wrote a good one
