@@ -418,7 +418,8 @@ static enum keel_err run_admin(struct sim_node *n, int64_t now, struct sim_ctl_m
 	enum keel_err err = KEEL_OK;
 	if (m->api == SIM_API_CREATE_TOPIC) {
 		struct meta_create_topic t = {m->topic, m->partitions, m->replication_factor,
-					      m->unclean ? unclean_on : NULL, m->unclean ? 1 : 0};
+					      m->unclean ? unclean_on : NULL, m->unclean ? 1 : 0,
+					      NULL, 0};
 		struct meta_create_topics_request req = {&t, 1, false};
 		struct meta_create_topics_response resp;
 		err = meta_controller_create_topics(&n->ctl.ctl, now, &req, &resp, batch);

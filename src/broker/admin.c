@@ -47,6 +47,25 @@ bool broker_api_is_forwarded(int16_t api_key)
 	       api_key == KAFKA_API_LIST_PARTITION_REASSIGNMENTS;
 }
 
+/* A topic's manual replica assignment, as the controller takes it. */
+static bool forward_assignments(const struct kafka_create_topics_topic *k, struct keel_arena *a,
+                                struct meta_create_topic *t)
+{
+	struct meta_replica_assignment *rows = NULL;
+	if (ALLOC_ARRAY(a, rows, k->assignment_count) == NULL) {
+		return false;
+	}
+	for (int32_t j = 0; j < k->assignment_count; j++) {
+		const struct kafka_create_topics_assignment *ka = &k->assignments[j];
+		rows[j] = (struct meta_replica_assignment){
+		        ka->partition_index, ka->broker_ids.items,
+		        (uint32_t)KEEL_MAX(ka->broker_ids.count, 0)};
+	}
+	t->assignments = rows;
+	t->assignment_count = (uint32_t)k->assignment_count;
+	return true;
+}
+
 static enum keel_err encode_create_topics(const struct kafka_create_topics_request *rq,
                                           struct keel_arena *a, struct keel_wbuf *w)
 {
@@ -64,11 +83,12 @@ static enum keel_err encode_create_topics(const struct kafka_create_topics_reque
 			kv[j].key = cstr(a, k->configs[j].name);
 			kv[j].value = cstr_or_null(a, k->configs[j].value);
 		}
-		/* Manual assignments are not forwarded: the controller places
-		 * replicas (docs/brokers.md). */
 		t[i] = (struct meta_create_topic){cstr(a, k->name), k->num_partitions,
 		                                  k->replication_factor, kv,
-		                                  (uint32_t)KEEL_MAX(k->config_count, 0)};
+		                                  (uint32_t)KEEL_MAX(k->config_count, 0), NULL, 0};
+		if (k->assignment_count > 0 && !forward_assignments(k, a, &t[i])) {
+			return KEEL_NOMEM;
+		}
 	}
 	struct meta_create_topics_request m = {t, (uint32_t)KEEL_MAX(rq->topic_count, 0),
 	                                       rq->validate_only};

@@ -410,8 +410,9 @@ bool broker_produce_acked(struct broker_core *core, const struct kafka_produce_r
 /* ---- Fetch ---- */
 
 static void fetch_one(struct broker_core *core, struct kafka_str topic, int32_t replica_id,
-                      const struct kafka_fetch_partition *fp, struct keel_arena *arena,
-                      uint64_t budget, struct kafka_fetch_partition_data *out, size_t *bytes,
+                      int32_t max_wait_ms, const struct kafka_fetch_partition *fp,
+                      struct keel_arena *arena, uint64_t budget,
+                      struct kafka_fetch_partition_data *out, size_t *bytes,
                       struct broker_fetch_range *range)
 {
 	out->partition_index = fp->partition;
@@ -453,6 +454,13 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic, int32_t 
 		return;
 	}
 	uint64_t max = KEEL_MIN(budget, (uint64_t)fp->partition_max_bytes);
+	if (replica_id >= 0) {
+		/* leader.replication.throttled.*: nothing while its budget is spent */
+		max = broker_leader_throttle_budget(core, p, replica_id, max_wait_ms, max);
+		if (max == 0) {
+			return;
+		}
+	}
 	struct plog_read_result r;
 	enum keel_err err = plog_read(&p->log, fp->fetch_offset, bound, max, &r);
 	if (err == KEEL_RANGE) {
@@ -466,6 +474,9 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic, int32_t 
 	if (r.size > INT32_MAX) {
 		out->error_code = KAFKA_KAFKA_STORAGE_ERROR;
 		return;
+	}
+	if (replica_id >= 0) {
+		broker_leader_throttle_charge(core, p, replica_id, r.size);
 	}
 	if (range != NULL) {
 		/* By reference: the shell sends the file's bytes itself. */
@@ -544,11 +555,12 @@ void broker_fetch_ranges(struct broker_core *core, const struct kafka_fetch_requ
 			if (budget == 0 && *bytes > 0) {
 				struct kafka_fetch_partition nothing = ft->partitions[i];
 				nothing.partition_max_bytes = 0;
-				fetch_one(core, ft->topic, rq->replica_id, &nothing, arena, 0, op,
-				          bytes, range);
+				fetch_one(core, ft->topic, rq->replica_id, rq->max_wait_ms, &nothing,
+				          arena, 0, op, bytes, range);
 			} else {
-				fetch_one(core, ft->topic, rq->replica_id, &ft->partitions[i],
-				          arena, KEEL_MAX(budget, 1), op, bytes, range);
+				fetch_one(core, ft->topic, rq->replica_id, rq->max_wait_ms,
+				          &ft->partitions[i], arena, KEEL_MAX(budget, 1), op, bytes,
+				          range);
 			}
 			ot->partition_count = i + 1;
 		}

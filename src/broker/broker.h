@@ -112,6 +112,7 @@ struct broker_partition {
 	enum broker_follow_state follow;                   /* follower */
 	int64_t alter_sent_ms; /* leader: an AlterPartition is out since then; -1 none */
 	bool throttled;        /* follower: in follower.replication.throttled.replicas */
+	bool leader_throttled; /* leader: in leader.replication.throttled.replicas */
 };
 
 /* Counters for the broker's log and metrics. */
@@ -125,6 +126,13 @@ struct broker_replication_stats {
 };
 
 struct broker_groups;
+
+/* One partition's checkpointed high watermark (hwcheck.c). */
+struct broker_hw_entry {
+	uint8_t topic_id[16];
+	int32_t partition;
+	int64_t high_watermark;
+};
 
 struct broker_core {
 	struct broker_config config;
@@ -152,6 +160,17 @@ struct broker_core {
 	int64_t throttle_rate;
 	int64_t throttle_next_ms;
 	uint64_t throttled_bytes;
+	/* Leader throttle (leader.replication.throttled.rate, bytes/s; < 0
+	 * none): the same budget for the throttled followers' fetches this
+	 * leader answers (broker_leader_throttle_budget). */
+	int64_t leader_throttle_rate;
+	int64_t leader_throttle_next_ms;
+	uint64_t leader_throttled_bytes;
+	/* The high-watermark checkpoint read at start (broker_hw_checkpoint_load),
+	 * sorted; used by the partitions the first image opens, then dropped. */
+	struct broker_hw_entry *hw_restored;
+	uint32_t hw_restored_count;
+	uint32_t hw_restored_used; /* partitions that started from it */
 };
 
 void broker_core_init(struct broker_core *core, const struct broker_config *config);
@@ -183,6 +202,48 @@ bool broker_core_dirty(const struct broker_core *core);
 void broker_core_sync(struct broker_core *core);
 /* Loop thread, after broker_core_sync: clears the dirty marks. */
 void broker_core_sync_done(struct broker_core *core);
+
+/* ---- leader-side replication throttle (replica.c) ---- */
+
+/* The bytes this leader may send replica_id of p in answer to a fetch
+ * that waits up to max_wait_ms: max_bytes when the fetch is not throttled
+ * (p not in leader.replication.throttled.replicas for this broker, no
+ * leader.replication.throttled.rate, or the follower in the ISR); 0 while
+ * the throttle's budget is spent; else up to the rate's worth over the
+ * wait. _charge: the bytes sent, which move the budget bytes/rate on. */
+uint64_t broker_leader_throttle_budget(const struct broker_core *core,
+                                       const struct broker_partition *p, int32_t replica_id,
+                                       int32_t max_wait_ms, uint64_t max_bytes);
+void broker_leader_throttle_charge(struct broker_core *core, const struct broker_partition *p,
+                                   int32_t replica_id, uint64_t bytes);
+
+/* ---- the high-watermark checkpoint (hwcheck.c) ---- */
+
+#define BROKER_HW_CHECKPOINT_FILE "replication-offset-checkpoint"
+
+/* The checkpoint's bytes for every open partition, into w (reset first).
+ * Loop thread, no sync in flight. */
+enum keel_err broker_hw_checkpoint_encode(const struct broker_core *core, struct keel_wbuf *w);
+/* Replaces <data_dir>/replication-offset-checkpoint with `data` durably
+ * (temp file, fdatasync, rename, directory sync). Touches no core state:
+ * any thread. errmsg: WAL_VFS_ERRMSG_SIZE bytes. */
+enum keel_err broker_hw_checkpoint_store(struct wal_vfs *vfs, const char *data_dir,
+                                         const void *data, size_t size, char *errmsg);
+/* Checks and decodes a checkpoint: *entries (malloc'd, caller frees) in
+ * file order. KEEL_CORRUPT with why for a bad magic, version, length,
+ * CRC or a negative value. */
+enum keel_err broker_hw_checkpoint_decode(const void *data, size_t size,
+                                          struct broker_hw_entry **entries, uint32_t *count,
+                                          char *why, size_t why_size);
+/* Reads the checkpoint for the partitions the next image opens (call before
+ * the first image). KEEL_NOENT when there is none; another error (why set)
+ * when it cannot be read or does not check: nothing is restored. */
+enum keel_err broker_hw_checkpoint_load(struct broker_core *core, uint32_t *count, char *why,
+                                        size_t why_size);
+/* The restored high watermark of (topic id, partition), or -1. */
+int64_t broker_hw_restored(const struct broker_core *core, const uint8_t topic_id[16],
+                           int32_t partition);
+void broker_hw_restored_drop(struct broker_core *core);
 
 /* ---- log settings and retention (logconfig.c) ---- */
 

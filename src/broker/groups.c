@@ -393,7 +393,7 @@ bool broker_groups_take_create(struct broker_core *core, int64_t now_ms, struct 
 	parts = parts < 1 || parts > 1000 ? BROKER_OFFSETS_PARTITIONS_DEFAULT : parts;
 	rf = KEEL_MAX(1, KEEL_MIN(KEEL_MIN(rf, live), INT16_MAX));
 	static const struct meta_config_kv configs[] = {{"cleanup.policy", "compact"}};
-	struct meta_create_topic t = {GROUP_OFFSETS_TOPIC, (int32_t)parts, (int16_t)rf, configs, 1};
+	struct meta_create_topic t = {GROUP_OFFSETS_TOPIC, (int32_t)parts, (int16_t)rf, configs, 1, NULL, 0};
 	struct meta_create_topics_request m = {&t, 1, false};
 	*api = META_API_CREATE_TOPICS;
 	return meta_encode_create_topics_request(body, &m) == KEEL_OK;

@@ -53,6 +53,7 @@ void broker_core_close(struct broker_core *core)
 	}
 	free(core->parts);
 	broker_groups_close(core);
+	broker_hw_restored_drop(core);
 	meta_image_close(&core->image);
 	memset(core, 0, sizeof(*core));
 }
@@ -182,6 +183,17 @@ static bool grow(struct broker_core *core)
 	return true;
 }
 
+/* A partition opened after a start begins at its checkpointed high
+ * watermark; broker_replica_adopt caps it at the log (hwcheck.c). */
+static void restore_hw(struct broker_core *core, struct broker_partition *p)
+{
+	int64_t hw = broker_hw_restored(core, p->topic_id, p->index);
+	if (hw > p->high_watermark) {
+		p->high_watermark = hw;
+		core->hw_restored_used++;
+	}
+}
+
 /* Finds or adds the partition (topic, index) as a replica. */
 static void hold_partition(struct broker_core *core, const struct meta_topic *topic, int32_t index,
                            const struct meta_partition *mp, struct broker_image_report *report)
@@ -220,6 +232,7 @@ static void hold_partition(struct broker_core *core, const struct meta_topic *to
 	if (!p->open) {
 		if (open_partition(core, p, report)) {
 			report->opened++;
+			restore_hw(core, p);
 		} else {
 			report->failed++;
 		}
@@ -240,10 +253,13 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 	core->has_image = true;
 	core->replica_lag_time_max_ms =
 	        broker_replica_lag_time_max_ms(&core->image, core->config.node_id);
-	/* follower.replication.throttled.rate (bytes/s): this broker's, else
-	 * the cluster default; unset or not positive: no throttle. */
+	/* follower.replication.throttled.rate and leader.replication.throttled.rate
+	 * (bytes/s): this broker's, else the cluster default; unset or not
+	 * positive: no throttle. */
 	int64_t rate = broker_config_i64(core, NULL, "follower.replication.throttled.rate", -1);
 	core->throttle_rate = rate > 0 ? rate : -1;
+	rate = broker_config_i64(core, NULL, "leader.replication.throttled.rate", -1);
+	core->leader_throttle_rate = rate > 0 ? rate : -1;
 	for (uint32_t i = 0; i < core->part_count; i++) {
 		core->parts[i]->seen = false;
 	}
@@ -269,6 +285,7 @@ void broker_core_set_image(struct broker_core *core, struct meta_image *img,
 		close_partition(p);
 	}
 	core->part_count = kept;
+	broker_hw_restored_drop(core); /* only the first image after a start uses it */
 	broker_groups_image_changed(core);
 }
 

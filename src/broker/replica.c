@@ -98,12 +98,15 @@ static int32_t replica_slot(const struct broker_partition *p, int32_t id)
 	return -1;
 }
 
-/* Kafka's follower.replication.throttled.replicas: "*" or "P:B,P:B,...",
- * the (partition, follower broker) pairs whose fetching is throttled. */
-static bool replica_throttled(const struct broker_core *core, const char *topic, int32_t index)
+/* Kafka's follower.replication.throttled.replicas and
+ * leader.replication.throttled.replicas (`key`): "*" or "P:B,P:B,...", the
+ * (partition, broker) pairs whose replication is throttled — on the
+ * follower side when B is this follower, on the leader side when B is this
+ * leader. */
+static bool replica_throttled(const struct broker_core *core, const char *topic, int32_t index,
+                              const char *key)
 {
-	const char *v = meta_image_config(&core->image, META_RESOURCE_TOPIC, topic,
-	                                  "follower.replication.throttled.replicas");
+	const char *v = meta_image_config(&core->image, META_RESOURCE_TOPIC, topic, key);
 	if (v == NULL) {
 		return false;
 	}
@@ -138,7 +141,10 @@ static bool replica_throttled(const struct broker_core *core, const char *topic,
 void broker_replica_adopt(struct broker_core *core, struct broker_partition *p, const char *topic,
                           const struct meta_partition *mp, bool new_term)
 {
-	p->throttled = replica_throttled(core, topic, p->index);
+	p->throttled =
+	        replica_throttled(core, topic, p->index, "follower.replication.throttled.replicas");
+	p->leader_throttled =
+	        replica_throttled(core, topic, p->index, "leader.replication.throttled.replicas");
 	KEEL_ASSERT(mp->replica_count <= META_MAX_REPLICAS);
 	KEEL_ASSERT(mp->isr_count <= META_MAX_REPLICAS);
 	/* Progress follows the replica, not its slot, across reassignments. */
@@ -243,6 +249,48 @@ void broker_replica_fetched_from(struct broker_core *core, struct broker_partiti
 	r->log_end_offset = KEEL_MIN(fetch_offset, end);
 	core->stats.follower_fetches++;
 	broker_replica_update_hw(core, p);
+}
+
+/* ---- leader-side throttle (leader.replication.throttled.*) ---- */
+
+/* Whether replica_id's fetch of p is under the leader throttle: p is in
+ * leader.replication.throttled.replicas for this broker, a rate is set,
+ * and the follower is not in the ISR (Kafka throttles only the replicas
+ * that are catching up, never the ones acks=all waits for). */
+static bool leader_throttles(const struct broker_core *core, const struct broker_partition *p,
+                             int32_t replica_id)
+{
+	return p->leader && p->leader_throttled && core->leader_throttle_rate > 0 &&
+	       !meta_list_contains(p->isr, p->isr_count, replica_id);
+}
+
+uint64_t broker_leader_throttle_budget(const struct broker_core *core,
+                                       const struct broker_partition *p, int32_t replica_id,
+                                       int32_t max_wait_ms, uint64_t max_bytes)
+{
+	if (!leader_throttles(core, p, replica_id)) {
+		return max_bytes;
+	}
+	if (core->now_ms < core->leader_throttle_next_ms) {
+		return 0; /* the budget is spent: nothing now, the follower asks again */
+	}
+	/* As much as the rate allows over the follower's wait, so that an
+	 * answer per wait keeps the rate (at least a batch's worth). */
+	int64_t window_ms = KEEL_MIN(KEEL_MAX(max_wait_ms, 100), 10000);
+	int64_t rate = KEEL_MIN(core->leader_throttle_rate, INT64_C(1) << 40); /* no overflow */
+	int64_t chunk = KEEL_MAX(rate * window_ms / 1000, 1024);
+	return KEEL_MIN(max_bytes, (uint64_t)chunk);
+}
+
+void broker_leader_throttle_charge(struct broker_core *core, const struct broker_partition *p,
+                                   int32_t replica_id, uint64_t bytes)
+{
+	if (bytes == 0 || !leader_throttles(core, p, replica_id)) {
+		return;
+	}
+	core->leader_throttle_next_ms = KEEL_MAX(core->leader_throttle_next_ms, core->now_ms) +
+	                                (int64_t)bytes * 1000 / core->leader_throttle_rate;
+	core->leader_throttled_bytes += bytes;
 }
 
 /* Where this leader's epoch starts in its log (its log end if it has not

@@ -84,6 +84,7 @@ struct broker_options {
 	int duplicate_id_timeout_ms;
 	int handshake_timeout_ms;
 	int retention_check_ms;
+	int hw_checkpoint_ms;
 	const char *log_level;
 	const char *secret_file;    /* --cluster-secret-file */
 	struct peer_auth_keys keys; /* loaded from it */
@@ -136,6 +137,7 @@ static int usage(FILE *out)
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                   [--retention-check-interval-ms MS] [--metrics-port P]\n"
+		"                   [--hw-checkpoint-interval-ms MS]\n"
 		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
@@ -150,6 +152,10 @@ static int usage(FILE *out)
 		"Every --retention-check-interval-ms (default 300000, Kafka's\n"
 		"log.retention.check.interval.ms) it deletes the old segments that the\n"
 		"topics' retention.ms / retention.bytes no longer keep.\n"
+		"Every --hw-checkpoint-interval-ms (default 5000, Kafka's\n"
+		"replica.high.watermark.checkpoint.interval.ms) and at a clean stop it\n"
+		"writes its partitions' high watermarks to DIR/replication-offset-checkpoint;\n"
+		"after a restart each partition starts from its checkpointed one.\n"
 		"With --cluster-secret-file (the servers' secret) it proves on its\n"
 		"session that it belongs to the cluster; servers that have a secret\n"
 		"refuse registrations and heartbeats without it.\n"
@@ -182,6 +188,7 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 	o->duplicate_id_timeout_ms = 30000;
 	o->handshake_timeout_ms = 10000;
 	o->retention_check_ms = 300000;
+	o->hw_checkpoint_ms = 5000;
 	o->log_level = "info";
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -221,6 +228,9 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		} else if (strcmp(arg, "--handshake-timeout-ms") == 0 &&
 			   parse_int(v, 10, 3600000, &n)) {
 			o->handshake_timeout_ms = (int)n;
+		} else if (strcmp(arg, "--hw-checkpoint-interval-ms") == 0 &&
+			   parse_int(v, 10, 86400000, &n)) {
+			o->hw_checkpoint_ms = (int)n;
 		} else if (strcmp(arg, "--retention-check-interval-ms") == 0 &&
 			   parse_int(v, 10, 86400000, &n)) {
 			o->retention_check_ms = (int)n;
@@ -813,7 +823,8 @@ int cli_broker(int argc, char **argv)
 		  b.opt.data_dir);
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
 					   b.opt.handshake_timeout_ms, 100u << 20,
-					   b.opt.retention_check_ms, b.opt.metrics_port};
+					   b.opt.retention_check_ms, b.opt.metrics_port,
+					   b.opt.hw_checkpoint_ms};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);

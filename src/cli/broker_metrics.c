@@ -72,10 +72,34 @@ static void partitions(const struct broker_core *core, struct keel_wbuf *w)
 	}
 }
 
+/* Every held partition's high watermark as this broker knows it (a
+ * follower's is the leader's, capped at its log end). */
+static void high_watermarks(const struct broker_core *core, struct keel_wbuf *w)
+{
+	metrics_family(w, "keel_broker_partition_high_watermark",
+	               "The high watermark of each partition held here, as this broker knows it.",
+	               "gauge");
+	for (uint32_t i = 0; i < core->part_count; i++) {
+		const struct broker_partition *p = core->parts[i];
+		if (!p->open) {
+			continue;
+		}
+		char sample[BROKER_TOPIC_MAX + 128];
+		int n = snprintf(sample, sizeof(sample),
+		                 "keel_broker_partition_high_watermark{topic=\"%s\",partition=\"%d\"} "
+		                 "%lld\n",
+		                 p->topic, p->index, (long long)p->high_watermark);
+		if (n > 0 && (size_t)n < sizeof(sample)) {
+			keel_wbuf_bytes(w, sample, (size_t)n);
+		}
+	}
+}
+
 void broker_metrics_render(const struct broker_core *core, const struct broker_request_stats *rs,
                            struct keel_wbuf *w)
 {
 	partitions(core, w);
+	high_watermarks(core, w);
 	metrics_counter(w, "kafka_network_requestmetrics_requests_produce_total",
 	                "Produce requests answered.", rs->produce_requests);
 	metrics_counter(w, "kafka_network_requestmetrics_requests_fetchconsumer_total",
@@ -87,6 +111,11 @@ void broker_metrics_render(const struct broker_core *core, const struct broker_r
 	metrics_counter(w, "keel_broker_acks_all_waits_total",
 	                "acks=all produces that waited for the ISR after their sync.",
 	                rs->acks_all_waits);
+	metrics_counter(w, "keel_broker_hw_checkpoints_total",
+	                "High-watermark checkpoints written (replication-offset-checkpoint).",
+	                rs->hw_checkpoints);
+	metrics_counter(w, "keel_broker_hw_checkpoint_failures_total",
+	                "High-watermark checkpoint writes that failed.", rs->hw_checkpoint_failures);
 	metrics_histogram(w, "kafka_network_requestmetrics_totaltimems_produce_seconds",
 	                  "Produce request latency, frame read to answer queued.",
 	                  &rs->produce_latency);

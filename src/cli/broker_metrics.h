@@ -17,6 +17,8 @@ struct broker_request_stats {
 	uint64_t follower_fetches;
 	uint64_t syncs;
 	uint64_t acks_all_waits;
+	uint64_t hw_checkpoints;         /* high-watermark checkpoints written */
+	uint64_t hw_checkpoint_failures; /* ... and failed */
 	struct metrics_hist produce_latency; /* microseconds */
 	struct metrics_hist fetch_latency;
 };

@@ -46,6 +46,7 @@
 #include "broker/broker.h"
 #include "broker/groups.h"
 #include "cli/broker_fetcher.h"
+#include "cli/broker_hwcheck.h"
 #include "cli/broker_metrics.h"
 #include "cli/broker_server.h"
 #include "net/http.h"
@@ -120,6 +121,7 @@ struct broker_server {
 	struct conn *conns;
 	bool sync_in_flight;
 	uv_timer_t retention; /* every opt.retention_check_ms */
+	struct broker_hw_writer *hw; /* the high-watermark checkpoint */
 	uint64_t sync_seq;       /* syncs started */
 	uint64_t acked_produces; /* produce requests answered after a sync */
 	uint64_t sendfile_bytes; /* fetched record bytes sent with sendfile */
@@ -433,6 +435,7 @@ static void fetch_try(struct conn *c, bool first)
 {
 	const struct kafka_fetch_request *rq = &c->req.body.fetch;
 	keel_arena_reset(&c->resp_arena);
+	broker_core_set_time(&c->srv->core, (int64_t)uv_now(&c->srv->loop)); /* throttles */
 	size_t bytes = 0;
 	broker_fetch_ranges(&c->srv->core, rq, &c->resp_arena, &c->resp.fetch, &bytes,
 	                    &c->fetch_ranges);
@@ -1114,8 +1117,9 @@ static void sync_done(uv_work_t *w, int status)
 	}
 	/* Nothing is dirty or waiting on a partition now: the moment for a new
 	 * image, before the next appends (under steady produce traffic there
-	 * may be no other). */
+	 * may be no other), and for a checkpoint that came due meanwhile. */
 	apply_offered_image(s);
+	broker_hw_writer_poke(s->hw);
 	for (struct conn *c = s->conns; c != NULL; c = c->next) {
 		if (!c->closing && c->wait == CONN_IDLE) {
 			conn_process(c);
@@ -1238,6 +1242,7 @@ static int metrics_handler(void *ctx, const char *path, struct keel_wbuf *body,
 	}
 	/* The fields read here are the loop thread's: a sync in flight on the
 	 * worker changes only the logs' durable offsets, which are not read. */
+	s->stats.hw_checkpoints = broker_hw_writer_count(s->hw, &s->stats.hw_checkpoint_failures);
 	broker_metrics_render(&s->core, &s->stats, body);
 	return 200;
 }
@@ -1278,6 +1283,7 @@ static void close_all(struct broker_server *s)
 	uv_close((uv_handle_t *)&s->wakeup, NULL);
 	uv_close((uv_handle_t *)&s->prepare, NULL);
 	uv_close((uv_handle_t *)&s->retention, NULL);
+	broker_hw_writer_close(s->hw);
 	uv_close((uv_handle_t *)&s->group_timer, NULL);
 	uv_close((uv_handle_t *)&s->isr_timer, NULL);
 	broker_fetchers_close(s->fetchers);
@@ -1354,6 +1360,9 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_timer_init(&s->loop, &s->retention);
 	s->retention.data = s;
 	uv_timer_start(&s->retention, retention_due, (uint64_t)s->opt.retention_check_ms, 0);
+	s->hw = broker_hw_writer_start(&s->loop, &s->core, &s->sync_in_flight,
+	                               s->opt.hw_checkpoint_ms);
+	KEEL_ASSERT(s->hw != NULL);
 	uv_timer_init(&s->loop, &s->group_timer);
 	s->group_timer.data = s;
 	uv_timer_start(&s->group_timer, group_tick, GROUP_TICK_MS, GROUP_TICK_MS);
@@ -1444,6 +1453,10 @@ void broker_server_stop(struct broker_server *s)
 	          ", expands %" PRIu64,
 	          ft.fetches, ft.epoch_requests, rs->follower_bytes, rs->truncations,
 	          rs->follower_fetches, s->stats.acks_all_waits, rs->isr_shrinks, rs->isr_expands);
+	if (s->core.leader_throttled_bytes > 0) {
+		KEEL_INFO("sent %" PRIu64 " record bytes to followers under the leader throttle",
+		          s->core.leader_throttled_bytes);
+	}
 	uv_loop_close(&s->loop);
 	broker_fetchers_free(s->fetchers);
 	if (s->offered != NULL) {
@@ -1456,6 +1469,7 @@ void broker_server_stop(struct broker_server *s)
 		keel_wbuf_free(&j->body);
 		free(j);
 	}
+	broker_hw_writer_finish(s->hw); /* a clean stop: the newest high watermarks */
 	broker_core_close(&s->core);
 	pthread_mutex_destroy(&s->mu);
 	free(s);

@@ -27,6 +27,7 @@ struct broker_server_options {
 	uint32_t max_frame_bytes; /* the largest request frame accepted */
 	int retention_check_ms;   /* how often retention runs */
 	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
+	int hw_checkpoint_ms;     /* how often the high-watermark checkpoint is written */
 };
 
 /* Binds and listens (errors printed, NULL returned), then serves on a new

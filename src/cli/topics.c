@@ -5,6 +5,9 @@
  *
  *	keel topics create NAME --partitions P --replication-factor R
  *	                   [--config KEY=VALUE]... --servers HOSTS
+ *	keel topics create NAME --replica-assignment B:B,B:B... [--config ...]
+ *	                   --servers HOSTS   (row i: partition i's replicas,
+ *	                   the first the preferred leader; kafka-topics.sh's)
  *	keel topics alter NAME --partitions N [--replica-assignment B:B,B:B...]
  *	                  --servers HOSTS
  *	keel topics delete NAME --servers HOSTS
@@ -81,6 +84,8 @@ static int usage(FILE *out)
 	fprintf(out,
 		"usage: keel topics create NAME --partitions P --replication-factor R\n"
 		"                   [--config KEY=VALUE]... --servers HOSTS\n"
+		"       keel topics create NAME --replica-assignment B:B,B:B... [--config ...]\n"
+		"                   --servers HOSTS\n"
 		"       keel topics alter NAME --partitions N [--replica-assignment B:B,B:B...]\n"
 		"                   --servers HOSTS\n"
 		"       keel topics delete NAME --servers HOSTS\n"
@@ -456,11 +461,59 @@ static bool decode_delete(const uint8_t *body, size_t size, struct keel_arena *a
 	return true;
 }
 
+#define MAX_ASSIGNED_PARTITIONS 1024
+
+/* "1:2,2:3" -> rows of broker ids in `ids` (rows x width); false with a
+ * message when it is not rows of equal width of numbers. */
+static bool parse_assignment(const char *who, const char *topic, char *text, int32_t *ids,
+			     const int32_t **rows, uint32_t *sizes, uint32_t *row_count)
+{
+	uint32_t n = 0, at = 0;
+	for (char *save = NULL, *row = strtok_r(text, ",", &save); row != NULL;
+	     row = strtok_r(NULL, ",", &save)) {
+		if (n == MAX_ASSIGNED_PARTITIONS) {
+			fprintf(stderr, "%s: topic '%s': at most %d partitions in an assignment\n",
+				who, topic, MAX_ASSIGNED_PARTITIONS);
+			return false;
+		}
+		rows[n] = &ids[at];
+		sizes[n] = 0;
+		for (char *s2 = NULL, *id = strtok_r(row, ":", &s2); id != NULL;
+		     id = strtok_r(NULL, ":", &s2)) {
+			long v = 0;
+			if (sizes[n] == META_MAX_REPLICAS ||
+			    !parse_number("--replica-assignment", id, 0, INT32_MAX, &v)) {
+				return false;
+			}
+			ids[at++] = (int32_t)v;
+			sizes[n]++;
+		}
+		n++;
+	}
+	*row_count = n;
+	return n > 0;
+}
+
 static int topics_create(struct kc_client *c, const struct topics_args *a)
 {
 	const char *who = "keel topics create";
 	struct meta_create_topic t = {a->name, a->partitions, a->replication_factor, a->configs,
-				      a->config_count};
+				      a->config_count, NULL, 0};
+	static struct meta_replica_assignment assigned[MAX_ASSIGNED_PARTITIONS];
+	if (a->replica_assignment != NULL) {
+		static int32_t ids[MAX_ASSIGNED_PARTITIONS * META_MAX_REPLICAS];
+		static const int32_t *rows[MAX_ASSIGNED_PARTITIONS];
+		static uint32_t sizes[MAX_ASSIGNED_PARTITIONS];
+		uint32_t n = 0;
+		if (!parse_assignment(who, a->name, a->replica_assignment, ids, rows, sizes, &n)) {
+			return 2;
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			assigned[i] = (struct meta_replica_assignment){(int32_t)i, rows[i], sizes[i]};
+		}
+		t.assignments = assigned;
+		t.assignment_count = n;
+	}
 	struct meta_create_topics_request rq = {&t, 1, false};
 	struct keel_wbuf w;
 	keel_wbuf_init_dynamic(&w, 256, 1u << 20);
@@ -495,40 +548,6 @@ static bool decode_create_partitions(const uint8_t *body, size_t size, struct ke
 	return true;
 }
 
-#define MAX_ASSIGNED_PARTITIONS 1024
-
-/* "1:2,2:3" -> rows of broker ids in `ids` (rows x width); false with a
- * message when it is not rows of equal width of numbers. */
-static bool parse_assignment(const char *topic, char *text, int32_t *ids, const int32_t **rows,
-			     uint32_t *sizes, uint32_t *row_count)
-{
-	uint32_t n = 0, at = 0;
-	for (char *save = NULL, *row = strtok_r(text, ",", &save); row != NULL;
-	     row = strtok_r(NULL, ",", &save)) {
-		if (n == MAX_ASSIGNED_PARTITIONS) {
-			fprintf(stderr, "keel topics alter: topic '%s': at most %d new partitions "
-					"at once\n",
-				topic, MAX_ASSIGNED_PARTITIONS);
-			return false;
-		}
-		rows[n] = &ids[at];
-		sizes[n] = 0;
-		for (char *s2 = NULL, *id = strtok_r(row, ":", &s2); id != NULL;
-		     id = strtok_r(NULL, ":", &s2)) {
-			long v = 0;
-			if (sizes[n] == META_MAX_REPLICAS ||
-			    !parse_number("--replica-assignment", id, 0, INT32_MAX, &v)) {
-				return false;
-			}
-			ids[at++] = (int32_t)v;
-			sizes[n]++;
-		}
-		n++;
-	}
-	*row_count = n;
-	return n > 0;
-}
-
 /* kafka-topics.sh --alter --partitions N [--replica-assignment ...]. */
 static int topics_alter(struct kc_client *c, const struct topics_args *a)
 {
@@ -538,7 +557,7 @@ static int topics_alter(struct kc_client *c, const struct topics_args *a)
 	static uint32_t sizes[MAX_ASSIGNED_PARTITIONS];
 	uint32_t row_count = 0;
 	if (a->replica_assignment != NULL &&
-	    !parse_assignment(a->name, a->replica_assignment, ids, rows, sizes, &row_count)) {
+	    !parse_assignment(who, a->name, a->replica_assignment, ids, rows, sizes, &row_count)) {
 		return 2;
 	}
 	struct meta_create_partitions_topic t = {a->name, a->partitions, rows, sizes, row_count};
@@ -713,8 +732,18 @@ static bool parse_topics_args(struct topics_args *a, int argc, char **argv)
 			a->name);
 		return false;
 	}
-	if (a->replica_assignment != NULL && strcmp(a->action, "alter") != 0) {
-		fprintf(stderr, "keel topics %s: --replica-assignment goes with alter\n", a->action);
+	if (a->replica_assignment != NULL && strcmp(a->action, "alter") != 0 &&
+	    strcmp(a->action, "create") != 0) {
+		fprintf(stderr, "keel topics %s: --replica-assignment goes with create or alter\n",
+			a->action);
+		return false;
+	}
+	if (a->replica_assignment != NULL && strcmp(a->action, "create") == 0 &&
+	    (a->partitions != -1 || a->replication_factor != -1)) {
+		fprintf(stderr, "keel topics create: topic '%s': --replica-assignment gives the "
+				"partitions and replicas; it cannot go with --partitions or "
+				"--replication-factor\n",
+			a->name);
 		return false;
 	}
 	if (any_filter(a) && strcmp(a->action, "describe") != 0) {

@@ -44,30 +44,101 @@ static uint32_t topic_replication_factor(const struct meta_topic *topic)
 	return p->replica_count - p->removing_count;
 }
 
+static const char *partition_message(struct meta_controller *ctl, int32_t pid, const char *why,
+				     int32_t broker)
+{
+	char *buf = ctl_alloc(ctl, 256);
+	if (buf == NULL) {
+		return why;
+	}
+	struct meta_fmt f;
+	meta_fmt_init(&f, buf, 256);
+	meta_fmt_str(&f, "partition ");
+	meta_fmt_i64(&f, pid);
+	meta_fmt_str(&f, ": ");
+	meta_fmt_str(&f, why);
+	if (broker >= 0) {
+		meta_fmt_i64(&f, broker);
+	}
+	return buf;
+}
+
+const char *ctl_replicas_problem(struct meta_controller *ctl, int32_t pid, const int32_t *ids,
+				 uint32_t count, uint32_t rf)
+{
+	if (count == 0) {
+		return partition_message(ctl, pid, "the replica list is empty", -1);
+	}
+	bool any_active = false;
+	for (uint32_t i = 0; i < count; i++) {
+		if (meta_image_broker(&ctl->image, ids[i]) == NULL) {
+			return partition_message(ctl, pid, "no registered broker has id ", ids[i]);
+		}
+		for (uint32_t j = 0; j < i; j++) {
+			if (ids[j] == ids[i]) {
+				return partition_message(
+					ctl, pid, "a replica list names the same broker twice: ",
+					ids[i]);
+			}
+		}
+		any_active = any_active || meta_image_broker_active(&ctl->image, ids[i]);
+	}
+	if (count != rf) {
+		return partition_message(ctl, pid,
+					 "every partition needs the same number of replicas: ",
+					 (int32_t)rf);
+	}
+	if (!any_active) {
+		return partition_message(
+			ctl, pid,
+			"every broker of its replica list is fenced or shutting down; none can lead",
+			-1);
+	}
+	return NULL;
+}
+
+enum keel_err ctl_emit_new_partition(struct meta_controller *ctl,
+				     const uint8_t topic_id[META_UUID_SIZE], int32_t pid,
+				     const int32_t *replicas, uint32_t count)
+{
+	int32_t *isr = ctl_alloc(ctl, ((size_t)count + 1) * sizeof(int32_t));
+	if (isr == NULL) {
+		return KEEL_NOMEM;
+	}
+	uint32_t isr_count = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		if (meta_image_broker_active(&ctl->image, replicas[i])) {
+			isr[isr_count++] = replicas[i];
+		}
+	}
+	KEEL_ASSERT(isr_count > 0); /* checked: one replica at least is active */
+	struct meta_record r;
+	memset(&r, 0, sizeof(r));
+	r.type = META_REC_PARTITION;
+	memcpy(r.partition.topic_id, topic_id, META_UUID_SIZE);
+	r.partition.partition_id = pid;
+	r.partition.replicas = replicas;
+	r.partition.replica_count = count;
+	r.partition.isr = isr;
+	r.partition.isr_count = isr_count;
+	r.partition.leader = isr[0];
+	return ctl_emit(ctl, &r);
+}
+
 /* Checks an explicit assignment: `rows` rows of the topic's replication
- * factor, each of distinct active brokers. NULL when valid. */
-static const char *assignment_problem(const struct meta_image *img,
-				      const struct meta_create_partitions_topic *t, uint32_t rows,
-				      uint32_t rf)
+ * factor (ctl_replicas_problem). NULL when valid. */
+static const char *assignment_problem(struct meta_controller *ctl,
+				      const struct meta_create_partitions_topic *t, uint32_t have,
+				      uint32_t rows, uint32_t rf)
 {
 	if (t->assignment_count != rows) {
 		return "the assignment must give one replica list per new partition";
 	}
 	for (uint32_t r = 0; r < rows; r++) {
-		if (t->assignment_sizes[r] != rf) {
-			return "every new partition needs the topic's replication factor of replicas";
-		}
-		for (uint32_t i = 0; i < rf; i++) {
-			int32_t id = t->assignments[r][i];
-			if (!meta_image_broker_active(img, id)) {
-				return "the assignment names a broker that is not active (registered, "
-				       "unfenced, not shutting down)";
-			}
-			for (uint32_t j = 0; j < i; j++) {
-				if (t->assignments[r][j] == id) {
-					return "a broker appears twice in one partition's replicas";
-				}
-			}
+		const char *why = ctl_replicas_problem(ctl, (int32_t)(have + r), t->assignments[r],
+						       t->assignment_sizes[r], rf);
+		if (why != NULL) {
+			return why;
 		}
 	}
 	return NULL;
@@ -104,7 +175,7 @@ static void check_new_partitions(struct meta_controller *ctl,
 	uint32_t rows = (uint32_t)t->count - have;
 	uint32_t rf = topic_replication_factor(topic);
 	if (t->assignment_count > 0) {
-		const char *why = assignment_problem(&ctl->image, t, rows, rf);
+		const char *why = assignment_problem(ctl, t, have, rows, rf);
 		if (why != NULL) {
 			res->error = META_ERR_INVALID_REPLICA_ASSIGNMENT;
 			res->error_message = why;
@@ -152,17 +223,7 @@ static enum keel_err add_partitions(struct meta_controller *ctl,
 	for (uint32_t p = have; err == KEEL_OK && p < total; p++) {
 		const int32_t *row = placed != NULL ? &placed[(size_t)p * rf]
 						    : t->assignments[p - have];
-		struct meta_record r;
-		memset(&r, 0, sizeof(r));
-		r.type = META_REC_PARTITION;
-		memcpy(r.partition.topic_id, id, META_UUID_SIZE);
-		r.partition.partition_id = (int32_t)p;
-		r.partition.replicas = row;
-		r.partition.replica_count = rf;
-		r.partition.isr = row;
-		r.partition.isr_count = rf;
-		r.partition.leader = row[0];
-		err = ctl_emit(ctl, &r);
+		err = ctl_emit_new_partition(ctl, id, (int32_t)p, row, rf);
 	}
 	return err;
 }

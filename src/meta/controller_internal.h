@@ -65,6 +65,21 @@ bool *ctl_mark_repeats(struct meta_controller *ctl, struct ctl_name_ref *refs, u
  * a hash of its name, so new partitions continue the topic's layout. */
 uint64_t ctl_stripe_start(const char *topic);
 
+/* One new partition's manual replicas, by Kafka's rules (KRaft's
+ * validateManualPartitionAssignment): not empty, each a registered broker,
+ * none twice, exactly `rf` of them, and one at least active (unfenced, not
+ * shutting down) to lead. NULL when valid, else why (in the call's arena,
+ * naming partition `pid`). */
+const char *ctl_replicas_problem(struct meta_controller *ctl, int32_t pid, const int32_t *ids,
+				 uint32_t count, uint32_t rf);
+
+/* Emits the PartitionRecord of a new partition: the ISR is the active
+ * replicas in replica order, the leader the first of them (the preferred
+ * replica when it is active). At least one must be active. */
+enum keel_err ctl_emit_new_partition(struct meta_controller *ctl,
+				     const uint8_t topic_id[META_UUID_SIZE], int32_t pid,
+				     const int32_t *replicas, uint32_t count);
+
 /* Records the metadata offset a heartbeat of broker `id` reported. */
 void ctl_session_note_offset(struct meta_controller *ctl, int32_t id, int64_t offset);
 

@@ -694,6 +694,70 @@ static const char **topic_collisions(struct meta_controller *ctl,
 	return out;
 }
 
+/* A manual assignment's rows in partition order: rows[p] is partition p's
+ * replica list (sizes[p] its length), NULL where the request gives none.
+ * *dup: a partition index given twice or outside [0, count). NULL on out
+ * of memory. */
+static const struct meta_replica_assignment **manual_rows(struct meta_controller *ctl,
+							   const struct meta_create_topic *t,
+							   int32_t *bad_index)
+{
+	const struct meta_replica_assignment **rows =
+		ctl_alloc(ctl, ((size_t)t->assignment_count + 1) * sizeof(*rows));
+	*bad_index = -1;
+	for (uint32_t i = 0; rows != NULL && i < t->assignment_count; i++) {
+		int32_t pid = t->assignments[i].partition_index;
+		if (pid < 0 || (uint32_t)pid >= t->assignment_count || rows[pid] != NULL) {
+			*bad_index = *bad_index < 0 ? pid : *bad_index;
+			continue;
+		}
+		rows[pid] = &t->assignments[i];
+	}
+	return rows;
+}
+
+/* Kafka's checks of a CreateTopics manual assignment: num_partitions and
+ * replication_factor are -1, the partition indexes are 0..n-1 once each,
+ * every row passes ctl_replicas_problem with the first row's length. False
+ * with result->error set when it fails; false with no error: out of memory. */
+static bool manual_assignment_checked(struct meta_controller *ctl, const struct meta_create_topic *t,
+				      struct meta_create_topic_result *result)
+{
+	if (t->num_partitions != -1 || t->replication_factor != -1) {
+		result->error = META_ERR_INVALID_REQUEST;
+		result->error_message = "a manual replica assignment goes with num_partitions and "
+					"replication_factor -1";
+		return false;
+	}
+	int32_t bad = -1;
+	const struct meta_replica_assignment **rows = manual_rows(ctl, t, &bad);
+	if (rows == NULL) {
+		return false;
+	}
+	struct meta_fmt f;
+	if (bad != -1 || rows[0] == NULL) {
+		struct meta_fmt *m = message(ctl, &f);
+		meta_fmt_str(m, "partition indexes of a manual assignment are 0.."
+				"(partitions - 1), each once; ");
+		meta_fmt_i64(m, bad);
+		meta_fmt_str(m, " is out of place");
+		result->error = META_ERR_INVALID_REPLICA_ASSIGNMENT;
+		result->error_message = text(m);
+		return false;
+	}
+	uint32_t rf = rows[0]->broker_count;
+	for (uint32_t p = 0; p < t->assignment_count; p++) {
+		const char *why = ctl_replicas_problem(ctl, (int32_t)p, rows[p]->broker_ids,
+						       rows[p]->broker_count, rf);
+		if (why != NULL) {
+			result->error = META_ERR_INVALID_REPLICA_ASSIGNMENT;
+			result->error_message = why;
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Validates one topic of a CreateTopics request; fills result->error.
  * repeated: topic_repeats() of the request. KEEL_NOMEM, else KEEL_OK. */
 static enum keel_err check_new_topic(struct meta_controller *ctl,
@@ -736,13 +800,18 @@ static enum keel_err check_new_topic(struct meta_controller *ctl,
 		result->error_message = text(m);
 		return KEEL_OK;
 	}
-	if (rf == 0) {
+	if (t->assignment_count > 0) {
+		if (!manual_assignment_checked(ctl, t, result)) {
+			return result->error == META_ERR_NONE ? KEEL_NOMEM : KEEL_OK;
+		}
+	} else if (rf == 0) {
 		result->error = META_ERR_INVALID_REPLICATION_FACTOR;
 		result->error_message = "replication factor must be at least 1 (0 was given)";
 		return KEEL_OK;
 	}
 	uint32_t active = meta_active_broker_count(&ctl->image);
-	if (rf < 1 || rf > META_MAX_REPLICAS || (uint32_t)rf > active) {
+	if (t->assignment_count == 0 &&
+	    (rf < 1 || rf > META_MAX_REPLICAS || (uint32_t)rf > active)) {
 		struct meta_fmt *m = message(ctl, &f);
 		meta_fmt_str(m, "replication factor ");
 		meta_fmt_i64(m, rf);
@@ -793,17 +862,28 @@ static enum keel_err create_topic(struct meta_controller *ctl, const struct meta
 				  int32_t partitions, int32_t rf,
 				  struct meta_create_topic_result *result)
 {
-	int32_t *replicas = ctl_alloc(ctl, (size_t)partitions * (size_t)rf * sizeof(int32_t));
-	if (replicas == NULL) {
-		return KEEL_NOMEM;
+	int32_t bad = -1;
+	const struct meta_replica_assignment **rows = NULL;
+	int32_t *replicas = NULL;
+	if (t->assignment_count > 0) {
+		rows = manual_rows(ctl, t, &bad);
+		if (rows == NULL) {
+			return KEEL_NOMEM;
+		}
+		KEEL_ASSERT(bad == -1); /* manual_assignment_checked */
+	} else {
+		replicas = ctl_alloc(ctl, (size_t)partitions * (size_t)rf * sizeof(int32_t));
+		if (replicas == NULL) {
+			return KEEL_NOMEM;
+		}
+		bool nomem;
+		bool placed = meta_place_replicas(&ctl->image, (uint32_t)partitions, (uint32_t)rf,
+						  ctl_stripe_start(t->name), replicas, &nomem);
+		if (nomem) {
+			return KEEL_NOMEM;
+		}
+		KEEL_ASSERT(placed); /* check_new_topic counted the active brokers */
 	}
-	bool nomem;
-	bool placed = meta_place_replicas(&ctl->image, (uint32_t)partitions, (uint32_t)rf,
-					  ctl_stripe_start(t->name), replicas, &nomem);
-	if (nomem) {
-		return KEEL_NOMEM;
-	}
-	KEEL_ASSERT(placed); /* check_new_topic counted the active brokers */
 
 	struct meta_record r;
 	memset(&r, 0, sizeof(r));
@@ -816,18 +896,9 @@ static enum keel_err create_topic(struct meta_controller *ctl, const struct meta
 	memcpy(result->topic_id, r.topic.topic_id, META_UUID_SIZE);
 	enum keel_err err = ctl_emit(ctl, &r);
 	for (int32_t p = 0; err == KEEL_OK && p < partitions; p++) {
-		const int32_t *row = &replicas[(size_t)p * (size_t)rf];
-		struct meta_record pr;
-		memset(&pr, 0, sizeof(pr));
-		pr.type = META_REC_PARTITION;
-		memcpy(pr.partition.topic_id, result->topic_id, META_UUID_SIZE);
-		pr.partition.partition_id = p;
-		pr.partition.replicas = row;
-		pr.partition.replica_count = (uint32_t)rf;
-		pr.partition.isr = row;
-		pr.partition.isr_count = (uint32_t)rf;
-		pr.partition.leader = row[0];
-		err = ctl_emit(ctl, &pr);
+		const int32_t *row = rows != NULL ? rows[p]->broker_ids
+						  : &replicas[(size_t)p * (size_t)rf];
+		err = ctl_emit_new_partition(ctl, result->topic_id, p, row, (uint32_t)rf);
 	}
 	for (uint32_t c = 0; err == KEEL_OK && c < t->config_count; c++) {
 		err = emit_config(ctl, META_RESOURCE_TOPIC, t->name, t->configs[c].key,
@@ -861,6 +932,11 @@ enum keel_err meta_controller_create_topics(struct meta_controller *ctl, int64_t
 			t->num_partitions == -1 ? ctl->cfg.default_partitions : t->num_partitions;
 		int32_t rf = t->replication_factor == -1 ? ctl->cfg.default_replication_factor
 							 : t->replication_factor;
+		if (t->assignment_count > 0) {
+			/* A manual assignment gives both (checked in check_new_topic). */
+			partitions = (int32_t)KEEL_MIN(t->assignment_count, (uint32_t)INT32_MAX);
+			rf = (int32_t)t->assignments[0].broker_count;
+		}
 		results[i].name = t->name;
 		results[i].num_partitions = partitions;
 		results[i].replication_factor = (int16_t)rf;

@@ -79,19 +79,29 @@ const char *meta_error_name(int16_t code)
 
 /* ---- shared pieces ---- */
 
-static void dec_version(struct meta_dec *d, const char *what)
+/* Reads a body's version; refuses one above `max`. Returns it (0 on error). */
+static int16_t dec_version_upto(struct meta_dec *d, const char *what, int16_t max)
 {
 	int16_t v = meta_dec_i16(d);
-	if (meta_dec_ok(d) && (v < 0 || v > PROTO_VERSION)) {
+	if (meta_dec_ok(d) && (v < 0 || v > max)) {
 		struct meta_fmt f;
 		struct meta_fmt *fp = meta_errbuf_begin(d->eb, &f);
 		meta_fmt_str(fp, what);
 		meta_fmt_str(fp, " version ");
 		meta_fmt_i64(fp, v);
-		meta_fmt_str(fp, " is not supported (max 0)");
+		meta_fmt_str(fp, " is not supported (max ");
+		meta_fmt_i64(fp, max);
+		meta_fmt_char(fp, ')');
 		d->err = KEEL_UNSUPPORTED;
 		keel_rbuf_fail(&d->r);
+		return 0;
 	}
+	return v;
+}
+
+static void dec_version(struct meta_dec *d, const char *what)
+{
+	(void)dec_version_upto(d, what, PROTO_VERSION);
 }
 
 static void enc_endpoints(struct keel_wbuf *w, const struct meta_endpoint *e, uint32_t n)
@@ -222,11 +232,13 @@ static const struct meta_elect_partition_result *dec_partition_results(struct me
 }
 
 /* Declares a decoder's prologue and epilogue around its body. */
-#define DEC_BEGIN(what)                                                                       \
+#define DEC_OPEN()                                                                            \
 	struct meta_dec dd;                                                                   \
 	struct meta_dec *d = &dd;                                                             \
 	meta_dec_init(d, data, size, arena, eb);                                              \
-	memset(out, 0, sizeof(*out));                                                         \
+	memset(out, 0, sizeof(*out))
+#define DEC_BEGIN(what)                                                                       \
+	DEC_OPEN();                                                                           \
 	dec_version(d, what)
 #define DEC_END(what) return meta_dec_finish(d, true, what)
 
@@ -411,10 +423,40 @@ enum keel_err meta_decode_allocate_producer_ids_response(
 
 /* ---- CreateTopics ---- */
 
+/* CreateTopics body version 1 adds each topic's manual assignment. */
+#define CREATE_TOPICS_VERSION_ASSIGN 1
+
+static void enc_assignments(struct keel_wbuf *w, const struct meta_replica_assignment *a,
+			    uint32_t n)
+{
+	keel_wbuf_i32(w, (int32_t)n);
+	for (uint32_t i = 0; i < n; i++) {
+		keel_wbuf_i32(w, a[i].partition_index);
+		meta_enc_i32_array(w, a[i].broker_ids, a[i].broker_count);
+	}
+}
+
+static const struct meta_replica_assignment *dec_assignments(struct meta_dec *d, uint32_t *count)
+{
+	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 8, "assignments");
+	struct meta_replica_assignment *a = meta_dec_alloc(d, n, sizeof(*a));
+	for (uint32_t i = 0; a != NULL && i < n; i++) {
+		a[i].partition_index = meta_dec_i32(d);
+		a[i].broker_ids =
+			meta_dec_i32_array(d, META_MAX_REPLICAS, &a[i].broker_count, "replicas");
+	}
+	*count = meta_dec_ok(d) ? n : 0;
+	return a;
+}
+
 enum keel_err meta_encode_create_topics_request(struct keel_wbuf *w,
 						const struct meta_create_topics_request *m)
 {
-	keel_wbuf_u16(w, PROTO_VERSION);
+	bool assigned = false;
+	for (uint32_t i = 0; i < m->topic_count; i++) {
+		assigned = assigned || m->topics[i].assignment_count > 0;
+	}
+	keel_wbuf_u16(w, assigned ? CREATE_TOPICS_VERSION_ASSIGN : PROTO_VERSION);
 	keel_wbuf_i32(w, (int32_t)m->topic_count);
 	for (uint32_t i = 0; i < m->topic_count; i++) {
 		const struct meta_create_topic *t = &m->topics[i];
@@ -422,6 +464,9 @@ enum keel_err meta_encode_create_topics_request(struct keel_wbuf *w,
 		keel_wbuf_i32(w, t->num_partitions);
 		keel_wbuf_u16(w, (uint16_t)t->replication_factor);
 		enc_kvs(w, t->configs, t->config_count);
+		if (assigned) {
+			enc_assignments(w, t->assignments, t->assignment_count);
+		}
 	}
 	keel_wbuf_bool(w, m->validate_only);
 	return meta_enc_result(w);
@@ -432,7 +477,8 @@ enum keel_err meta_decode_create_topics_request(const void *data, size_t size,
 						struct meta_create_topics_request *out,
 						struct meta_errbuf *eb)
 {
-	DEC_BEGIN("CreateTopics");
+	DEC_OPEN();
+	int16_t version = dec_version_upto(d, "CreateTopics", CREATE_TOPICS_VERSION_ASSIGN);
 	uint32_t n = meta_dec_count(d, META_PROTO_MAX_ITEMS, 14, "topics");
 	struct meta_create_topic *t = meta_dec_alloc(d, n, sizeof(*t));
 	for (uint32_t i = 0; t != NULL && i < n; i++) {
@@ -440,10 +486,22 @@ enum keel_err meta_decode_create_topics_request(const void *data, size_t size,
 		t[i].num_partitions = meta_dec_i32(d);
 		t[i].replication_factor = meta_dec_i16(d);
 		t[i].configs = dec_kvs(d, &t[i].config_count);
+		if (version >= CREATE_TOPICS_VERSION_ASSIGN) {
+			t[i].assignments = dec_assignments(d, &t[i].assignment_count);
+		}
 	}
 	out->topics = t;
 	out->topic_count = n;
 	out->validate_only = meta_dec_bool(d, "validate_only");
+	bool assigned = false;
+	for (uint32_t i = 0; t != NULL && i < n && meta_dec_ok(d); i++) {
+		assigned = assigned || t[i].assignment_count > 0;
+	}
+	if (meta_dec_ok(d) && version >= CREATE_TOPICS_VERSION_ASSIGN && !assigned) {
+		/* Version 1 is written only with an assignment: one encoding. */
+		meta_dec_fail(d, KEEL_CORRUPT, "CreateTopics",
+			      "version 1 is for a manual assignment, and none is given");
+	}
 	DEC_END("CreateTopics");
 }
 

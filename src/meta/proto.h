@@ -4,7 +4,8 @@
  *
  * Transport is the server's: it frames each body after the ZooKeeper
  * request header (xid, opcode) and maps `enum meta_api` to opcode numbers
- * in the 1000+ range. Every body begins with an int16 version (0 today); a
+ * in the 1000+ range. Every body begins with an int16 version (0; 1 for a
+ * CreateTopics request that carries a manual assignment); a
  * decoder refuses a newer one with KEEL_UNSUPPORTED, and the server answers
  * it with META_ERR_UNSUPPORTED_VERSION. Encoding is jute-like (codec.h):
  * big-endian integers, int32-length strings (-1 = null), int32-count arrays.
@@ -152,12 +153,26 @@ struct meta_config_kv {
 	const char *value; /* NULL: delete (AlterConfigs only) */
 };
 
+/* One partition of a manual assignment: its replicas, the first being the
+ * preferred leader (Kafka's CreatableReplicaAssignment). */
+struct meta_replica_assignment {
+	int32_t partition_index;
+	const int32_t *broker_ids;
+	uint32_t broker_count;
+};
+
 struct meta_create_topic {
 	const char *name;
-	int32_t num_partitions;     /* -1: the controller's default */
-	int16_t replication_factor; /* -1: the controller's default */
+	int32_t num_partitions;     /* -1: the controller's default (or the assignment's) */
+	int16_t replication_factor; /* -1: the controller's default (or the assignment's) */
 	const struct meta_config_kv *configs;
 	uint32_t config_count;
+	/* A manual assignment (num_partitions and replication_factor are then
+	 * -1), or none (0): the controller places the replicas. Carried from
+	 * body version 1 on; a request without one is encoded as version 0, so
+	 * a server that predates it still reads it. */
+	const struct meta_replica_assignment *assignments;
+	uint32_t assignment_count;
 };
 
 struct meta_create_topics_request {

@@ -23,17 +23,9 @@ __attribute__((format(printf, 3, 4))) enum keel_err wal_fail_io(char *errmsg, en
 /* dir/name into out; asserts it fits (wal_config_check bounded dir). */
 void wal_path(char out[WAL_VFS_PATH_MAX], const char *dir, const char *name);
 
-/* Writes `size` bytes to dir/tmp_name, datasyncs it, renames it over
- * dir/name and syncs the directory: afterwards dir/name holds the data
- * durably, and a crash at any point leaves either the old or the new file. */
-enum keel_err wal_write_atomic(struct wal_vfs *vfs, const char *dir, const char *name,
-			       const char *tmp_name, const void *data, size_t size,
-			       char errmsg[WAL_ERRMSG_SIZE]);
-
-/* Reads a whole file of at most max_size bytes into malloc'd memory (the
- * caller frees *data). KEEL_NOENT when missing, KEEL_TOOBIG when larger. */
-enum keel_err wal_read_whole(struct wal_vfs *vfs, const char *path, uint64_t max_size,
-			     uint8_t **data, size_t *size, char errmsg[WAL_ERRMSG_SIZE]);
+/* wal_write_atomic and wal_read_whole: wal/vfs.h (the broker's checkpoint
+ * uses them too). */
+_Static_assert(WAL_VFS_ERRMSG_SIZE == WAL_ERRMSG_SIZE, "one message size");
 
 /* Grows a malloc'd array to hold at least `need` items (doubling). */
 bool wal_grow(void **items, size_t *capacity, size_t need, size_t item_size);

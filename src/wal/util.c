@@ -92,7 +92,7 @@ void wal_path(char out[WAL_VFS_PATH_MAX], const char *dir, const char *name)
 
 enum keel_err wal_write_atomic(struct wal_vfs *vfs, const char *dir, const char *name,
 			       const char *tmp_name, const void *data, size_t size,
-			       char errmsg[WAL_ERRMSG_SIZE])
+			       char errmsg[WAL_VFS_ERRMSG_SIZE])
 {
 	char tmp_path[WAL_VFS_PATH_MAX];
 	char path[WAL_VFS_PATH_MAX];
@@ -127,7 +127,7 @@ enum keel_err wal_write_atomic(struct wal_vfs *vfs, const char *dir, const char 
 }
 
 enum keel_err wal_read_whole(struct wal_vfs *vfs, const char *path, uint64_t max_size,
-			     uint8_t **data, size_t *size, char errmsg[WAL_ERRMSG_SIZE])
+			     uint8_t **data, size_t *size, char errmsg[WAL_VFS_ERRMSG_SIZE])
 {
 	struct wal_vfs_file *f;
 	enum keel_err err = wal_vfs_open(vfs, path, WAL_VFS_READ_ONLY, &f);

@@ -205,6 +205,21 @@ enum keel_err wal_vfs_pread_exact(struct wal_vfs_file *file, void *buf, size_t s
 /* Writes `size` zero bytes at `offset` (in chunks; preallocation by writing). */
 enum keel_err wal_vfs_write_zeros(struct wal_vfs_file *file, uint64_t offset, uint64_t size);
 
+/* Size of the errmsg buffers below (WAL_ERRMSG_SIZE). */
+#define WAL_VFS_ERRMSG_SIZE 512
+
+/* Writes `size` bytes to dir/tmp_name, datasyncs it, renames it over
+ * dir/name and syncs the directory: afterwards dir/name holds the data
+ * durably, and a crash at any point leaves either the old or the new file. */
+enum keel_err wal_write_atomic(struct wal_vfs *vfs, const char *dir, const char *name,
+			       const char *tmp_name, const void *data, size_t size,
+			       char errmsg[WAL_VFS_ERRMSG_SIZE]);
+
+/* Reads a whole file of at most max_size bytes into malloc'd memory (the
+ * caller frees *data). KEEL_NOENT when missing, KEEL_TOOBIG when larger. */
+enum keel_err wal_read_whole(struct wal_vfs *vfs, const char *path, uint64_t max_size,
+			     uint8_t **data, size_t *size, char errmsg[WAL_VFS_ERRMSG_SIZE]);
+
 /* Joins dir and name into out ("dir/name"); KEEL_TOOBIG if it does not fit. */
 enum keel_err wal_vfs_join(char *out, size_t out_size, const char *dir, const char *name);
 

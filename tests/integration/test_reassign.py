@@ -364,28 +364,32 @@ def test_reassign_through_kafka_api(kafka3):
     assert list_reassignments(port) == ((0, None), {})
 
 
+def filled_topic(c, brokers, name):
+    """A 1-partition RF-1 topic holding ~600 KB: (its leader, another broker)."""
+    import subprocess
+    rc, out, err = keel("topics", "create", name, "--partitions", "1", "--replication-factor",
+                        "1", "--servers", c.connect_string())
+    assert rc == 0, err
+    a = wait_partitions(c, name, lambda p: p[0]["leader"] > 0, 15, name + " led")[0]["leader"]
+    boot = "127.0.0.1:%d" % brokers[a].port
+    # Many small batches (batch.size), so that the throttle can pace them.
+    payload = "".join("r%04d-%s\n" % (i, "x" * 1000) for i in range(600)).encode()
+    out = subprocess.run(["kcat", "-b", boot, "-P", "-t", name, "-p", "0", "-X", "acks=all",
+                          "-X", "batch.size=4000", "-X", "linger.ms=0"], input=payload,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return a, ({1, 2, 3} - {a}).pop()
+
+
 def test_throttled_reassignment_copies_at_the_rate(kafka3):
     """--throttle reaches the new replica's broker: it fetches the moving
     partition at follower.replication.throttled.rate, so copying ~600 KB at
     150 KB/s takes at least ~3 s before the move completes (a lower bound
     only: load can only make it slower); --verify then clears the
     throttle."""
-    import subprocess
     import time
     c, brokers = kafka3
-    hosts = c.connect_string()
-    rc, out, err = keel("topics", "create", "thr", "--partitions", "1", "--replication-factor",
-                        "1", "--servers", hosts)
-    assert rc == 0, err
-    a = wait_partitions(c, "thr", lambda p: p[0]["leader"] > 0, 15, "thr led")[0]["leader"]
-    x = ({1, 2, 3} - {a}).pop()
-    boot = "127.0.0.1:%d" % brokers[a].port
-    # Many small batches (batch.size), so that the throttle can pace them.
-    payload = "".join("r%04d-%s\n" % (i, "x" * 1000) for i in range(600)).encode()
-    out = subprocess.run(["kcat", "-b", boot, "-P", "-t", "thr", "-p", "0", "-X", "acks=all",
-                          "-X", "batch.size=4000", "-X", "linger.ms=0"], input=payload,
-                         capture_output=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    a, x = filled_topic(c, brokers, "thr")
     move = plan_file(c, "thr.json", [("thr", 0, [a, x])])
     started = time.time()
     rc, out, err = reassign(c, "--reassignment-json-file", move, "--execute",
@@ -400,3 +404,37 @@ def test_throttled_reassignment_copies_at_the_rate(kafka3):
     rc, out, err = reassign(c, "--reassignment-json-file", move, "--verify")
     assert rc == 0 and "Clearing topic-level throttles on topic thr" in out, out + err
     assert "follower.replication.throttled.replicas" not in topic_configs(c, "thr")
+
+
+def test_leader_throttle_copies_at_the_rate(kafka3):
+    """leader.replication.throttled.rate on the leader broker and
+    leader.replication.throttled.replicas on the topic (no follower-side
+    throttle): the leader answers the new replica's fetches at the rate, so
+    copying ~600 KB at 150 KB/s takes at least ~3 s (a lower bound: load
+    only slows it), and the leader reports the bytes it sent under the
+    throttle; the ISR members are never held back."""
+    import time
+    c, brokers = kafka3
+    hosts = c.connect_string()
+    a, x = filled_topic(c, brokers, "lthr")
+    rc, out, err = keel("configs", "alter", "--broker", str(a), "--add-config",
+                        "leader.replication.throttled.rate=150000", "--servers", hosts)
+    assert rc == 0, out + err
+    rc, out, err = keel("configs", "alter", "--topic", "lthr", "--add-config",
+                        "leader.replication.throttled.replicas=0:%d" % a, "--servers", hosts)
+    assert rc == 0, out + err
+    assert "follower.replication.throttled.replicas" not in topic_configs(c, "lthr")
+    move = plan_file(c, "lthr.json", [("lthr", 0, [a, x])])
+    started = time.time()
+    rc, out, err = reassign(c, "--reassignment-json-file", move, "--execute")
+    assert rc == 0, out + err
+    p = wait_partitions(c, "lthr", lambda p: p[0]["replicas"] == [a, x] and
+                        sorted(p[0]["isr"]) == sorted([a, x]), 60, "lthr moved")[0]
+    took = time.time() - started
+    assert took >= 3.0, "600 KB copied at 150 KB/s in %.1f s" % took
+    assert p["leader"] == a
+    # The leader's totals at a clean stop name the throttled bytes.
+    assert brokers[a].terminate() == 0
+    m = re.search(r"sent (\d+) record bytes to followers under the leader throttle",
+                  brokers[a].log())
+    assert m and int(m.group(1)) >= 600 * 1000, brokers[a].log()[-2000:]

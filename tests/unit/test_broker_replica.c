@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cmocka.h>
 
@@ -442,15 +443,20 @@ static void test_flush_policy_replication_reports_unsynced_data(void **state)
 	assert_int_equal(pb->high_watermark, 0);
 }
 
-/* The test image plus a follower throttle on broker 2. */
-static void set_image_throttled(struct broker_core *core, const char *rate, const char *replicas)
+/* The test image with the given ISR plus a throttle: `side` is "follower"
+ * or "leader", the rate is set on broker `broker`, the replicas list on t. */
+static void set_image_throttle(struct broker_core *core, const int32_t *isr, uint32_t isr_count,
+                               const char *side, const char *broker, const char *rate,
+                               const char *replicas)
 {
+	char rate_key[64], replicas_key[64];
+	snprintf(rate_key, sizeof(rate_key), "%s.replication.throttled.rate", side);
+	snprintf(replicas_key, sizeof(replicas_key), "%s.replication.throttled.replicas", side);
 	struct meta_image img;
-	build_image(&img, 1, 0, isr123, 3, "2");
+	build_image(&img, 1, 0, isr, isr_count, "2");
 	struct meta_record recs[] = {
-	        tm_config(META_RESOURCE_BROKER, "2", "follower.replication.throttled.rate", rate),
-	        tm_config(META_RESOURCE_TOPIC, "t", "follower.replication.throttled.replicas",
-	                  replicas),
+	        tm_config(META_RESOURCE_BROKER, broker, rate_key, rate),
+	        tm_config(META_RESOURCE_TOPIC, "t", replicas_key, replicas),
 	};
 	struct meta_apply_result res;
 	struct meta_changes ch;
@@ -460,6 +466,12 @@ static void set_image_throttled(struct broker_core *core, const char *rate, cons
 	struct broker_image_report rep;
 	broker_core_set_image(core, &img, &rep);
 	meta_image_close(&img);
+}
+
+/* The test image plus a follower throttle on broker 2. */
+static void set_image_throttled(struct broker_core *core, const char *rate, const char *replicas)
+{
+	set_image_throttle(core, isr123, 3, "follower", "2", rate, replicas);
 }
 
 /* follower.replication.throttled.rate / .replicas: a throttled follower
@@ -504,6 +516,164 @@ static void test_follower_throttle(void **state)
 	assert_int_equal(req.body.fetch.topics[0].partitions[0].partition_max_bytes, 1 << 20);
 }
 
+/* The test image (ISR 1,2: broker 3 catching up) plus a leader throttle on
+ * broker 1 for the partition-broker pairs `replicas`. */
+static void set_image_leader_throttled(struct broker_core *core, const char *rate,
+                                       const char *replicas)
+{
+	static const int32_t isr12[] = {1, 2};
+	set_image_throttle(core, isr12, 2, "leader", "1", rate, replicas);
+}
+
+/* A fetch of t-0 from `offset` as replica_id waiting up to 500 ms: the
+ * record bytes the leader answers with (no error). */
+static size_t fetched_bytes(struct fx *f, int32_t replica_id, int64_t offset)
+{
+	struct kafka_fetch_partition fp = {0, 0, offset, -1, -1, 1 << 20};
+	struct kafka_fetch_topic ft = {kafka_str("t"), &fp, 1};
+	struct kafka_fetch_request rq;
+	memset(&rq, 0, sizeof(rq));
+	rq.replica_id = replica_id;
+	rq.max_wait_ms = 500;
+	rq.max_bytes = 1 << 20;
+	rq.topics = &ft;
+	rq.topic_count = 1;
+	struct kafka_fetch_response out;
+	size_t bytes = 0;
+	keel_arena_reset(&f->arena);
+	broker_fetch(&f->a, &rq, &f->arena, &out, &bytes);
+	assert_int_equal(out.topics[0].partitions[0].error_code, KAFKA_NONE);
+	return bytes;
+}
+
+/* leader.replication.throttled.rate / .replicas: the leader answers a
+ * throttled follower outside the ISR with at most the rate's worth over
+ * its wait, then nothing until bytes / rate has passed; a follower in the
+ * ISR, or a pair naming another broker, is not held back. */
+static void test_leader_throttle(void **state)
+{
+	struct fx *f = *state;
+	set_image_leader_throttled(&f->a, "4000", "0:1");
+	struct broker_partition *pa = broker_core_partition(&f->a, kafka_str("t"), 0);
+	assert_true(pa->leader_throttled);
+	assert_int_equal(f->a.leader_throttle_rate, 4000);
+	struct produce pr;
+	for (int i = 0; i < 40; i++) { /* more than 2000 bytes */
+		assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	}
+	size_t all = fetched_bytes(f, 2, 0); /* in the ISR: everything */
+	size_t first = fetched_bytes(f, 3, 0);
+	assert_true(first > 0 && first <= 2000); /* 4000 B/s over 500 ms */
+	assert_true(first < all);
+	assert_int_equal(fetched_bytes(f, 3, 0), 0); /* spent: nothing */
+	assert_int_equal(fetched_bytes(f, 2, 0), all);
+	int64_t wait = (int64_t)first * 1000 / 4000;
+	broker_core_set_time(&f->a, 1000 + wait - 1);
+	assert_int_equal(fetched_bytes(f, 3, 0), 0);
+	broker_core_set_time(&f->a, 1000 + wait);
+	size_t second = fetched_bytes(f, 3, 0);
+	assert_true(second > 0);
+	assert_int_equal(f->a.leader_throttled_bytes, first + second);
+	/* The pair names another broker as leader: not throttled here. */
+	set_image_leader_throttled(&f->a, "4000", "0:2");
+	assert_false(pa->leader_throttled);
+	assert_int_equal(fetched_bytes(f, 3, 0), all);
+	/* No rate: not throttled either. */
+	set_image_leader_throttled(&f->a, "0", "*");
+	assert_true(pa->leader_throttled);
+	assert_int_equal(fetched_bytes(f, 3, 0), all);
+}
+
+/* Closes broker 1's core and starts it again on the same files. */
+static void restart_a(struct fx *f)
+{
+	broker_core_close(&f->a);
+	struct broker_config ca = {&f->vfs, "/a", 1, 8192};
+	broker_core_init(&f->a, &ca);
+	broker_core_set_time(&f->a, 2000);
+}
+
+/* Restarts broker 1 as t-0's leader at a new epoch, with the checkpoint as
+ * it is on disk; `load` is what reading it gave. The high watermark a
+ * consumer sees then, before any follower has fetched. */
+static int64_t hw_after_restart(struct fx *f, enum keel_err load)
+{
+	restart_a(f);
+	uint32_t n = 0;
+	char why[256];
+	assert_int_equal(broker_hw_checkpoint_load(&f->a, &n, why, sizeof(why)), load);
+	assert_int_equal(n, load == KEEL_OK ? 1 : 0);
+	set_image(&f->a, 1, 1, isr123, 3, "2");
+	assert_null(f->a.hw_restored); /* used by the first image only */
+	int64_t hw = -1;
+	assert_int_equal(fetch_as(f, &f->a, -1, 0, 1, &hw), KAFKA_NONE);
+	struct broker_partition *p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	assert_int_equal(p->high_watermark, hw);
+	return hw;
+}
+
+static void store_checkpoint(struct fx *f, struct keel_wbuf *w)
+{
+	char errmsg[WAL_VFS_ERRMSG_SIZE];
+	assert_int_equal(broker_hw_checkpoint_encode(&f->a, w), KEEL_OK);
+	assert_int_equal(broker_hw_checkpoint_store(&f->vfs, "/a", w->data, w->size, errmsg),
+	                 KEEL_OK);
+}
+
+/* The high-watermark checkpoint: it round-trips and every damage to it is
+ * refused; a restarted leader starts from the checkpointed high watermark
+ * (capped at its log end) instead of 0, and without a checkpoint, or with
+ * a corrupt one, from 0 as before. */
+static void test_hw_checkpoint_restores_the_high_watermark(void **state)
+{
+	struct fx *f = *state;
+	struct broker_partition *p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	struct produce pr;
+	assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	assert_int_equal(produce(f, &f->a, &pr, 1), KAFKA_NONE);
+	follower_fetch(f, &f->a, 2, 6, 0);
+	assert_int_equal(follower_fetch(f, &f->a, 3, 6, 0), 6);
+	assert_int_equal(p->high_watermark, 6);
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 64, 1 << 20);
+	store_checkpoint(f, &w);
+	struct broker_hw_entry *e = NULL;
+	uint32_t n = 0;
+	char why[256];
+	assert_int_equal(broker_hw_checkpoint_decode(w.data, w.size, &e, &n, why, sizeof(why)),
+	                 KEEL_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(e[0].partition, 0);
+	assert_int_equal(e[0].high_watermark, 6);
+	assert_memory_equal(e[0].topic_id, p->topic_id, 16);
+	free(e);
+	for (size_t cut = 0; cut < w.size; cut++) {
+		assert_int_equal(broker_hw_checkpoint_decode(w.data, cut, &e, &n, why, sizeof(why)),
+		                 KEEL_CORRUPT);
+		assert_null(e);
+	}
+	for (size_t at = 0; at < w.size; at++) {
+		w.data[at] ^= 0x10;
+		assert_int_equal(broker_hw_checkpoint_decode(w.data, w.size, &e, &n, why, sizeof(why)),
+		                 KEEL_CORRUPT);
+		w.data[at] ^= 0x10;
+	}
+	assert_int_equal(hw_after_restart(f, KEEL_OK), 6);
+	/* A checkpoint above the log (the log lost its tail) is capped. */
+	p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	p->high_watermark = 100;
+	store_checkpoint(f, &w);
+	assert_int_equal(hw_after_restart(f, KEEL_OK), 6);
+	/* Without one, or with a corrupt one: from 0, as before. */
+	assert_int_equal(wal_vfs_unlink(&f->vfs, "/a/" BROKER_HW_CHECKPOINT_FILE), KEEL_OK);
+	assert_int_equal(hw_after_restart(f, KEEL_NOENT), 0);
+	char errmsg[WAL_VFS_ERRMSG_SIZE];
+	assert_int_equal(broker_hw_checkpoint_store(&f->vfs, "/a", "nonsense!!!!!!!!", 16, errmsg),
+	                 KEEL_OK);
+	assert_int_equal(hw_after_restart(f, KEEL_CORRUPT), 0);
+	keel_wbuf_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -516,6 +686,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_flush_policy_replication_reports_unsynced_data,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_follower_throttle, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_leader_throttle, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_hw_checkpoint_restores_the_high_watermark, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_recovering_leader_asks_for_recovered, setup,
 	                                        teardown),
 	};

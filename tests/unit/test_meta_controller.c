@@ -529,7 +529,7 @@ static void test_failover_same_image_same_decisions(void **state)
 			assert_memory_equal(&rx1, &ry1, sizeof(rx1));
 		}
 		if (step == 3) {
-			struct meta_create_topic nt = {"second", 4, 2, NULL, 0};
+			struct meta_create_topic nt = {"second", 4, 2, NULL, 0, NULL, 0};
 			struct meta_create_topics_request req = {&nt, 1, false};
 			struct meta_create_topics_response r1, r2;
 			assert_int_equal(meta_controller_create_topics(&x, now, &req, &r1, &batch_x),
@@ -824,7 +824,7 @@ static void test_topic_requests(void **state)
 	assert_int_equal(h_create_topic(&c, "a", 1, 1, NULL, 0), META_ERR_TOPIC_ALREADY_EXISTS);
 
 	/* One request: a duplicate name inside it, and validate_only. */
-	struct meta_create_topic two[2] = {{"b", 2, 2, NULL, 0}, {"b", 2, 2, NULL, 0}};
+	struct meta_create_topic two[2] = {{"b", 2, 2, NULL, 0, NULL, 0}, {"b", 2, 2, NULL, 0, NULL, 0}};
 	struct meta_create_topics_request req = {two, 2, true};
 	struct meta_create_topics_response resp;
 	struct meta_batch *batch;
@@ -884,7 +884,7 @@ static void test_topic_names_and_ids(void **state)
 	assert_int_equal(h_create_topic(&c, "metrics_cpu", 1, 1, NULL, 0),
 			 META_ERR_INVALID_TOPIC_EXCEPTION);
 	assert_int_equal(h_create_topic(&c, "metrics_cpu.x", 1, 1, NULL, 0), META_ERR_NONE);
-	struct meta_create_topic two[2] = {{"p.q", 1, 1, NULL, 0}, {"p_q", 1, 1, NULL, 0}};
+	struct meta_create_topic two[2] = {{"p.q", 1, 1, NULL, 0, NULL, 0}, {"p_q", 1, 1, NULL, 0, NULL, 0}};
 	struct meta_create_topics_request req = {two, 2, true};
 	struct meta_create_topics_response resp;
 	struct meta_batch *batch;
@@ -1023,6 +1023,101 @@ static void test_create_partitions(void **state)
 	h_close(&c);
 }
 
+/* CreateTopics with a manual assignment (Kafka's `assignments`, num_partitions
+ * and replication_factor -1): written exactly, the first replica leading;
+ * refused with INVALID_REPLICA_ASSIGNMENT when the indexes are not 0..n-1,
+ * a broker repeats or is not registered, or the rows differ in length. */
+static int16_t h_create_assigned(struct h_cluster *c, const char *name, int32_t partitions,
+				 const struct meta_replica_assignment *rows, uint32_t n,
+				 const char **message)
+{
+	struct meta_create_topic t = {name, partitions, -1, NULL, 0, rows, n};
+	struct meta_create_topics_request req = {&t, 1, false};
+	struct meta_create_topics_response resp;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_create_topics(&c->ctl, c->now, &req, &resp, &batch),
+			 KEEL_OK);
+	assert_int_equal(resp.topic_count, 1);
+	int16_t err = resp.topics[0].error;
+	if (message != NULL) {
+		*message = resp.topics[0].error_message;
+	}
+	if (err == META_ERR_NONE) {
+		assert_int_equal(resp.topics[0].num_partitions, (int32_t)n);
+		assert_int_equal(resp.topics[0].replication_factor, (int16_t)rows[0].broker_count);
+	}
+	h_propose(c, batch, -1, 0, -1);
+	return err;
+}
+
+static void test_create_topics_manual_assignment(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	static const int32_t r23[] = {2, 3}, r31[] = {3, 1}, r12[] = {1, 2}, r11[] = {1, 1},
+			     r19[] = {1, 9}, r3[] = {3}, r21[] = {2, 1}, r2[] = {2};
+	/* Given out of order: partition 2 first. */
+	struct meta_replica_assignment ok[] = {{2, r12, 2}, {0, r23, 2}, {1, r31, 2}};
+	assert_int_equal(h_create_assigned(&c, "manual", -1, ok, 3, NULL), META_ERR_NONE);
+	const struct meta_topic *t = meta_image_topic(&c.committed, "manual");
+	assert_non_null(t);
+	assert_int_equal(t->partition_count, 3);
+	const int32_t *want[] = {r23, r31, r12};
+	for (uint32_t p = 0; p < 3; p++) {
+		const struct meta_partition *mp = &t->partitions[p];
+		assert_int_equal(mp->replica_count, 2);
+		assert_int_equal(mp->replicas[0], want[p][0]);
+		assert_int_equal(mp->replicas[1], want[p][1]);
+		assert_int_equal(mp->leader, want[p][0]);
+		assert_int_equal(mp->isr_count, 2);
+	}
+	const char *why = NULL;
+	struct meta_replica_assignment gap[] = {{0, r23, 2}, {2, r31, 2}};
+	assert_int_equal(h_create_assigned(&c, "gap", -1, gap, 2, &why),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_non_null(strstr(why, "0..(partitions - 1)"));
+	struct meta_replica_assignment twice[] = {{0, r23, 2}, {0, r31, 2}};
+	assert_int_equal(h_create_assigned(&c, "twice", -1, twice, 2, NULL),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	struct meta_replica_assignment dup[] = {{0, r11, 2}};
+	assert_int_equal(h_create_assigned(&c, "dup", -1, dup, 1, &why),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_non_null(strstr(why, "twice: 1"));
+	struct meta_replica_assignment unknown[] = {{0, r19, 2}};
+	assert_int_equal(h_create_assigned(&c, "unknown", -1, unknown, 1, &why),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_non_null(strstr(why, "no registered broker has id 9"));
+	struct meta_replica_assignment uneven[] = {{0, r12, 2}, {1, r3, 1}};
+	assert_int_equal(h_create_assigned(&c, "uneven", -1, uneven, 2, &why),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_non_null(strstr(why, "partition 1"));
+	struct meta_replica_assignment one[] = {{0, r12, 2}};
+	assert_int_equal(h_create_assigned(&c, "counted", 1, one, 1, NULL),
+			 META_ERR_INVALID_REQUEST);
+	assert_null(meta_image_topic(&c.committed, "gap"));
+	assert_null(meta_image_topic(&c.committed, "dup"));
+	assert_null(meta_image_topic(&c.committed, "counted"));
+	/* A fenced broker may be named (it is registered) but does not lead
+	 * and is not in the ISR; a partition of fenced brokers only is refused. */
+	h_kill(&c, 2);
+	h_run(&c, 9500, 500);
+	assert_true(meta_image_broker(&c.committed, 2)->fenced);
+	struct meta_replica_assignment fenced[] = {{0, r21, 2}};
+	assert_int_equal(h_create_assigned(&c, "fenced", -1, fenced, 1, NULL), META_ERR_NONE);
+	const struct meta_partition *fp = h_partition(&c, "fenced", 0);
+	assert_int_equal(fp->replicas[0], 2);
+	assert_int_equal(fp->leader, 1);
+	assert_int_equal(fp->isr_count, 1);
+	assert_int_equal(fp->isr[0], 1);
+	struct meta_replica_assignment dead[] = {{0, r2, 1}};
+	assert_int_equal(h_create_assigned(&c, "dead", -1, dead, 1, &why),
+			 META_ERR_INVALID_REPLICA_ASSIGNMENT);
+	assert_non_null(strstr(why, "fenced"));
+	assert_int_equal(c.ignored_records, 0);
+	h_close(&c);
+}
+
 static struct meta_elect_leaders_response h_elect(struct h_cluster *c, int8_t type,
 						  const char *topic, const int32_t *parts,
 						  uint32_t count)
@@ -1128,7 +1223,7 @@ static void test_duplicate_checks_are_n_log_n(void **state)
 	for (uint32_t i = 0; i < N; i++) {
 		uint32_t k = i < N - 10 ? N - 1 - i : N - 1 - (i - (N - 10)); /* last 10 repeat */
 		snprintf(names[i], sizeof(names[i]), "t%08u", k);
-		topics[i] = (struct meta_create_topic){names[i], 1, 1, NULL, 0};
+		topics[i] = (struct meta_create_topic){names[i], 1, 1, NULL, 0, NULL, 0};
 	}
 	struct meta_create_topics_request req = {topics, N, true};
 	struct meta_create_topics_response resp;
@@ -1151,7 +1246,7 @@ static void test_duplicate_checks_are_n_log_n(void **state)
 	for (uint32_t i = 0; i < N; i++) {
 		kvs[i] = (struct meta_config_kv){names[i < N - 10 ? i : 0], "1"};
 	}
-	struct meta_create_topic one = {"cfg", 1, 1, kvs, N};
+	struct meta_create_topic one = {"cfg", 1, 1, kvs, N, NULL, 0};
 	req = (struct meta_create_topics_request){&one, 1, true};
 	before = c.ctl.sort_compares;
 	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
@@ -1160,7 +1255,7 @@ static void test_duplicate_checks_are_n_log_n(void **state)
 	/* A repeated valid key: found by the same marking. */
 	static const struct meta_config_kv twice[] = {
 		{"retention.ms", "1"}, {META_CONFIG_UNCLEAN_ELECTION, "true"}, {"retention.ms", "2"}};
-	one = (struct meta_create_topic){"cfg", 1, 1, twice, 3};
+	one = (struct meta_create_topic){"cfg", 1, 1, twice, 3, NULL, 0};
 	assert_int_equal(meta_controller_create_topics(&c.ctl, c.now, &req, &resp, &batch), KEEL_OK);
 	assert_int_equal(resp.topics[0].error, META_ERR_INVALID_CONFIG);
 	assert_string_equal(resp.topics[0].error_message,
@@ -1303,6 +1398,7 @@ int main(void)
 		cmocka_unit_test(test_topic_names_and_ids),
 		cmocka_unit_test(test_cluster_stats),
 		cmocka_unit_test(test_create_partitions),
+		cmocka_unit_test(test_create_topics_manual_assignment),
 		cmocka_unit_test(test_elect_leaders),
 		cmocka_unit_test(test_duplicate_checks_are_n_log_n),
 		cmocka_unit_test(test_rack_aware_placement),

@@ -423,7 +423,7 @@ static inline int16_t h_create_topic(struct h_cluster *c, const char *name, int3
 				     int16_t rf, const struct meta_config_kv *configs,
 				     uint32_t config_count)
 {
-	struct meta_create_topic t = {name, partitions, rf, configs, config_count};
+	struct meta_create_topic t = {name, partitions, rf, configs, config_count, NULL, 0};
 	struct meta_create_topics_request req = {&t, 1, false};
 	struct meta_create_topics_response resp;
 	struct meta_batch *batch;

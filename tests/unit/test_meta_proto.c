@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -19,7 +20,8 @@ static struct keel_arena arena;
  * bytes; then checks that every strict prefix fails to decode and that a
  * version of 1 is refused. Leaves `out` decoded from the full encoding.
  */
-#define ROUNDTRIP(name, MSG, OUT)                                                            \
+#define ROUNDTRIP(name, MSG, OUT) ROUNDTRIP_MAX(name, MSG, OUT, 0)
+#define ROUNDTRIP_MAX(name, MSG, OUT, MAXV)                                                  \
 	do {                                                                                 \
 		struct keel_wbuf w1, w2;                                                     \
 		keel_wbuf_init_dynamic(&w1, 64, 1 << 20);                                    \
@@ -33,11 +35,14 @@ static struct keel_arena arena;
 			free(copy);                                                          \
 		}                                                                            \
 		struct meta_errbuf eb;                                                       \
-		w1.data[1] = 1;                                                              \
+		uint8_t version = w1.data[1];                                                \
+		char refused[40];                                                            \
+		snprintf(refused, sizeof(refused), "version %d is not supported", (MAXV) + 1); \
+		w1.data[1] = (uint8_t)((MAXV) + 1);                                          \
 		assert_int_equal(meta_decode_##name(w1.data, w1.size, &arena, (OUT), &eb),   \
 				 KEEL_UNSUPPORTED);                                          \
-		assert_non_null(strstr(eb.msg, "version 1 is not supported"));               \
-		w1.data[1] = 0;                                                              \
+		assert_non_null(strstr(eb.msg, refused));                                    \
+		w1.data[1] = version;                                                        \
 		assert_int_equal(meta_decode_##name(w1.data, w1.size, &arena, (OUT), &eb),   \
 				 KEEL_OK);                                                   \
 		assert_int_equal(meta_encode_##name(&w2, (OUT)), KEEL_OK);                   \
@@ -104,17 +109,43 @@ static void test_topic_messages(void **state)
 	(void)state;
 	static const struct meta_config_kv kvs[] = {{"retention.ms", "1000"},
 						    {"cleanup.policy", NULL}};
-	struct meta_create_topic topics[2] = {{"sensor-data", 6, 2, kvs, 1},
-					      {"logs", -1, -1, NULL, 0}};
+	struct meta_create_topic topics[2] = {{"sensor-data", 6, 2, kvs, 1, NULL, 0},
+					      {"logs", -1, -1, NULL, 0, NULL, 0}};
 	struct meta_create_topics_request ct = {topics, 2, true};
 	struct meta_create_topics_request ct_out;
-	ROUNDTRIP(create_topics_request, &ct, &ct_out);
+	ROUNDTRIP_MAX(create_topics_request, &ct, &ct_out, 1);
 	assert_int_equal(ct_out.topic_count, 2);
 	assert_string_equal(ct_out.topics[0].name, "sensor-data");
 	assert_int_equal(ct_out.topics[0].replication_factor, 2);
 	assert_string_equal(ct_out.topics[0].configs[0].value, "1000");
 	assert_int_equal(ct_out.topics[1].num_partitions, -1);
+	assert_int_equal(ct_out.topics[1].assignment_count, 0);
 	assert_true(ct_out.validate_only);
+	struct keel_wbuf v0;
+	keel_wbuf_init_dynamic(&v0, 64, 1 << 20);
+	assert_int_equal(meta_encode_create_topics_request(&v0, &ct), KEEL_OK);
+	assert_int_equal(v0.data[0] << 8 | v0.data[1], 0); /* no assignment: version 0 */
+	keel_wbuf_free(&v0);
+
+	/* A manual assignment: body version 1, rows as given. */
+	static const int32_t r12[] = {1, 2}, r21[] = {2, 1};
+	struct meta_replica_assignment rows[] = {{1, r21, 2}, {0, r12, 2}};
+	struct meta_create_topic assigned[2] = {{"manual", -1, -1, NULL, 0, rows, 2},
+						{"plain", 3, 1, NULL, 0, NULL, 0}};
+	struct meta_create_topics_request ca = {assigned, 2, false};
+	struct meta_create_topics_request ca_out;
+	ROUNDTRIP_MAX(create_topics_request, &ca, &ca_out, 1);
+	keel_wbuf_init_dynamic(&v0, 64, 1 << 20);
+	assert_int_equal(meta_encode_create_topics_request(&v0, &ca), KEEL_OK);
+	assert_int_equal(v0.data[0] << 8 | v0.data[1], 1);
+	keel_wbuf_free(&v0);
+	assert_int_equal(ca_out.topics[0].assignment_count, 2);
+	assert_int_equal(ca_out.topics[0].assignments[0].partition_index, 1);
+	assert_int_equal(ca_out.topics[0].assignments[0].broker_count, 2);
+	assert_int_equal(ca_out.topics[0].assignments[0].broker_ids[0], 2);
+	assert_int_equal(ca_out.topics[0].assignments[1].broker_ids[1], 2);
+	assert_int_equal(ca_out.topics[1].assignment_count, 0);
+	assert_int_equal(ca_out.topics[1].num_partitions, 3);
 
 	struct meta_create_topic_result res[1] = {
 		{"sensor-data", {1, 2, 3}, META_ERR_INVALID_REPLICATION_FACTOR, "only 1 broker", 6, 2}};
