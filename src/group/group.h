@@ -142,7 +142,7 @@ struct group_coord {
 	uint32_t group_capacity;
 	struct keel_hmap by_id; /* group id -> struct group */
 	uint64_t next_member;
-	int64_t wall_ms; /* the caller's wall clock (group_coord_set_wall_clock) */
+	int64_t wall_ms; /* the caller's wall-clock time: group_coord_set_wall_clock */
 	struct group_reply *replies_head, *replies_tail;
 };
 
