@@ -175,6 +175,13 @@ class Brokers:
         self.rules = dict(rules)
         return self._control({"rules": {"%d>%d" % k: v for k, v in rules.items()}})
 
+    def open_links(self):
+        """The (a, b) pairs of brokers with a connection from a to b through
+        the proxy now."""
+        reply = self._control({"stats": True}) or {}
+        return {tuple(int(x) for x in k.split(">"))
+                for k in reply.get("stats", {}).get("open", [])}
+
     def start(self):
         if self.proxy is None:
             self.start_proxy()

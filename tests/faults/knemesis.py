@@ -18,6 +18,23 @@ followers are read from `keel topics describe` at the time of the fault.
                   the leader broker of a partition at the same time
   ctrl+follower   kill -9 the Raft leader server and a follower (chosen as
                   for bkill-follower) at the same time
+  bstale-hw       a follower whose high watermark is stale becomes leader
+                  (KIP-101's case), on a partition with leader L and
+                  followers B, A in that replica order, all in the ISR:
+                  1. L's answers to A are held (A's fetches still reach L):
+                     L acknowledges what A holds, A never hears the new HW;
+                  2. L is killed, A's requests to B are held: the controller
+                     elects B (first in the replica order), A must follow B
+                     and decide where its log ends -- by asking B (epochs),
+                     or, wrongly, by cutting at its stale HW -- but cannot
+                     fetch back what it cut;
+                  3. B is killed once A has dialed it: A, still in the ISR,
+                     is elected; L and B restart and follow A.
+                  A keeps every record B acknowledged only if it truncated
+                  by epoch; cutting at the HW loses acknowledged records.
+                  A run of steps that does not go as planned (another
+                  leader elected, A dropped from the ISR first) is recorded
+                  as "miss", healed, and is not a failure.
 
 Mixes: "kafka" is every kind above; "kafka-safe" only those that leave
 every partition's leader alone (bkill-follower, bpause-follower, bcut,
@@ -25,15 +42,19 @@ ctrl+follower): with no replication, a leader's log is the only copy, and
 these are the faults that must lose nothing even then.
 """
 import signal
+import time
 
 import nemesis as nem
 
 KAFKA = ["bkill-leader", "bkill-follower", "bkill-all", "bpause", "bpause-follower", "bcut",
-         "ctrl+leader", "ctrl+follower"]
+         "ctrl+leader", "ctrl+follower", "bstale-hw"]
 # The server-only nemesis, so that the runner imports one module for both.
 Nemesis = nem.Nemesis
 
-LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader"]
+LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader", "bstale-hw"]
+# How long a step of bstale-hw waits for the controller (broker session
+# timeout 3 s, kbrokers.SERVER_ARGS, on a busy machine).
+STALE_HW_WAIT_S = 30.0
 KAFKA_SAFE = ["bkill-follower", "bpause-follower", "bcut", "ctrl+follower"]
 
 
@@ -198,6 +219,67 @@ class KafkaNemesis(nem.Nemesis):
 
     def do_ctrl_follower(self):
         self._ctrl_and("ctrl+follower", self.followers())
+
+    def _wait_new_leader(self, p, old, timeout=STALE_HW_WAIT_S):
+        """Partition p's leader once it is neither `old` nor none (None on a
+        timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.stop_.is_set():
+            d = self.brokers.describe(self.topic).get(p)
+            if d and d["leader"] >= 0 and d["leader"] != old:
+                return d["leader"]
+            time.sleep(0.2)
+        return None
+
+    def _wait_dialed(self, a, b, timeout=STALE_HW_WAIT_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (a, b) in self.brokers.open_links():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def do_bstale_hw(self):
+        kind = "bstale-hw"
+        choices = []
+        for p, d in sorted(self.layout().items()):
+            rest = [r for r in d["replicas"] if r != d["leader"]]
+            if d["leader"] >= 0 and len(rest) >= 2 and sorted(d["isr"]) == sorted(d["replicas"]):
+                choices.append((p, d["leader"], rest[0], rest[1]))
+        if not choices:
+            self.record(kind, "skip", reason="no partition with a leader and a full ISR")
+            return
+        p, lead, nxt, stale = self.rng.choice(choices)
+        bs = self.brokers.brokers
+        self.record(kind, "start", partition=p, leader=lead, next_leader=nxt, follower=stale)
+        try:
+            self._stale_hw_steps(kind, p, lead, nxt, stale)
+        finally:
+            self.brokers.partition({})
+            for b in (lead, nxt):
+                if not bs[b].alive():
+                    bs[b].start()
+        self.record(kind, "end", partition=p)
+
+    def _stale_hw_steps(self, kind, p, lead, nxt, stale):
+        bs = self.brokers.brokers
+        self.brokers.partition({(lead, stale): "hold"})
+        self.sleep(1.0)  # the producers keep writing: L acknowledges past A's HW
+        self.brokers.partition({(lead, stale): "hold", (stale, nxt): "hold"})
+        bs[lead].kill()
+        got = self._wait_new_leader(p, lead)
+        if got != nxt:
+            self.record(kind, "miss", step="elect B", leader=got)
+            return
+        if not self._wait_dialed(stale, nxt):
+            self.record(kind, "miss", step="A dials B")
+            return
+        # A builds its first request to B (and so decides where its log
+        # ends) as soon as it is connected.
+        self.sleep(1.0)
+        bs[nxt].kill()
+        got = self._wait_new_leader(p, nxt)
+        self.record(kind, "elected" if got == stale else "miss", step="elect A", leader=got)
 
     # ---- crashes and healing ----
 

@@ -22,9 +22,12 @@ replication does), the broker bugs too, each caught by the Kafka checker
 (kcheck.py) under the broker nemeses that expose it:
 
   TRUNCATE_TO_HW        a broker that becomes follower truncates to the high
-                        watermark instead of asking OffsetForLeaderEpoch:
-                        leader kills then lose or diverge acknowledged
-                        records;
+                        watermark instead of asking OffsetForLeaderEpoch.
+                        Exposed by bstale-hw (knemesis.py): a follower whose
+                        HW is stale (the leader's answers to it held) follows
+                        a new leader, cuts at that HW, and is elected before
+                        it fetches back what it cut: acknowledged records
+                        are lost;
   ACK_BEFORE_ISR        acks=all is answered before every ISR member has
                         the batch: a leader kill loses acknowledged records;
   ISR_SHRINK_BY_LEADER  the leader drops lagging followers from its own ISR
@@ -77,7 +80,9 @@ def caught(binary, checker, args, attempts=3):
 KAFKA_ARGS = ["--brokers", "3", "--no-zk", "--duration", "40s", "--interval-min", "1",
               "--interval-max", "3", "--hold-min", "1.5", "--hold-max", "4", "--quiet", "3"]
 KAFKA_BUGS = [
-    ("TRUNCATE_TO_HW", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,ctrl+leader,bkill-all"]),
+    ("TRUNCATE_TO_HW", "kafka", KAFKA_ARGS[:4] + ["30s", "--interval-min", "1",
+                                                  "--interval-max", "2", "--quiet", "3",
+                                                  "--nemesis", "bstale-hw"]),
     ("ACK_BEFORE_ISR", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,bkill-all"]),
     ("ISR_SHRINK_BY_LEADER", "kafka", KAFKA_ARGS + ["--nemesis", "bcut,bpause,bkill-leader"]),
 ]
