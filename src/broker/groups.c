@@ -766,6 +766,9 @@ offset_commit(struct broker_core *core, const struct broker_group_ctx *ctx,
 	return BROKER_GROUP_SYNC;
 }
 
+/* The commit time kept in memory is the wall clock at the sync (the
+ * record's is the request's, a moment earlier): what offset expiry counts
+ * from for groups without members. */
 static void commit_finish(struct broker_core *core, const struct kafka_request *rq, bool committed,
                           struct kafka_offset_commit_response *out)
 {
@@ -791,7 +794,7 @@ static void commit_finish(struct broker_core *core, const struct kafka_request *
 			                        cp->partition_index, cp->committed_offset,
 			                        cp->committed_leader_epoch,
 			                        cstr_nonnull(&a, cp->committed_metadata),
-			                        0) != KEEL_OK) {
+			                        core->groups->coord.wall_ms) != KEEL_OK) {
 				out->topics[t].partitions[i].error_code =
 				        KAFKA_UNKNOWN_SERVER_ERROR;
 			}
