@@ -36,7 +36,18 @@ followers are read from `keel topics describe` at the time of the fault.
                   leader elected, A dropped from the ISR first) is recorded
                   as "miss", healed, and is not a failure.
 
-Mixes: "kafka" is every kind above; "kafka-safe" only those that leave
+  gkill-coord     kill -9 the coordinator of the group workload's group
+                  (kgroups.py): the leader of its __consumer_offsets
+                  partition; restart it after the hold
+  gpause-coord    SIGSTOP that coordinator, SIGCONT after the hold
+  gcut-coord      hold the fetches of the coordinator's followers (its
+                  offsets partition's other replicas) for a second while
+                  the members commit, then kill -9 the coordinator and lift
+                  the hold: a follower is elected with what it had fetched;
+                  restart the coordinator after the hold
+
+Mixes: "kafka" is every kind above but the g* ones; "groups" is those
+three; "kafka-safe" only those that leave
 every partition's leader alone (bkill-follower, bpause-follower, bcut,
 ctrl+follower): with no replication, a leader's log is the only copy, and
 these are the faults that must lose nothing even then.
@@ -51,7 +62,8 @@ KAFKA = ["bkill-leader", "bkill-follower", "bkill-all", "bpause", "bpause-follow
 # The server-only nemesis, so that the runner imports one module for both.
 Nemesis = nem.Nemesis
 
-LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader", "bstale-hw"]
+GROUPS = ["gkill-coord", "gpause-coord", "gcut-coord"]
+LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader", "bstale-hw"] + GROUPS
 # How long a step of bstale-hw waits for the controller (broker session
 # timeout 3 s, kbrokers.SERVER_ARGS, on a busy machine).
 STALE_HW_WAIT_S = 30.0
@@ -65,6 +77,10 @@ def parse_kinds(spec):
     for tok in [t.strip() for t in spec.split(",") if t.strip()]:
         if tok == "kafka":
             add = KAFKA
+        elif tok == "groups":
+            add = GROUPS
+        elif tok in GROUPS:
+            add = [tok]
         elif tok == "kafka-safe":
             add = KAFKA_SAFE
         elif tok in KAFKA:
@@ -76,7 +92,22 @@ def parse_kinds(spec):
 
 
 def has_broker_kinds(kinds):
-    return any(k in KAFKA for k in kinds)
+    return any(k in KAFKA or k in GROUPS for k in kinds)
+
+
+def java_hash(s):
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (h * 31 + (data[i] << 8 | data[i + 1])) & 0xffffffff
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def offsets_partition(group, count):
+    """Kafka's __consumer_offsets partition of a group."""
+    h = java_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % count
 
 
 class KafkaNemesis(nem.Nemesis):
@@ -280,6 +311,49 @@ class KafkaNemesis(nem.Nemesis):
         bs[nxt].kill()
         got = self._wait_new_leader(p, nxt)
         self.record(kind, "elected" if got == stale else "miss", step="elect A", leader=got)
+
+    def coordinator(self):
+        """(broker, offsets partition) coordinating the group workload's
+        group, or None before __consumer_offsets exists or while the
+        partition has no leader."""
+        import kgroups
+        parts = self.brokers.describe("__consumer_offsets")
+        if not parts:
+            return None
+        p = offsets_partition(kgroups.GROUP, len(parts))
+        leader = parts[p]["leader"]
+        return (leader, p, parts[p]) if leader >= 0 else None
+
+    def do_gkill_coord(self):
+        c = self.coordinator()
+        if c is None:
+            self.record("gkill-coord", "skip", reason="no coordinator")
+            return
+        self._kill_restart("gkill-coord", [c[0]], offsets_partition=c[1])
+
+    def do_gpause_coord(self):
+        c = self.coordinator()
+        if c is None:
+            self.record("gpause-coord", "skip", reason="no coordinator")
+            return
+        self._pause("gpause-coord", c[0], "coordinator of offsets partition %d" % c[1])
+
+    def do_gcut_coord(self):
+        c = self.coordinator()
+        if c is None:
+            self.record("gcut-coord", "skip", reason="no coordinator")
+            return
+        coord, part, d = c
+        followers = [b for b in d["isr"] if b != coord]
+        self.record("gcut-coord", "start", broker=coord, offsets_partition=part,
+                    followers=followers)
+        self.brokers.partition({(f, coord): "hold" for f in followers})
+        self.sleep(1.0)  # the members commit meanwhile
+        self.brokers.brokers[coord].kill()
+        self.brokers.partition({})
+        self.sleep(self.hold_time())
+        self.brokers.brokers[coord].start()
+        self.record("gcut-coord", "end", broker=coord)
 
     # ---- crashes and healing ----
 
