@@ -46,8 +46,16 @@ void broker_groups_set_incarnation(struct broker_core *core, uint64_t incarnatio
 
 bool broker_partition_committed(const struct broker_partition *p, int64_t offset)
 {
+#ifdef KEEL_PLANT_BUG_GROUP_COMMIT_BEFORE_HW
+	/* PLANTED BUG (tests only): a group write is answered once the
+	 * coordinator alone has it durable, not when the high watermark covers
+	 * it; the coordinator's successor may not have it. */
+	return p->open && p->sync_err == KEEL_OK && plog_durable_offset(&p->log) >= offset &&
+	       p->leader;
+#else
 	return p->open && p->sync_err == KEEL_OK && plog_durable_offset(&p->log) >= offset &&
 	       p->leader && p->high_watermark >= offset;
+#endif
 }
 
 bool broker_groups_handles(int16_t api_key)

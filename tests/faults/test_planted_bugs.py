@@ -30,6 +30,10 @@ replication does), the broker bugs too, each caught by the Kafka checker
                         are lost;
   ACK_BEFORE_ISR        acks=all is answered before every ISR member has
                         the batch: a leader kill loses acknowledged records;
+  GROUP_COMMIT_BEFORE_HW  an OffsetCommit is answered once the coordinator
+                        alone has it durable: gcut-coord (the followers'
+                        fetches held, then the coordinator killed) loses
+                        acknowledged commits, caught by the group checker;
   ISR_SHRINK_BY_LEADER  the leader drops lagging followers from its own ISR
                         without AlterPartition, acknowledging with fewer
                         copies than the controller believes: follower cuts
@@ -85,6 +89,11 @@ KAFKA_BUGS = [
                                                   "--nemesis", "bstale-hw"]),
     ("ACK_BEFORE_ISR", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,bkill-all"]),
     ("ISR_SHRINK_BY_LEADER", "kafka", KAFKA_ARGS + ["--nemesis", "bcut,bpause,bkill-leader"]),
+    ("GROUP_COMMIT_BEFORE_HW", "group", KAFKA_ARGS[:4] + ["30s", "--interval-min", "1",
+                                                          "--interval-max", "2", "--quiet", "3",
+                                                          "--kafka-group", "3",
+                                                          "--kafka-idempotent",
+                                                          "--nemesis", "gcut-coord"]),
 ]
 
 
