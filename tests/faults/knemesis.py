@@ -53,6 +53,7 @@ ctrl+follower): with no replication, a leader's log is the only copy, and
 these are the faults that must lose nothing even then.
 """
 import signal
+import struct
 import time
 
 import nemesis as nem
@@ -262,11 +263,14 @@ class KafkaNemesis(nem.Nemesis):
             time.sleep(0.2)
         return None
 
-    def _wait_dialed(self, a, b, timeout=STALE_HW_WAIT_S):
+    def _wait_for(self, cond, timeout=STALE_HW_WAIT_S):
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if (a, b) in self.brokers.open_links():
-                return True
+        while time.monotonic() < deadline and not self.stop_.is_set():
+            try:
+                if cond():
+                    return True
+            except (OSError, struct.error):
+                pass
             time.sleep(0.2)
         return False
 
@@ -293,6 +297,7 @@ class KafkaNemesis(nem.Nemesis):
         self.record(kind, "end", partition=p)
 
     def _stale_hw_steps(self, kind, p, lead, nxt, stale):
+        import kbrokers  # after the runner has put the harness on the path
         bs = self.brokers.brokers
         self.brokers.partition({(lead, stale): "hold"})
         self.sleep(1.0)  # the producers keep writing: L acknowledges past A's HW
@@ -302,12 +307,18 @@ class KafkaNemesis(nem.Nemesis):
         if got != nxt:
             self.record(kind, "miss", step="elect B", leader=got)
             return
-        if not self._wait_dialed(stale, nxt):
+        # A's own image names B, and A is connected to B: its next request
+        # to B (within one long poll of the answer it may be waiting for)
+        # decides where its log ends.
+        if not self._wait_for(lambda: kbrokers.metadata_leaders(
+                bs[stale].port, self.topic).get(p) == nxt):
+            self.record(kind, "miss", step="A learns B leads")
+            return
+        if not self._wait_for(lambda: (stale, nxt) in self.brokers.open_links()):
             self.record(kind, "miss", step="A dials B")
             return
-        # A builds its first request to B (and so decides where its log
-        # ends) as soon as it is connected.
         self.sleep(1.0)
+        self.record(kind, "kill B", broker=nxt)
         bs[nxt].kill()
         got = self._wait_new_leader(p, nxt)
         self.record(kind, "elected" if got == stale else "miss", step="elect A", leader=got)
