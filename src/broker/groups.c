@@ -287,7 +287,8 @@ static void load_record(void *arg, const uint8_t *key, int32_t key_len, const ui
 			 * turned Empty: its timestamp is when. */
 			(void)group_coord_load_group(c, r.group_id, lc->partition, r.protocol_type,
 			                             r.generation, r.protocol_name, 0,
-			                             r.member_count == 0 ? r.state_timestamp_ms : -1);
+			                             r.member_count == 0 ? r.state_timestamp_ms
+			                                                 : -1);
 		}
 		return;
 	}

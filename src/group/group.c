@@ -1204,8 +1204,8 @@ static bool had_members(const struct group *g)
 
 /* Expires what is due in one Empty group; true if the group is left with
  * nothing (no offsets, no members: it goes too). */
-static bool expire_group(struct group *g, int64_t wall_ms, int64_t retention_ms,
-                         group_expire_fn fn, void *arg, uint32_t *removed)
+static bool expire_group(struct group *g, int64_t wall_ms, int64_t retention_ms, group_expire_fn fn,
+                         void *arg, uint32_t *removed)
 {
 	if (g->state != GROUP_EMPTY || g->member_count > 0) {
 		return false; /* a live group keeps its offsets */

@@ -576,9 +576,9 @@ static void test_offsets_expire_by_commit_time_without_members(void **state)
 	assert_int_equal(log.count, 0);
 	/* the first offset expires; the second (committed later) stays, and so
 	 * does its group */
-	assert_int_equal(group_coord_expire_offsets(&coord, WALL + RETENTION, RETENTION,
-	                                            note_expired, &log),
-	                 1);
+	assert_int_equal(
+	        group_coord_expire_offsets(&coord, WALL + RETENTION, RETENTION, note_expired, &log),
+	        1);
 	assert_int_equal(log.count, 1);
 	assert_string_equal(log.what[0], "s/t/0");
 	struct group *g = group_coord_find(&coord, "s");
@@ -690,9 +690,9 @@ static void test_group_record_carries_the_wall_clock_state_time(void **state)
 	struct keel_arena arena;
 	keel_arena_init(&arena, 1024);
 	struct group_record r;
-	assert_int_equal(group_record_decode(k.data, (int32_t)k.size, v.data, (int32_t)v.size,
-	                                     &arena, &r),
-	                 KEEL_OK);
+	assert_int_equal(
+	        group_record_decode(k.data, (int32_t)k.size, v.data, (int32_t)v.size, &arena, &r),
+	        KEEL_OK);
 	assert_int_equal(r.state_timestamp_ms, WALL + 5); /* not the monotonic 999 */
 	assert_int_equal(r.member_count, 0);
 	keel_arena_close(&arena);
