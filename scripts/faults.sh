@@ -18,6 +18,9 @@
 #   KAFKA_LEADERS=one   every partition led by one broker (with
 #                 NEMESIS=kafka-safe: the mix that is safe before replication)
 #   KAFKA_IDEMPOTENT=1  producers with enable.idempotence=true
+#   KAFKA_GROUP=N  also N consumers in one group committing what they read,
+#                 the group checker, and (with the default NEMESIS) the
+#                 coordinator nemeses (all,kafka,groups)
 #
 # Exit status 0 when every checker passed (and, with PLANTED=1, every
 # planted bug was caught). The run directory holds the history, the nemesis
@@ -30,12 +33,15 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 KEEL=${KEEL:-build/keel}
 BROKERS=${BROKERS:-0}
-if [ "$BROKERS" -gt 0 ]; then NEMESIS=${NEMESIS:-all,kafka}; else NEMESIS=${NEMESIS:-all}; fi
+KAFKA_GROUP=${KAFKA_GROUP:-0}
+if [ "$BROKERS" -gt 0 ] && [ "$KAFKA_GROUP" -gt 0 ]; then NEMESIS=${NEMESIS:-all,kafka,groups}
+elif [ "$BROKERS" -gt 0 ]; then NEMESIS=${NEMESIS:-all,kafka}; else NEMESIS=${NEMESIS:-all}; fi
 kafka_args=()
 if [ "$BROKERS" -gt 0 ]; then
   kafka_args+=(--brokers "$BROKERS")
   [ -n "${KAFKA_LEADERS:-}" ] && kafka_args+=(--kafka-leaders "$KAFKA_LEADERS")
   [ "${KAFKA_IDEMPOTENT:-0}" = 1 ] && kafka_args+=(--kafka-idempotent)
+  [ "$KAFKA_GROUP" -gt 0 ] && kafka_args+=(--kafka-group "$KAFKA_GROUP")
 fi
 OUT=${OUT:-build/faults-runs/run-$(date +%Y%m%d-%H%M%S)}
 

@@ -24,6 +24,7 @@ void broker_groups_init(struct broker_core *core)
 	group_coord_config_default(&cfg);
 	group_coord_init(&bg->coord, &cfg);
 	bg->create_asked_ms = INT64_MIN / 2;
+	bg->expire_checked_ms = INT64_MIN / 2;
 	core->groups = bg;
 }
 
@@ -45,8 +46,16 @@ void broker_groups_set_incarnation(struct broker_core *core, uint64_t incarnatio
 
 bool broker_partition_committed(const struct broker_partition *p, int64_t offset)
 {
+#ifdef KEEL_PLANT_BUG_GROUP_COMMIT_BEFORE_HW
+	/* PLANTED BUG (tests only): a group write is answered once the
+	 * coordinator alone has it durable, not when the high watermark covers
+	 * it; the coordinator's successor may not have it. */
+	return p->open && p->sync_err == KEEL_OK && plog_durable_offset(&p->log) >= offset &&
+	       p->leader;
+#else
 	return p->open && p->sync_err == KEEL_OK && plog_durable_offset(&p->log) >= offset &&
 	       p->leader && p->high_watermark >= offset;
+#endif
 }
 
 bool broker_groups_handles(int16_t api_key)
@@ -274,8 +283,12 @@ static void load_record(void *arg, const uint8_t *key, int32_t key_len, const ui
 			}
 			group_coord_load_group_delete(c, r.group_id);
 		} else {
+			/* A record listing no members was written as the group
+			 * turned Empty: its timestamp is when. */
 			(void)group_coord_load_group(c, r.group_id, lc->partition, r.protocol_type,
-			                             r.generation, r.protocol_name, 0);
+			                             r.generation, r.protocol_name, 0,
+			                             r.member_count == 0 ? r.state_timestamp_ms
+			                                                 : -1);
 		}
 		return;
 	}
@@ -762,6 +775,9 @@ offset_commit(struct broker_core *core, const struct broker_group_ctx *ctx,
 	return BROKER_GROUP_SYNC;
 }
 
+/* The commit time kept in memory is the wall clock at the sync (the
+ * record's is the request's, a moment earlier): what offset expiry counts
+ * from for groups without members. */
 static void commit_finish(struct broker_core *core, const struct kafka_request *rq, bool committed,
                           struct kafka_offset_commit_response *out)
 {
@@ -787,7 +803,7 @@ static void commit_finish(struct broker_core *core, const struct kafka_request *
 			                        cp->partition_index, cp->committed_offset,
 			                        cp->committed_leader_epoch,
 			                        cstr_nonnull(&a, cp->committed_metadata),
-			                        0) != KEEL_OK) {
+			                        core->groups->coord.wall_ms) != KEEL_OK) {
 				out->topics[t].partitions[i].error_code =
 				        KAFKA_UNKNOWN_SERVER_ERROR;
 			}
@@ -1188,6 +1204,7 @@ broker_group_request(struct broker_core *core, const struct broker_group_ctx *ct
                      union kafka_response_body *out, struct broker_produce_wait *wait)
 {
 	memset(wait, 0, sizeof(*wait));
+	group_coord_set_wall_clock(&core->groups->coord, ctx->wall_ms);
 	switch (rq->header.api_key) {
 	case KAFKA_API_FIND_COORDINATOR:
 		find_coordinator(core, rq, arena, &out->find_coordinator);
@@ -1326,9 +1343,81 @@ static void compact(struct broker_core *core, int64_t wall_ms)
 	}
 }
 
+/* ---- offset expiry (group.h has the rules) ---- */
+
+int64_t broker_offsets_retention_ms(const struct broker_core *core)
+{
+	int64_t ms = broker_config_i64(core, NULL, "offsets.retention.ms", 0);
+	if (ms != 0) {
+		return ms;
+	}
+	int64_t minutes = broker_config_i64(core, NULL, "offsets.retention.minutes",
+	                                    BROKER_OFFSETS_RETENTION_MINUTES_DEFAULT);
+	return minutes > 0 && minutes < INT64_MAX / 60000 ? minutes * 60000 : -1;
+}
+
+struct expire_ctx {
+	struct broker_core *core;
+	struct group_batch *batches; /* [partition_count], by offsets partition */
+	bool *used;
+};
+
+static void expired(void *arg, const struct group *g, const struct group_offset *o)
+{
+	struct expire_ctx *ec = arg;
+	int32_t i = g->offsets_partition;
+	if (i < 0 || i >= ec->core->groups->partition_count) {
+		return;
+	}
+	if (!ec->used[i]) {
+		group_batch_init(&ec->batches[i], ec->core->groups->coord.wall_ms);
+		ec->used[i] = true;
+	}
+	if (o != NULL) {
+		add_offset_record(&ec->batches[i], g->group_id, o->topic, o->partition, NULL);
+		ec->core->groups->expired_offsets++;
+	} else {
+		add_group_record(&ec->batches[i], g, true);
+		ec->core->groups->expired_groups++;
+	}
+}
+
+/* Every offsets.retention.check.interval.ms: removes the expired offsets
+ * and groups, and appends their tombstones (durable with the next sync, like
+ * group metadata records: a coordinator that dies first leaves them to its
+ * successor, which expires them by the same rule). */
+static void expire_offsets(struct broker_core *core, int64_t now_ms, int64_t wall_ms)
+{
+	struct broker_groups *bg = core->groups;
+	int64_t every = broker_config_i64(core, NULL, "offsets.retention.check.interval.ms",
+	                                  BROKER_OFFSETS_RETENTION_CHECK_MS_DEFAULT);
+	int64_t retention = broker_offsets_retention_ms(core);
+	if (bg->partition_count == 0 || retention <= 0 ||
+	    now_ms - bg->expire_checked_ms < KEEL_MAX(every, 1)) {
+		return;
+	}
+	bg->expire_checked_ms = now_ms;
+	struct expire_ctx ec = {core, calloc((size_t)bg->partition_count, sizeof(*ec.batches)),
+	                        calloc((size_t)bg->partition_count, sizeof(*ec.used))};
+	if (ec.batches != NULL && ec.used != NULL) {
+		(void)group_coord_expire_offsets(&bg->coord, wall_ms, retention, expired, &ec);
+		for (int32_t i = 0; i < bg->partition_count; i++) {
+			if (ec.used[i]) {
+				int64_t last = 0;
+				(void)append_batch(core, i, &ec.batches[i], &last);
+				group_batch_free(&ec.batches[i]);
+			}
+		}
+	}
+	free(ec.batches);
+	free(ec.used);
+}
+
 void broker_groups_tick(struct broker_core *core, int64_t now_ms, int64_t wall_ms)
 {
+	group_coord_set_wall_clock(&core->groups->coord, wall_ms);
 	group_coord_tick(&core->groups->coord, now_ms);
 	write_dirty_groups(core, wall_ms);
+	expire_offsets(core, now_ms, wall_ms);
 	compact(core, wall_ms);
 }

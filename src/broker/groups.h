@@ -38,6 +38,10 @@
 #define BROKER_OFFSETS_RF_DEFAULT         3
 #define BROKER_OFFSET_METADATA_MAX        4096
 #define BROKER_OFFSETS_SEGMENT_DEFAULT    (100u << 20) /* Kafka's offsets.topic.segment.bytes */
+/* Kafka's offsets.retention.minutes (7 days) and
+ * offsets.retention.check.interval.ms (10 minutes). */
+#define BROKER_OFFSETS_RETENTION_MINUTES_DEFAULT  (7 * 24 * 60)
+#define BROKER_OFFSETS_RETENTION_CHECK_MS_DEFAULT 600000
 
 /*
  * Compaction of an offsets partition this broker leads (a snapshot and a
@@ -65,6 +69,9 @@ struct broker_groups {
 	bool want_create;                  /* a client asked; the topic does not exist */
 	int64_t create_asked_ms;           /* last time creation was asked of the controller */
 	uint64_t loaded_records;           /* records read while loading, for the log */
+	int64_t expire_checked_ms;         /* last offset expiry pass (monotonic) */
+	uint64_t expired_offsets;          /* offsets removed by retention */
+	uint64_t expired_groups;           /* groups removed by retention */
 };
 
 /* Called by broker_core_init / broker_core_close. */
@@ -113,8 +120,16 @@ void broker_group_finish(struct broker_core *core, const struct kafka_request *r
 void broker_group_reply(const struct group_reply *reply, const struct kafka_request *rq,
                         struct keel_arena *arena, union kafka_response_body *out);
 
+/* Offsets retention (group.h has the rules), from the config a broker
+ * sees (this broker's, else the cluster default): keel's
+ * `offsets.retention.ms` if set, else Kafka's `offsets.retention.minutes`
+ * (default 7 days); <= 0: offsets never expire. */
+int64_t broker_offsets_retention_ms(const struct broker_core *core);
+
 /* Timers: session expiry and join-phase deadlines; writes the group
- * metadata records that became due. Not while a sync is in flight. */
+ * metadata records that became due; every
+ * `offsets.retention.check.interval.ms` (default 10 minutes) expires
+ * offsets and appends their tombstones. Not while a sync is in flight. */
 void broker_groups_tick(struct broker_core *core, int64_t now_ms, int64_t wall_ms);
 
 /* A CreateTopics request for __consumer_offsets for the controller, when

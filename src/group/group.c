@@ -225,6 +225,7 @@ static struct group *create_group(struct group_coord *c, const char *group_id,
 	g->offsets_partition = offsets_partition;
 	g->state = GROUP_EMPTY;
 	g->state_timestamp_ms = now_ms;
+	g->state_wall_ms = c->wall_ms;
 	if (keel_hmap_insert(&c->by_id, id_hash(group_id), g) != KEEL_OK) {
 		free_group(g);
 		return NULL;
@@ -266,10 +267,12 @@ static struct group_member *find_instance(const struct group *g, const char *ins
 	return NULL;
 }
 
-static void set_state(struct group *g, enum group_state s, int64_t now_ms)
+static void set_state(const struct group_coord *c, struct group *g, enum group_state s,
+                      int64_t now_ms)
 {
 	g->state = s;
 	g->state_timestamp_ms = now_ms;
+	g->state_wall_ms = c->wall_ms;
 }
 
 /* ---- replies ---- */
@@ -390,7 +393,7 @@ static void prepare_rebalance(struct group_coord *c, struct group *g, int64_t no
 		for (uint32_t i = 0; i < g->member_count; i++) {
 			g->members[i]->joined = false;
 		}
-		set_state(g, GROUP_PREPARING_REBALANCE, now_ms);
+		set_state(c, g, GROUP_PREPARING_REBALANCE, now_ms);
 	}
 	g->rebalance_deadline_ms = now_ms + max_rebalance_timeout(g);
 }
@@ -490,14 +493,14 @@ static void try_complete_join(struct group_coord *c, struct group *g, int64_t no
 	if (g->member_count == 0) {
 		free(g->leader_id);
 		g->leader_id = NULL;
-		set_state(g, GROUP_EMPTY, now_ms);
+		set_state(c, g, GROUP_EMPTY, now_ms);
 		return;
 	}
 	g->protocol_name = dup_str(choose_protocol(g));
 	if (g->leader_id == NULL) {
 		g->leader_id = dup_str(g->members[0]->member_id);
 	}
-	set_state(g, GROUP_COMPLETING_REBALANCE, now_ms);
+	set_state(c, g, GROUP_COMPLETING_REBALANCE, now_ms);
 	for (uint32_t i = 0; i < g->member_count; i++) {
 		struct group_member *m = g->members[i];
 		free(m->assignment.ptr);
@@ -873,7 +876,7 @@ bool group_sync(struct group_coord *c, int64_t now_ms, const struct group_sync_r
 			                          rq->assignments[i].assignment_len);
 		}
 	}
-	set_state(g, GROUP_STABLE, now_ms);
+	set_state(c, g, GROUP_STABLE, now_ms);
 	g->meta_dirty = true;
 	for (uint32_t i = 0; i < g->member_count; i++) {
 		reply_sync(c, g, g->members[i], KAFKA_NONE);
@@ -911,7 +914,7 @@ static void after_departure(struct group_coord *c, struct group *g, int64_t now_
 		g->leader_id = NULL;
 		if (g->state != GROUP_EMPTY) {
 			g->generation++;
-			set_state(g, GROUP_EMPTY, now_ms);
+			set_state(c, g, GROUP_EMPTY, now_ms);
 			g->meta_dirty = true;
 		}
 		return;
@@ -1105,7 +1108,8 @@ struct group *group_coord_take_dirty(struct group_coord *c)
 
 enum keel_err group_coord_load_group(struct group_coord *c, const char *group_id,
                                      int32_t offsets_partition, const char *protocol_type,
-                                     int32_t generation, const char *protocol_name, int64_t now_ms)
+                                     int32_t generation, const char *protocol_name, int64_t now_ms,
+                                     int64_t state_wall_ms)
 {
 	struct group *g = group_coord_find(c, group_id);
 	if (g == NULL && (g = create_group(c, group_id, offsets_partition, now_ms)) == NULL) {
@@ -1119,6 +1123,7 @@ enum keel_err group_coord_load_group(struct group_coord *c, const char *group_id
 	g->protocol_type = dup_str(protocol_type);
 	g->protocol_name = dup_str(protocol_name);
 	g->generation = KEEL_MAX(g->generation, generation);
+	g->state_wall_ms = state_wall_ms;
 	return KEEL_OK;
 }
 
@@ -1183,4 +1188,59 @@ int32_t group_partition_for(const char *group_id, size_t len, int32_t partition_
 	/* Kafka's Utils.abs: MIN_VALUE maps to 0 */
 	int32_t abs = hash == INT32_MIN ? 0 : (hash < 0 ? -hash : hash);
 	return abs % partition_count;
+}
+
+/* ---- offset expiry ---- */
+
+void group_coord_set_wall_clock(struct group_coord *c, int64_t wall_ms)
+{
+	c->wall_ms = wall_ms;
+}
+
+static bool had_members(const struct group *g)
+{
+	return g->protocol_type != NULL && g->protocol_type[0] != '\0';
+}
+
+/* Expires what is due in one Empty group; true if the group is left with
+ * nothing (no offsets, no members: it goes too). */
+static bool expire_group(struct group *g, int64_t wall_ms, int64_t retention_ms, group_expire_fn fn,
+                         void *arg, uint32_t *removed)
+{
+	if (g->state != GROUP_EMPTY || g->member_count > 0) {
+		return false; /* a live group keeps its offsets */
+	}
+	if (g->state_wall_ms < GROUP_WALL_MS_MIN) {
+		/* Not known (loaded from a record without it, or the clock was
+		 * never given): the retention counts from now. */
+		g->state_wall_ms = wall_ms;
+	}
+	for (uint32_t i = g->offset_count; i-- > 0;) {
+		const struct group_offset *o = &g->offsets[i];
+		int64_t base = had_members(g) ? g->state_wall_ms : o->commit_timestamp_ms;
+		if (base > wall_ms - retention_ms) {
+			continue;
+		}
+		fn(arg, g, o);
+		bool gone = group_offset_remove(g, o->topic, o->partition);
+		KEEL_ASSERT(gone);
+		(*removed)++;
+	}
+	return g->offset_count == 0 && g->pending_count == 0 &&
+	       g->state_wall_ms <= wall_ms - retention_ms;
+}
+
+uint32_t group_coord_expire_offsets(struct group_coord *c, int64_t wall_ms, int64_t retention_ms,
+                                    group_expire_fn fn, void *arg)
+{
+	KEEL_ASSERT(retention_ms > 0);
+	uint32_t removed = 0;
+	for (uint32_t i = c->group_count; i-- > 0;) {
+		struct group *g = c->groups[i];
+		if (expire_group(g, wall_ms, retention_ms, fn, arg, &removed)) {
+			fn(arg, g, NULL);
+			remove_group(c, g);
+		}
+	}
+	return removed;
 }

@@ -108,6 +108,11 @@ struct group {
 	char *protocol_name; /* chosen at the end of a join phase */
 	char *leader_id;
 	int64_t state_timestamp_ms;
+	/* The wall clock of the last state change (Kafka's
+	 * currentStateTimestamp, kept in the group's record): an Empty group's
+	 * offsets expire offsets retention after it. Below GROUP_WALL_MS_MIN:
+	 * not known. */
+	int64_t state_wall_ms;
 	int64_t rebalance_deadline_ms; /* PreparingRebalance: when it ends anyway */
 	struct group_member **members;
 	uint32_t member_count;
@@ -137,6 +142,7 @@ struct group_coord {
 	uint32_t group_capacity;
 	struct keel_hmap by_id; /* group id -> struct group */
 	uint64_t next_member;
+	int64_t wall_ms; /* the caller's wall-clock time: group_coord_set_wall_clock */
 	struct group_reply *replies_head, *replies_tail;
 };
 
@@ -282,16 +288,53 @@ int16_t group_delete(struct group_coord *c, const char *group_id);
  * or NULL. */
 struct group *group_coord_take_dirty(struct group_coord *c);
 
-/* Load: a group metadata record (members are not restored: they rejoin). */
+/* Load: a group metadata record (members are not restored: they rejoin).
+ * state_wall_ms: when the group became Empty if the record says it is
+ * (it lists no members), else -1 (its members are about to rejoin or
+ * expire: its retention, if it ends up Empty, counts from the load). */
 enum keel_err group_coord_load_group(struct group_coord *c, const char *group_id,
                                      int32_t offsets_partition, const char *protocol_type,
-                                     int32_t generation, const char *protocol_name, int64_t now_ms);
+                                     int32_t generation, const char *protocol_name, int64_t now_ms,
+                                     int64_t state_wall_ms);
 /* Load: a tombstone for the group's metadata (it stays if it has offsets). */
 void group_coord_load_group_delete(struct group_coord *c, const char *group_id);
 
 /* Drops every group of one offsets partition (this broker stopped leading
  * it): parked requests get NOT_COORDINATOR. */
 void group_coord_unload(struct group_coord *c, int32_t offsets_partition);
+
+/* ---- offset expiry (Kafka's offsets.retention.minutes, KIP-211) ----
+ *
+ * Wall-clock times: they are compared across brokers (a new coordinator
+ * reads them from the records), which a monotonic clock cannot be. The
+ * caller gives its wall clock before each call that may change a group's
+ * state (group_coord_set_wall_clock), so that state changes are stamped.
+ *
+ * An offset expires, retention_ms after its base, only in a group with no
+ * members (Empty):
+ *  - a group that has had members (it has a protocol type): the base is
+ *    when it became Empty, for all its offsets at once;
+ *  - a group only ever committed to from outside the group protocol (no
+ *    protocol type): the base is each offset's own commit time.
+ * A group that is Empty with no offsets left, and has been for the
+ * retention, is removed too. Offsets of groups with members never expire
+ * (Kafka 2.5's expiry of offsets of topics no longer subscribed, KIP-496,
+ * is not done).
+ */
+
+/* Times before 2001 are taken as "not known" (records written before
+ * keel stamped wall-clock state times hold a monotonic one). */
+#define GROUP_WALL_MS_MIN 978307200000LL
+
+void group_coord_set_wall_clock(struct group_coord *c, int64_t wall_ms);
+
+/* Called before each expired offset is removed (o != NULL) and before an
+ * expired group is removed (o == NULL): the caller writes its tombstone. */
+typedef void (*group_expire_fn)(void *arg, const struct group *g, const struct group_offset *o);
+
+/* Removes what has expired at wall_ms; the number of offsets removed. */
+uint32_t group_coord_expire_offsets(struct group_coord *c, int64_t wall_ms, int64_t retention_ms,
+                                    group_expire_fn fn, void *arg);
 
 /* Kafka's partition for a group id: abs(Java String.hashCode) % count. */
 int32_t group_partition_for(const char *group_id, size_t len, int32_t partition_count);

@@ -65,7 +65,7 @@ void group_encode_group_value(struct keel_wbuf *w, const struct group *g)
 	keel_wbuf_u32(w, (uint32_t)g->generation);
 	put_str(w, g->protocol_name);
 	put_str(w, g->leader_id);
-	keel_wbuf_u64(w, (uint64_t)g->state_timestamp_ms);
+	keel_wbuf_u64(w, (uint64_t)g->state_wall_ms); /* currentStateTimestamp: wall clock */
 	keel_wbuf_u32(w, g->member_count);
 	for (uint32_t i = 0; i < g->member_count; i++) {
 		const struct group_member *m = g->members[i];

@@ -442,6 +442,9 @@ static const char *const known_config_keys[] = {
 	"min.compaction.lag.ms",
 	"min.insync.replicas",
 	"num.partitions",
+	"offsets.retention.check.interval.ms", /* broker/cluster: offset expiry (docs/groups.md) */
+	"offsets.retention.minutes",           /* broker/cluster: offset expiry */
+	"offsets.retention.ms",                /* broker/cluster: keel's finer form of the above */
 	"offsets.topic.num.partitions",     /* broker/cluster: groups (docs/groups.md) */
 	"offsets.topic.replication.factor", /* broker/cluster: groups */
 	"offsets.topic.segment.bytes",      /* broker/cluster: groups */

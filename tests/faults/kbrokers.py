@@ -13,6 +13,7 @@ import random
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -58,6 +59,51 @@ def listen_ports(count):
         if len(ports) == count:
             return ports
     raise RuntimeError("no %d free ports in [%d, %d)" % (count, lo, hi))
+
+
+def metadata_leaders(port, topic, timeout=5.0):
+    """{partition: leader} as the broker listening on `port` sees it: one
+    Metadata v1 request, answered from that broker's own metadata image
+    (a client library may ask any broker it knows)."""
+    name = topic.encode()
+    body = struct.pack(">hhih", 3, 1, 1, 5) + b"probe" + struct.pack(">ih", 1, len(name)) + name
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("metadata probe: connection closed")
+            data += chunk
+    pos = [8]                                       # size, correlation id
+
+    def take(fmt):
+        v = struct.unpack_from(fmt, data, pos[0])
+        pos[0] += struct.calcsize(fmt)
+        return v[0]
+
+    def skip_str():
+        n = take(">h")
+        pos[0] += max(n, 0)
+    for _ in range(take(">i")):                     # brokers
+        take(">i")
+        skip_str()
+        take(">i")
+        skip_str()
+    take(">i")                                      # controller id
+    out = {}
+    for _ in range(take(">i")):                     # topics
+        take(">h")
+        skip_str()
+        take(">b")
+        for _ in range(take(">i")):                 # partitions
+            take(">h")
+            p, leader = take(">i"), take(">i")
+            for _ in range(2):                      # replicas, isr
+                n = take(">i")
+                pos[0] += 4 * n
+            out[p] = leader
+    return out
 
 
 class Broker:
@@ -174,6 +220,13 @@ class Brokers:
         from broker a to broker b. {} heals everything."""
         self.rules = dict(rules)
         return self._control({"rules": {"%d>%d" % k: v for k, v in rules.items()}})
+
+    def open_links(self):
+        """The (a, b) pairs of brokers with a connection from a to b through
+        the proxy now."""
+        reply = self._control({"stats": True}) or {}
+        return {tuple(int(x) for x in k.split(">"))
+                for k in reply.get("stats", {}).get("open", [])}
 
     def start(self):
         if self.proxy is None:

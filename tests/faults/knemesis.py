@@ -18,22 +18,56 @@ followers are read from `keel topics describe` at the time of the fault.
                   the leader broker of a partition at the same time
   ctrl+follower   kill -9 the Raft leader server and a follower (chosen as
                   for bkill-follower) at the same time
+  bstale-hw       a follower whose high watermark is stale becomes leader
+                  (KIP-101's case), on a partition with leader L and
+                  followers B, A in that replica order, all in the ISR:
+                  1. L's answers to A are held (A's fetches still reach L):
+                     L acknowledges what A holds, A never hears the new HW;
+                  2. L is killed, A's requests to B are held: the controller
+                     elects B (first in the replica order), A must follow B
+                     and decide where its log ends -- by asking B (epochs),
+                     or, wrongly, by cutting at its stale HW -- but cannot
+                     fetch back what it cut;
+                  3. B is killed once A has dialed it: A, still in the ISR,
+                     is elected; L and B restart and follow A.
+                  A keeps every record B acknowledged only if it truncated
+                  by epoch; cutting at the HW loses acknowledged records.
+                  A run of steps that does not go as planned (another
+                  leader elected, A dropped from the ISR first) is recorded
+                  as "miss", healed, and is not a failure.
 
-Mixes: "kafka" is every kind above; "kafka-safe" only those that leave
+  gkill-coord     kill -9 the coordinator of the group workload's group
+                  (kgroups.py): the leader of its __consumer_offsets
+                  partition; restart it after the hold
+  gpause-coord    SIGSTOP that coordinator, SIGCONT after the hold
+  gcut-coord      hold the fetches of the coordinator's followers (its
+                  offsets partition's other replicas) for a second while
+                  the members commit, then kill -9 the coordinator and lift
+                  the hold: a follower is elected with what it had fetched;
+                  restart the coordinator after the hold
+
+Mixes: "kafka" is every kind above but the g* ones; "groups" is those
+three; "kafka-safe" only those that leave
 every partition's leader alone (bkill-follower, bpause-follower, bcut,
 ctrl+follower): with no replication, a leader's log is the only copy, and
 these are the faults that must lose nothing even then.
 """
 import signal
+import struct
+import time
 
 import nemesis as nem
 
 KAFKA = ["bkill-leader", "bkill-follower", "bkill-all", "bpause", "bpause-follower", "bcut",
-         "ctrl+leader", "ctrl+follower"]
+         "ctrl+leader", "ctrl+follower", "bstale-hw"]
 # The server-only nemesis, so that the runner imports one module for both.
 Nemesis = nem.Nemesis
 
-LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader"]
+GROUPS = ["gkill-coord", "gpause-coord", "gcut-coord"]
+LEADER_KINDS = ["bkill-leader", "bkill-all", "bpause", "ctrl+leader", "bstale-hw"] + GROUPS
+# How long a step of bstale-hw waits for the controller (broker session
+# timeout 3 s, kbrokers.SERVER_ARGS, on a busy machine).
+STALE_HW_WAIT_S = 30.0
 KAFKA_SAFE = ["bkill-follower", "bpause-follower", "bcut", "ctrl+follower"]
 
 
@@ -44,6 +78,10 @@ def parse_kinds(spec):
     for tok in [t.strip() for t in spec.split(",") if t.strip()]:
         if tok == "kafka":
             add = KAFKA
+        elif tok == "groups":
+            add = GROUPS
+        elif tok in GROUPS:
+            add = [tok]
         elif tok == "kafka-safe":
             add = KAFKA_SAFE
         elif tok in KAFKA:
@@ -55,7 +93,22 @@ def parse_kinds(spec):
 
 
 def has_broker_kinds(kinds):
-    return any(k in KAFKA for k in kinds)
+    return any(k in KAFKA or k in GROUPS for k in kinds)
+
+
+def java_hash(s):
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (h * 31 + (data[i] << 8 | data[i + 1])) & 0xffffffff
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def offsets_partition(group, count):
+    """Kafka's __consumer_offsets partition of a group."""
+    h = java_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % count
 
 
 class KafkaNemesis(nem.Nemesis):
@@ -198,6 +251,120 @@ class KafkaNemesis(nem.Nemesis):
 
     def do_ctrl_follower(self):
         self._ctrl_and("ctrl+follower", self.followers())
+
+    def _wait_new_leader(self, p, old, timeout=STALE_HW_WAIT_S):
+        """Partition p's leader once it is neither `old` nor none (None on a
+        timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.stop_.is_set():
+            d = self.brokers.describe(self.topic).get(p)
+            if d and d["leader"] >= 0 and d["leader"] != old:
+                return d["leader"]
+            time.sleep(0.2)
+        return None
+
+    def _wait_for(self, cond, timeout=STALE_HW_WAIT_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.stop_.is_set():
+            try:
+                if cond():
+                    return True
+            except (OSError, struct.error):
+                pass
+            time.sleep(0.2)
+        return False
+
+    def do_bstale_hw(self):
+        kind = "bstale-hw"
+        choices = []
+        for p, d in sorted(self.layout().items()):
+            rest = [r for r in d["replicas"] if r != d["leader"]]
+            if d["leader"] >= 0 and len(rest) >= 2 and sorted(d["isr"]) == sorted(d["replicas"]):
+                choices.append((p, d["leader"], rest[0], rest[1]))
+        if not choices:
+            self.record(kind, "skip", reason="no partition with a leader and a full ISR")
+            return
+        p, lead, nxt, stale = self.rng.choice(choices)
+        bs = self.brokers.brokers
+        self.record(kind, "start", partition=p, leader=lead, next_leader=nxt, follower=stale)
+        try:
+            self._stale_hw_steps(kind, p, lead, nxt, stale)
+        finally:
+            self.brokers.partition({})
+            for b in (lead, nxt):
+                if not bs[b].alive():
+                    bs[b].start()
+        self.record(kind, "end", partition=p)
+
+    def _stale_hw_steps(self, kind, p, lead, nxt, stale):
+        import kbrokers  # after the runner has put the harness on the path
+        bs = self.brokers.brokers
+        self.brokers.partition({(lead, stale): "hold"})
+        self.sleep(1.0)  # the producers keep writing: L acknowledges past A's HW
+        self.brokers.partition({(lead, stale): "hold", (stale, nxt): "hold"})
+        bs[lead].kill()
+        got = self._wait_new_leader(p, lead)
+        if got != nxt:
+            self.record(kind, "miss", step="elect B", leader=got)
+            return
+        # A's own image names B, and A is connected to B: its next request
+        # to B (within one long poll of the answer it may be waiting for)
+        # decides where its log ends.
+        if not self._wait_for(lambda: kbrokers.metadata_leaders(
+                bs[stale].port, self.topic).get(p) == nxt):
+            self.record(kind, "miss", step="A learns B leads")
+            return
+        if not self._wait_for(lambda: (stale, nxt) in self.brokers.open_links()):
+            self.record(kind, "miss", step="A dials B")
+            return
+        self.sleep(1.0)
+        self.record(kind, "kill B", broker=nxt)
+        bs[nxt].kill()
+        got = self._wait_new_leader(p, nxt)
+        self.record(kind, "elected" if got == stale else "miss", step="elect A", leader=got)
+
+    def coordinator(self):
+        """(broker, offsets partition) coordinating the group workload's
+        group, or None before __consumer_offsets exists or while the
+        partition has no leader."""
+        import kgroups
+        parts = self.brokers.describe("__consumer_offsets")
+        if not parts:
+            return None
+        p = offsets_partition(kgroups.GROUP, len(parts))
+        leader = parts[p]["leader"]
+        return (leader, p, parts[p]) if leader >= 0 else None
+
+    def do_gkill_coord(self):
+        c = self.coordinator()
+        if c is None:
+            self.record("gkill-coord", "skip", reason="no coordinator")
+            return
+        self._kill_restart("gkill-coord", [c[0]], offsets_partition=c[1])
+
+    def do_gpause_coord(self):
+        c = self.coordinator()
+        if c is None:
+            self.record("gpause-coord", "skip", reason="no coordinator")
+            return
+        self._pause("gpause-coord", c[0], "coordinator of offsets partition %d" % c[1])
+
+    def do_gcut_coord(self):
+        c = self.coordinator()
+        if c is None:
+            self.record("gcut-coord", "skip", reason="no coordinator")
+            return
+        coord, part, d = c
+        followers = [b for b in d["isr"] if b != coord]
+        self.record("gcut-coord", "start", broker=coord, offsets_partition=part,
+                    followers=followers)
+        self.brokers.partition({(f, coord): "hold" for f in followers})
+        self.sleep(1.0)  # the members commit meanwhile
+        self.brokers.brokers[coord].kill()
+        self.brokers.partition({})
+        self.sleep(self.hold_time())
+        self.brokers.brokers[coord].start()
+        self.record("gcut-coord", "end", broker=coord)
 
     # ---- crashes and healing ----
 

@@ -19,6 +19,9 @@ netproxy.py: "drop" closes the pair's connections and refuses new ones;
 Control on stdin, one JSON object per line, answered by one line:
   {"pids": {"1": 1234, ...}}        the broker processes (after restarts)
   {"rules": {"1>2": "drop", ...}}   replace all rules
+  {"stats": true}                   only the answer: its "stats" has "open",
+                                    the "a>b" pairs (a dialed b) with a
+                                    connection forwarded now
 The first stdout line is {"ports": {"1": P_1, ...}} once listening.
 
 Usage: kproxy.py ID=REAL_HOST:REAL_PORT[@PROXY_PORT] ...
@@ -88,6 +91,11 @@ class KafkaProxy(Proxy):
     def dropped(self, a, b):
         # Source 0 is a client: clients are never cut.
         return a != 0 and b != 0 and super().dropped(a, b)
+
+    def status(self):
+        st = super().status()
+        st["open"] = sorted({"%d>%d" % (l.src, l.dst) for l in self.links if l.src})
+        return st
 
     def control_message(self, msg):
         if "pids" in msg:

@@ -103,6 +103,13 @@ class Producer(threading.Thread):
             # One request in flight: a retried batch cannot overtake a later one.
             conf["max.in.flight.requests.per.connection"] = 1
         h = self.run_.history
+
+        def on_error(err):
+            # A fatal error (idempotence: a state librdkafka cannot
+            # recover from) ends the producer; say which.
+            if err.fatal():
+                self.run_.errors.append("%s: fatal producer error: %s" % (self.name, err))
+        conf["error_cb"] = on_error
         try:
             p = CP(conf)
         except KafkaException as e:

@@ -154,6 +154,10 @@ class Proxy:
         finally:
             self.links.discard(link)
 
+    def status(self):
+        """What a control answer reports."""
+        return dict(self.stats, links=len(self.links))
+
     def control_message(self, msg):
         if "rules" in msg:
             self.apply_rules(msg["rules"])
@@ -170,7 +174,7 @@ class Proxy:
                 return
             try:
                 self.control_message(json.loads(line))
-                reply = {"ok": True, "stats": dict(self.stats, links=len(self.links))}
+                reply = {"ok": True, "stats": self.status()}
             except Exception as e:  # a bad command must not kill the proxy
                 reply = {"ok": False, "error": repr(e)}
             sys.stdout.write(json.dumps(reply) + "\n")

@@ -4,7 +4,8 @@ kazoo workloads, the nemesis, then the checkers.
 
   runner.py run [--duration 90] [--seed N] [--nemesis default|all|none|k1,k2]
                 [--keel build/keel] [--out DIR] [--expect-anomaly CHECKER]
-                [--brokers 3 [--kafka JSON] [--kafka-idempotent] [--no-zk]]
+                [--brokers 3 [--kafka JSON] [--kafka-idempotent] [--no-zk]
+                 [--kafka-group N]]
   runner.py check DIR        re-check a saved run (history + final reads)
 
 A run prints its seed first. At the end it heals every fault, reads the
@@ -37,6 +38,7 @@ sys.path.insert(0, HERE)
 import checkers  # noqa: E402
 import history as hist  # noqa: E402
 import kcheck  # noqa: E402
+import kgcheck  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
@@ -116,6 +118,7 @@ def scan_logs(cluster, brokers=None):
 def check_everything(ops, final):
     report = checkers.check_all(ops, final)
     kcheck.check_kafka(ops, final.get("kafka"), report)
+    kgcheck.check_group(ops, final.get("kgroup"), final.get("kafka"), report)
     return report
 
 
@@ -156,6 +159,8 @@ def cmd_run(args):
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     duration = parse_duration(args.duration)
     kinds = nem.parse_kinds(args.nemesis)
+    if args.kafka_group and not args.brokers:
+        raise SystemExit("--kafka-group needs --brokers")
     if nem.has_broker_kinds(kinds) and not args.brokers:
         raise SystemExit("broker nemeses (%s) need --brokers" % args.nemesis)
     keel = os.path.abspath(args.keel)
@@ -171,6 +176,8 @@ def cmd_run(args):
             (" --kafka-idempotent" if args.kafka_idempotent else "") +
             (" --kafka-leaders " + args.kafka_leaders if args.kafka_leaders else ""),
             " --no-zk" if args.no_zk else "")
+        if args.kafka_group:
+            rerun += " --kafka-group %d" % args.kafka_group
     out = args.out or tempfile.mkdtemp(prefix="keel-faults-%d-" % seed,
                                        dir=os.environ.get("KEEL_FAULTS_ARTIFACTS"))
     cfg = wl.Config(**(json.loads(args.workload) if args.workload else {}))
@@ -220,6 +227,10 @@ def cmd_run(args):
             brokers.wait_active(60)
             kwl.create_topic(brokers, kcfg, log=log)
             workers += kwl.make_producers(run, brokers, kcfg)
+            if args.kafka_group:
+                import kgroups
+                members, gworkers = kgroups.make_workers(run, brokers, kcfg, args.kafka_group)
+                workers += gworkers
             nemesis = nem.KafkaNemesis(cluster, brokers, kwl.TOPIC, *nem_args, **nem_kw)
         else:
             nemesis = nem.Nemesis(cluster, *nem_args, **nem_kw)
@@ -255,6 +266,8 @@ def cmd_run(args):
         final = wl.read_final(cluster, run)
         if brokers is not None:
             final["kafka"] = kwl.read_final(brokers, kcfg, log=log)
+            if args.kafka_group:
+                final["kgroup"] = kgroups.read_final(brokers, kcfg, members, log=log)
         digests = wl.replica_digests(cluster)
         distinct = {json.dumps(d, sort_keys=True) for d in digests.values()}
         if len(digests) != len(cluster.servers) or len(distinct) != 1:
@@ -288,6 +301,8 @@ def cmd_run(args):
     lines.append(report.text())
     if brokers is not None:
         lines.append(kcheck.summary_line(report.stats))
+        if args.kafka_group:
+            lines.append(kgcheck.summary_line(report.stats))
     ok, msg = verdict(report, args.expect_anomaly)
     lines.append(msg)
     text = "\n".join(lines)
@@ -344,6 +359,9 @@ def main(argv=None):
     r.add_argument("--kafka-leaders", choices=["spread", "one"],
                    help="spread: the controller places partition leaders (default); one: "
                    "one broker leads every partition")
+    r.add_argument("--kafka-group", type=int, default=0, metavar="N",
+                   help="N consumers in one group commit what they read (kgroups.py); "
+                   "nemeses gkill-coord, gpause-coord target its coordinator")
     r.add_argument("--no-zk", action="store_true",
                    help="no ZooKeeper workers (the Kafka workload only)")
     c = sub.add_parser("check")

@@ -22,11 +22,18 @@ replication does), the broker bugs too, each caught by the Kafka checker
 (kcheck.py) under the broker nemeses that expose it:
 
   TRUNCATE_TO_HW        a broker that becomes follower truncates to the high
-                        watermark instead of asking OffsetForLeaderEpoch:
-                        leader kills then lose or diverge acknowledged
-                        records;
+                        watermark instead of asking OffsetForLeaderEpoch.
+                        Exposed by bstale-hw (knemesis.py): a follower whose
+                        HW is stale (the leader's answers to it held) follows
+                        a new leader, cuts at that HW, and is elected before
+                        it fetches back what it cut: acknowledged records
+                        are lost;
   ACK_BEFORE_ISR        acks=all is answered before every ISR member has
                         the batch: a leader kill loses acknowledged records;
+  GROUP_COMMIT_BEFORE_HW  an OffsetCommit is answered once the coordinator
+                        alone has it durable: gcut-coord (the followers'
+                        fetches held, then the coordinator killed) loses
+                        acknowledged commits, caught by the group checker;
   ISR_SHRINK_BY_LEADER  the leader drops lagging followers from its own ISR
                         without AlterPartition, acknowledging with fewer
                         copies than the controller believes: follower cuts
@@ -77,9 +84,16 @@ def caught(binary, checker, args, attempts=3):
 KAFKA_ARGS = ["--brokers", "3", "--no-zk", "--duration", "40s", "--interval-min", "1",
               "--interval-max", "3", "--hold-min", "1.5", "--hold-max", "4", "--quiet", "3"]
 KAFKA_BUGS = [
-    ("TRUNCATE_TO_HW", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,ctrl+leader,bkill-all"]),
+    ("TRUNCATE_TO_HW", "kafka", KAFKA_ARGS[:4] + ["30s", "--interval-min", "1",
+                                                  "--interval-max", "2", "--quiet", "3",
+                                                  "--nemesis", "bstale-hw"]),
     ("ACK_BEFORE_ISR", "kafka", KAFKA_ARGS + ["--nemesis", "bkill-leader,bkill-all"]),
     ("ISR_SHRINK_BY_LEADER", "kafka", KAFKA_ARGS + ["--nemesis", "bcut,bpause,bkill-leader"]),
+    ("GROUP_COMMIT_BEFORE_HW", "group", KAFKA_ARGS[:4] + ["30s", "--interval-min", "1",
+                                                          "--interval-max", "2", "--quiet", "3",
+                                                          "--kafka-group", "3",
+                                                          "--kafka-idempotent",
+                                                          "--nemesis", "gcut-coord"]),
 ]
 
 

@@ -3,7 +3,8 @@
  * delayed answer, offset commits answered only after the sync and read
  * back, OffsetDelete refused while the group subscribes to the topic and
  * done (a tombstone) once it is empty, and a restart that rebuilds the
- * groups and offsets by reading __consumer_offsets. */
+ * groups and offsets by reading __consumer_offsets; offsets expiring after
+ * the retention, with tombstones that outlive a restart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -269,11 +270,60 @@ static void test_commit_fetch_delete_reload(void **state)
 	free(id);
 }
 
+/* Offset expiry through the broker core: nothing before the retention
+ * (Kafka's default, 7 days, from the moment the group emptied), then the
+ * offsets and the group go, and their tombstones keep them gone across a
+ * restart. */
+static void test_offsets_expire_and_stay_expired(void **state)
+{
+	struct fx *f = *state;
+	char *id = join_and_sync(f);
+	commit(f, id, 1, 0, 42, KAFKA_NONE);
+	commit(f, id, 1, 1, 7, KAFKA_NONE);
+	struct kafka_member_identity me = {kafka_str(id), KAFKA_STR_NULL, KAFKA_STR_NULL};
+	struct kafka_request rq = rq_of(KAFKA_API_LEAVE_GROUP, 3);
+	rq.body.leave_group =
+	        (struct kafka_leave_group_request){kafka_str("g"), KAFKA_STR_NULL, &me, 1};
+	union kafka_response_body out;
+	assert_int_equal(call(f, &rq, &out, 7), BROKER_GROUP_DONE);
+	int64_t emptied = 1700000000000 + f->now; /* the wall clock `call` gives */
+	int64_t retention = broker_offsets_retention_ms(&f->core);
+	assert_int_equal(retention, 7LL * 24 * 3600 * 1000);
+	broker_groups_tick(&f->core, f->now, emptied + retention - 1);
+	assert_int_equal(f->core.groups->expired_offsets, 0);
+	int64_t p0, p1;
+	fetched(f, &p0, &p1);
+	assert_true(p0 == 42 && p1 == 7);
+	/* within the check interval: no new pass even though the time is up */
+	f->now += BROKER_OFFSETS_RETENTION_CHECK_MS_DEFAULT - 1;
+	broker_groups_tick(&f->core, f->now, emptied + retention);
+	fetched(f, &p0, &p1);
+	assert_true(p0 == 42 && p1 == 7);
+	f->now += 1;
+	broker_groups_tick(&f->core, f->now, emptied + retention);
+	assert_int_equal(f->core.groups->expired_offsets, 2);
+	assert_int_equal(f->core.groups->expired_groups, 1);
+	assert_null(group_coord_find(&f->core.groups->coord, "g"));
+	fetched(f, &p0, &p1);
+	assert_true(p0 == -1 && p1 == -1);
+	assert_true(broker_core_dirty(&f->core)); /* the tombstones */
+	broker_core_sync(&f->core);
+	broker_core_sync_done(&f->core);
+	broker_core_close(&f->core);
+	core_open(f);
+	assert_int_equal(f->core.groups->coord.group_count, 0);
+	fetched(f, &p0, &p1);
+	assert_true(p0 == -1 && p1 == -1);
+	free(id);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(test_find_coordinator, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_commit_fetch_delete_reload, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_offsets_expire_and_stay_expired, setup,
+	                                        teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

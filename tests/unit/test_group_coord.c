@@ -3,7 +3,7 @@
  * assignment handed out in SyncGroup, leaves and session expiry starting a
  * new generation, static members rejoining without a rebalance and fencing
  * their old id, stale generations refused, committed offsets and their
- * checks, deletion, unloading, Kafka's partition hash — and the
+ * checks, deletion, unloading, Kafka's partition hash, offset expiry — and the
  * __consumer_offsets record formats (src/group/records.c) round-tripped
  * through a batch. */
 #include <setjmp.h>
@@ -528,6 +528,179 @@ static void test_records_round_trip(void **state)
 	free(a);
 }
 
+/* ---- offset expiry ---- */
+
+#define WALL      1700000000000LL /* some wall-clock time after 2001 */
+#define RETENTION 60000
+
+struct expired_log {
+	char what[16][64]; /* "g/t/0" per offset, "g" per group, in call order */
+	int count;
+};
+
+static void note_expired(void *arg, const struct group *g, const struct group_offset *o)
+{
+	struct expired_log *log = arg;
+	assert_true(log->count < 16);
+	if (o != NULL) {
+		snprintf(log->what[log->count++], 64, "%s/%s/%d", g->group_id, o->topic,
+		         (int)o->partition);
+	} else {
+		snprintf(log->what[log->count++], 64, "%s", g->group_id);
+	}
+}
+
+static bool noted(const struct expired_log *log, const char *what)
+{
+	for (int i = 0; i < log->count; i++) {
+		if (strcmp(log->what[i], what) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void test_offsets_expire_by_commit_time_without_members(void **state)
+{
+	(void)state;
+	group_coord_set_wall_clock(&coord, WALL);
+	assert_int_equal(group_offset_commit_check(&coord, 0, "s", 1, -1, "", NULL), KAFKA_NONE);
+	assert_int_equal(group_offset_commit(&coord, "s", 1, "t", 0, 10, -1, NULL, WALL), KEEL_OK);
+	assert_int_equal(group_offset_commit(&coord, "s", 1, "t", 1, 20, -1, NULL, WALL + 30000),
+	                 KEEL_OK);
+	struct expired_log log = {0};
+	/* one millisecond short of the first offset's retention: nothing */
+	assert_int_equal(group_coord_expire_offsets(&coord, WALL + RETENTION - 1, RETENTION,
+	                                            note_expired, &log),
+	                 0);
+	assert_int_equal(log.count, 0);
+	/* the first offset expires; the second (committed later) stays, and so
+	 * does its group */
+	assert_int_equal(
+	        group_coord_expire_offsets(&coord, WALL + RETENTION, RETENTION, note_expired, &log),
+	        1);
+	assert_int_equal(log.count, 1);
+	assert_string_equal(log.what[0], "s/t/0");
+	struct group *g = group_coord_find(&coord, "s");
+	assert_non_null(g);
+	assert_null(group_offset_find(g, "t", 0));
+	assert_int_equal(group_offset_find(g, "t", 1)->offset, 20);
+	/* the last one goes, then the group, with a tombstone for each */
+	assert_int_equal(group_coord_expire_offsets(&coord, WALL + 30000 + RETENTION, RETENTION,
+	                                            note_expired, &log),
+	                 1);
+	assert_int_equal(log.count, 3);
+	assert_string_equal(log.what[1], "s/t/1");
+	assert_string_equal(log.what[2], "s");
+	assert_null(group_coord_find(&coord, "s"));
+}
+
+static void test_offsets_expire_after_the_group_empties(void **state)
+{
+	(void)state;
+	group_coord_set_wall_clock(&coord, WALL);
+	char *a = new_member_id(0);
+	join_parked(a, 1, 0);
+	group_reply_free(take(GROUP_REPLY_JOIN, 1));
+	const char *one[] = {a};
+	sync_leader(a, 1, one, 1, 0);
+	assert_int_equal(group_offset_commit_check(&coord, 0, "g", 3, 1, a, NULL), KAFKA_NONE);
+	assert_int_equal(group_offset_commit(&coord, "g", 3, "t", 0, 7, 1, NULL, WALL), KEEL_OK);
+	struct expired_log log = {0};
+	/* a group with members keeps its offsets however old */
+	assert_int_equal(group_coord_expire_offsets(&coord, WALL + 100 * RETENTION, RETENTION,
+	                                            note_expired, &log),
+	                 0);
+	assert_non_null(group_offset_find(group_coord_find(&coord, "g"), "t", 0));
+	/* it empties long after the commit: the retention counts from then */
+	int64_t empty = WALL + 5 * RETENTION;
+	group_coord_set_wall_clock(&coord, empty);
+	assert_int_equal(group_leave(&coord, 1, "g", a, NULL), KAFKA_NONE);
+	struct group *g = group_coord_find(&coord, "g");
+	assert_int_equal(g->state, GROUP_EMPTY);
+	assert_int_equal(g->state_wall_ms, empty);
+	assert_int_equal(group_coord_expire_offsets(&coord, empty + RETENTION - 1, RETENTION,
+	                                            note_expired, &log),
+	                 0);
+	assert_non_null(group_offset_find(g, "t", 0));
+	assert_int_equal(group_coord_expire_offsets(&coord, empty + RETENTION, RETENTION,
+	                                            note_expired, &log),
+	                 1);
+	assert_int_equal(log.count, 2);
+	assert_true(noted(&log, "g/t/0"));
+	assert_true(noted(&log, "g"));
+	assert_null(group_coord_find(&coord, "g"));
+	free(a);
+}
+
+static void test_loaded_groups_expire_from_their_record(void **state)
+{
+	(void)state;
+	group_coord_set_wall_clock(&coord, WALL);
+	/* "e" turned Empty at WALL (its record lists no members); "m" had
+	 * members when its record was written; "old" has no usable time (a
+	 * monotonic one from an older keel) */
+	assert_int_equal(group_coord_load_group(&coord, "e", 0, "consumer", 4, NULL, 0, WALL),
+	                 KEEL_OK);
+	assert_int_equal(group_coord_load_group(&coord, "m", 0, "consumer", 2, "range", 0, -1),
+	                 KEEL_OK);
+	assert_int_equal(group_coord_load_group(&coord, "old", 0, "consumer", 1, NULL, 0, 123456),
+	                 KEEL_OK);
+	assert_int_equal(group_offset_commit(&coord, "e", 0, "t", 0, 1, -1, NULL, WALL - 1000),
+	                 KEEL_OK);
+	assert_int_equal(group_offset_commit(&coord, "m", 0, "t", 0, 2, -1, NULL, WALL - 1000),
+	                 KEEL_OK);
+	assert_int_equal(group_offset_commit(&coord, "old", 0, "t", 0, 3, -1, NULL, WALL - 1000),
+	                 KEEL_OK);
+	struct expired_log log = {0};
+	/* the first pass, at WALL + RETENTION: "e"'s time is up; the others'
+	 * retention starts at this pass, not at a time they never had */
+	int64_t first = WALL + RETENTION;
+	assert_int_equal(group_coord_expire_offsets(&coord, first, RETENTION, note_expired, &log),
+	                 1);
+	assert_true(noted(&log, "e/t/0"));
+	assert_null(group_coord_find(&coord, "e"));
+	assert_non_null(group_offset_find(group_coord_find(&coord, "m"), "t", 0));
+	assert_non_null(group_offset_find(group_coord_find(&coord, "old"), "t", 0));
+	assert_int_equal(group_coord_expire_offsets(&coord, first + RETENTION - 1, RETENTION,
+	                                            note_expired, &log),
+	                 0);
+	assert_int_equal(group_coord_expire_offsets(&coord, first + RETENTION, RETENTION,
+	                                            note_expired, &log),
+	                 2);
+	assert_null(group_coord_find(&coord, "m"));
+	assert_null(group_coord_find(&coord, "old"));
+	assert_int_equal(log.count, 6);
+}
+
+static void test_group_record_carries_the_wall_clock_state_time(void **state)
+{
+	(void)state;
+	group_coord_set_wall_clock(&coord, WALL + 5);
+	char *a = new_member_id(0);
+	join_parked(a, 1, 0);
+	group_reply_free(take(GROUP_REPLY_JOIN, 1));
+	assert_int_equal(group_leave(&coord, 999, "g", a, NULL), KAFKA_NONE);
+	struct group *g = group_coord_find(&coord, "g");
+	struct keel_wbuf k, v;
+	keel_wbuf_init_dynamic(&k, 64, 1024);
+	keel_wbuf_init_dynamic(&v, 64, 1024);
+	group_encode_group_key(&k, "g");
+	group_encode_group_value(&v, g);
+	struct keel_arena arena;
+	keel_arena_init(&arena, 1024);
+	struct group_record r;
+	assert_int_equal(
+	        group_record_decode(k.data, (int32_t)k.size, v.data, (int32_t)v.size, &arena, &r),
+	        KEEL_OK);
+	assert_int_equal(r.state_timestamp_ms, WALL + 5); /* not the monotonic 999 */
+	assert_int_equal(r.member_count, 0);
+	keel_arena_close(&arena);
+	keel_wbuf_free(&k);
+	keel_wbuf_free(&v);
+	free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +717,14 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_unload_answers_parked, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_partition_hash_is_javas, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_records_round_trip, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_offsets_expire_by_commit_time_without_members,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_offsets_expire_after_the_group_empties, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_loaded_groups_expire_from_their_record, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_group_record_carries_the_wall_clock_state_time,
+	                                        setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
