@@ -123,6 +123,10 @@ struct zk_conn {
 	int64_t session_id;
 	int32_t timeout_ms;
 	bool has_read_only;
+	/* The session was resumed on another connection (here or on another
+	 * server): the next request gets SessionMoved and the connection
+	 * closes. */
+	bool moved;
 	bool attached;
 	bool touched;
 	struct zk_auth_info auth;
@@ -456,15 +460,79 @@ static void touch(struct node *n, struct zk_conn *zc)
 	}
 }
 
+/* ---- SessionMoved ----
+ *
+ * A session lives on the connection that last resumed it. When a client
+ * resumes its session elsewhere (this server: session_map_add; another
+ * server: PEER_FRAME_SESSION_MOVED from it), the older connection no longer
+ * owns the session: it leaves the session map (no watches of it are
+ * re-armed, no touches reported) and its next request is answered
+ * SessionMoved (-118), after which it closes, as ZooKeeper tears down such
+ * a connection. Requests it sent before the notice arrived are served as
+ * usual: the notice is a peer frame, not a log entry (docs/zookeeper-compat.md).
+ */
+static void mark_moved(struct zk_conn *zc)
+{
+	KEEL_INFO("client %s: session 0x%llx was resumed on another connection: its next "
+		  "request here gets SessionMoved",
+		  core_client_peer_addr(&zc->client->node->core, zc->client),
+		  (unsigned long long)zc->session_id);
+	zc->moved = true;
+	zc->session_id = 0;
+	zc->touched = false;
+}
+
+/* Tells every other server that `session_id` now lives here. */
+static void broadcast_session_moved(struct node *n, int64_t session_id)
+{
+	const struct node_addr_book *book = &n->core.book;
+	for (size_t i = 0; i < book->count; i++) {
+		uint64_t to = book->addrs[i].id;
+		size_t mark;
+		struct keel_wbuf *w;
+		if (to == n->cfg.id || !core_peer_connected(&n->core, to) ||
+		    (w = core_peer_begin(&n->core, to, PEER_FRAME_SESSION_MOVED, &mark)) == NULL) {
+			continue;
+		}
+		keel_wbuf_i64(w, session_id);
+		core_peer_end(&n->core, to, mark);
+	}
+}
+
+static void on_session_moved_frame(struct zk_server *zs, uint64_t from, const uint8_t *body,
+				   size_t size)
+{
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, body, size);
+	int64_t sid = keel_rbuf_i64(&r);
+	if (!keel_rbuf_ok(&r) || sid == 0) {
+		KEEL_WARN("peer %llu: malformed session-moved frame, ignored",
+			  (unsigned long long)from);
+		return;
+	}
+	struct zk_conn *zc = keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)sid),
+					      conn_session_eq, &sid);
+	if (zc != NULL) {
+		mark_moved(zc);
+	}
+}
+
+/* A request on a connection whose session moved: SessionMoved, then close. */
+static void refuse_moved(struct node *n, struct zk_conn *zc, int32_t xid)
+{
+	if (keel_list_empty(&zc->fifo)) {
+		send_reply(zc, xid, (int64_t)n->core.applied_index, ZK_SESSION_MOVED, NULL, 0);
+	}
+	conn_close(zc, KEEL_EXIST, true);
+}
+
 static void session_map_add(struct zk_server *zs, struct zk_conn *zc)
 {
 	int64_t id = zc->session_id;
 	struct zk_conn *old =
 		keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)id), conn_session_eq, &id);
 	if (old != NULL && old != zc) {
-		/* The session moved to a new connection: the old one goes. */
-		old->session_id = 0;
-		conn_close(old, KEEL_EXIST, true);
+		mark_moved(old); /* the session moved to a new connection */
 	}
 	keel_hmap_insert(&zs->by_session, keel_hash_u64((uint64_t)id), zc);
 }
@@ -707,6 +775,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 		int64_t sid = rsp.session_id;
 		send_connect_response(zc, &rsp);
 		activate(n, zc, sid, rsp.timeout_ms);
+		broadcast_session_moved(n, sid);
 		break;
 	}
 	case ZK_CONNECT_NEW: {
@@ -1007,6 +1076,10 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	}
 	zc->last_cxid = req.xid;
 	zc->last_op = req.opcode;
+	if (zc->moved) {
+		refuse_moved(n, zc, req.xid);
+		return false;
+	}
 	touch(n, zc);
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
@@ -1332,8 +1405,11 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size)
 {
-	(void)from;
 	struct zk_server *zs = server_of(n);
+	if (type == PEER_FRAME_SESSION_MOVED) {
+		on_session_moved_frame(zs, from, body, size);
+		return;
+	}
 	if (type == PEER_FRAME_SESSION_TOUCH && zs->expiry_active) {
 		struct keel_rbuf r;
 		keel_rbuf_init(&r, body, size);

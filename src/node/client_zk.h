@@ -31,7 +31,8 @@ void zk_clients_stats(struct node *n, struct node_client_stats *out);
 void zk_clients_reset_stats(struct node *n);
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
 void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
-/* PEER_FRAME_SESSION_TOUCH from a follower. */
+/* PEER_FRAME_SESSION_TOUCH from a follower; PEER_FRAME_SESSION_MOVED from a
+ * server where a session of ours was resumed. */
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size);
 /* A write forwarded by server `from` (a tracked request, TRACK_ZK_WRITE):

@@ -230,9 +230,10 @@ static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, ui
 	KEEL_UNREACHABLE();
 }
 
-static void host_on_session_touch(void *ctx, uint64_t from, const uint8_t *body, size_t size)
+static void host_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+                                  size_t size)
 {
-	node_clients_on_peer_frame(ctx, from, PEER_FRAME_SESSION_TOUCH, body, size);
+	node_clients_on_peer_frame(ctx, from, type, body, size);
 }
 
 static void host_tick(void *ctx, uint64_t now_ms)
@@ -270,7 +271,7 @@ static const struct core_host_ops host_ops = {
         .after_apply = host_after_apply,
         .on_snapshot_installed = host_on_snapshot_installed,
         .on_request = host_on_request,
-        .on_session_touch = host_on_session_touch,
+        .on_session_frame = host_on_session_frame,
         .tick = host_tick,
 };
 
