@@ -28,6 +28,7 @@
 
 #include "base/assert.h"
 #include "node/client.h"
+#include "node/client_zk.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "node/snapshot.h"
@@ -832,7 +833,7 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 		node_clients_describe(n, out, true);
 		wprintf(out, "\n");
 	} else if (memcmp(word, "isro", 4) == 0) {
-		wprintf(out, "rw");
+		wprintf(out, zk_clients_read_only(n) ? "ro" : "rw");
 	} else if (memcmp(word, "envi", 4) == 0) {
 		char host[256] = "";
 		gethostname(host, sizeof(host) - 1);

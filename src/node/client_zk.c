@@ -127,6 +127,8 @@ struct zk_conn {
 	 * server): the next request gets SessionMoved and the connection
 	 * closes. */
 	bool moved;
+	/* Served by this server cut off from the quorum (read-only mode). */
+	bool read_only;
 	bool attached;
 	bool touched;
 	struct zk_auth_info auth;
@@ -165,6 +167,7 @@ struct zk_server {
 	 * the clients are sent to servers in the quorum. */
 	uint64_t leaderless_since_ms;
 	bool leaderless_closed;
+	uint64_t local_sessions; /* read-only mode's session ids made so far */
 	/* Stats. */
 	uint64_t latency_min_ms;
 	uint64_t latency_max_ms;
@@ -733,11 +736,128 @@ static void close_zk_clients(struct node *n, enum keel_err why)
 	}
 }
 
+/* ---- read-only mode ----
+ *
+ * A server cut off from the quorum (no leader for leaderless_limit()) still
+ * serves clients that said in their ConnectRequest they accept a read-only
+ * server (canBeReadOnly), unless --no-read-only (ZooKeeper's
+ * readonlymode.enabled, on by default):
+ *   - a known session resumes here read-only; a new one gets a local
+ *     session: an id from this server's own range (never a zxid, so never
+ *     one the log made) that is never committed and lives as long as its
+ *     connection;
+ *   - the ConnectResponse says readOnly=true, `isro` answers "ro";
+ *   - reads (and pings, auth) are served from the local state; writes,
+ *     sync and reconfig get NotReadOnly (-119); closeSession closes the
+ *     connection only (the quorum expires a resumed session as usual);
+ *   - when a leader is known again the read-only connections are closed,
+ *     and the clients reconnect read-write (they look for a server whose
+ *     `isro` says "rw").
+ * Clients without canBeReadOnly are refused, as before.
+ */
+static bool read_only_allowed(const struct node *n, const struct zk_conn *zc)
+{
+	return !n->cfg.no_read_only && zc->connect.has_read_only && zc->connect.read_only;
+}
+
+/* A session id this server makes in read-only mode: bit 62 set (zxids, the
+ * ids of committed sessions, never reach it), the server id, a counter. */
+static int64_t local_session_id(struct node *n)
+{
+	struct zk_server *zs = server_of(n);
+	zs->local_sessions++;
+	return (int64_t)((UINT64_C(1) << 62) | ((n->cfg.id & 0xffu) << 48) |
+			 (zs->local_sessions & ((UINT64_C(1) << 48) - 1)));
+}
+
+static void connect_read_only(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	struct zk_connect_response rsp;
+	int32_t timeout = 0;
+	enum zk_connect_action action =
+		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
+				   (int64_t)n->core.applied_index, &rsp, &timeout);
+	pending_free(server_of(n), p);
+	switch (action) {
+	case ZK_CONNECT_REFUSE:
+		KEEL_INFO("client %s saw zxid 0x%llx, this read-only server is at 0x%llx: refused",
+			  core_client_peer_addr(&n->core, zc->client),
+			  (unsigned long long)zc->connect.last_zxid_seen,
+			  (unsigned long long)n->core.applied_index);
+		conn_close(zc, KEEL_STALE, false);
+		return;
+	case ZK_CONNECT_EXPIRED:
+		send_connect_response(zc, &rsp);
+		conn_close(zc, KEEL_OK, true);
+		return;
+	case ZK_CONNECT_NEW:
+		if (core_random(&n->core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return;
+		}
+		rsp.session_id = local_session_id(n);
+		rsp.timeout_ms = timeout;
+		rsp.passwd = zk_bytes_of(zc->connect_passwd, ZK_PASSWD_SIZE);
+		break;
+	case ZK_CONNECT_RESUME:
+		break;
+	}
+	KEEL_INFO("client %s: session 0x%llx served read-only (no quorum)",
+		  core_client_peer_addr(&n->core, zc->client), (unsigned long long)rsp.session_id);
+	rsp.read_only = true;
+	zc->read_only = true;
+	int64_t sid = rsp.session_id;
+	send_connect_response(zc, &rsp);
+	activate(n, zc, sid, rsp.timeout_ms);
+}
+
+/* A request a read-only connection may not make: answered here (true). */
+static bool refuse_read_only(struct node *n, struct zk_conn *zc, const struct zk_request *req,
+			     enum keel_err decoded)
+{
+	bool refused;
+	if (decoded == KEEL_UNSUPPORTED) {
+		refused = node_ctl_opcode_known(req->opcode) && !node_ctl_opcode_is_read(req->opcode);
+	} else {
+		enum zk_op_class cls = zk_op_classify(req->opcode);
+		if (cls == ZK_CLASS_CLOSE) {
+			send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_OK, NULL, 0);
+			conn_close(zc, KEEL_OK, true);
+			return true;
+		}
+		refused = cls == ZK_CLASS_WRITE || cls == ZK_CLASS_SYNC ||
+			  req->opcode == ZK_OP_RECONFIG;
+	}
+	if (refused) {
+		send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_NOT_READ_ONLY, NULL, 0);
+	}
+	return refused;
+}
+
+static void close_read_only_clients(struct node *n)
+{
+	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+		if (c->mode == CLIENT_ZK && c->zk != NULL && c->zk->read_only) {
+			conn_close(c->zk, KEEL_NOTLEADER, true);
+		}
+	}
+}
+
+bool zk_clients_read_only(struct node *n)
+{
+	struct zk_server *zs = server_of(n);
+	return zs != NULL && zs->leaderless_since_ms != 0;
+}
+
 /* Decides a handshake. `final` after a barrier: EXPIRED/REFUSE stand. */
 static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
 {
 	struct zk_server *zs = server_of(n);
 	uint64_t now = core_now_ms(&n->core);
+	if (!final && leaderless_too_long(n, zs, now) && read_only_allowed(n, zc)) {
+		connect_read_only(n, zc, p);
+		return;
+	}
 	if (!final && leaderless_too_long(n, zs, now)) {
 		KEEL_INFO("client %s: no leader for %llu ms: refused, so that it connects to a "
 			  "server in the quorum",
@@ -1080,6 +1200,9 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		refuse_moved(n, zc, req.xid);
 		return false;
 	}
+	if (zc->read_only && refuse_read_only(n, zc, &req, rc)) {
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	}
 	touch(n, zc);
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
@@ -1347,6 +1470,7 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 	} else if (new_leader != 0) {
 		zs->leaderless_since_ms = 0;
 		zs->leaderless_closed = false;
+		close_read_only_clients(n);
 	}
 	if (new_leader == n->cfg.id && n->core.role == RAFT_LEADER) {
 		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));

@@ -27,6 +27,9 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 void zk_conn_on_close(struct node *n, struct node_client *c);
 void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed);
 
+/* No leader is known: `isro` answers "ro" (read-only mode serves reads
+ * only, and writes wait for a leader). */
+bool zk_clients_read_only(struct node *n);
 void zk_clients_stats(struct node *n, struct node_client_stats *out);
 void zk_clients_reset_stats(struct node *n);
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
