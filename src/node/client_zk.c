@@ -55,7 +55,9 @@
 #include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_housekeeping.h"
+#include "node/admin.h"
 #include "zk/zk_read.h"
+#include "zk/zk_reconfig.h"
 #include "zk/zk_session.h"
 #include "zk/zk_txn.h"
 #include "zk/zk_watch.h"
@@ -78,6 +80,7 @@ enum pending_kind {
 	PK_SYNC = 4,
 	PK_EXT_READ = 5, /* keel extension read (node/controller.h): served at its turn */
 	PK_EXT = 6,      /* keel controller request: completed by zk_clients_ext_complete */
+	PK_RECONFIG = 7, /* membership steps (admin.c), then a barrier, then the config */
 };
 
 /* A sync's or a handshake's ReadIndex barrier:
@@ -168,6 +171,7 @@ struct zk_server {
 	uint64_t leaderless_since_ms;
 	bool leaderless_closed;
 	uint64_t local_sessions; /* read-only mode's session ids made so far */
+	struct zk_reconfig_run *reconfig; /* the reconfig running (one at a time), or NULL */
 	/* Stats. */
 	uint64_t latency_min_ms;
 	uint64_t latency_max_ms;
@@ -409,7 +413,8 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 			continue;
 		}
 		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
-		    (p->kind == PK_SYNC && p->barrier == BARRIER_CONFIRMED &&
+		    ((p->kind == PK_SYNC || p->kind == PK_RECONFIG) &&
+		     p->barrier == BARRIER_CONFIRMED &&
 		     n->core.applied_index >= p->read_index)) {
 			fifo_pop(zc);
 			serve_read(n, zc, p);
@@ -986,11 +991,17 @@ static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending
 	record_latency(n, zc, p);
 }
 
+static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *p);
+
 static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 {
 	struct zk_server *zs = server_of(n);
 	if (p->kind == PK_EXT_READ) {
 		serve_ext_read(n, zc, p);
+		return;
+	}
+	if (p->kind == PK_RECONFIG) {
+		serve_config(n, zc, p);
 		return;
 	}
 	struct zk_request req;
@@ -1181,6 +1192,196 @@ void zk_clients_fire_system(struct node *n, const struct zk_result *res)
 	}
 }
 
+/* ---- reconfig (opcode 16) ----
+ *
+ * A ReconfigRequest becomes a plan of one-server-at-a-time membership steps
+ * (zk_reconfig_plan), run one after the other through the admin module's
+ * membership machinery (on the leader; forwarded from a follower). When
+ * the last step has committed, a ReadIndex barrier makes sure this server
+ * has applied it, and the reply is /zookeeper/config as a GetDataResponse
+ * (data + Stat), as ZooKeeper answers. Refusals: NoAuth without super or
+ * the cluster credential, ReconfigInProgress while another runs on this
+ * server, BadVersion when curConfigId (not -1) is not the version of
+ * /zookeeper/config, BadArguments for what does not parse or plan; a step
+ * that fails ends the reconfig with its error (steps already committed
+ * stay: membership changes one server at a time).
+ */
+struct zk_reconfig_run {
+	struct zk_pending *p; /* in the request map until the last step ends */
+	struct zk_reconfig_step steps[ZK_RECONFIG_MAX_SERVERS + RAFT_MAX_MEMBERS];
+	size_t count;
+	size_t next;
+};
+
+static const char config_path[] = "/zookeeper/config";
+
+static int32_t reconfig_error(enum keel_err err)
+{
+	switch (err) {
+	case KEEL_OK:
+		return ZK_OK;
+	case KEEL_INVAL:
+	case KEEL_EXIST:
+	case KEEL_NOENT:
+	case KEEL_LIMIT:
+		return ZK_BAD_ARGUMENTS;
+	case KEEL_AUTH:
+		return ZK_NO_AUTH;
+	default:
+		return ZK_NEW_CONFIG_NO_QUORUM; /* no leader, leader changed, timed out */
+	}
+}
+
+/* The version of the configuration in force: the zxid that wrote
+ * /zookeeper/config (its text ends with the same number). */
+static int64_t config_version(struct node *n)
+{
+	const struct zk_state *st = fsm_zk(n->core.fsm);
+	uint32_t id = zk_state_lookup(st, zk_bytes_of(config_path, sizeof(config_path) - 1));
+	struct zk_stat stat;
+	memset(&stat, 0, sizeof(stat));
+	if (id != ZK_NODE_NONE) {
+		zk_state_stat(st, id, &stat);
+	}
+	return stat.mzxid;
+}
+
+/* The reply: getData("/zookeeper/config") with the caller's identities. */
+static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	uint8_t frame[64];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, frame, sizeof(frame));
+	keel_wbuf_i32(&w, p->xid);
+	keel_wbuf_i32(&w, ZK_OP_GET_DATA);
+	zk_write_str(&w, config_path);
+	keel_wbuf_bool(&w, false);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	uint8_t *saved = p->frame;
+	size_t saved_size = p->frame_size;
+	p->frame = frame;
+	p->frame_size = w.size;
+	p->kind = PK_READ;
+	serve_read(n, zc, p);
+	p->kind = PK_RECONFIG;
+	p->frame = saved;
+	p->frame_size = saved_size;
+}
+
+static void reconfig_end(struct node *n, struct zk_reconfig_run *run, enum keel_err err,
+			 const char *msg)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_pending *p = run->p;
+	zs->reconfig = NULL;
+	free(run);
+	if (err == KEEL_OK && p->zc != NULL) {
+		/* Served once this server has applied what the leader committed. */
+		start_barrier(n, p);
+		return;
+	}
+	pending_map_remove(zs, p);
+	if (p->zc == NULL) {
+		if (!in_fifo(p)) {
+			pending_free(zs, p);
+		}
+		return;
+	}
+	KEEL_INFO("client %s: reconfig failed: %s",
+		  core_client_peer_addr(&n->core, p->zc->client), msg);
+	complete(n, p, reconfig_error(err), (int64_t)n->core.applied_index, NULL, 0);
+}
+
+static void reconfig_next(struct node *n, struct zk_reconfig_run *run)
+{
+	if (run->next == run->count) {
+		reconfig_end(n, run, KEEL_OK, "");
+		return;
+	}
+	const struct zk_reconfig_step *st = &run->steps[run->next++];
+	uint8_t change = st->kind == ZK_STEP_ADD_OBSERVER      ? ADMIN_MEMBER_ADD_LEARNER
+			 : st->kind == ZK_STEP_ADD_PARTICIPANT ? ADMIN_MEMBER_ADD
+			 : st->kind == ZK_STEP_PROMOTE         ? ADMIN_MEMBER_PROMOTE
+							       : ADMIN_MEMBER_REMOVE;
+	/* May end the step (and call back) before it returns. */
+	admin_member_change_for_zk(n, run->p->request_id, change, st->server.id,
+				   st->server.peer_addr, st->server.tail);
+}
+
+void zk_clients_reconfig_step_done(struct node *n, uint64_t request_id, enum keel_err err,
+				   const char *msg)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_reconfig_run *run = zs != NULL ? zs->reconfig : NULL;
+	if (run == NULL || run->p->request_id != request_id) {
+		return;
+	}
+	if (err != KEEL_OK) {
+		reconfig_end(n, run, err, msg);
+	} else {
+		reconfig_next(n, run);
+	}
+}
+
+/* The plan for `req` against the members in force; ZooKeeper's error. */
+static int32_t reconfig_plan(struct node *n, const struct zk_reconfig_request *req,
+			     struct zk_reconfig_run *run)
+{
+	if (req->cur_config_id != -1 && req->cur_config_id != config_version(n)) {
+		return ZK_BAD_VERSION;
+	}
+	const struct raft_config *config = raft_config(n->core.raft);
+	struct zk_member_role members[RAFT_MAX_MEMBERS];
+	for (uint32_t i = 0; i < config->count; i++) {
+		members[i].id = config->members[i].id;
+		members[i].role = config->members[i].role == RAFT_LEARNER ? ZK_ROLE_OBSERVER
+									   : ZK_ROLE_PARTICIPANT;
+	}
+	enum keel_err rc = zk_reconfig_plan(members, config->count, req->joining_servers,
+					    req->leaving_servers, req->new_members, run->steps,
+					    KEEL_ARRAY_SIZE(run->steps), &run->count);
+	return rc == KEEL_OK ? ZK_OK : ZK_BAD_ARGUMENTS;
+}
+
+static void handle_reconfig(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+{
+	struct zk_server *zs = server_of(n);
+	int32_t err = ZK_OK;
+	struct zk_reconfig_run *run = NULL;
+	if (!cluster_member(n, zc)) {
+		KEEL_INFO("client %s: reconfig refused: neither super nor the cluster credential",
+			  core_client_peer_addr(&n->core, zc->client));
+		err = ZK_NO_AUTH;
+	} else if (zs->reconfig != NULL) {
+		err = ZK_RECONFIG_IN_PROGRESS;
+	} else if ((run = calloc(1, sizeof(*run))) == NULL) {
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	} else {
+		err = reconfig_plan(n, &req->u.reconfig, run);
+	}
+	struct zk_pending *p = pending_new(zs, zc, PK_RECONFIG, req->xid, req->opcode);
+	if (p == NULL || (err == ZK_OK && pending_map_add(zs, p) != KEEL_OK)) {
+		free(run);
+		if (p != NULL) {
+			pending_free(zs, p);
+		}
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	fifo_push(zc, p);
+	if (err != ZK_OK) {
+		free(run);
+		complete(n, p, err, (int64_t)n->core.applied_index, NULL, 0);
+		return;
+	}
+	KEEL_INFO("client %s: reconfig of %zu membership steps",
+		  core_client_peer_addr(&n->core, zc->client), run->count);
+	run->p = p;
+	zs->reconfig = run;
+	reconfig_next(n, run);
+}
+
 bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
 {
 	struct zk_conn *zc = zc_of(c);
@@ -1204,6 +1405,10 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 	}
 	touch(n, zc);
+	if (rc == KEEL_OK && req.opcode == ZK_OP_RECONFIG) {
+		handle_reconfig(n, zc, &req);
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	}
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
@@ -1414,7 +1619,8 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 	struct zk_server *zs = server_of(n);
 	for (size_t i = 0; i < count; i++) {
 		struct zk_pending *p = pending_lookup(zs, reads[i].ctx);
-		if (p == NULL || (p->kind != PK_SYNC && p->kind != PK_CONNECT)) {
+		if (p == NULL ||
+		    (p->kind != PK_SYNC && p->kind != PK_CONNECT && p->kind != PK_RECONFIG)) {
 			continue;
 		}
 		if (reads[i].err == KEEL_OK) {
@@ -1696,6 +1902,7 @@ void zk_clients_close(struct node *n)
 		free(p->reply);
 		free(p);
 	}
+	free(zs->reconfig);
 	keel_hmap_close(&zs->by_request);
 	keel_hmap_close(&zs->by_session);
 	zk_watches_close(&zs->watches);

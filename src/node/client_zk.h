@@ -61,6 +61,9 @@ void zk_clients_on_snapshot_installed(struct node *n);
  * with ReplyHeader.err `err` and, when err is 0, `body`. */
 void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 			     const uint8_t *body, size_t size);
+/* One step of a ZooKeeper reconfig (admin_member_change_for_zk) ended. */
+void zk_clients_reconfig_step_done(struct node *n, uint64_t request_id, enum keel_err err,
+				   const char *msg);
 /* Fires the watch triggers of a system write (the metadata view). */
 void zk_clients_fire_system(struct node *n, const struct zk_result *res);
 

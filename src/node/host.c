@@ -176,6 +176,9 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 	case FSM_APPLIED_BOOK:
 		node_book_changed(n);
 		return;
+	case FSM_APPLIED_ZK_SYSTEM:
+		zk_clients_fire_system(n, applied->zk);
+		return;
 	case FSM_APPLIED_META:
 		node_ctl_apply(n, entry, &applied->entry);
 		return;
