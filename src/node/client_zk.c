@@ -246,6 +246,20 @@ static void pending_free(struct zk_server *zs, struct zk_pending *p)
 	free(p);
 }
 
+/* `p` is decided: out of the map. False when its connection is gone (then
+ * it is freed, unless a FIFO still holds it): nobody to answer. */
+static bool pending_decided(struct zk_server *zs, struct zk_pending *p)
+{
+	pending_map_remove(zs, p);
+	if (p->zc != NULL) {
+		return true;
+	}
+	if (!in_fifo(p)) {
+		pending_free(zs, p);
+	}
+	return false;
+}
+
 static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, uint8_t kind,
 				      int32_t xid, int32_t opcode)
 {
@@ -1174,14 +1188,9 @@ void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 	if (p == NULL || p->kind != PK_EXT) {
 		return;
 	}
-	pending_map_remove(zs, p);
-	if (p->zc == NULL) {
-		if (!in_fifo(p)) {
-			pending_free(zs, p);
-		}
-		return;
+	if (pending_decided(zs, p)) {
+		complete(n, p, err, (int64_t)n->core.applied_index, body, size);
 	}
-	complete(n, p, err, (int64_t)n->core.applied_index, body, size);
 }
 
 void zk_clients_fire_system(struct node *n, const struct zk_result *res)
@@ -1280,11 +1289,7 @@ static void reconfig_end(struct node *n, struct zk_reconfig_run *run, enum keel_
 		start_barrier(n, p);
 		return;
 	}
-	pending_map_remove(zs, p);
-	if (p->zc == NULL) {
-		if (!in_fifo(p)) {
-			pending_free(zs, p);
-		}
+	if (!pending_decided(zs, p)) {
 		return;
 	}
 	KEEL_INFO("client %s: reconfig failed: %s",
