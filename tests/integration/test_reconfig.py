@@ -144,3 +144,31 @@ def test_reconfig_bad_input(cluster_factory):
                 zk.reconfig(joining=joining, leaving=leaving, new_members=new_members)
     finally:
         stop(zk)
+
+
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"  # Debian's zookeeper package (compat suite)
+
+
+def test_zkcli_reconfig_add_and_remove(cluster_factory):
+    """Apache ZooKeeper's own shell: `reconfig -add/-remove` and `config`."""
+    import subprocess
+    c, _leader, follower = reconfig_cluster(cluster_factory)
+    observer = "server.100=127.0.0.1:%d:%d:observer;127.0.0.1:%d" % (
+        free_port(), free_port(), free_port())
+    script = ("addauth digest super:test\nreconfig -add %s\nreconfig -remove 100\nconfig\n"
+              % observer)
+    p = subprocess.run([ZKCLI, "-server", follower.client_addr], input=script.encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    out = [ln for ln in p.stdout.decode(errors="replace").splitlines()
+           if ln.startswith(("server.", "version=", "Committed"))]
+    members = ["server.%d=%s:%s:participant" % (sid, s.peer_addr, s.peer_addr.rsplit(":", 1)[1])
+               for sid, s in sorted(c.servers.items())]
+    assert out[0] == "Committed new configuration:", out
+    assert out[1:5] == members + [observer], out
+    added = int(out[5].split("=")[1], 16)
+    assert out[6] == "Committed new configuration:", out
+    assert out[7:10] == members, out
+    removed = int(out[10].split("=")[1], 16)
+    assert removed > added
+    # `config` reads the same configuration back.
+    assert out[11:] == members + ["version=%x" % removed], out
