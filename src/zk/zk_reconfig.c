@@ -203,6 +203,9 @@ static enum keel_err each_item(struct zk_bytes text,
 {
 	const char *p = (const char *)text.data;
 	size_t len = zk_bytes_len(text);
+	if (len == 0) {
+		return KEEL_OK; /* also a null string: no pointer arithmetic on NULL */
+	}
 	size_t start = 0;
 	for (size_t i = 0; i <= len; i++) {
 		if (i == len || p[i] == ',') {
