@@ -882,6 +882,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 			  "server in the quorum",
 			  core_client_peer_addr(&n->core, zc->client),
 			  (unsigned long long)(now - zs->leaderless_since_ms));
+		pending_free(zs, p);
 		conn_close(zc, KEEL_NOTLEADER, false);
 		return;
 	}
