@@ -111,3 +111,23 @@ def test_no_read_only_refuses_every_client_without_a_quorum(cluster_factory):
             zk.start(timeout=6)
     finally:
         stop_client(zk)
+
+
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"  # Debian's zookeeper package (compat suite)
+
+
+def test_java_client_read_only(cluster_factory):
+    """Apache ZooKeeper's Java client (zkCli.sh -r: canBeReadOnly) on a
+    server that has no quorum: ConnectedReadOnly, reads, NotReadOnly."""
+    import subprocess
+    c = cluster_factory(3)
+    lone = c.servers[1]
+    lone.start()  # the other two never start
+    c.wait(lambda: "no leader for" in lone.log(), what="server 1 gives up on a leader")
+    p = subprocess.run([ZKCLI, "-r", "-server", lone.client_addr],
+                       input=b"ls /\ncreate /x y\nls /\n", stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    out = p.stdout.decode(errors="replace").splitlines()
+    assert "WatchedEvent state:ConnectedReadOnly type:None path:null" in out, out
+    assert out.count("[zookeeper]") == 2, out
+    assert "Not a read-only call: /x" in out, out
