@@ -1407,10 +1407,10 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		refuse_moved(n, zc, req.xid);
 		return false;
 	}
+	touch(n, zc);
 	if (zc->read_only && refuse_read_only(n, zc, &req, rc)) {
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 	}
-	touch(n, zc);
 	if (rc == KEEL_OK && req.opcode == ZK_OP_RECONFIG) {
 		handle_reconfig(n, zc, &req);
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
