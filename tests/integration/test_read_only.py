@@ -131,3 +131,54 @@ def test_java_client_read_only(cluster_factory):
     assert "WatchedEvent state:ConnectedReadOnly type:None path:null" in out, out
     assert out.count("[zookeeper]") == 2, out
     assert "Not a read-only call: /x" in out, out
+
+
+def test_read_only_on_a_partitioned_server(cluster_factory):
+    """The same through a network partition (loopback proxies on the peer
+    links, netproxy.py): the cut-off follower serves a read-only client
+    while the majority goes on writing; once healed, the client is back
+    read-write on the same server and sees the majority's writes."""
+    from netproxy import Network
+    c = cluster_factory(3)
+    net = Network(c)
+    try:
+        net.start()
+        leader = c.wait_leader()
+        follower = next(s for s in c.servers.values() if s.id != leader.id)
+        zk = KazooClient(hosts=follower.client_addr, read_only=True, timeout=30.0)
+        zk.start(timeout=15)
+        ro = threading.Event()
+        zk.add_listener(lambda _s: ro.set() if zk.client_state == KeeperState.CONNECTED_RO
+                        else None)
+        try:
+            zk.create("/cut", b"before")
+            session = zk.client_id[0]
+            net.isolate(follower.id)
+            assert ro.wait(30), "the client never became CONNECTED_RO"
+            assert zk.get("/cut")[0] == b"before"
+            with pytest.raises(NotReadOnlyCallError):
+                zk.set("/cut", b"during")
+            # The majority goes on.
+            others = [i for i in c.servers if i != follower.id]
+            maj = KazooClient(hosts=c.connect_string(others), timeout=10.0)
+            maj.start(timeout=30)
+            try:
+                maj.create("/majority", b"kept")
+            finally:
+                stop_client(maj)
+            net.heal()
+
+            def written():
+                try:
+                    zk.set("/cut", b"after")
+                    return zk.client_state == KeeperState.CONNECTED
+                except Exception:  # noqa: BLE001 — retried until the deadline
+                    return False
+            c.wait(written, timeout=60, what="the client writes again")
+            assert zk.client_id[0] == session
+            zk.sync("/")
+            assert zk.get("/majority")[0] == b"kept"
+        finally:
+            stop_client(zk)
+    finally:
+        net.close()
