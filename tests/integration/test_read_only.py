@@ -25,6 +25,15 @@ def stop_client(zk):
         zk.close()
 
 
+def writes_again(zk, path):
+    """True once `path` could be set and the client is read-write."""
+    try:
+        zk.set(path, b"after")
+        return zk.client_state == KeeperState.CONNECTED
+    except Exception:  # noqa: BLE001 — retried until the caller's deadline
+        return False
+
+
 def test_read_only_client_is_served_by_a_server_cut_off_from_the_quorum(cluster_factory):
     c = cluster_factory(3)
     c.start()
@@ -83,13 +92,7 @@ def test_read_only_client_is_served_by_a_server_cut_off_from_the_quorum(cluster_
         c.servers[3].start()
         c.wait_leader(timeout=30)
 
-        def written():
-            try:
-                zk.set("/ro", b"after")
-                return zk.client_state == KeeperState.CONNECTED
-            except Exception:  # noqa: BLE001 — retried until the deadline
-                return False
-        c.wait(written, timeout=60, what="the client writes again")
+        c.wait(lambda: writes_again(zk, "/ro"), timeout=60, what="the client writes again")
         assert zk.client_id[0] == session
         assert zk.get("/ro")[0] == b"after"
         assert four_letter(lone.client_addr, "isro") == "rw"
@@ -168,13 +171,8 @@ def test_read_only_on_a_partitioned_server(cluster_factory):
                 stop_client(maj)
             net.heal()
 
-            def written():
-                try:
-                    zk.set("/cut", b"after")
-                    return zk.client_state == KeeperState.CONNECTED
-                except Exception:  # noqa: BLE001 — retried until the deadline
-                    return False
-            c.wait(written, timeout=60, what="the client writes again")
+            c.wait(lambda: writes_again(zk, "/cut"), timeout=60,
+                   what="the client writes again")
             assert zk.client_id[0] == session
             zk.sync("/")
             assert zk.get("/majority")[0] == b"kept"
