@@ -38,6 +38,9 @@
 #define ADMIN_DEADLINE_MS 300000u
 #define TRANSFER_DEADLINE_MS 10000u
 #define CATCHUP_MARGIN 1000u
+/* A reconfig's step: a ZooKeeper client waits for it (NewConfigNoQuorum
+ * past this, as ZooKeeper answers when the new servers are not there). */
+#define ZK_STEP_DEADLINE_MS 30000u
 
 enum admin_state {
 	ADMIN_FORWARDED = 1,
@@ -572,6 +575,7 @@ void admin_member_change_for_zk(struct node *n, uint64_t zk_request_id, uint8_t 
 		return;
 	}
 	req->zk_request_id = zk_request_id;
+	req->deadline_ms = core_now_ms(&n->core) + ZK_STEP_DEADLINE_MS;
 	start_request(n, req, w.data, w.size);
 }
 

@@ -1066,6 +1066,15 @@ static void handle_write(struct node *n, struct zk_conn *zc, const struct zk_req
 	propose_or_hold(n, p, w);
 }
 
+/* A reconfig may wait long for its membership steps (a new voter catching
+ * up): pings behind it are answered at once (clients match a ping reply by
+ * its xid -2, never by order), so the client keeps the connection. */
+static bool ping_jumps_queue(const struct zk_conn *zc, const struct zk_request *req)
+{
+	const struct zk_pending *head = fifo_head(zc);
+	return req->opcode == ZK_OP_PING && head != NULL && head->kind == PK_RECONFIG;
+}
+
 static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_request *req,
 		       const uint8_t *frame, size_t size, uint8_t kind)
 {
@@ -1075,7 +1084,8 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 		conn_close(zc, KEEL_NOMEM, false);
 		return;
 	}
-	if ((kind == PK_READ || kind == PK_EXT_READ) && keel_list_empty(&zc->fifo)) {
+	if ((kind == PK_READ || kind == PK_EXT_READ) &&
+	    (keel_list_empty(&zc->fifo) || ping_jumps_queue(zc, req))) {
 		/* Nothing before it: serve straight from the frame. */
 		p->frame = (uint8_t *)frame;
 		p->frame_size = size;
@@ -1283,8 +1293,17 @@ static void reconfig_end(struct node *n, struct zk_reconfig_run *run, enum keel_
 {
 	struct zk_server *zs = server_of(n);
 	struct zk_pending *p = run->p;
+	const struct zk_reconfig_step *last = run->next > 0 ? &run->steps[run->next - 1] : NULL;
+	uint64_t undo = err != KEEL_OK && last != NULL && last->kind == ZK_STEP_ADD_PARTICIPANT
+				? last->server.id
+				: 0;
 	zs->reconfig = NULL;
 	free(run);
+	if (undo != 0) {
+		/* A voter that never caught up stays out: take back its learner
+		 * (no one waits for that; KEEL_NOENT if it was never added). */
+		admin_member_change_for_zk(n, 0, ADMIN_MEMBER_REMOVE, undo, "", "");
+	}
 	if (err == KEEL_OK && p->zc != NULL) {
 		/* Served once this server has applied what the leader committed. */
 		start_barrier(n, p);

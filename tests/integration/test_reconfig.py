@@ -172,3 +172,24 @@ def test_zkcli_reconfig_add_and_remove(cluster_factory):
     assert removed > added
     # `config` reads the same configuration back.
     assert out[11:] == members + ["version=%x" % removed], out
+
+
+def test_a_participant_that_never_comes_is_refused(cluster_factory):
+    """A new voter that is not running never catches up: after the step's
+    deadline (30 s) the reconfig answers NewConfigNoQuorum, as ZooKeeper
+    does when the new servers are not there, and the learner keel added
+    for it is taken back."""
+    from kazoo.exceptions import NewConfigNoQuorumError
+    c, leader, follower = reconfig_cluster(cluster_factory)
+    zk = client(follower.client_addr, auth_data=[("digest", "super:test")])
+    try:
+        joining = "server.50=127.0.0.1:%d:%d:participant" % (free_port(), free_port())
+        with pytest.raises(NewConfigNoQuorumError):
+            zk.reconfig(joining=joining, leaving=None, new_members=None)
+        c.wait(lambda: 50 not in {m["id"] for m in leader.status()["members"]}, timeout=30,
+               what="the learner for server 50 is taken back")
+        # This server's copy follows (it may apply the removal a little later).
+        c.wait(lambda: b"server.50=" not in zk.get("/zookeeper/config")[0],
+               what="/zookeeper/config without server 50")
+    finally:
+        stop(zk)
