@@ -200,7 +200,8 @@ static void put_string(struct out *o, const struct spec *sp, const char *s)
 		s = "(null)";
 	}
 	size_t len = 0;
-	while (s[len] != '\0' && (!sp->has_precision || len < sp->precision)) {
+	/* The precision first: "%.*s" may point at bytes with no NUL after them. */
+	while ((!sp->has_precision || len < sp->precision) && s[len] != '\0') {
 		len++;
 	}
 	put_field(o, sp, s, len);

@@ -35,7 +35,7 @@ void core_init(struct node_core *c, uint64_t id, const struct core_host *host, u
 	KEEL_ASSERT(ops->after_apply != NULL);
 	KEEL_ASSERT(ops->on_snapshot_installed != NULL);
 	KEEL_ASSERT(ops->on_request != NULL);
-	KEEL_ASSERT(ops->on_session_touch != NULL);
+	KEEL_ASSERT(ops->on_session_frame != NULL);
 	KEEL_ASSERT(ops->tick != NULL);
 	KEEL_ASSERT(ops->ctl_complete != NULL);
 	KEEL_ASSERT(ops->fire_system != NULL);

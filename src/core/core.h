@@ -81,7 +81,7 @@
  * Parts callbacks (core -> the shell's parts, transitional): on_applied,
  * on_reads and on_leader_change run between raft_ready and raft_advance
  * and must not call core_propose (asserted); after_apply runs after
- * raft_advance and may. on_request, on_session_touch and tick run from
+ * raft_advance and may. on_request, on_session_frame and tick run from
  * the matching input.
  */
 #ifndef KEEL_CORE_CORE_H
@@ -127,6 +127,7 @@ enum peer_frame_type {
 	PEER_FRAME_HELLO = 1,         /* 1, 10, 11: the handshake (peer_auth.h) */
 	PEER_FRAME_RAFT = 2,          /* a Raft message */
 	PEER_FRAME_SESSION_TOUCH = 5, /* follower -> leader: sessions heard from */
+	PEER_FRAME_SESSION_MOVED = 6, /* to every peer: a session now lives on the sender */
 	PEER_FRAME_REQUEST = 12,      /* to the leader: a tracked request (tracker.h) */
 	PEER_FRAME_REPLY = 13,        /* from the leader: its answer to one */
 };
@@ -194,7 +195,9 @@ struct core_host_ops {
 	void (*on_snapshot_installed)(void *ctx);
 	void (*on_request)(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
 	                   const uint8_t *body, size_t size);
-	void (*on_session_touch)(void *ctx, uint64_t from, const uint8_t *body, size_t size);
+	/* PEER_FRAME_SESSION_TOUCH and PEER_FRAME_SESSION_MOVED (`type`). */
+	void (*on_session_frame)(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+	                         size_t size);
 	void (*tick)(void *ctx, uint64_t now_ms);
 	/* From the controller (core/controller.c) to the ZooKeeper clients:
 	 * the answer to a client's controller request (exactly once), and the

@@ -470,7 +470,8 @@ void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const 
 		return;
 	}
 	case PEER_FRAME_SESSION_TOUCH:
-		c->host.ops->on_session_touch(c->host.ctx, from, body, size);
+	case PEER_FRAME_SESSION_MOVED:
+		c->host.ops->on_session_frame(c->host.ctx, from, type, body, size);
 		return;
 	case PEER_FRAME_REQUEST:
 		on_tracked_request(c, from, body, size);

@@ -15,6 +15,7 @@
 #include "base/assert.h"
 #include "base/fmt.h"
 #include "core/entry.h"
+#include "zk/zk_reconfig.h"
 #include "zk/zk_snapshot.h"
 
 #define SNAP_MAGIC 0x4b534e50u /* "KSNP" */
@@ -174,6 +175,56 @@ bool fsm_apply_cluster_payload(struct node_core *c, const uint8_t *payload, size
 	return final;
 }
 
+#define ZK_CONFIG_PATH "/zookeeper/config"
+
+/*
+ * /zookeeper/config after the membership entry at `index` (zk_reconfig.h):
+ * every server renders the members of `config` with their addresses from
+ * the address book, version = index, and writes it as a system write at
+ * zxid `index` (so its watches fire like a client's setData). A member
+ * whose address this server does not know yet (a server that joined and
+ * replays the bootstrap entry) leaves the node as it is.
+ */
+static void put_zk_config(struct node_core *c, uint64_t index, const struct raft_config *config,
+			  struct fsm_applied *out)
+{
+	struct zk_config_member members[RAFT_MAX_MEMBERS];
+	for (uint32_t i = 0; i < config->count; i++) {
+		const struct node_addr *a = core_addr_find(c, config->members[i].id);
+		if (a == NULL || a->peer_addr[0] == '\0') {
+			return;
+		}
+		members[i] = (struct zk_config_member){
+			.id = config->members[i].id,
+			.role = config->members[i].role == RAFT_LEARNER ? ZK_ROLE_OBSERVER
+									: ZK_ROLE_PARTICIPANT,
+			.peer_addr = a->peer_addr,
+			.tail = a->client_addr,
+		};
+	}
+	struct keel_wbuf text;
+	keel_wbuf_init_dynamic(&text, 256, 64u * 1024u);
+	zk_config_render(members, config->count, index, &text);
+	struct zk_state *st = fsm_zk(c->fsm);
+	struct zk_result *res = &c->fsm->zk_result;
+	zk_system_begin(st, res, index, 0);
+	enum keel_err rc = keel_wbuf_ok(&text)
+				   ? zk_system_put(st, res, ZK_CONFIG_PATH, sizeof(ZK_CONFIG_PATH) - 1,
+						   text.data, text.size, zk_acl_read_unsafe(), 0)
+				   : KEEL_NOMEM;
+	keel_wbuf_free(&text);
+	if (rc == KEEL_NOMEM) {
+		CORE_ERROR(c, "entry %llu: out of memory writing %s", (unsigned long long)index,
+			   ZK_CONFIG_PATH);
+		c->failed = true;
+		return;
+	}
+	if (rc == KEEL_OK) {
+		out->kind = FSM_APPLIED_ZK_SYSTEM;
+		out->zk = res;
+	}
+}
+
 void fsm_apply(struct node_core *c, const struct raft_entry *entry, struct fsm_applied *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -184,6 +235,7 @@ void fsm_apply(struct node_core *c, const struct raft_entry *entry, struct fsm_a
 				CORE_INFO(c, "membership at %llu: %u members, %u voters",
 					  (unsigned long long)entry->index, config.count,
 					  raft_config_voters(&config));
+				put_zk_config(c, entry->index, &config, out);
 			}
 		}
 		return;

@@ -54,12 +54,13 @@ enum fsm_applied_kind {
 	FSM_APPLIED_ZK_FAILED,   /* a ZooKeeper txn that does not decode */
 	FSM_APPLIED_META,        /* controller records: the image owner applies them */
 	FSM_APPLIED_BOOK,        /* the address book changed */
+	FSM_APPLIED_ZK_SYSTEM,   /* a membership entry rewrote /zookeeper/config: triggers in `zk` */
 };
 
 struct fsm_applied {
 	enum fsm_applied_kind kind;
 	struct node_entry entry;    /* the envelope (origin, request id); kind != NOTHING */
-	const struct zk_result *zk; /* FSM_APPLIED_ZK; valid until the next fsm_apply */
+	const struct zk_result *zk; /* FSM_APPLIED_ZK(_SYSTEM); valid until the next fsm_apply */
 };
 
 /* Applies one committed entry (any type) at its index and says what came

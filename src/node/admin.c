@@ -28,6 +28,7 @@
 
 #include "base/assert.h"
 #include "node/client.h"
+#include "node/client_zk.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "node/snapshot.h"
@@ -37,6 +38,9 @@
 #define ADMIN_DEADLINE_MS 300000u
 #define TRANSFER_DEADLINE_MS 10000u
 #define CATCHUP_MARGIN 1000u
+/* A reconfig's step: a ZooKeeper client waits for it (NewConfigNoQuorum
+ * past this, as ZooKeeper answers when the new servers are not there). */
+#define ZK_STEP_DEADLINE_MS 30000u
 
 enum admin_state {
 	ADMIN_FORWARDED = 1,
@@ -57,6 +61,8 @@ struct admin_req {
 	uint8_t change;
 	uint64_t target;
 	char addr[NODE_ADDR_SIZE];
+	char zk_tail[CORE_ADDR_SIZE]; /* the address book's client_addr (zk_reconfig.h) */
+	uint64_t zk_request_id; /* a ZooKeeper reconfig waiting (client_zk.c), 0: none */
 	enum admin_state state;
 	bool retry; /* the current step got KEEL_BUSY: try again on tick */
 	uint64_t deadline_ms;
@@ -152,10 +158,15 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	if (err == KEEL_OK) {
 		KEEL_INFO("admin: %s", msg);
 	}
+	uint64_t zk_request_id = req->zk_request_id;
 	keel_list_remove(&req->link);
 	keel_list_remove(&req->waiter.link);
 	tracker_finish(&n->core.tracker, &req->track);
 	free(req);
+	if (zk_request_id != 0) {
+		/* Last: the reconfig may start its next step from here. */
+		zk_clients_reconfig_step_done(n, zk_request_id, err, msg);
+	}
 }
 
 /* ---- the leader's state machine for membership ---- */
@@ -275,7 +286,9 @@ static void step(struct node *n, struct admin_req *req)
 		size_t len = strlen(req->addr);
 		keel_wbuf_u16(&e, (uint16_t)len);
 		keel_wbuf_bytes(&e, req->addr, len);
-		keel_wbuf_u16(&e, 0); /* client address: learned from the server itself */
+		len = strlen(req->zk_tail); /* ZooKeeper's view (reconfig), or none */
+		keel_wbuf_u16(&e, (uint16_t)len);
+		keel_wbuf_bytes(&e, req->zk_tail, len);
 		rc = core_propose(&n->core, e.data, (uint32_t)e.size, &index, &term);
 		keel_wbuf_free(&e);
 		break;
@@ -361,6 +374,16 @@ static bool parse_body(struct admin_req *req, const uint8_t *body, size_t size)
 		req->target = keel_rbuf_u64(&r);
 		uint16_t len = keel_rbuf_u16(&r);
 		const uint8_t *a = keel_rbuf_bytes(&r, len);
+		if (keel_rbuf_ok(&r) && keel_rbuf_remaining(&r) > 0) {
+			/* Optional: the ZooKeeper tail of a reconfig. */
+			uint16_t tail_len = keel_rbuf_u16(&r);
+			const uint8_t *t = keel_rbuf_bytes(&r, tail_len);
+			if (t == NULL || tail_len >= sizeof(req->zk_tail)) {
+				return false;
+			}
+			memcpy(req->zk_tail, t, tail_len);
+			req->zk_tail[tail_len] = '\0';
+		}
 		if (!keel_rbuf_done(&r) || len >= sizeof(req->addr) || req->target == 0 ||
 		    req->target > 254 || req->change < ADMIN_MEMBER_ADD ||
 		    req->change > ADMIN_MEMBER_REMOVE) {
@@ -459,6 +482,24 @@ const struct tracker_kind_ops admin_track_ops = {
 	.resend = NULL, /* not held: fails at once without a leader */
 };
 
+/* Parses a new request's body and runs it here (leader), forwards it, or
+ * refuses it (no leader). */
+static void start_request(struct node *n, struct admin_req *req, const uint8_t *body,
+			  size_t size)
+{
+	if (!parse_body(req, body, size)) {
+		req_finish(n, req, KEEL_INVAL, "malformed admin request");
+		return;
+	}
+	if (n->core.role == RAFT_LEADER) {
+		step(n, req);
+	} else if (n->core.leader != 0) {
+		forward_to_leader(n, req, body, size);
+	} else {
+		req_finish(n, req, KEEL_NOLEADER, "no leader is known right now; retry");
+	}
+}
+
 void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
 {
 	struct keel_rbuf r;
@@ -508,17 +549,34 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 	}
 	req->client_id = c->id;
 	req->peer_req_id = req_id;
-	if (!parse_body(req, body, body_size)) {
-		req_finish(n, req, KEEL_INVAL, "malformed admin request");
+	start_request(n, req, body, body_size);
+}
+
+void admin_member_change_for_zk(struct node *n, uint64_t zk_request_id, uint8_t change,
+				uint64_t id, const char *peer_addr, const char *zk_tail)
+{
+	uint8_t body[1 + 8 + 2 + NODE_ADDR_SIZE + 2 + CORE_ADDR_SIZE];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, body, sizeof(body));
+	size_t plen = strlen(peer_addr), tlen = strlen(zk_tail);
+	keel_wbuf_u8(&w, change);
+	keel_wbuf_u64(&w, id);
+	keel_wbuf_u16(&w, (uint16_t)plen);
+	keel_wbuf_bytes(&w, peer_addr, plen);
+	keel_wbuf_u16(&w, (uint16_t)tlen);
+	keel_wbuf_bytes(&w, zk_tail, tlen);
+	if (!keel_wbuf_ok(&w)) {
+		zk_clients_reconfig_step_done(n, zk_request_id, KEEL_INVAL, "address too long");
 		return;
 	}
-	if (n->core.role == RAFT_LEADER) {
-		step(n, req);
-	} else if (n->core.leader != 0) {
-		forward_to_leader(n, req, body, body_size);
-	} else {
-		req_finish(n, req, KEEL_NOLEADER, "no leader is known right now; retry");
+	struct admin_req *req = req_new(n, ADMIN_OP_MEMBER_CHANGE);
+	if (req == NULL) {
+		zk_clients_reconfig_step_done(n, zk_request_id, KEEL_NOMEM, "out of memory");
+		return;
 	}
+	req->zk_request_id = zk_request_id;
+	req->deadline_ms = core_now_ms(&n->core) + ZK_STEP_DEADLINE_MS;
+	start_request(n, req, w.data, w.size);
 }
 
 void admin_on_client_closed(struct node *n, struct node_client *c)
@@ -832,7 +890,7 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 		node_clients_describe(n, out, true);
 		wprintf(out, "\n");
 	} else if (memcmp(word, "isro", 4) == 0) {
-		wprintf(out, "rw");
+		wprintf(out, zk_clients_read_only(n) ? "ro" : "rw");
 	} else if (memcmp(word, "envi", 4) == 0) {
 		char host[256] = "";
 		gethostname(host, sizeof(host) - 1);

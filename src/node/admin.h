@@ -81,6 +81,14 @@ void admin_auth_on_frame(struct node *n, struct node_client *c, uint8_t op, uint
 /* True when c may run operator requests. */
 bool admin_auth_allowed(const struct node *n, const struct node_client *c);
 
+/* A membership change a ZooKeeper reconfig asks for (client_zk.c): runs as
+ * ADMIN_OP_MEMBER_CHANGE does (here on the leader, else forwarded to it)
+ * and ends with zk_clients_reconfig_step_done(n, zk_request_id, err, msg).
+ * `zk_tail` is kept in the address book as the server's ZooKeeper view
+ * (zk_reconfig.h); "" for none. */
+void admin_member_change_for_zk(struct node *n, uint64_t zk_request_id, uint8_t change,
+				uint64_t id, const char *peer_addr, const char *zk_tail);
+
 /* A frame from an admin connection (the client module routes it here). */
 void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size);
 /* The connection went away: drop pending replies to it. */

@@ -55,7 +55,9 @@
 #include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_housekeeping.h"
+#include "node/admin.h"
 #include "zk/zk_read.h"
+#include "zk/zk_reconfig.h"
 #include "zk/zk_session.h"
 #include "zk/zk_txn.h"
 #include "zk/zk_watch.h"
@@ -78,6 +80,7 @@ enum pending_kind {
 	PK_SYNC = 4,
 	PK_EXT_READ = 5, /* keel extension read (node/controller.h): served at its turn */
 	PK_EXT = 6,      /* keel controller request: completed by zk_clients_ext_complete */
+	PK_RECONFIG = 7, /* membership steps (admin.c), then a barrier, then the config */
 };
 
 /* A sync's or a handshake's ReadIndex barrier:
@@ -123,6 +126,12 @@ struct zk_conn {
 	int64_t session_id;
 	int32_t timeout_ms;
 	bool has_read_only;
+	/* The session was resumed on another connection (here or on another
+	 * server): the next request gets SessionMoved and the connection
+	 * closes. */
+	bool moved;
+	/* Served by this server cut off from the quorum (read-only mode). */
+	bool read_only;
 	bool attached;
 	bool touched;
 	struct zk_auth_info auth;
@@ -161,6 +170,8 @@ struct zk_server {
 	 * the clients are sent to servers in the quorum. */
 	uint64_t leaderless_since_ms;
 	bool leaderless_closed;
+	uint64_t local_sessions; /* read-only mode's session ids made so far */
+	struct zk_reconfig_run *reconfig; /* the reconfig running (one at a time), or NULL */
 	/* Stats. */
 	uint64_t latency_min_ms;
 	uint64_t latency_max_ms;
@@ -233,6 +244,20 @@ static void pending_free(struct zk_server *zs, struct zk_pending *p)
 	free(p->frame);
 	free(p->reply);
 	free(p);
+}
+
+/* `p` is decided: out of the map. False when its connection is gone (then
+ * it is freed, unless a FIFO still holds it): nobody to answer. */
+static bool pending_decided(struct zk_server *zs, struct zk_pending *p)
+{
+	pending_map_remove(zs, p);
+	if (p->zc != NULL) {
+		return true;
+	}
+	if (!in_fifo(p)) {
+		pending_free(zs, p);
+	}
+	return false;
 }
 
 static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, uint8_t kind,
@@ -402,7 +427,8 @@ static void fifo_advance(struct node *n, struct zk_conn *zc)
 			continue;
 		}
 		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
-		    (p->kind == PK_SYNC && p->barrier == BARRIER_CONFIRMED &&
+		    ((p->kind == PK_SYNC || p->kind == PK_RECONFIG) &&
+		     p->barrier == BARRIER_CONFIRMED &&
 		     n->core.applied_index >= p->read_index)) {
 			fifo_pop(zc);
 			serve_read(n, zc, p);
@@ -456,15 +482,79 @@ static void touch(struct node *n, struct zk_conn *zc)
 	}
 }
 
+/* ---- SessionMoved ----
+ *
+ * A session lives on the connection that last resumed it. When a client
+ * resumes its session elsewhere (this server: session_map_add; another
+ * server: PEER_FRAME_SESSION_MOVED from it), the older connection no longer
+ * owns the session: it leaves the session map (no watches of it are
+ * re-armed, no touches reported) and its next request is answered
+ * SessionMoved (-118), after which it closes, as ZooKeeper tears down such
+ * a connection. Requests it sent before the notice arrived are served as
+ * usual: the notice is a peer frame, not a log entry (docs/zookeeper-compat.md).
+ */
+static void mark_moved(struct zk_conn *zc)
+{
+	KEEL_INFO("client %s: session 0x%llx was resumed on another connection: its next "
+		  "request here gets SessionMoved",
+		  core_client_peer_addr(&zc->client->node->core, zc->client),
+		  (unsigned long long)zc->session_id);
+	zc->moved = true;
+	zc->session_id = 0;
+	zc->touched = false;
+}
+
+/* Tells every other server that `session_id` now lives here. */
+static void broadcast_session_moved(struct node *n, int64_t session_id)
+{
+	const struct node_addr_book *book = &n->core.book;
+	for (size_t i = 0; i < book->count; i++) {
+		uint64_t to = book->addrs[i].id;
+		size_t mark;
+		struct keel_wbuf *w;
+		if (to == n->cfg.id || !core_peer_connected(&n->core, to) ||
+		    (w = core_peer_begin(&n->core, to, PEER_FRAME_SESSION_MOVED, &mark)) == NULL) {
+			continue;
+		}
+		keel_wbuf_i64(w, session_id);
+		core_peer_end(&n->core, to, mark);
+	}
+}
+
+static void on_session_moved_frame(struct zk_server *zs, uint64_t from, const uint8_t *body,
+				   size_t size)
+{
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, body, size);
+	int64_t sid = keel_rbuf_i64(&r);
+	if (!keel_rbuf_ok(&r) || sid == 0) {
+		KEEL_WARN("peer %llu: malformed session-moved frame, ignored",
+			  (unsigned long long)from);
+		return;
+	}
+	struct zk_conn *zc = keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)sid),
+					      conn_session_eq, &sid);
+	if (zc != NULL) {
+		mark_moved(zc);
+	}
+}
+
+/* A request on a connection whose session moved: SessionMoved, then close. */
+static void refuse_moved(struct node *n, struct zk_conn *zc, int32_t xid)
+{
+	if (keel_list_empty(&zc->fifo)) {
+		send_reply(zc, xid, (int64_t)n->core.applied_index, ZK_SESSION_MOVED, NULL, 0);
+	}
+	conn_close(zc, KEEL_EXIST, true);
+}
+
 static void session_map_add(struct zk_server *zs, struct zk_conn *zc)
 {
 	int64_t id = zc->session_id;
 	struct zk_conn *old =
 		keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)id), conn_session_eq, &id);
 	if (old != NULL && old != zc) {
-		/* The session moved to a new connection: the old one goes. */
-		old->session_id = 0;
-		conn_close(old, KEEL_EXIST, true);
+		mark_moved(old); /* the session moved to a new connection */
 	}
 	keel_hmap_insert(&zs->by_session, keel_hash_u64((uint64_t)id), zc);
 }
@@ -665,16 +755,134 @@ static void close_zk_clients(struct node *n, enum keel_err why)
 	}
 }
 
+/* ---- read-only mode ----
+ *
+ * A server cut off from the quorum (no leader for leaderless_limit()) still
+ * serves clients that said in their ConnectRequest they accept a read-only
+ * server (canBeReadOnly), unless --no-read-only (ZooKeeper's
+ * readonlymode.enabled, on by default):
+ *   - a known session resumes here read-only; a new one gets a local
+ *     session: an id from this server's own range (never a zxid, so never
+ *     one the log made) that is never committed and lives as long as its
+ *     connection;
+ *   - the ConnectResponse says readOnly=true, `isro` answers "ro";
+ *   - reads (and pings, auth) are served from the local state; writes,
+ *     sync and reconfig get NotReadOnly (-119); closeSession closes the
+ *     connection only (the quorum expires a resumed session as usual);
+ *   - when a leader is known again the read-only connections are closed,
+ *     and the clients reconnect read-write (they look for a server whose
+ *     `isro` says "rw").
+ * Clients without canBeReadOnly are refused, as before.
+ */
+static bool read_only_allowed(const struct node *n, const struct zk_conn *zc)
+{
+	return !n->cfg.no_read_only && zc->connect.has_read_only && zc->connect.read_only;
+}
+
+/* A session id this server makes in read-only mode: bit 62 set (zxids, the
+ * ids of committed sessions, never reach it), the server id, a counter. */
+static int64_t local_session_id(struct node *n)
+{
+	struct zk_server *zs = server_of(n);
+	zs->local_sessions++;
+	return (int64_t)((UINT64_C(1) << 62) | ((n->cfg.id & 0xffu) << 48) |
+			 (zs->local_sessions & ((UINT64_C(1) << 48) - 1)));
+}
+
+static void connect_read_only(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	struct zk_connect_response rsp;
+	int32_t timeout = 0;
+	enum zk_connect_action action =
+		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
+				   (int64_t)n->core.applied_index, &rsp, &timeout);
+	pending_free(server_of(n), p);
+	switch (action) {
+	case ZK_CONNECT_REFUSE:
+		KEEL_INFO("client %s saw zxid 0x%llx, this read-only server is at 0x%llx: refused",
+			  core_client_peer_addr(&n->core, zc->client),
+			  (unsigned long long)zc->connect.last_zxid_seen,
+			  (unsigned long long)n->core.applied_index);
+		conn_close(zc, KEEL_STALE, false);
+		return;
+	case ZK_CONNECT_EXPIRED:
+		send_connect_response(zc, &rsp);
+		conn_close(zc, KEEL_OK, true);
+		return;
+	case ZK_CONNECT_NEW:
+		if (core_random(&n->core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return;
+		}
+		rsp.session_id = local_session_id(n);
+		rsp.timeout_ms = timeout;
+		rsp.passwd = zk_bytes_of(zc->connect_passwd, ZK_PASSWD_SIZE);
+		break;
+	case ZK_CONNECT_RESUME:
+		break;
+	}
+	KEEL_INFO("client %s: session 0x%llx served read-only (no quorum)",
+		  core_client_peer_addr(&n->core, zc->client), (unsigned long long)rsp.session_id);
+	rsp.read_only = true;
+	zc->read_only = true;
+	int64_t sid = rsp.session_id;
+	send_connect_response(zc, &rsp);
+	activate(n, zc, sid, rsp.timeout_ms);
+}
+
+/* A request a read-only connection may not make: answered here (true). */
+static bool refuse_read_only(struct node *n, struct zk_conn *zc, const struct zk_request *req,
+			     enum keel_err decoded)
+{
+	bool refused;
+	if (decoded == KEEL_UNSUPPORTED) {
+		refused = node_ctl_opcode_known(req->opcode) && !node_ctl_opcode_is_read(req->opcode);
+	} else {
+		enum zk_op_class cls = zk_op_classify(req->opcode);
+		if (cls == ZK_CLASS_CLOSE) {
+			send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_OK, NULL, 0);
+			conn_close(zc, KEEL_OK, true);
+			return true;
+		}
+		refused = cls == ZK_CLASS_WRITE || cls == ZK_CLASS_SYNC ||
+			  req->opcode == ZK_OP_RECONFIG;
+	}
+	if (refused) {
+		send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_NOT_READ_ONLY, NULL, 0);
+	}
+	return refused;
+}
+
+static void close_read_only_clients(struct node *n)
+{
+	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
+		if (c->mode == CLIENT_ZK && c->zk != NULL && c->zk->read_only) {
+			conn_close(c->zk, KEEL_NOTLEADER, true);
+		}
+	}
+}
+
+bool zk_clients_read_only(struct node *n)
+{
+	struct zk_server *zs = server_of(n);
+	return zs != NULL && zs->leaderless_since_ms != 0;
+}
+
 /* Decides a handshake. `final` after a barrier: EXPIRED/REFUSE stand. */
 static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
 {
 	struct zk_server *zs = server_of(n);
 	uint64_t now = core_now_ms(&n->core);
+	if (!final && leaderless_too_long(n, zs, now) && read_only_allowed(n, zc)) {
+		connect_read_only(n, zc, p);
+		return;
+	}
 	if (!final && leaderless_too_long(n, zs, now)) {
 		KEEL_INFO("client %s: no leader for %llu ms: refused, so that it connects to a "
 			  "server in the quorum",
 			  core_client_peer_addr(&n->core, zc->client),
 			  (unsigned long long)(now - zs->leaderless_since_ms));
+		pending_free(zs, p);
 		conn_close(zc, KEEL_NOTLEADER, false);
 		return;
 	}
@@ -707,6 +915,7 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 		int64_t sid = rsp.session_id;
 		send_connect_response(zc, &rsp);
 		activate(n, zc, sid, rsp.timeout_ms);
+		broadcast_session_moved(n, sid);
 		break;
 	}
 	case ZK_CONNECT_NEW: {
@@ -797,11 +1006,17 @@ static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending
 	record_latency(n, zc, p);
 }
 
+static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *p);
+
 static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 {
 	struct zk_server *zs = server_of(n);
 	if (p->kind == PK_EXT_READ) {
 		serve_ext_read(n, zc, p);
+		return;
+	}
+	if (p->kind == PK_RECONFIG) {
+		serve_config(n, zc, p);
 		return;
 	}
 	struct zk_request req;
@@ -851,6 +1066,15 @@ static void handle_write(struct node *n, struct zk_conn *zc, const struct zk_req
 	propose_or_hold(n, p, w);
 }
 
+/* A reconfig may wait long for its membership steps (a new voter catching
+ * up): pings behind it are answered at once (clients match a ping reply by
+ * its xid -2, never by order), so the client keeps the connection. */
+static bool ping_jumps_queue(const struct zk_conn *zc, const struct zk_request *req)
+{
+	const struct zk_pending *head = fifo_head(zc);
+	return req->opcode == ZK_OP_PING && head != NULL && head->kind == PK_RECONFIG;
+}
+
 static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_request *req,
 		       const uint8_t *frame, size_t size, uint8_t kind)
 {
@@ -860,7 +1084,8 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 		conn_close(zc, KEEL_NOMEM, false);
 		return;
 	}
-	if ((kind == PK_READ || kind == PK_EXT_READ) && keel_list_empty(&zc->fifo)) {
+	if ((kind == PK_READ || kind == PK_EXT_READ) &&
+	    (keel_list_empty(&zc->fifo) || ping_jumps_queue(zc, req))) {
 		/* Nothing before it: serve straight from the frame. */
 		p->frame = (uint8_t *)frame;
 		p->frame_size = size;
@@ -974,14 +1199,9 @@ void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 	if (p == NULL || p->kind != PK_EXT) {
 		return;
 	}
-	pending_map_remove(zs, p);
-	if (p->zc == NULL) {
-		if (!in_fifo(p)) {
-			pending_free(zs, p);
-		}
-		return;
+	if (pending_decided(zs, p)) {
+		complete(n, p, err, (int64_t)n->core.applied_index, body, size);
 	}
-	complete(n, p, err, (int64_t)n->core.applied_index, body, size);
 }
 
 void zk_clients_fire_system(struct node *n, const struct zk_result *res)
@@ -990,6 +1210,201 @@ void zk_clients_fire_system(struct node *n, const struct zk_result *res)
 	if (zs != NULL) {
 		zk_watches_fire(&zs->watches, fsm_zk(n->core.fsm), res);
 	}
+}
+
+/* ---- reconfig (opcode 16) ----
+ *
+ * A ReconfigRequest becomes a plan of one-server-at-a-time membership steps
+ * (zk_reconfig_plan), run one after the other through the admin module's
+ * membership machinery (on the leader; forwarded from a follower). When
+ * the last step has committed, a ReadIndex barrier makes sure this server
+ * has applied it, and the reply is /zookeeper/config as a GetDataResponse
+ * (data + Stat), as ZooKeeper answers. Refusals: NoAuth without super or
+ * the cluster credential, ReconfigInProgress while another runs on this
+ * server, BadVersion when curConfigId (not -1) is not the version of
+ * /zookeeper/config, BadArguments for what does not parse or plan; a step
+ * that fails ends the reconfig with its error (steps already committed
+ * stay: membership changes one server at a time).
+ */
+struct zk_reconfig_run {
+	struct zk_pending *p; /* in the request map until the last step ends */
+	struct zk_reconfig_step steps[ZK_RECONFIG_MAX_SERVERS + RAFT_MAX_MEMBERS];
+	size_t count;
+	size_t next;
+};
+
+static const char config_path[] = "/zookeeper/config";
+
+static int32_t reconfig_error(enum keel_err err)
+{
+	switch (err) {
+	case KEEL_OK:
+		return ZK_OK;
+	case KEEL_INVAL:
+	case KEEL_EXIST:
+	case KEEL_NOENT:
+	case KEEL_LIMIT:
+		return ZK_BAD_ARGUMENTS;
+	case KEEL_AUTH:
+		return ZK_NO_AUTH;
+	default:
+		return ZK_NEW_CONFIG_NO_QUORUM; /* no leader, leader changed, timed out */
+	}
+}
+
+/* The version of the configuration in force: the zxid that wrote
+ * /zookeeper/config (its text ends with the same number). */
+static int64_t config_version(struct node *n)
+{
+	const struct zk_state *st = fsm_zk(n->core.fsm);
+	uint32_t id = zk_state_lookup(st, zk_bytes_of(config_path, sizeof(config_path) - 1));
+	struct zk_stat stat;
+	memset(&stat, 0, sizeof(stat));
+	if (id != ZK_NODE_NONE) {
+		zk_state_stat(st, id, &stat);
+	}
+	return stat.mzxid;
+}
+
+/* The reply: getData("/zookeeper/config") with the caller's identities. */
+static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	uint8_t frame[64];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, frame, sizeof(frame));
+	keel_wbuf_i32(&w, p->xid);
+	keel_wbuf_i32(&w, ZK_OP_GET_DATA);
+	zk_write_str(&w, config_path);
+	keel_wbuf_bool(&w, false);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	uint8_t *saved = p->frame;
+	size_t saved_size = p->frame_size;
+	p->frame = frame;
+	p->frame_size = w.size;
+	p->kind = PK_READ;
+	serve_read(n, zc, p);
+	p->kind = PK_RECONFIG;
+	p->frame = saved;
+	p->frame_size = saved_size;
+}
+
+static void reconfig_end(struct node *n, struct zk_reconfig_run *run, enum keel_err err,
+			 const char *msg)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_pending *p = run->p;
+	const struct zk_reconfig_step *last = run->next > 0 ? &run->steps[run->next - 1] : NULL;
+	uint64_t undo = err != KEEL_OK && last != NULL && last->kind == ZK_STEP_ADD_PARTICIPANT
+				? last->server.id
+				: 0;
+	zs->reconfig = NULL;
+	free(run);
+	if (undo != 0) {
+		/* A voter that never caught up stays out: take back its learner
+		 * (no one waits for that; KEEL_NOENT if it was never added). */
+		admin_member_change_for_zk(n, 0, ADMIN_MEMBER_REMOVE, undo, "", "");
+	}
+	if (err == KEEL_OK && p->zc != NULL) {
+		/* Served once this server has applied what the leader committed. */
+		start_barrier(n, p);
+		return;
+	}
+	if (!pending_decided(zs, p)) {
+		return;
+	}
+	KEEL_INFO("client %s: reconfig failed: %s",
+		  core_client_peer_addr(&n->core, p->zc->client), msg);
+	complete(n, p, reconfig_error(err), (int64_t)n->core.applied_index, NULL, 0);
+}
+
+static void reconfig_next(struct node *n, struct zk_reconfig_run *run)
+{
+	if (run->next == run->count) {
+		reconfig_end(n, run, KEEL_OK, "");
+		return;
+	}
+	const struct zk_reconfig_step *st = &run->steps[run->next++];
+	uint8_t change = st->kind == ZK_STEP_ADD_OBSERVER      ? ADMIN_MEMBER_ADD_LEARNER
+			 : st->kind == ZK_STEP_ADD_PARTICIPANT ? ADMIN_MEMBER_ADD
+			 : st->kind == ZK_STEP_PROMOTE         ? ADMIN_MEMBER_PROMOTE
+							       : ADMIN_MEMBER_REMOVE;
+	/* May end the step (and call back) before it returns. */
+	admin_member_change_for_zk(n, run->p->request_id, change, st->server.id,
+				   st->server.peer_addr, st->server.tail);
+}
+
+void zk_clients_reconfig_step_done(struct node *n, uint64_t request_id, enum keel_err err,
+				   const char *msg)
+{
+	struct zk_server *zs = server_of(n);
+	struct zk_reconfig_run *run = zs != NULL ? zs->reconfig : NULL;
+	if (run == NULL || run->p->request_id != request_id) {
+		return;
+	}
+	if (err != KEEL_OK) {
+		reconfig_end(n, run, err, msg);
+	} else {
+		reconfig_next(n, run);
+	}
+}
+
+/* The plan for `req` against the members in force; ZooKeeper's error. */
+static int32_t reconfig_plan(struct node *n, const struct zk_reconfig_request *req,
+			     struct zk_reconfig_run *run)
+{
+	if (req->cur_config_id != -1 && req->cur_config_id != config_version(n)) {
+		return ZK_BAD_VERSION;
+	}
+	const struct raft_config *config = raft_config(n->core.raft);
+	struct zk_member_role members[RAFT_MAX_MEMBERS];
+	for (uint32_t i = 0; i < config->count; i++) {
+		members[i].id = config->members[i].id;
+		members[i].role = config->members[i].role == RAFT_LEARNER ? ZK_ROLE_OBSERVER
+									   : ZK_ROLE_PARTICIPANT;
+	}
+	enum keel_err rc = zk_reconfig_plan(members, config->count, req->joining_servers,
+					    req->leaving_servers, req->new_members, run->steps,
+					    KEEL_ARRAY_SIZE(run->steps), &run->count);
+	return rc == KEEL_OK ? ZK_OK : ZK_BAD_ARGUMENTS;
+}
+
+static void handle_reconfig(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+{
+	struct zk_server *zs = server_of(n);
+	int32_t err = ZK_OK;
+	struct zk_reconfig_run *run = NULL;
+	if (!cluster_member(n, zc)) {
+		KEEL_INFO("client %s: reconfig refused: neither super nor the cluster credential",
+			  core_client_peer_addr(&n->core, zc->client));
+		err = ZK_NO_AUTH;
+	} else if (zs->reconfig != NULL) {
+		err = ZK_RECONFIG_IN_PROGRESS;
+	} else if ((run = calloc(1, sizeof(*run))) == NULL) {
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	} else {
+		err = reconfig_plan(n, &req->u.reconfig, run);
+	}
+	struct zk_pending *p = pending_new(zs, zc, PK_RECONFIG, req->xid, req->opcode);
+	if (p == NULL || (err == ZK_OK && pending_map_add(zs, p) != KEEL_OK)) {
+		free(run);
+		if (p != NULL) {
+			pending_free(zs, p);
+		}
+		conn_close(zc, KEEL_NOMEM, false);
+		return;
+	}
+	fifo_push(zc, p);
+	if (err != ZK_OK) {
+		free(run);
+		complete(n, p, err, (int64_t)n->core.applied_index, NULL, 0);
+		return;
+	}
+	KEEL_INFO("client %s: reconfig of %zu membership steps",
+		  core_client_peer_addr(&n->core, zc->client), run->count);
+	run->p = p;
+	zs->reconfig = run;
+	reconfig_next(n, run);
 }
 
 bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
@@ -1007,7 +1422,18 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	}
 	zc->last_cxid = req.xid;
 	zc->last_op = req.opcode;
+	if (zc->moved) {
+		refuse_moved(n, zc, req.xid);
+		return false;
+	}
 	touch(n, zc);
+	if (zc->read_only && refuse_read_only(n, zc, &req, rc)) {
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	}
+	if (rc == KEEL_OK && req.opcode == ZK_OP_RECONFIG) {
+		handle_reconfig(n, zc, &req);
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	}
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
@@ -1218,7 +1644,8 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 	struct zk_server *zs = server_of(n);
 	for (size_t i = 0; i < count; i++) {
 		struct zk_pending *p = pending_lookup(zs, reads[i].ctx);
-		if (p == NULL || (p->kind != PK_SYNC && p->kind != PK_CONNECT)) {
+		if (p == NULL ||
+		    (p->kind != PK_SYNC && p->kind != PK_CONNECT && p->kind != PK_RECONFIG)) {
 			continue;
 		}
 		if (reads[i].err == KEEL_OK) {
@@ -1274,6 +1701,7 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 	} else if (new_leader != 0) {
 		zs->leaderless_since_ms = 0;
 		zs->leaderless_closed = false;
+		close_read_only_clients(n);
 	}
 	if (new_leader == n->cfg.id && n->core.role == RAFT_LEADER) {
 		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));
@@ -1332,8 +1760,11 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size)
 {
-	(void)from;
 	struct zk_server *zs = server_of(n);
+	if (type == PEER_FRAME_SESSION_MOVED) {
+		on_session_moved_frame(zs, from, body, size);
+		return;
+	}
 	if (type == PEER_FRAME_SESSION_TOUCH && zs->expiry_active) {
 		struct keel_rbuf r;
 		keel_rbuf_init(&r, body, size);
@@ -1496,6 +1927,7 @@ void zk_clients_close(struct node *n)
 		free(p->reply);
 		free(p);
 	}
+	free(zs->reconfig);
 	keel_hmap_close(&zs->by_request);
 	keel_hmap_close(&zs->by_session);
 	zk_watches_close(&zs->watches);

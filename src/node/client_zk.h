@@ -27,11 +27,15 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 void zk_conn_on_close(struct node *n, struct node_client *c);
 void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed);
 
+/* No leader is known: `isro` answers "ro" (read-only mode serves reads
+ * only, and writes wait for a leader). */
+bool zk_clients_read_only(struct node *n);
 void zk_clients_stats(struct node *n, struct node_client_stats *out);
 void zk_clients_reset_stats(struct node *n);
 void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
 void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
-/* PEER_FRAME_SESSION_TOUCH from a follower. */
+/* PEER_FRAME_SESSION_TOUCH from a follower; PEER_FRAME_SESSION_MOVED from a
+ * server where a session of ours was resumed. */
 void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
 			      size_t size);
 /* A write forwarded by server `from` (a tracked request, TRACK_ZK_WRITE):
@@ -57,6 +61,9 @@ void zk_clients_on_snapshot_installed(struct node *n);
  * with ReplyHeader.err `err` and, when err is 0, `body`. */
 void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 			     const uint8_t *body, size_t size);
+/* One step of a ZooKeeper reconfig (admin_member_change_for_zk) ended. */
+void zk_clients_reconfig_step_done(struct node *n, uint64_t request_id, enum keel_err err,
+				   const char *msg);
 /* Fires the watch triggers of a system write (the metadata view). */
 void zk_clients_fire_system(struct node *n, const struct zk_result *res);
 

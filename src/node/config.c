@@ -113,6 +113,9 @@ static const struct option_def options[] = {
 	 "how often the leader deletes empty containers and expired TTL nodes (default 60000)"},
 	{"super-digest", OPT_STR, offsetof(struct node_config, super_digest), 256, "super:HASH",
 	 "digest identity with all rights, as zookeeper.DigestAuthenticationProvider.superDigest"},
+	{"no-read-only", OPT_BOOL, offsetof(struct node_config, no_read_only), 1, "",
+	 "cut off from the quorum, refuse every client instead of serving reads to those "
+	 "that allow a read-only server (ZooKeeper's readonlymode.enabled=false)"},
 	{"broker-session-timeout-ms", OPT_U32,
 	 offsetof(struct node_config, broker_session_timeout_ms), 4, "MS",
 	 "brokers without a heartbeat this long are fenced (default 9000)"},

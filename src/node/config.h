@@ -70,6 +70,7 @@ struct node_config {
 	uint32_t client_output_per_turn_bytes; /* fairness: reply bytes per turn */
 	uint32_t housekeeping_ms;        /* container/TTL scan interval */
 	char super_digest[256];          /* "super:BASE64" or empty */
+	bool no_read_only;               /* readonlymode.enabled=false (client_zk.c) */
 	/* Controller. */
 	uint32_t broker_session_timeout_ms;
 	uint32_t leader_rebalance_interval_ms; /* preferred-leader pass; 0 = never */

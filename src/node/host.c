@@ -176,6 +176,9 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 	case FSM_APPLIED_BOOK:
 		node_book_changed(n);
 		return;
+	case FSM_APPLIED_ZK_SYSTEM:
+		zk_clients_fire_system(n, applied->zk);
+		return;
 	case FSM_APPLIED_META: /* the controller (core/controller.c) applied it */
 		return;
 	case FSM_APPLIED_NOTHING:
@@ -226,9 +229,10 @@ static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, ui
 	KEEL_UNREACHABLE();
 }
 
-static void host_on_session_touch(void *ctx, uint64_t from, const uint8_t *body, size_t size)
+static void host_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+                                  size_t size)
 {
-	node_clients_on_peer_frame(ctx, from, PEER_FRAME_SESSION_TOUCH, body, size);
+	node_clients_on_peer_frame(ctx, from, type, body, size);
 }
 
 static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err,
@@ -276,7 +280,7 @@ static const struct core_host_ops host_ops = {
         .after_apply = host_after_apply,
         .on_snapshot_installed = host_on_snapshot_installed,
         .on_request = host_on_request,
-        .on_session_touch = host_on_session_touch,
+        .on_session_frame = host_on_session_frame,
         .tick = host_tick,
         .ctl_complete = host_ctl_complete,
         .fire_system = host_fire_system,

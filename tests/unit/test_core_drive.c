@@ -135,9 +135,10 @@ static void fh_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint
 	fail_msg("no peer sends requests here");
 }
 
-static void fh_on_session_touch(void *ctx, uint64_t from, const uint8_t *body, size_t size)
+static void fh_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+                                size_t size)
 {
-	(void)ctx, (void)from, (void)body, (void)size;
+	(void)ctx, (void)from, (void)type, (void)body, (void)size;
 	fail_msg("no peer touches sessions here");
 }
 
@@ -177,7 +178,7 @@ static const struct core_host_ops fake_ops = {
         .on_leader_change = fh_on_leader_change,
         .after_apply = fh_nothing,
         .on_request = fh_on_request,
-        .on_session_touch = fh_on_session_touch,
+        .on_session_frame = fh_on_session_frame,
         .on_snapshot_installed = fh_nothing,
         .tick = fh_tick,
         .ctl_complete = fh_ctl_complete,
