@@ -1,0 +1,417 @@
+/*
+ * feed.c — the change feed on this server's ZooKeeper connections (feed.h).
+ *
+ * A subscription's life:
+ *
+ *   node_feed_serve --start held--> STREAMING --position dropped--> COMPACTED
+ *        |                            |  ^                          event sent,
+ *        | start too old: reply       |  | output drained            connection
+ *        v COMPACTED (no stream)      v  |                           closed
+ *                                   WAITING (output above the high water)
+ *
+ * STREAMING and WAITING are one state in code: `pump` sends from the
+ * position until it reaches the end of the history or the connection's
+ * output passes FEED_HIGH_WATER_BYTES. The check handle runs `pump` for
+ * every subscriber after each loop turn while any is behind, so a waiting
+ * one resumes once its writes complete.
+ */
+#include "node/feed.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/assert.h"
+#include "base/list.h"
+#include "core/core.h"
+#include "core/fsm.h"
+#include "net/net.h"
+#include "node/client.h"
+#include "node/node.h"
+#include "os/log.h"
+#include "zk/zk_feed.h"
+#include "zk/zk_path.h"
+
+struct feed_sub {
+	struct keel_list link;
+	struct node_client *client;
+	const struct zk_ids *ids;
+	uint8_t *prefix;
+	size_t prefix_size;
+	int32_t flags;
+	int64_t from_zxid; /* events before (from_zxid, from_seq) are skipped */
+	int32_t from_seq;
+	uint64_t pos; /* absolute history position of the next change */
+	uint32_t seq; /* next event of that change */
+};
+
+struct node_feeds {
+	struct node *n;
+	struct zk_feed_log log;
+	struct keel_list subs; /* of feed_sub */
+	uint64_t sub_count;
+	uv_check_t check;
+	bool check_active;
+	struct keel_wbuf scratch;
+};
+
+static struct node_feeds *feeds_of(struct node *n)
+{
+	return n->feeds;
+}
+
+static void on_check(uv_check_t *h);
+
+enum keel_err node_feeds_init(struct node *n)
+{
+	struct node_feeds *f = calloc(1, sizeof(*f));
+	if (f == NULL) {
+		return KEEL_NOMEM;
+	}
+	f->n = n;
+	zk_feed_log_init(&f->log, n->cfg.feed_retain_bytes, (int64_t)n->core.applied_index);
+	keel_list_init(&f->subs);
+	keel_wbuf_init_dynamic(&f->scratch, 256, (size_t)n->cfg.max_packet_bytes + 4096u);
+	uv_check_init(n->loop, &f->check);
+	f->check.data = f;
+	n->feeds = f;
+	return KEEL_OK;
+}
+
+static void on_check_closed(uv_handle_t *h)
+{
+	struct node_feeds *f = h->data;
+	keel_wbuf_free(&f->scratch);
+	free(f);
+}
+
+void node_feeds_close(struct node *n)
+{
+	struct node_feeds *f = feeds_of(n);
+	if (f == NULL) {
+		return;
+	}
+	struct keel_list *it;
+	while ((it = keel_list_pop_front(&f->subs)) != NULL) {
+		struct feed_sub *s = KEEL_LIST_ITEM(it, struct feed_sub, link);
+		free(s->prefix);
+		free(s);
+	}
+	zk_feed_log_close(&f->log);
+	n->feeds = NULL;
+	uv_check_stop(&f->check);
+	uv_close((uv_handle_t *)&f->check, on_check_closed);
+}
+
+static void sub_free(struct node_feeds *f, struct feed_sub *s)
+{
+	keel_list_remove(&s->link);
+	KEEL_ASSERT(f->sub_count > 0);
+	f->sub_count--;
+	free(s->prefix);
+	free(s);
+}
+
+/* One frame: ReplyHeader{xid, zxid, err} + body (the body only with err 0). */
+static void send_frame(struct node *n, struct node_client *c, int32_t xid, int64_t zxid,
+		       int32_t err, const struct keel_wbuf *body)
+{
+	size_t mark;
+	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+	if (w == NULL) {
+		return;
+	}
+	zk_reply_header_encode(w, xid, zxid, err);
+	if (err == ZK_OK) {
+		keel_wbuf_bytes(w, body->data, body->size);
+	}
+	core_client_end(&n->core, c, mark);
+	c->packets_sent++;
+}
+
+static bool output_full(const struct node_client *c)
+{
+	return net_conn_pending_output(&c->conn) > FEED_HIGH_WATER_BYTES;
+}
+
+static bool wanted(const struct feed_sub *s, const struct zk_feed_change *ch, uint32_t i)
+{
+	const struct zk_feed_rec *r = &ch->recs[i];
+	if (ch->zxid < s->from_zxid || (ch->zxid == s->from_zxid && (int64_t)i < s->from_seq)) {
+		return false;
+	}
+	if (r->type == ZK_FEED_CHILD && (s->flags & ZK_FEED_CHILDREN) == 0) {
+		return false;
+	}
+	if (!zk_feed_path_under(zk_bytes_of(s->prefix, s->prefix_size), zk_feed_rec_path(ch, r))) {
+		return false;
+	}
+	/* As a watch: only what the session may read. */
+	return zk_acl_check(zk_feed_rec_acl(ch, r), ZK_PERM_READ, s->ids);
+}
+
+static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk_feed_change *ch,
+		       uint32_t i)
+{
+	const struct zk_feed_rec *r = &ch->recs[i];
+	struct zk_feed_event ev = {
+		.status = ZK_FEED_OK,
+		.zxid = ch->zxid,
+		.seq = (int32_t)i,
+		.type = r->type,
+		.path = zk_feed_rec_path(ch, r),
+		.stat = r->stat,
+		.data = (s->flags & ZK_FEED_WITH_DATA) != 0 ? zk_feed_rec_data(ch, r) : ZK_BYTES_NULL,
+	};
+	keel_wbuf_reset(&f->scratch);
+	zk_feed_event_encode(&f->scratch, &ev);
+	if (!keel_wbuf_ok(&f->scratch)) {
+		KEEL_WARN("feed to %s: the event at zxid %lld is larger than a frame",
+			  core_client_peer_addr(&f->n->core, s->client), (long long)ch->zxid);
+		core_client_close(&f->n->core, s->client, KEEL_TOOBIG, true);
+		return;
+	}
+	send_frame(f->n, s->client, ZK_XID_FEED, ch->zxid, ZK_OK, &f->scratch);
+}
+
+/* The subscriber's position left the history: a final event, then close. */
+static void end_compacted(struct node_feeds *f, struct feed_sub *s)
+{
+	KEEL_INFO("feed to %s fell behind the history (oldest zxid held %lld): closing",
+		  core_client_peer_addr(&f->n->core, s->client),
+		  (long long)zk_feed_log_oldest(&f->log));
+	struct zk_feed_event ev = {
+		.status = ZK_FEED_COMPACTED,
+		.zxid = zk_feed_log_oldest(&f->log),
+		.path = ZK_BYTES_NULL,
+		.data = ZK_BYTES_NULL,
+	};
+	keel_wbuf_reset(&f->scratch);
+	zk_feed_event_encode(&f->scratch, &ev);
+	send_frame(f->n, s->client, ZK_XID_FEED, ev.zxid, ZK_OK, &f->scratch);
+	core_client_close(&f->n->core, s->client, KEEL_LIMIT, true);
+	sub_free(f, s);
+}
+
+/* Sends from the subscriber's position. Returns false when it waits on its
+ * connection's output (still behind), true when caught up or gone. */
+static bool pump(struct node_feeds *f, struct feed_sub *s)
+{
+	struct zk_feed_log *log = &f->log;
+	while (s->pos < zk_feed_log_end(log)) {
+		if (s->pos < log->first) {
+			end_compacted(f, s);
+			return true;
+		}
+		const struct zk_feed_change *ch = zk_feed_log_at(log, s->pos);
+		while (s->seq < ch->count) {
+			if (output_full(s->client)) {
+				return false;
+			}
+			if (wanted(s, ch, s->seq)) {
+				send_event(f, s, ch, s->seq);
+			}
+			s->seq++;
+		}
+		s->pos++;
+		s->seq = 0;
+	}
+	return true;
+}
+
+/* Pumps every subscriber; keeps the check handle on while any waits. */
+static void pump_all(struct node_feeds *f)
+{
+	bool behind = false;
+	struct keel_list *it = keel_list_first(&f->subs);
+	while (it != NULL) {
+		struct keel_list *next = it->next != &f->subs ? it->next : NULL;
+		struct feed_sub *s = KEEL_LIST_ITEM(it, struct feed_sub, link);
+		if (!pump(f, s)) {
+			behind = true;
+		}
+		it = next;
+	}
+	if (behind && !f->check_active) {
+		uv_check_start(&f->check, on_check);
+		f->check_active = true;
+	} else if (!behind && f->check_active) {
+		uv_check_stop(&f->check);
+		f->check_active = false;
+	}
+}
+
+static void on_check(uv_check_t *h)
+{
+	pump_all(h->data);
+}
+
+static struct feed_sub *sub_of(struct node_feeds *f, const struct node_client *c)
+{
+	for (struct keel_list *it = keel_list_first(&f->subs); it != NULL;
+	     it = it->next != &f->subs ? it->next : NULL) {
+		struct feed_sub *s = KEEL_LIST_ITEM(it, struct feed_sub, link);
+		if (s->client == c) {
+			return s;
+		}
+	}
+	return NULL;
+}
+
+static void reply(struct node *n, struct node_client *c, int32_t xid, int32_t err,
+		  const struct zk_feed_response *rs)
+{
+	struct node_feeds *f = feeds_of(n);
+	keel_wbuf_reset(&f->scratch);
+	if (err == ZK_OK) {
+		zk_feed_response_encode(&f->scratch, rs);
+	}
+	send_frame(n, c, xid, (int64_t)n->core.applied_index, err, &f->scratch);
+}
+
+/* Checks a request; ZK_OK or the ReplyHeader.err to answer. */
+static int32_t check_request(struct node_feeds *f, struct node_client *c,
+			     const struct zk_feed_request *rq)
+{
+	struct zk_path_error perr;
+	size_t len = zk_bytes_len(rq->path);
+	if (!zk_path_validate((const char *)rq->path.data, len, &perr)) {
+		KEEL_DEBUG("feed from %s: bad path (%s)", core_client_peer_addr(&f->n->core, c),
+			   zk_path_reason_message(perr.reason));
+		return ZK_BAD_ARGUMENTS;
+	}
+	if (sub_of(f, c) != NULL) {
+		KEEL_DEBUG("feed from %s: the connection already has a feed",
+			   core_client_peer_addr(&f->n->core, c));
+		return ZK_BAD_ARGUMENTS;
+	}
+	return ZK_OK;
+}
+
+void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids *ids, int32_t xid,
+		     const uint8_t *body, size_t size)
+{
+	struct node_feeds *f = feeds_of(n);
+	struct zk_feed_request rq;
+	if (zk_feed_request_decode(&rq, body, size) != KEEL_OK) {
+		reply(n, c, xid, ZK_MARSHALLING_ERROR, NULL);
+		return;
+	}
+	int32_t err = check_request(f, c, &rq);
+	if (err != ZK_OK) {
+		reply(n, c, xid, err, NULL);
+		return;
+	}
+	int64_t from = KEEL_MAX(rq.from_zxid, (int64_t)1);
+	struct zk_feed_response rs = {
+		.error = ZK_FEED_OK,
+		.oldest_zxid = zk_feed_log_oldest(&f->log),
+		.last_zxid = (int64_t)n->core.applied_index,
+	};
+	if (from < rs.oldest_zxid) {
+		rs.error = ZK_FEED_COMPACTED;
+		reply(n, c, xid, ZK_OK, &rs);
+		return;
+	}
+	struct feed_sub *s = calloc(1, sizeof(*s));
+	size_t len = zk_bytes_len(rq.path);
+	uint8_t *prefix = malloc(len + 1);
+	if (s == NULL || prefix == NULL) {
+		free(s);
+		free(prefix);
+		core_client_close(&n->core, c, KEEL_NOMEM, false);
+		return;
+	}
+	memcpy(prefix, rq.path.data, len);
+	*s = (struct feed_sub){
+		.client = c,
+		.ids = ids,
+		.prefix = prefix,
+		.prefix_size = len,
+		.flags = rq.flags,
+		.from_zxid = from,
+		.from_seq = rq.from_zxid < 1 ? 0 : rq.from_seq,
+		.pos = zk_feed_log_seek(&f->log, from),
+	};
+	keel_list_push_back(&f->subs, &s->link);
+	f->sub_count++;
+	reply(n, c, xid, ZK_OK, &rs);
+	pump_all(f);
+}
+
+void node_feed_on_close(struct node *n, struct node_client *c)
+{
+	struct node_feeds *f = feeds_of(n);
+	if (f == NULL) {
+		return;
+	}
+	struct feed_sub *s = sub_of(f, c);
+	if (s != NULL) {
+		sub_free(f, s);
+	}
+}
+
+/* The history lost the changes up to `zxid` that it had not recorded:
+ * every subscriber that still needs one of them ends COMPACTED. */
+static void end_before(struct node_feeds *f, int64_t zxid)
+{
+	struct keel_list *it = keel_list_first(&f->subs);
+	while (it != NULL) {
+		struct keel_list *next = it->next != &f->subs ? it->next : NULL;
+		struct feed_sub *s = KEEL_LIST_ITEM(it, struct feed_sub, link);
+		if (s->from_zxid <= zxid) {
+			end_compacted(f, s);
+		} else {
+			s->pos = zk_feed_log_seek(&f->log, s->from_zxid);
+			s->seq = 0;
+		}
+		it = next;
+	}
+}
+
+void node_feed_on_applied(struct node *n, const struct zk_result *res)
+{
+	struct node_feeds *f = feeds_of(n);
+	if (f == NULL || res->zxid <= f->log.last_zxid) {
+		return;
+	}
+	if (zk_feed_log_append(&f->log, fsm_zk(n->core.fsm), res) != KEEL_OK) {
+		KEEL_WARN("change feed: out of memory at zxid %lld; the history restarts there",
+			  (long long)res->zxid);
+		end_before(f, res->zxid);
+	}
+	if (f->sub_count > 0) {
+		pump_all(f);
+	}
+}
+
+void node_feed_on_snapshot_taken(struct node *n, uint64_t index)
+{
+	struct node_feeds *f = feeds_of(n);
+	if (f == NULL || index <= n->cfg.snapshot_trailing) {
+		return;
+	}
+	zk_feed_log_trim(&f->log, (int64_t)(index - n->cfg.snapshot_trailing));
+	if (f->sub_count > 0) {
+		pump_all(f);
+	}
+}
+
+void node_feed_on_snapshot_installed(struct node *n, uint64_t index)
+{
+	struct node_feeds *f = feeds_of(n);
+	if (f == NULL) {
+		return;
+	}
+	/* The changes between what we held and the snapshot are unknown. */
+	zk_feed_log_reset(&f->log, (int64_t)index);
+	end_before(f, (int64_t)index);
+}
+
+void node_feed_stats(struct node *n, uint64_t *subscriptions, uint64_t *changes, uint64_t *bytes)
+{
+	struct node_feeds *f = feeds_of(n);
+	*subscriptions = f != NULL ? f->sub_count : 0;
+	*changes = f != NULL ? f->log.count : 0;
+	*bytes = f != NULL ? f->log.bytes : 0;
+}
