@@ -810,8 +810,13 @@ static int feed_body(struct kc_client *c, const char *path, struct watch_args *a
 		return ZKCLI_USAGE;
 	}
 	int rc = ZKCLI_OK;
+	uint64_t announced = 0;
 	while (!zkcli_stop_requested() && (a->count == 0 || a->seen < a->count)) {
 		int32_t err = kc_feed_poll(&f, 1000);
+		if (f.subscribed_on != 0 && f.subscribed_on != announced && kc_server(c) != NULL) {
+			fprintf(stderr, "feed of %s on %s\n", path, kc_server(c));
+			announced = f.subscribed_on;
+		}
 		if (err == KC_FEED_COMPACTED) {
 			fprintf(stderr,
 				"compacted: the servers no longer hold changes from zxid %lld; "

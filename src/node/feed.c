@@ -333,6 +333,7 @@ void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids 
 		.from_seq = rq.from_zxid < 1 ? 0 : rq.from_seq,
 		.pos = zk_feed_log_seek(&f->log, from),
 	};
+	keel_list_init(&s->link);
 	keel_list_push_back(&f->subs, &s->link);
 	f->sub_count++;
 	reply(n, c, xid, ZK_OK, &rs);
