@@ -91,15 +91,19 @@ def kazoo_on(addr):
     return zk
 
 
-@pytest.fixture(scope="module")
-def cluster(request):
-    c = Cluster(3)
+def running(request, c):
+    """A started cluster for a module fixture; logs printed on failure."""
     c.start()
     c.wait_leader()
     yield c
     if request.session.testsfailed:
         print(c.dump_logs())
     c.cleanup()
+
+
+@pytest.fixture(scope="module")
+def cluster(request):
+    yield from running(request, Cluster(3))
 
 
 def test_every_change_exactly_once_across_a_server_kill(cluster):
@@ -176,12 +180,7 @@ def small_cluster(request):
     c = Cluster(3, server_args=["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
                                 "--snapshot-entries", "100", "--snapshot-trailing", "5",
                                 "--feed-retain-bytes", "400000"])
-    c.start()
-    c.wait_leader()
-    yield c
-    if request.session.testsfailed:
-        print(c.dump_logs())
-    c.cleanup()
+    yield from running(request, c)
 
 
 def run_watch(servers, *args, timeout=60):
