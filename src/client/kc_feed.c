@@ -16,11 +16,6 @@
 #include "zk/zk_feed.h"
 #include "zk/zk_path.h"
 
-static bool before_next(const struct kc_feed *f, int64_t zxid, int32_t seq)
-{
-	return zxid < f->next_zxid || (zxid == f->next_zxid && seq < f->next_seq);
-}
-
 static void on_push(void *ctx, int32_t xid, int64_t zxid, int32_t err, const uint8_t *body,
 		    size_t body_size)
 {
@@ -40,7 +35,7 @@ static void on_push(void *ctx, int32_t xid, int64_t zxid, int32_t err, const uin
 		f->oldest_zxid = ev.zxid;
 		return;
 	}
-	if (ev.status != ZK_FEED_OK || before_next(f, ev.zxid, ev.seq)) {
+	if (ev.status != ZK_FEED_OK || zk_feed_position_before(ev.zxid, ev.seq, f->next_zxid, f->next_seq)) {
 		return;
 	}
 	struct kc_feed_change ch = {ev.zxid, ev.seq, ev.type, ev.path, ev.stat, ev.data};

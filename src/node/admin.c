@@ -16,6 +16,7 @@
  * request whose client went away is answered to no one.
  */
 #include "node/admin.h"
+#include "node/feed.h"
 #include "node/controller.h"
 
 #include <dirent.h>
@@ -921,6 +922,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 	metrics_gauge(w, "keel_peer_handshakes", "Peer connections not yet authenticated",
 		      (double)n->peers.handshakes);
 	node_limits_metrics(n, w);
+	node_feed_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -27,6 +27,7 @@
 #include "core/fsm.h"
 #include "net/net.h"
 #include "node/client.h"
+#include "node/metrics.h"
 #include "node/node.h"
 #include "os/log.h"
 #include "zk/zk_feed.h"
@@ -35,14 +36,8 @@
 struct feed_sub {
 	struct keel_list link;
 	struct node_client *client;
-	const struct zk_ids *ids;
-	uint8_t *prefix;
-	size_t prefix_size;
-	int32_t flags;
-	int64_t from_zxid; /* events before (from_zxid, from_seq) are skipped */
-	int32_t from_seq;
-	uint64_t pos; /* absolute history position of the next change */
-	uint32_t seq; /* next event of that change */
+	uint8_t *prefix; /* the cursor's prefix */
+	struct zk_feed_cursor cur;
 };
 
 struct node_feeds {
@@ -134,35 +129,11 @@ static bool output_full(const struct node_client *c)
 	return net_conn_pending_output(&c->conn) > FEED_HIGH_WATER_BYTES;
 }
 
-static bool wanted(const struct feed_sub *s, const struct zk_feed_change *ch, uint32_t i)
-{
-	const struct zk_feed_rec *r = &ch->recs[i];
-	if (ch->zxid < s->from_zxid || (ch->zxid == s->from_zxid && (int64_t)i < s->from_seq)) {
-		return false;
-	}
-	if (r->type == ZK_FEED_CHILD && (s->flags & ZK_FEED_CHILDREN) == 0) {
-		return false;
-	}
-	if (!zk_feed_path_under(zk_bytes_of(s->prefix, s->prefix_size), zk_feed_rec_path(ch, r))) {
-		return false;
-	}
-	/* As a watch: only what the session may read. */
-	return zk_acl_check(zk_feed_rec_acl(ch, r), ZK_PERM_READ, s->ids);
-}
-
 static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk_feed_change *ch,
 		       uint32_t i)
 {
-	const struct zk_feed_rec *r = &ch->recs[i];
-	struct zk_feed_event ev = {
-		.status = ZK_FEED_OK,
-		.zxid = ch->zxid,
-		.seq = (int32_t)i,
-		.type = r->type,
-		.path = zk_feed_rec_path(ch, r),
-		.stat = r->stat,
-		.data = (s->flags & ZK_FEED_WITH_DATA) != 0 ? zk_feed_rec_data(ch, r) : ZK_BYTES_NULL,
-	};
+	struct zk_feed_event ev;
+	zk_feed_event_of(ch, i, s->cur.flags, &ev);
 	keel_wbuf_reset(&f->scratch);
 	zk_feed_event_encode(&f->scratch, &ev);
 	if (!keel_wbuf_ok(&f->scratch)) {
@@ -197,26 +168,23 @@ static void end_compacted(struct node_feeds *f, struct feed_sub *s)
  * connection's output (still behind), true when caught up or gone. */
 static bool pump(struct node_feeds *f, struct feed_sub *s)
 {
-	struct zk_feed_log *log = &f->log;
-	while (s->pos < zk_feed_log_end(log)) {
-		if (s->pos < log->first) {
+	for (;;) {
+		if (output_full(s->client)) {
+			return false;
+		}
+		const struct zk_feed_change *ch;
+		uint32_t i;
+		switch (zk_feed_cursor_next(&s->cur, &f->log, &ch, &i)) {
+		case ZK_FEED_STEP_EVENT:
+			send_event(f, s, ch, i);
+			break;
+		case ZK_FEED_STEP_END:
+			return true;
+		case ZK_FEED_STEP_COMPACTED:
 			end_compacted(f, s);
 			return true;
 		}
-		const struct zk_feed_change *ch = zk_feed_log_at(log, s->pos);
-		while (s->seq < ch->count) {
-			if (output_full(s->client)) {
-				return false;
-			}
-			if (wanted(s, ch, s->seq)) {
-				send_event(f, s, ch, s->seq);
-			}
-			s->seq++;
-		}
-		s->pos++;
-		s->seq = 0;
 	}
-	return true;
 }
 
 /* Pumps every subscriber; keeps the check handle on while any waits. */
@@ -323,16 +291,10 @@ void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids 
 		return;
 	}
 	memcpy(prefix, rq.path.data, len);
-	*s = (struct feed_sub){
-		.client = c,
-		.ids = ids,
-		.prefix = prefix,
-		.prefix_size = len,
-		.flags = rq.flags,
-		.from_zxid = from,
-		.from_seq = rq.from_zxid < 1 ? 0 : rq.from_seq,
-		.pos = zk_feed_log_seek(&f->log, from),
-	};
+	s->client = c;
+	s->prefix = prefix;
+	zk_feed_cursor_init(&s->cur, &f->log, from, rq.from_zxid < 1 ? 0 : rq.from_seq,
+			    zk_bytes_of(prefix, len), rq.flags, ids);
 	keel_list_init(&s->link);
 	keel_list_push_back(&f->subs, &s->link);
 	f->sub_count++;
@@ -360,11 +322,11 @@ static void end_before(struct node_feeds *f, int64_t zxid)
 	while (it != NULL) {
 		struct keel_list *next = it->next != &f->subs ? it->next : NULL;
 		struct feed_sub *s = KEEL_LIST_ITEM(it, struct feed_sub, link);
-		if (s->from_zxid <= zxid) {
+		if (s->cur.from_zxid <= zxid) {
 			end_compacted(f, s);
 		} else {
-			s->pos = zk_feed_log_seek(&f->log, s->from_zxid);
-			s->seq = 0;
+			zk_feed_cursor_init(&s->cur, &f->log, s->cur.from_zxid, s->cur.from_seq,
+					    s->cur.prefix, s->cur.flags, s->cur.ids);
 		}
 		it = next;
 	}
@@ -409,10 +371,18 @@ void node_feed_on_snapshot_installed(struct node *n, uint64_t index)
 	end_before(f, (int64_t)index);
 }
 
-void node_feed_stats(struct node *n, uint64_t *subscriptions, uint64_t *changes, uint64_t *bytes)
+void node_feed_metrics(struct node *n, struct keel_wbuf *w)
 {
 	struct node_feeds *f = feeds_of(n);
-	*subscriptions = f != NULL ? f->sub_count : 0;
-	*changes = f != NULL ? f->log.count : 0;
-	*bytes = f != NULL ? f->log.bytes : 0;
+	if (f == NULL) {
+		return;
+	}
+	metrics_gauge(w, "keel_feed_subscriptions", "Change feed subscriptions on this server",
+		      (double)f->sub_count);
+	metrics_gauge(w, "keel_feed_history_changes", "Transactions held in the change feed history",
+		      (double)f->log.count);
+	metrics_gauge(w, "keel_feed_history_bytes", "Bytes of the change feed history",
+		      (double)f->log.bytes);
+	metrics_gauge(w, "keel_feed_oldest_zxid", "Oldest start the change feed accepts",
+		      (double)zk_feed_log_oldest(&f->log));
 }

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "zk/zk_acl.h"
 #include "zk/zk_state.h"
@@ -56,7 +57,7 @@ void node_feed_on_snapshot_taken(struct node *n, uint64_t index);
 /* The state was replaced by a snapshot from the leader at `index`. */
 void node_feed_on_snapshot_installed(struct node *n, uint64_t index);
 
-/* For metrics: subscriptions, and the history's changes and bytes. */
-void node_feed_stats(struct node *n, uint64_t *subscriptions, uint64_t *changes, uint64_t *bytes);
+/* Prometheus gauges: subscriptions, the history's size and oldest start. */
+void node_feed_metrics(struct node *n, struct keel_wbuf *w);
 
 #endif

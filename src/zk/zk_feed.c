@@ -368,3 +368,85 @@ const struct zk_feed_change *zk_feed_log_at(const struct zk_feed_log *log, uint6
 {
 	return *slot(log, pos);
 }
+
+/* ---- reading the history ---- */
+
+void zk_feed_cursor_init(struct zk_feed_cursor *cur, const struct zk_feed_log *log,
+			 int64_t from_zxid, int32_t from_seq, struct zk_bytes prefix, int32_t flags,
+			 const struct zk_ids *ids)
+{
+	*cur = (struct zk_feed_cursor){
+		.pos = zk_feed_log_seek(log, from_zxid),
+		.seq = 0,
+		.from_zxid = from_zxid,
+		.from_seq = from_seq,
+		.prefix = prefix,
+		.flags = flags,
+		.ids = ids,
+	};
+}
+
+static bool cursor_wants(const struct zk_feed_cursor *cur, const struct zk_feed_change *ch,
+			 uint32_t i)
+{
+	const struct zk_feed_rec *r = &ch->recs[i];
+	if (zk_feed_position_before(ch->zxid, (int32_t)i, cur->from_zxid, cur->from_seq)) {
+		return false;
+	}
+	if (r->type == ZK_FEED_CHILD && (cur->flags & ZK_FEED_CHILDREN) == 0) {
+		return false;
+	}
+	if (!zk_feed_path_under(cur->prefix, zk_feed_rec_path(ch, r))) {
+		return false;
+	}
+	/* As a watch: only what the session may read. */
+	return cur->ids == NULL || zk_acl_check(zk_feed_rec_acl(ch, r), ZK_PERM_READ, cur->ids);
+}
+
+enum zk_feed_step zk_feed_cursor_next(struct zk_feed_cursor *cur, const struct zk_feed_log *log,
+				      const struct zk_feed_change **ch, uint32_t *index)
+{
+	while (cur->pos < zk_feed_log_end(log)) {
+		if (cur->pos < log->first) {
+			return ZK_FEED_STEP_COMPACTED;
+		}
+		const struct zk_feed_change *c = zk_feed_log_at(log, cur->pos);
+		while (cur->seq < c->count) {
+			uint32_t i = cur->seq++;
+			if (cursor_wants(cur, c, i)) {
+				*ch = c;
+				*index = i;
+				/* Step over what it does not want of the rest, so
+				 * that dropping a change it is done with never
+				 * leaves it behind. */
+				while (cur->seq < c->count && !cursor_wants(cur, c, cur->seq)) {
+					cur->seq++;
+				}
+				if (cur->seq == c->count) {
+					cur->pos++;
+					cur->seq = 0;
+				}
+				return ZK_FEED_STEP_EVENT;
+			}
+		}
+		cur->pos++;
+		cur->seq = 0;
+	}
+	return cur->pos < log->first ? ZK_FEED_STEP_COMPACTED : ZK_FEED_STEP_END;
+}
+
+void zk_feed_event_of(const struct zk_feed_change *ch, uint32_t index, int32_t flags,
+		      struct zk_feed_event *ev)
+{
+	KEEL_ASSERT(index < ch->count);
+	const struct zk_feed_rec *r = &ch->recs[index];
+	*ev = (struct zk_feed_event){
+		.status = ZK_FEED_OK,
+		.zxid = ch->zxid,
+		.seq = (int32_t)index,
+		.type = r->type,
+		.path = zk_feed_rec_path(ch, r),
+		.stat = r->stat,
+		.data = (flags & ZK_FEED_WITH_DATA) != 0 ? zk_feed_rec_data(ch, r) : ZK_BYTES_NULL,
+	};
+}

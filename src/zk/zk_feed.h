@@ -211,4 +211,52 @@ uint64_t zk_feed_log_seek(const struct zk_feed_log *log, int64_t zxid);
 /* The change at absolute position `pos` (first <= pos < end). */
 const struct zk_feed_change *zk_feed_log_at(const struct zk_feed_log *log, uint64_t pos);
 
+/* ---- reading the history ----
+ *
+ * A cursor is one subscription's place in a history: the position of the
+ * next change (absolute, see zk_feed_log) and the next event in it, plus
+ * what the subscription wants. zk_feed_cursor_next() hands out the wanted
+ * events in position order:
+ *
+ *	init(from) --next--> EVENT (ch, index) ... --next--> END (caught up:
+ *	                        |                          call again after an
+ *	                        v                          append)
+ *	                    COMPACTED (its position left the history: final)
+ */
+struct zk_feed_cursor {
+	uint64_t pos;
+	uint32_t seq;
+	int64_t from_zxid; /* events before (from_zxid, from_seq) are skipped */
+	int32_t from_seq;
+	struct zk_bytes prefix; /* borrowed: lives as long as the cursor */
+	int32_t flags;
+	const struct zk_ids *ids; /* READ check; NULL: no check */
+};
+
+enum zk_feed_step {
+	ZK_FEED_STEP_EVENT,
+	ZK_FEED_STEP_END,
+	ZK_FEED_STEP_COMPACTED,
+};
+
+/* A cursor at the first event at or after (from_zxid, from_seq); the
+ * caller checked from_zxid >= zk_feed_log_oldest(log). */
+void zk_feed_cursor_init(struct zk_feed_cursor *cur, const struct zk_feed_log *log,
+			 int64_t from_zxid, int32_t from_seq, struct zk_bytes prefix, int32_t flags,
+			 const struct zk_ids *ids);
+/* The next wanted event: *ch and *index name it (valid until the change
+ * is dropped) and the cursor moves past it. */
+enum zk_feed_step zk_feed_cursor_next(struct zk_feed_cursor *cur, const struct zk_feed_log *log,
+				      const struct zk_feed_change **ch, uint32_t *index);
+/* The event `index` of `ch` as it goes on the wire for `flags`. */
+void zk_feed_event_of(const struct zk_feed_change *ch, uint32_t index, int32_t flags,
+		      struct zk_feed_event *ev);
+
+/* Positions (zxid, seq) in order: a before b. */
+static inline bool zk_feed_position_before(int64_t a_zxid, int32_t a_seq, int64_t b_zxid,
+					   int32_t b_seq)
+{
+	return a_zxid < b_zxid || (a_zxid == b_zxid && a_seq < b_seq);
+}
+
 #endif

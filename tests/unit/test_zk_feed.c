@@ -262,6 +262,104 @@ static void test_log_multi_sequence(void **state)
 	fl_close(&f);
 }
 
+
+/* Every event a cursor hands out from (zxid, seq), as "zxid.seq type path". */
+static size_t drain(const struct zk_feed_log *log, struct zk_feed_cursor *cur, char out[][64],
+		    size_t max, enum zk_feed_step *last)
+{
+	size_t n = 0;
+	const struct zk_feed_change *ch;
+	uint32_t i;
+	while ((*last = zk_feed_cursor_next(cur, log, &ch, &i)) == ZK_FEED_STEP_EVENT) {
+		assert_true(n < max);
+		struct zk_feed_event ev;
+		zk_feed_event_of(ch, i, cur->flags, &ev);
+		snprintf(out[n++], 64, "%lld.%d %s %.*s", (long long)ev.zxid, ev.seq,
+			 zk_feed_type_name(ev.type), (int)zk_bytes_len(ev.path),
+			 (const char *)ev.path.data);
+	}
+	return n;
+}
+
+static void test_cursor_filters_and_resumes_exactly(void **state)
+{
+	(void)state;
+	struct fl f;
+	fl_init(&f, 1u << 20);
+	int64_t start = (int64_t)f.z.zxid + 1;
+	assert_int_equal(zt_create(&f.z, f.sid, "/a", "", 0), ZK_OK);
+	fl_record(&f);
+	assert_int_equal(zt_create(&f.z, f.sid, "/a/x", "1", 0), ZK_OK);
+	fl_record(&f);
+	assert_int_equal(zt_create(&f.z, f.sid, "/b", "", 0), ZK_OK);
+	fl_record(&f);
+	/* A node only digest:u:pw may read. */
+	struct zk_acl secret = {ZK_PERM_ALL, {zt_b("digest"), zt_b("u:x")}};
+	keel_wbuf_reset(&f.z.acl);
+	assert_int_equal(zt_create_full(&f.z, f.sid, ZK_OP_CREATE, "/a/hidden", zt_b("s"), 0,
+					zk_acl_vec_build(&f.z.acl, &secret, 1), -1, NULL, NULL),
+			 ZK_OK);
+	fl_record(&f);
+	assert_int_equal(zt_set(&f.z, f.sid, "/a/x", zt_b("2"), -1, NULL), ZK_OK);
+	fl_record(&f);
+	int64_t last = (int64_t)f.z.zxid;
+
+	struct zk_feed_cursor cur;
+	char got[32][64];
+	enum zk_feed_step step;
+	/* Under /a, no child events, as an ip:127.0.0.1 session: /b and the
+	 * hidden node are not delivered. */
+	zk_feed_cursor_init(&cur, &f.log, start, 0, zt_b("/a"), 0, &f.z.ids);
+	size_t n = drain(&f.log, &cur, got, 32, &step);
+	assert_int_equal(step, ZK_FEED_STEP_END);
+	assert_int_equal(n, 3);
+	char want[64];
+	snprintf(want, sizeof(want), "%lld.0 created /a", (long long)start);
+	assert_string_equal(got[0], want);
+	snprintf(want, sizeof(want), "%lld.0 created /a/x", (long long)start + 1);
+	assert_string_equal(got[1], want);
+	snprintf(want, sizeof(want), "%lld.0 data /a/x", (long long)last);
+	assert_string_equal(got[2], want);
+	/* With child events: the parents' too, at seq 1 of their zxid. */
+	zk_feed_cursor_init(&cur, &f.log, start, 0, zt_b("/"), ZK_FEED_CHILDREN, NULL);
+	n = drain(&f.log, &cur, got, 32, &step);
+	assert_int_equal(n, 9);
+	snprintf(want, sizeof(want), "%lld.1 child /", (long long)start);
+	assert_string_equal(got[1], want);
+	/* Resuming after each event gives the rest, exactly. */
+	char all[32][64];
+	memcpy(all, got, sizeof(all));
+	for (size_t k = 0; k < n; k++) {
+		long long z;
+		int sq;
+		assert_int_equal(sscanf(all[k], "%lld.%d", &z, &sq), 2);
+		zk_feed_cursor_init(&cur, &f.log, z, sq + 1, zt_b("/"), ZK_FEED_CHILDREN, NULL);
+		size_t m = drain(&f.log, &cur, got, 32, &step);
+		assert_int_equal(m, n - k - 1);
+		for (size_t j = 0; j < m; j++) {
+			assert_string_equal(got[j], all[k + 1 + j]);
+		}
+	}
+	/* A live append reaches a caught-up cursor. */
+	assert_int_equal(zt_delete(&f.z, f.sid, "/b", -1), ZK_OK);
+	fl_record(&f);
+	n = drain(&f.log, &cur, got, 32, &step);
+	assert_int_equal(n, 2); /* deleted /b, child / */
+	/* Trimming what a cursor has passed leaves it be (it does not wait on
+	 * the unwanted rest of a change); trimming what it needs ends it. */
+	zk_feed_cursor_init(&cur, &f.log, start, 0, zt_b("/"), 0, NULL);
+	const struct zk_feed_change *ch;
+	uint32_t i;
+	assert_int_equal(zk_feed_cursor_next(&cur, &f.log, &ch, &i), ZK_FEED_STEP_EVENT);
+	assert_int_equal(ch->zxid, start);
+	zk_feed_log_trim(&f.log, start);
+	assert_int_equal(zk_feed_cursor_next(&cur, &f.log, &ch, &i), ZK_FEED_STEP_EVENT);
+	assert_int_equal(ch->zxid, start + 1);
+	zk_feed_log_trim(&f.log, start + 2);
+	assert_int_equal(zk_feed_cursor_next(&cur, &f.log, &ch, &i), ZK_FEED_STEP_COMPACTED);
+	fl_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +369,7 @@ int main(void)
 		cmocka_unit_test(test_log_records_every_kind),
 		cmocka_unit_test(test_log_seek_trim_and_bound),
 		cmocka_unit_test(test_log_multi_sequence),
+		cmocka_unit_test(test_cursor_filters_and_resumes_exactly),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
