@@ -370,9 +370,11 @@ struct kc_feed {
 	void *ctx;
 };
 
-/* Binds a feed of changes under `path` from zxid `from_zxid` (inclusive)
- * to client `c`, whose pushed frames it takes (c->opt.on_push). Nothing
- * is sent yet. KEEL_INVAL for a bad path or flags, KEEL_NOMEM. */
+/* Binds a feed of changes under `path` from zxid `from_zxid` (inclusive;
+ * 0: from the oldest the server holds — until a change arrives, each
+ * subscription asks that of its server) to client `c`, whose pushed frames
+ * it takes (c->opt.on_push). Nothing is sent yet. KEEL_INVAL for a bad
+ * path or flags, KEEL_NOMEM. */
 enum keel_err kc_feed_init(struct kc_feed *f, struct kc_client *c, const char *path,
 			   int64_t from_zxid, int32_t flags, kc_feed_fn on_change, void *ctx);
 /* Moves the feed to another client (after the old session ended). */

@@ -58,7 +58,7 @@ enum keel_err kc_feed_init(struct kc_feed *f, struct kc_client *c, const char *p
 		return KEEL_NOMEM;
 	}
 	f->flags = flags;
-	f->next_zxid = from_zxid < 1 ? 1 : from_zxid;
+	f->next_zxid = from_zxid < 0 ? 0 : from_zxid; /* 0: the server's oldest */
 	f->on_change = on_change;
 	f->ctx = ctx;
 	kc_feed_rebind(f, c);

@@ -270,7 +270,8 @@ void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids 
 		reply(n, c, xid, err, NULL);
 		return;
 	}
-	int64_t from = KEEL_MAX(rq.from_zxid, (int64_t)1);
+	/* 0 (or less): from the oldest this server holds. */
+	int64_t from = rq.from_zxid > 0 ? rq.from_zxid : zk_feed_log_oldest(&f->log);
 	struct zk_feed_response rs = {
 		.error = ZK_FEED_OK,
 		.oldest_zxid = zk_feed_log_oldest(&f->log),

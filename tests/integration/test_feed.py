@@ -224,6 +224,16 @@ def test_a_start_older_than_the_snapshot_is_compacted(small_cluster):
     assert consumer.proc.returncode == 0, consumer.errors
     (zxid, _, _, _), = consumer.changes()
     assert zxid >= oldest
+    # --from-zxid 0: from the oldest the server holds, never compacted.
+    consumer = Consumer(addr, "/old", 0, "--count", "1")
+    try:
+        consumer.wait_for(lambda c: c.lines or c.proc.poll() is not None, 30,
+                          "a change from the oldest held")
+    finally:
+        consumer.stop()
+    assert consumer.lines and not any(e.startswith("compacted") for e in consumer.errors)
+    (zxid, _, _, _), = consumer.changes()
+    assert zxid > 1
 
 
 def test_a_consumer_that_stops_reading_gets_compacted(small_cluster):
