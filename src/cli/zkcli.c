@@ -667,7 +667,7 @@ int cli_watch(int argc, char **argv)
 			 "Connection changes are reported on stderr; the watch survives them.\n"
 			 "--from-zxid: the change feed instead: every committed change under\n"
 			 "PATH at zxid >= Z (0: all the server holds), one line each,\n"
-			 "\"ZXID SEQ TYPE PATH\" (--data: \"ZXID SEQ TYPE HEXDATA PATH\"), with\n"
+			 "\"ZXID SEQ TYPE PATH\" (--data: \"ZXID SEQ TYPE 0xHEX PATH\"), with\n"
 			 "TYPE created/deleted/data/acl (and child with --children); it resumes\n"
 			 "after the last change printed on any server of --servers, so no change\n"
 			 "is missed or printed twice. A start the servers no longer hold: exit 1.\n",
@@ -763,9 +763,8 @@ static void feed_print(void *ctx, const struct kc_feed_change *ch)
 	a->seen++;
 	printf("%lld %d %s ", (long long)ch->zxid, (int)ch->seq, zk_feed_type_name(ch->type));
 	if (a->data) {
-		if (zk_bytes_is_null(ch->data)) {
-			fputc('-', stdout);
-		}
+		/* "-": none; "0x" then the bytes in hex (just "0x" when empty) */
+		fputs(zk_bytes_is_null(ch->data) ? "-" : "0x", stdout);
 		for (size_t i = 0; i < zk_bytes_len(ch->data); i++) {
 			printf("%02x", ch->data.data[i]);
 		}

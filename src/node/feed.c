@@ -95,7 +95,12 @@ void node_feeds_close(struct node *n)
 	zk_feed_log_close(&f->log);
 	n->feeds = NULL;
 	uv_check_stop(&f->check);
-	uv_close((uv_handle_t *)&f->check, on_check_closed);
+	if (uv_is_closing((uv_handle_t *)&f->check)) {
+		/* node_close closed every handle and ran the loop: it is closed. */
+		on_check_closed((uv_handle_t *)&f->check);
+	} else {
+		uv_close((uv_handle_t *)&f->check, on_check_closed);
+	}
 }
 
 static void sub_free(struct node_feeds *f, struct feed_sub *s)

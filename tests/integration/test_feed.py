@@ -260,5 +260,8 @@ def test_a_consumer_that_stops_reading_gets_compacted(small_cluster):
     got = consumer.changes()
     paths = [p for (_, _, _, p) in got]
     assert paths == ["/slow/n%d" % i for i in range(len(paths))]
+    # --data: each creation carries the node's data, in hex.
+    datas = [LINE.match(line).group(4) for line in consumer.lines]
+    assert datas and all(d == "0x" + blob.hex() for d in datas)
     server = c.server_by_client_addr(addr)
     assert "fell behind the history" in server.log()
