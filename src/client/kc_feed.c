@@ -112,10 +112,19 @@ static int32_t subscribe(struct kc_feed *f)
 	return ZK_OK;
 }
 
+/* Not subscribed on the current connection: never yet, a new connection
+ * since, or none (the subscribe call reconnects, so no change can pass
+ * between a reconnect and the subscription). */
+static bool needs_subscribe(const struct kc_feed *f)
+{
+	return f->subscribed_on == 0 || f->subscribed_on != f->c->connects ||
+	       kc_state(f->c) == KC_DISCONNECTED || kc_state(f->c) == KC_IDLE;
+}
+
 int32_t kc_feed_poll(struct kc_feed *f, int timeout_ms)
 {
 	int32_t rc = ZK_OK;
-	if (!f->compacted && (f->subscribed_on == 0 || f->subscribed_on != f->c->connects)) {
+	if (!f->compacted && needs_subscribe(f)) {
 		f->subscribed_on = 0;
 		rc = subscribe(f);
 	}
