@@ -343,6 +343,10 @@ int32_t kc_call_raw(struct kc_client *c, int32_t opcode, const void *body, size_
  * Not a ZooKeeper error code. */
 #define KC_FEED_COMPACTED (-1000)
 
+/* kc_feed_init raises the client's max_packet to at least this: an event
+ * frame is a node's data plus its path (up to 64 KiB here) and Stat. */
+#define KC_FEED_MAX_PACKET (KC_DEFAULT_MAX_PACKET + (64u << 10))
+
 struct kc_feed_change {
 	int64_t zxid;
 	int32_t seq;  /* the change's place in its transaction, from 0 */

@@ -67,6 +67,12 @@ enum keel_err kc_feed_init(struct kc_feed *f, struct kc_client *c, const char *p
 
 void kc_feed_rebind(struct kc_feed *f, struct kc_client *c)
 {
+	/* An event carries a whole node's data plus its path and Stat: room
+	 * for the largest node a server with jute.maxbuffer 0xfffff holds. The
+	 * receive buffer grows on demand up to this bound. */
+	if (c->opt.max_packet < KC_FEED_MAX_PACKET) {
+		c->opt.max_packet = KC_FEED_MAX_PACKET;
+	}
 	f->c = c;
 	f->subscribed_on = 0;
 	c->opt.on_push = on_push;

@@ -85,6 +85,11 @@ class Consumer:
         return out
 
 
+def run_watch(servers, *args, timeout=60):
+    return subprocess.run([KEEL, "watch", *args, "--servers", servers],
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def kazoo_on(addr):
     zk = KazooClient(hosts=addr, timeout=20)
     zk.start(timeout=30)
@@ -175,17 +180,27 @@ def test_every_change_exactly_once_across_a_server_kill(cluster):
         assert [g[2] for g in got if g[0] == z] == ["created", "data", "deleted"]
 
 
+def test_the_largest_node_fits_an_event(cluster):
+    """A node with as much data as jute.maxbuffer lets a create carry makes
+    an event frame larger than 1 MiB: the client takes it."""
+    addr = cluster.connect_string()
+    zk = kazoo_on(addr)
+    blob = os.urandom(1048500)
+    _, st = zk.create("/big", blob, include_data=True)
+    zk.stop()
+    r = run_watch(addr, "--from-zxid", str(st.czxid), "/big", "--data", "--count", "1")
+    assert r.returncode == 0, r.stderr
+    m = LINE.match(r.stdout.splitlines()[0])
+    assert m and m.group(3) == "created" and m.group(5) == "/big", r.stdout[:200]
+    assert m.group(4) == "0x" + blob.hex()
+
+
 @pytest.fixture(scope="module")
 def small_cluster(request):
     c = Cluster(3, server_args=["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
                                 "--snapshot-entries", "100", "--snapshot-trailing", "5",
                                 "--feed-retain-bytes", "400000"])
     yield from running(request, c)
-
-
-def run_watch(servers, *args, timeout=60):
-    return subprocess.run([KEEL, "watch", *args, "--servers", servers],
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_a_start_older_than_the_snapshot_is_compacted(small_cluster):
