@@ -338,9 +338,10 @@ int32_t kc_call_raw(struct kc_client *c, int32_t opcode, const void *body, size_
  * (kc_feed_rebind) and it resumes just the same.
  */
 
-/* kc_feed_poll(): the start is older than the server's history (or the
- * feed fell that far behind); f->oldest_zxid is the oldest start it holds.
- * Not a ZooKeeper error code. */
+/* kc_feed_poll(): the start is older than what the servers hold (or the
+ * feed fell that far behind): each server of the list in turn said so;
+ * f->oldest_zxid is the oldest start the last one holds. Final. Not a
+ * ZooKeeper error code. */
 #define KC_FEED_COMPACTED (-1000)
 
 /* kc_feed_init raises the client's max_packet to at least this: an event
@@ -369,6 +370,7 @@ struct kc_feed {
 	uint64_t subscribed_on; /* c->connects when subscribed; 0: not subscribed */
 	int64_t oldest_zxid;   /* after KC_FEED_COMPACTED */
 	bool compacted;
+	uint32_t compacted_tries; /* servers in a row that no longer held it */
 	bool bad_frame;
 	kc_feed_fn on_change;
 	void *ctx;

@@ -39,6 +39,7 @@ static void on_push(void *ctx, int32_t xid, int64_t zxid, int32_t err, const uin
 		return;
 	}
 	struct kc_feed_change ch = {ev.zxid, ev.seq, ev.type, ev.path, ev.stat, ev.data};
+	f->compacted_tries = 0;
 	f->next_zxid = ev.zxid;
 	f->next_seq = ev.seq + 1;
 	f->on_change(f->ctx, &ch);
@@ -127,10 +128,27 @@ static bool needs_subscribe(const struct kc_feed *f)
 	       kc_state(f->c) == KC_DISCONNECTED || kc_state(f->c) == KC_IDLE;
 }
 
+/* A server no longer holds the position: try the others (each holds its
+ * own range) before giving up. */
+static int32_t on_compacted(struct kc_feed *f)
+{
+	f->compacted_tries++;
+	if (f->compacted_tries >= f->c->server_count) {
+		return KC_FEED_COMPACTED;
+	}
+	f->compacted = false;
+	f->subscribed_on = 0;
+	kc_conn_lose(f->c, "feed: this server no longer holds the position; trying another");
+	return ZK_CONNECTION_LOSS;
+}
+
 int32_t kc_feed_poll(struct kc_feed *f, int timeout_ms)
 {
+	if (f->compacted) {
+		return KC_FEED_COMPACTED; /* final */
+	}
 	int32_t rc = ZK_OK;
-	if (!f->compacted && needs_subscribe(f)) {
+	if (needs_subscribe(f)) {
 		f->subscribed_on = 0;
 		rc = subscribe(f);
 	}
@@ -143,8 +161,5 @@ int32_t kc_feed_poll(struct kc_feed *f, int timeout_ms)
 		kc_conn_lose(f->c, "feed: an event does not decode");
 		return ZK_MARSHALLING_ERROR;
 	}
-	if (f->compacted) {
-		return KC_FEED_COMPACTED;
-	}
-	return rc;
+	return f->compacted ? on_compacted(f) : rc;
 }

@@ -85,7 +85,7 @@ static void hook(struct fake *f, int conn)
 		feed_event(fd, 11, 1, ZK_FEED_ACL, "/app/a");
 		feed_event(fd, 12, 0, ZK_FEED_DELETED, "/app/a");
 	} else {
-		feed_reply(fd, 3, ZK_FEED_COMPACTED, 50);
+		feed_reply(fd, conn + 1, ZK_FEED_COMPACTED, 50 + conn);
 	}
 }
 
@@ -133,8 +133,8 @@ static void test_feed_resumes_after_last_change(void **state)
 		assert_int_equal(seen.seq[i], sq[i]);
 		assert_int_equal(seen.type[i], ty[i]);
 	}
-	/* Server 2 dies too; server 1 again (a new connection) answers
-	 * COMPACTED: the feed ends with the oldest start. */
+	/* Server 2 dies too; then both servers in turn answer COMPACTED: the
+	 * feed tries each before it ends, with the last one's oldest start. */
 	close(f.fds[1]);
 	f.fds[1] = -1;
 	rc = ZK_OK;
@@ -142,8 +142,11 @@ static void test_feed_resumes_after_last_change(void **state)
 		rc = kc_feed_poll(&feed, 200);
 	}
 	assert_int_equal(rc, KC_FEED_COMPACTED);
-	assert_int_equal(feed.oldest_zxid, 50);
+	assert_int_equal(f.dial_count, 4);
+	assert_int_equal(feed.oldest_zxid, 53);
 	read_feed_request(f.fds[2], 3, 12, 1);
+	read_feed_request(f.fds[3], 4, 12, 1);
+	assert_string_not_equal(f.dialed[2], f.dialed[3]); /* both servers asked */
 	assert_int_equal(kc_feed_poll(&feed, 0), KC_FEED_COMPACTED);
 	assert_int_equal(seen.count, 5);
 	kc_feed_close(&feed);
