@@ -196,6 +196,26 @@ def test_every_change_exactly_once_across_a_server_kill(cluster):
         assert [g[2] for g in got if g[0] == z] == ["created", "data", "deleted"]
 
 
+def test_a_restarted_server_rebuilds_its_history_from_the_log(cluster):
+    """A server restarts from its snapshot and log: re-applying the log
+    records the same changes, so it serves the same feed as one that ran
+    all along (no snapshot yet: from the first change)."""
+    s1 = cluster.servers[1]
+    s1.stop()
+    s1.start()
+    others = [s for s in cluster.servers.values() if s is not s1 and s.alive()]
+    assert others
+    outs = []
+    for s in (s1, others[0]):
+        r = run_watch(s.client_addr, "--from-zxid", "0", "/feed", "--count", "60",
+                      "--children", "--data", timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout.splitlines())
+    assert len(outs[0]) == 60
+    assert outs[0] == outs[1]
+    assert LINE.match(outs[0][0]).group(3) == "created"
+
+
 def test_the_largest_node_fits_an_event(cluster):
     """A node with as much data as jute.maxbuffer lets a create carry makes
     an event frame larger than 1 MiB: the client takes it."""
