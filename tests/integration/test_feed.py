@@ -15,6 +15,7 @@
 import os
 import re
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl, OPEN_ACL_UNSAFE
 
-from harness import KEEL, Cluster
+from harness import KEEL, Cluster, RawZk
 
 LINE = re.compile(r"^(\d+) (\d+) (created|deleted|data|acl|child) (?:(\S+) )?(/.*)$")
 
@@ -214,6 +215,43 @@ def test_a_restarted_server_rebuilds_its_history_from_the_log(cluster):
     assert len(outs[0]) == 60
     assert outs[0] == outs[1]
     assert LINE.match(outs[0][0]).group(3) == "created"
+
+
+def feed_request(from_zxid, path, flags=0, from_seq=0, version=0):
+    p = path.encode()
+    return struct.pack(">hqii", version, from_zxid, from_seq, len(p)) + p + \
+        struct.pack(">i", flags)
+
+
+def test_bad_feed_requests_get_errors_and_the_connection_serves_on(cluster):
+    addr = [s for s in cluster.servers.values() if s.alive()][0].client_addr
+    raw = RawZk(addr, cluster_auth=False)
+    try:
+        assert raw.call(2000, b"\x00\x00\x00")[0] == -5              # short: MarshallingError
+        assert raw.call(2000, feed_request(1, "/", version=1))[0] == -5  # newer version
+        assert raw.call(2000, feed_request(1, "/", flags=64))[0] == -5  # unknown flag
+        assert raw.call(2000, feed_request(1, "/", from_seq=-1))[0] == -5
+        assert raw.call(2000, feed_request(1, "no-slash"))[0] == -8     # BadArguments
+        err, _, body = raw.call(2000, feed_request(1, "/feed"))
+        assert err == 0
+        version, error, oldest, last = struct.unpack(">hhqq", body[:20])
+        assert (version, error) == (0, 0) and oldest >= 1 and last > 1
+        # One feed per connection (its events, xid -100, come before the reply).
+        raw.xid += 1
+        raw._send(struct.pack(">ii", raw.xid, 2000) + feed_request(1, "/feed"))
+        events = 0
+        while True:
+            xid, _, err = struct.unpack(">iqi", raw._recv()[:16])
+            if xid == -100:
+                events += 1
+            elif xid == raw.xid:
+                break
+        assert err == -8 and events > 0
+    finally:
+        raw.close()
+    # The server still serves.
+    r = run_watch(addr, "--from-zxid", "0", "/feed", "--count", "1")
+    assert r.returncode == 0, r.stderr
 
 
 def test_the_largest_node_fits_an_event(cluster):
