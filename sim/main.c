@@ -146,7 +146,8 @@ static int run_zk(const struct cli *c)
 	simzk_run(&zc, &r);
 	printf("%s seed=%llu nodes=%u workload=zk%s%s trace=%016llx sim_ms=%llu ops=%llu "
 	       "unknown=%llu sessions=%llu watches=%llu events=%llu moves=%llu expiries=%llu "
-	       "expired=%llu closes=%llu leader_changes=%llu zxid=%llu%s%s\n",
+	       "expired=%llu closes=%llu leader_changes=%llu zxid=%llu feed_changes=%llu "
+	       "feed_moves=%llu feed_compacted=%llu feed_gaps=%llu%s%s\n",
 	       r.ok ? "ok" : "FAIL", (unsigned long long)zc.seed, zc.servers,
 	       zc.bug != SIMZK_BUG_NONE ? " bug=" : "",
 	       zc.bug != SIMZK_BUG_NONE ? simzk_bug_name(zc.bug) : "", (unsigned long long)r.trace,
@@ -156,6 +157,8 @@ static int run_zk(const struct cli *c)
 	       (unsigned long long)r.moves, (unsigned long long)r.expiries,
 	       (unsigned long long)r.expired_by_server, (unsigned long long)r.closes,
 	       (unsigned long long)r.leader_changes, (unsigned long long)r.zxid,
+	       (unsigned long long)r.feed_changes, (unsigned long long)r.feed_moves,
+	       (unsigned long long)r.feed_compacted, (unsigned long long)r.feed_gaps,
 	       r.ok ? "" : ": ", r.ok ? "" : r.why);
 	if (!r.ok) {
 		printf("replay: keel-sim --seed %llu --nodes %u --workload zk --steps %llu%s%s\n",

@@ -39,6 +39,7 @@
 
 #include "base/buf.h"
 #include "base/rng.h"
+#include "zk/zk_feed.h"
 #include "zk/zk_jute.h"
 #include "zk/zk_proto.h"
 #include "zk/zk_state.h"
@@ -306,6 +307,7 @@ enum simzk_bug {
 	SIMZK_BUG_WATCH_AFTER_DATA,
 	SIMZK_BUG_KEEP_PENDING_ON_LEADER_CHANGE,
 	SIMZK_BUG_EXPIRE_NO_EPHEMERAL_DELETE,
+	SIMZK_BUG_FEED_RESUME_BY_ZXID, /* zk_feed.c: resumes after the last zxid */
 };
 
 /* "reply-before-apply" ... ; SIMZK_BUG_NONE for an unknown name. */
@@ -337,7 +339,76 @@ struct simzk_result {
 	uint64_t leader_changes;
 	uint64_t expired_by_server;
 	uint64_t zxid;
+	uint64_t feed_changes; /* changes the feed consumers got */
+	uint64_t feed_moves;   /* times a consumer's server "died" */
+	uint64_t feed_compacted; /* times a consumer's position left a history */
+	uint64_t feed_gaps;    /* announced gaps (no server held the position) */
 };
+
+/* ---- the change feed (zk_feed.c) ---- */
+
+#define SIMZK_FEED_CONSUMERS 3
+
+struct simzk_feed_got {
+	int64_t zxid;
+	int32_t seq;
+	int32_t type;
+	uint64_t path_hash;
+	int32_t version;
+	int64_t mzxid;
+};
+
+/* Changes a consumer announced it lost: from (from_zxid, from_seq) to the
+ * end of to_zxid. */
+struct simzk_feed_gap {
+	int64_t from_zxid;
+	int32_t from_seq;
+	int64_t to_zxid;
+};
+
+struct simzk_feed_consumer {
+	const char *prefix;
+	int32_t flags;
+	uint32_t server;
+	bool subscribed;
+	struct zk_feed_cursor cur;
+	int64_t next_zxid; /* the position after the last change it got */
+	int32_t next_seq;
+	struct simzk_feed_got *got;
+	size_t got_count;
+	size_t got_cap;
+	struct simzk_feed_gap *gaps;
+	size_t gap_count;
+	size_t gap_cap;
+	uint64_t stalled_until; /* no reading before this step */
+	uint64_t moves;
+	uint64_t compacted;
+	uint64_t gap_moves;
+};
+
+struct simzk_feed {
+	struct keel_rng rng; /* the feed's own: the workload's runs do not change */
+	enum simzk_bug bug;
+	uint64_t steps;
+	struct zk_feed_log ref; /* every committed change */
+	struct simzk_feed_consumer c[SIMZK_FEED_CONSUMERS];
+};
+
+void simzk_feed_init(struct simzk_feed *f, uint64_t seed, enum simzk_bug bug);
+void simzk_feed_free(struct simzk_feed *f);
+/* A byte bound for one server's history (16 KiB .. 1 MiB). */
+size_t simzk_feed_history_bytes(struct simzk_feed *f);
+/* The committed state applied res->zxid: the reference history. */
+void simzk_feed_on_commit(struct simzk_feed *f, const struct zk_state *st,
+			  const struct zk_result *res);
+/* One random step: a consumer reads, or its server dies, or a server
+ * compacts its history. `logs` are the servers' histories. */
+void simzk_feed_step(struct simzk_feed *f, struct zk_feed_log *const *logs, uint32_t servers);
+/* Every consumer reads to the end (the cluster is quiet). */
+void simzk_feed_drain(struct simzk_feed *f, struct zk_feed_log *const *logs, uint32_t servers);
+/* Each consumer got every committed change under its path once, in
+ * position order, with its Stat (outside the gaps it announced). */
+bool simzk_check_feed(const struct simzk_feed *f, char *why, size_t why_size);
 
 /* One run of the workload against the stand-in cluster. */
 void simzk_run(const struct simzk_config *cfg, struct simzk_result *out);

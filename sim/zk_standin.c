@@ -171,6 +171,7 @@ struct sz_server {
 	struct zk_watches wm;
 	struct zk_result res;
 	uint64_t applied;
+	struct zk_feed_log feed; /* its change feed history (zk_feed.c) */
 };
 
 struct standin {
@@ -202,6 +203,7 @@ struct standin {
 	struct keel_wbuf w;
 	struct keel_wbuf body;
 	struct simzk_clients *clients;
+	struct simzk_feed *feed;
 	uint64_t leader_changes;
 	uint64_t expired;
 };
@@ -649,6 +651,7 @@ static void apply_one(struct standin *sd, uint32_t server)
 	uint64_t zxid = ++s->applied;
 	enum keel_err rc = zk_apply(&s->st, zxid, e->txn, e->size, &s->res);
 	KEEL_ASSERT(rc == KEEL_OK);
+	KEEL_ASSERT(zk_feed_log_append(&s->feed, &s->st, &s->res) == KEEL_OK);
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&s->wm, &s->st, &s->res);
 	if (s->res.closed_session_id != 0) {
@@ -694,6 +697,7 @@ static void commit_to(struct standin *sd, uint64_t to)
 		enum keel_err rc = zk_apply(&sd->lead, zxid, e->txn, e->size, &sd->lead_res);
 		KEEL_ASSERT(rc == KEEL_OK);
 		const struct zk_result *res = &sd->lead_res;
+		simzk_feed_on_commit(sd->feed, &sd->lead, res);
 		if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0) {
 			zk_expiry_add(&sd->expiry, res->new_session_id, res->new_session_timeout_ms,
 				      (int64_t)sd->now_ms);
@@ -893,6 +897,7 @@ static void standin_free(struct standin *sd)
 	free(sd->forgotten);
 	for (uint32_t i = 0; i < sd->n; i++) {
 		zk_watches_close(&sd->srv[i].wm);
+		zk_feed_log_close(&sd->srv[i].feed);
 		zk_result_close(&sd->srv[i].res);
 		zk_state_close(&sd->srv[i].st);
 	}
@@ -985,7 +990,7 @@ static bool standin_quiet(const struct standin *sd)
 
 enum simzk_bug simzk_bug_parse(const char *name)
 {
-	for (int b = SIMZK_BUG_REPLY_BEFORE_APPLY; b <= SIMZK_BUG_EXPIRE_NO_EPHEMERAL_DELETE; b++) {
+	for (int b = SIMZK_BUG_REPLY_BEFORE_APPLY; b <= SIMZK_BUG_FEED_RESUME_BY_ZXID; b++) {
 		if (strcmp(name, simzk_bug_name((enum simzk_bug)b)) == 0) {
 			return (enum simzk_bug)b;
 		}
@@ -1004,6 +1009,8 @@ const char *simzk_bug_name(enum simzk_bug bug)
 		return "keep-pending-on-leader-change";
 	case SIMZK_BUG_EXPIRE_NO_EPHEMERAL_DELETE:
 		return "expire-no-ephemeral-delete";
+	case SIMZK_BUG_FEED_RESUME_BY_ZXID:
+		return "feed-resume-by-zxid";
 	default:
 		return "none";
 	}
@@ -1038,6 +1045,15 @@ void simzk_run(const struct simzk_config *cfg, struct simzk_result *out)
 	keel_rng_seed(&rng, cfg->seed);
 	uint64_t cluster_seed = keel_rng_next(&rng);
 	standin_init(sd, cfg->servers, cluster_seed, cfg->bug);
+	/* The change feed: its own PRNG, so the rest of the run is as without it. */
+	struct simzk_feed feed;
+	simzk_feed_init(&feed, keel_hash_bytes(&cfg->seed, sizeof(cfg->seed), 0xfeed), cfg->bug);
+	struct zk_feed_log *logs[SZ_MAX_SERVERS];
+	for (uint32_t i = 0; i < sd->n; i++) {
+		zk_feed_log_init(&sd->srv[i].feed, simzk_feed_history_bytes(&feed), 0);
+		logs[i] = &sd->srv[i].feed;
+	}
+	sd->feed = &feed;
 	struct simzk_history h;
 	simzk_history_init(&h);
 	struct simzk_clients cs;
@@ -1060,6 +1076,7 @@ void simzk_run(const struct simzk_config *cfg, struct simzk_result *out)
 		for (uint64_t k = keel_rng_between(&rng, 2, 8); k > 0; k--) {
 			standin_step(sd, faults);
 		}
+		simzk_feed_step(&feed, logs, sd->n);
 		if (!faults && simzk_clients_idle(&cs) && standin_quiet(sd)) {
 			settled = true;
 			break;
@@ -1080,7 +1097,9 @@ void simzk_run(const struct simzk_config *cfg, struct simzk_result *out)
 		}
 	} else {
 		struct simzk_view view = {sd, sd->n, view_state, view_applied};
-		out->ok = simzk_check_all(&h, &view, out->why, sizeof(out->why));
+		simzk_feed_drain(&feed, logs, sd->n);
+		out->ok = simzk_check_all(&h, &view, out->why, sizeof(out->why)) &&
+			  simzk_check_feed(&feed, out->why, sizeof(out->why));
 	}
 	if (cfg->verbose) {
 		simzk_history_print(&h, stdout);
@@ -1099,6 +1118,18 @@ void simzk_run(const struct simzk_config *cfg, struct simzk_result *out)
 	out->leader_changes = sd->leader_changes;
 	out->expired_by_server = sd->expired;
 	out->zxid = sd->commit;
+	for (uint32_t i = 0; i < SIMZK_FEED_CONSUMERS; i++) {
+		for (size_t k = 0; k < feed.c[i].got_count; k++) {
+			const struct simzk_feed_got *g = &feed.c[i].got[k];
+			uint64_t fw[] = {i, (uint64_t)g->zxid, (uint64_t)g->seq};
+			out->trace = keel_hash_bytes(fw, sizeof(fw), out->trace);
+		}
+		out->feed_changes += feed.c[i].got_count;
+		out->feed_moves += feed.c[i].moves;
+		out->feed_compacted += feed.c[i].compacted;
+		out->feed_gaps += feed.c[i].gap_count;
+	}
+	simzk_feed_free(&feed);
 	simzk_clients_free(&cs);
 	simzk_history_free(&h);
 	standin_free(sd);

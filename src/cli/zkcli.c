@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "cli/zkcli.h"
+#include "zk/zk_feed.h"
 
 #define COMMON_USAGE                                                                  \
 	"common options:\n"                                                           \
@@ -572,6 +573,10 @@ struct watch_args {
 	int64_t count; /* 0: until interrupted */
 	int64_t seen;
 	bool connected_once;
+	/* The change feed (--from-zxid): docs/change-feed.md. */
+	int64_t from_zxid; /* -1: a persistent watch instead */
+	bool children;
+	bool data;
 };
 
 static void watch_event(void *ctx, const struct kc_event *ev)
@@ -598,17 +603,35 @@ static int watch_check(char **pos, int pos_count, void *ctx)
 {
 	(void)pos;
 	(void)pos_count;
-	if (((struct watch_args *)ctx)->count < 0) {
+	struct watch_args *a = ctx;
+	if (a->count < 0) {
 		fprintf(stderr, "--count must be positive\n");
+		return ZKCLI_USAGE;
+	}
+	if (a->from_zxid < -1) {
+		fprintf(stderr, "--from-zxid must be a zxid (0: from the start)\n");
+		return ZKCLI_USAGE;
+	}
+	if (a->from_zxid == -1 && (a->children || a->data)) {
+		fprintf(stderr, "--children and --data go with --from-zxid\n");
+		return ZKCLI_USAGE;
+	}
+	if (a->from_zxid >= 0 && a->recursive) {
+		fprintf(stderr, "--from-zxid always covers the whole subtree; drop --recursive\n");
 		return ZKCLI_USAGE;
 	}
 	return ZKCLI_OK;
 }
 
+static int feed_body(struct kc_client *c, const char *path, struct watch_args *a);
+
 static int watch_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 {
 	(void)pos_count;
 	struct watch_args *a = ctx;
+	if (a->from_zxid >= 0) {
+		return feed_body(c, pos[0], a);
+	}
 	int32_t mode = a->recursive ? ZK_ADD_WATCH_PERSISTENT_RECURSIVE : ZK_ADD_WATCH_PERSISTENT;
 	int32_t err = kc_add_watch(c, pos[0], mode);
 	if (err != ZK_OK) {
@@ -627,17 +650,27 @@ static int watch_body(struct kc_client *c, char **pos, int pos_count, void *ctx)
 
 int cli_watch(int argc, char **argv)
 {
-	struct watch_args a = {false, 0, 0, false};
+	struct watch_args a = {false, 0, 0, false, -1, false, false};
 	const struct zkcli_opt opts[] = {
 		{"--recursive", "-r", ZKCLI_FLAG, &a.recursive},
 		{"--count", "-n", ZKCLI_INT, &a.count},
+		{"--from-zxid", "-z", ZKCLI_INT, &a.from_zxid},
+		{"--children", NULL, ZKCLI_FLAG, &a.children},
+		{"--data", NULL, ZKCLI_FLAG, &a.data},
 		{NULL, NULL, ZKCLI_FLAG, NULL},
 	};
 	struct command cmd = {
 		.usage = "usage: keel watch PATH [--recursive] [--count N]\n"
+			 "       keel watch --from-zxid Z PATH [--children] [--data] [--count N]\n"
 			 "Sets a persistent watch (recursive: on the whole subtree) and prints\n"
 			 "one line per event, \"TYPE PATH\", until N events or SIGINT/SIGTERM.\n"
-			 "Connection changes are reported on stderr; the watch survives them.\n",
+			 "Connection changes are reported on stderr; the watch survives them.\n"
+			 "--from-zxid: the change feed instead: every committed change under\n"
+			 "PATH at zxid >= Z (0: all the server holds), one line each,\n"
+			 "\"ZXID SEQ TYPE PATH\" (--data: \"ZXID SEQ TYPE 0xHEX PATH\"), with\n"
+			 "TYPE created/deleted/data/acl (and child with --children); it resumes\n"
+			 "after the last change printed on any server of --servers, so no change\n"
+			 "is missed or printed twice. A start the servers no longer hold: exit 1.\n",
 		.opts = opts, .min_pos = 1, .max_pos = 1, .body = watch_body, .ctx = &a,
 		.on_event = watch_event, .event_ctx = &a, .check = watch_check,
 	};
@@ -717,4 +750,92 @@ int cli_acl(int argc, char **argv)
 		.check = acl_check,
 	};
 	return drive(argc, argv, &cmd);
+}
+
+/* ---- watch --from-zxid: the change feed ---- */
+
+static void feed_print(void *ctx, const struct kc_feed_change *ch)
+{
+	struct watch_args *a = ctx;
+	if (a->count > 0 && a->seen >= a->count) {
+		return;
+	}
+	a->seen++;
+	printf("%lld %d %s ", (long long)ch->zxid, (int)ch->seq, zk_feed_type_name(ch->type));
+	if (a->data) {
+		/* "-": none; "0x" then the bytes in hex (just "0x" when empty) */
+		fputs(zk_bytes_is_null(ch->data) ? "-" : "0x", stdout);
+		for (size_t i = 0; i < zk_bytes_len(ch->data); i++) {
+			printf("%02x", ch->data.data[i]);
+		}
+		fputc(' ', stdout);
+	}
+	fwrite(ch->path.data, 1, zk_bytes_len(ch->path), stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+}
+
+/* A new session on the same servers (the old one expired), with the same
+ * credentials. */
+static int32_t feed_new_session(struct kc_client *c)
+{
+	struct kc_options o = c->opt;
+	o.session_id = 0;
+	o.on_push = NULL;
+	o.push_ctx = NULL;
+	struct kc_auth auths[KC_MAX_AUTHS];
+	uint32_t auth_count = c->auth_count;
+	memcpy(auths, c->auths, sizeof(auths));
+	kc_close(c);
+	if (kc_init(c, &o) != KEEL_OK) {
+		return ZK_BAD_ARGUMENTS;
+	}
+	for (uint32_t i = 0; i < auth_count; i++) {
+		int32_t rc = kc_add_auth(c, auths[i].scheme,
+					 zk_bytes_of(auths[i].cred, auths[i].cred_size));
+		if (rc != ZK_OK) {
+			return rc;
+		}
+	}
+	return ZK_OK;
+}
+
+static int feed_body(struct kc_client *c, const char *path, struct watch_args *a)
+{
+	int32_t flags = (a->data ? ZK_FEED_WITH_DATA : 0) | (a->children ? ZK_FEED_CHILDREN : 0);
+	struct kc_feed f;
+	if (kc_feed_init(&f, c, path, a->from_zxid, flags, feed_print, a) != KEEL_OK) {
+		fprintf(stderr, "%s: bad path\n", path);
+		return ZKCLI_USAGE;
+	}
+	int rc = ZKCLI_OK;
+	uint64_t announced = 0;
+	while (!zkcli_stop_requested() && (a->count == 0 || a->seen < a->count)) {
+		int32_t err = kc_feed_poll(&f, 1000);
+		if (f.subscribed_on != 0 && f.subscribed_on != announced && kc_server(c) != NULL) {
+			fprintf(stderr, "feed of %s on %s\n", path, kc_server(c));
+			announced = f.subscribed_on;
+		}
+		if (err == KC_FEED_COMPACTED) {
+			fprintf(stderr,
+				"compacted: the servers no longer hold changes from zxid %lld; "
+				"the oldest start they hold is %lld\n",
+				(long long)f.next_zxid, (long long)f.oldest_zxid);
+			rc = ZKCLI_ZK_ERROR;
+			break;
+		}
+		if (err == ZK_SESSION_EXPIRED) {
+			fprintf(stderr, "session expired; resuming the feed at zxid %lld in a new "
+					"session\n", (long long)f.next_zxid);
+			err = feed_new_session(c);
+			kc_feed_rebind(&f, c);
+		}
+		if (err == ZK_AUTH_FAILED || err == ZK_BAD_ARGUMENTS || err == ZK_NO_AUTH ||
+		    err == ZK_UNIMPLEMENTED) {
+			rc = result(c, err, path);
+			break;
+		}
+	}
+	kc_feed_close(&f);
+	return rc;
 }

@@ -175,6 +175,7 @@ struct kc_client {
 	int64_t last_zxid;        /* lastZxidSeen */
 	/* connection */
 	int fd;                   /* -1 when not connected */
+	uint64_t connects;        /* sessions established or resumed so far */
 	uint32_t server_index;    /* the server connected to (or tried last) */
 	uint32_t server_next;     /* the next server to try */
 	uint64_t last_send_ms;
@@ -325,6 +326,72 @@ struct kc_raw_reply {
  * else the client-side error (reply is then zeroed). */
 int32_t kc_call_raw(struct kc_client *c, int32_t opcode, const void *body, size_t size,
 		    struct kc_raw_reply *reply);
+
+/* ---- the change feed (keel extension, docs/change-feed.md) ----
+ *
+ * A stream of every committed change under a path, from a position
+ * (zxid, seq) on: kc_feed_poll() subscribes (ZK_OP_KEEL_FEED) and, after
+ * every reconnect (to any server of the list), subscribes again from the
+ * position after the last change it delivered, so the callback sees each
+ * change exactly once, in position order. The feed does not depend on the
+ * session: after ZK_SESSION_EXPIRED the caller may give it a new client
+ * (kc_feed_rebind) and it resumes just the same.
+ */
+
+/* kc_feed_poll(): the start is older than what the servers hold (or the
+ * feed fell that far behind): each server of the list in turn said so;
+ * f->oldest_zxid is the oldest start the last one holds. Final. Not a
+ * ZooKeeper error code. */
+#define KC_FEED_COMPACTED (-1000)
+
+/* kc_feed_init raises the client's max_packet to at least this: an event
+ * frame is a node's data plus its path (up to 64 KiB here) and Stat. */
+#define KC_FEED_MAX_PACKET (KC_DEFAULT_MAX_PACKET + (64u << 10))
+
+struct kc_feed_change {
+	int64_t zxid;
+	int32_t seq;  /* the change's place in its transaction, from 0 */
+	int32_t type; /* enum zk_feed_type (zk/zk_feed.h) */
+	struct zk_bytes path;
+	struct zk_stat stat;  /* the node after the transaction; zero when deleted */
+	struct zk_bytes data; /* with ZK_FEED_WITH_DATA; null otherwise */
+};
+
+/* Called from inside kc_* calls (it must not call kc_* on the client);
+ * `ch` and what it points to live during the call only. */
+typedef void (*kc_feed_fn)(void *ctx, const struct kc_feed_change *ch);
+
+struct kc_feed {
+	struct kc_client *c;
+	char *path;
+	int32_t flags;         /* enum zk_feed_flags */
+	int64_t next_zxid;     /* the position to resume from */
+	int32_t next_seq;
+	uint64_t subscribed_on; /* c->connects when subscribed; 0: not subscribed */
+	int64_t oldest_zxid;   /* after KC_FEED_COMPACTED */
+	bool compacted;
+	uint32_t compacted_tries; /* servers in a row that no longer held it */
+	bool bad_frame;
+	kc_feed_fn on_change;
+	void *ctx;
+};
+
+/* Binds a feed of changes under `path` from zxid `from_zxid` (inclusive;
+ * 0: from the oldest the server holds — until a change arrives, each
+ * subscription asks that of its server) to client `c`, whose pushed frames
+ * it takes (c->opt.on_push). Nothing is sent yet. KEEL_INVAL for a bad
+ * path or flags, KEEL_NOMEM. */
+enum keel_err kc_feed_init(struct kc_feed *f, struct kc_client *c, const char *path,
+			   int64_t from_zxid, int32_t flags, kc_feed_fn on_change, void *ctx);
+/* Moves the feed to another client (after the old session ended). */
+void kc_feed_rebind(struct kc_feed *f, struct kc_client *c);
+void kc_feed_close(struct kc_feed *f);
+
+/* Subscribes when needed, then kc_poll(timeout_ms). ZK_OK,
+ * KC_FEED_COMPACTED, ZK_MARSHALLING_ERROR (a feed frame that does not
+ * decode; the connection is dropped), or kc_poll's and the subscribe
+ * call's errors (ZK_CONNECTION_LOSS: the next poll tries again). */
+int32_t kc_feed_poll(struct kc_feed *f, int timeout_ms);
 
 /* ---- idling ---- */
 

@@ -889,6 +889,7 @@ static int32_t connect_one(struct kc_client *c, uint32_t index, uint64_t deadlin
 	memcpy(c->passwd, rsp.passwd.data, ZK_PASSWD_SIZE);
 	c->timeout_ms = rsp.timeout_ms;
 	c->state = KC_CONNECTED;
+	c->connects++;
 	c->disconnected_at_ms = 0;
 	c->last_recv_ms = now_ms();
 	kc_event_dispatch(c, ZK_EVENT_NONE, ZK_STATE_SYNC_CONNECTED, NULL, 0, -1);

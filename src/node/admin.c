@@ -17,6 +17,7 @@
  */
 #include "node/admin.h"
 #include "core/controller.h"
+#include "node/feed.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -979,6 +980,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 	metrics_gauge(w, "keel_peer_handshakes", "Peer connections not yet authenticated",
 		      (double)n->peers.handshakes);
 	node_limits_metrics(n, w);
+	node_feed_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -49,6 +49,7 @@
 
 #include "base/assert.h"
 #include "core/controller.h"
+#include "node/feed.h"
 #include "core/fsm.h"
 #include "node/peer_auth.h"
 #include "node/peers.h"
@@ -78,7 +79,7 @@ enum pending_kind {
 	PK_WRITE = 2,
 	PK_READ = 3,
 	PK_SYNC = 4,
-	PK_EXT_READ = 5, /* keel extension read (node/controller.h): served at its turn */
+	PK_EXT_READ = 5, /* keel extension read (core/controller.h): served at its turn */
 	PK_EXT = 6,      /* keel controller request: completed by zk_clients_ext_complete */
 	PK_RECONFIG = 7, /* membership steps (admin.c), then a barrier, then the config */
 };
@@ -991,9 +992,21 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 
 /* ---- requests ---- */
 
+/* The change feed (node/feed.h): answered and started at its turn. */
+static void serve_feed(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+{
+	node_feed_serve(n, zc->client, &zc->auth.ids, p->xid, p->frame + ZK_REQUEST_HEADER_SIZE,
+			p->frame_size - ZK_REQUEST_HEADER_SIZE);
+	record_latency(n, zc, p);
+}
+
 /* A keel extension read (DescribeCluster, FetchMetadata): controller.c. */
 static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 {
+	if (p->opcode == ZK_OP_KEEL_FEED) {
+		serve_feed(n, zc, p);
+		return;
+	}
 	struct keel_wbuf *body = &server_of(n)->scratch;
 	keel_wbuf_reset(body);
 	int32_t err = node_ctl_serve_read(&n->core, p->opcode, p->frame + ZK_REQUEST_HEADER_SIZE,
@@ -1156,7 +1169,7 @@ static bool cluster_member(const struct node *n, const struct zk_conn *zc)
 	       zk_ids_is_super(&zc->auth.ids);
 }
 
-/* A keel extension request (node/controller.h). Reads take their turn in
+/* A keel extension request (core/controller.h). Reads take their turn in
  * the FIFO like ZooKeeper reads; controller requests complete through
  * zk_clients_ext_complete. */
 static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_request *req,
@@ -1209,6 +1222,7 @@ void zk_clients_fire_system(struct node *n, const struct zk_result *res)
 	struct zk_server *zs = server_of(n);
 	if (zs != NULL) {
 		zk_watches_fire(&zs->watches, fsm_zk(n->core.fsm), res);
+		node_feed_on_applied(n, res);
 	}
 }
 
@@ -1434,6 +1448,10 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		handle_reconfig(n, zc, &req);
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
 	}
+	if (rc == KEEL_UNSUPPORTED && req.opcode == ZK_OP_KEEL_FEED) {
+		queue_read(n, zc, &req, payload, size, PK_EXT_READ);
+		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	}
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
 		handle_ext(n, zc, &req, payload, size);
 		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
@@ -1510,6 +1528,7 @@ void zk_conn_on_close(struct node *n, struct node_client *c)
 	if (zc->attached) {
 		zk_watches_detach(&zs->watches, &zc->wconn);
 	}
+	node_feed_on_close(n, c);
 	session_map_remove(zs, zc);
 	zk_auth_info_close(&zc->auth);
 	free(zc);
@@ -1525,6 +1544,7 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 	struct zk_state *st = fsm_zk(n->core.fsm);
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&zs->watches, st, res);
+	node_feed_on_applied(n, res);
 	if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0 && zs->expiry_active) {
 		zk_expiry_add(&zs->expiry, res->new_session_id, res->new_session_timeout_ms,
 			      (int64_t)core_now_ms(&n->core));
@@ -1881,6 +1901,7 @@ void zk_clients_on_snapshot_installed(struct node *n)
 {
 	/* Watches cannot see what a snapshot changed: drop every ZooKeeper
 	 * connection; clients reconnect and setWatches reports the changes. */
+	node_feed_on_snapshot_installed(n, n->core.applied_index);
 	close_zk_clients(n, KEEL_CANCELED);
 }
 
@@ -1908,6 +1929,10 @@ enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
 	zs->tracker = &n->core.tracker;
 	keel_list_init(&zs->barriers);
+	if (node_feeds_init(n) != KEEL_OK) {
+		snprintf(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
 	return KEEL_OK;
 }
 
@@ -1935,6 +1960,7 @@ void zk_clients_close(struct node *n)
 	keel_wbuf_free(&zs->scratch);
 	free(zs);
 	n->core.zk_server = NULL;
+	node_feeds_close(n);
 }
 
 void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed)

@@ -47,6 +47,8 @@ static const struct option_def options[] = {
 	 "... or once the entries applied since the last one reach BYTES (default 67108864)"},
 	{"snapshot-trailing", OPT_U64, offsetof(struct node_config, snapshot_trailing), 8, "N",
 	 "log entries kept behind a snapshot for slow followers (default 5000)"},
+	{"feed-retain-bytes", OPT_U64, offsetof(struct node_config, feed_retain_bytes), 8, "BYTES",
+	 "change feed: history of changes kept in memory (default 67108864)"},
 	{"snapshot-chunk-bytes", OPT_U32, offsetof(struct node_config, snapshot_chunk_bytes), 4,
 	 "BYTES", "InstallSnapshot chunk size (default 1048576)"},
 	{"segment-bytes", OPT_U64, offsetof(struct node_config, segment_bytes), 8, "BYTES",
@@ -150,6 +152,7 @@ void node_config_defaults(struct node_config *cfg)
 	cfg->snapshot_bytes = 64ull << 20;
 	cfg->snapshot_trailing = 5000;
 	cfg->snapshot_chunk_bytes = 1u << 20;
+	cfg->feed_retain_bytes = 64ull << 20;
 	cfg->segment_bytes = 64ull << 20;
 	cfg->max_packet_bytes = 0xfffff;
 	cfg->tick_ms = 2000;

@@ -80,6 +80,8 @@ struct node_config {
 	uint32_t peer_handshake_timeout_ms;
 	uint32_t max_peer_handshakes;      /* unauthenticated peer connections at once */
 	char four_letter_whitelist[256];   /* 4lw.commands.whitelist: words or "*" */
+	/* The change feed (docs/change-feed.md). */
+	uint64_t feed_retain_bytes;        /* history of changes held in memory */
 };
 
 /* True when the four-letter word is on cfg's whitelist. */

@@ -72,6 +72,7 @@ struct node {
 
 	/* Client side. */
 	struct node_clients *clients;
+	struct node_feeds *feeds; /* the change feed (node/feed.h) */
 
 	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
 	bool stopping;

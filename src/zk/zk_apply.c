@@ -330,6 +330,10 @@ static int32_t op_set_acl(struct apply_ctx *c, const struct zk_set_acl_request *
 	}
 	int32_t aversion = next_version(zk_tree_node(&st->tree, id)->aversion);
 	enum keel_err err = zk_mut_set_acl(st, id, req->path, acl, aversion);
+	if (err == KEEL_OK) {
+		/* For the change feed only: zk_watches_fire skips it. */
+		err = zk_mut_trigger(c->res, ZK_EVENT_KEEL_ACL_CHANGED, acl, req->path);
+	}
 	if (err != KEEL_OK) {
 		return mutation_failed(c, err);
 	}

@@ -48,6 +48,9 @@ enum zk_op {
 	ZK_OP_SET_WATCHES2 = 105,
 	ZK_OP_ADD_WATCH = 106,
 	ZK_OP_WHO_AM_I = 107,
+	/* keel extension (never sent by ZooKeeper clients): subscribe to the
+	 * change feed (zk_feed.h). The controller's extensions use 1000+. */
+	ZK_OP_KEEL_FEED = 2000,
 	ZK_OP_CREATE_SESSION = -10,
 	ZK_OP_CLOSE_SESSION = -11,
 	ZK_OP_ERROR = -1,
@@ -114,6 +117,9 @@ enum zk_event_type {
 	ZK_EVENT_DATA_WATCH_REMOVED = 5,
 	ZK_EVENT_CHILD_WATCH_REMOVED = 6,
 	ZK_EVENT_PERSISTENT_WATCH_REMOVED = 7,
+	/* keel-internal trigger (never on the wire, never reaches a watch):
+	 * a node's ACL changed, for the change feed (zk_feed.h). */
+	ZK_EVENT_KEEL_ACL_CHANGED = 100,
 };
 
 /* ---- session states (WatcherEvent.state) ---- */
@@ -195,6 +201,7 @@ enum zk_xid {
 	ZK_XID_PING = -2,
 	ZK_XID_AUTH = -4,
 	ZK_XID_SET_WATCHES = -8,
+	ZK_XID_FEED = -100, /* keel: a change feed event (zk_feed.h) */
 };
 
 /* ---- ephemeralOwner encodings (EphemeralType, extended types on) ----

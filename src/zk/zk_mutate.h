@@ -72,7 +72,7 @@ enum keel_err zk_mut_set_data(struct zk_state *st, struct zk_result *res, uint32
 			      int64_t zxid, int64_t time_ms);
 
 /* Replaces the ACL (reference of `acl` passes to the node); aversion =
- * new_aversion. No trigger. */
+ * new_aversion. No trigger: apply adds the feed's ZK_EVENT_KEEL_ACL_CHANGED. */
 enum keel_err zk_mut_set_acl(struct zk_state *st, uint32_t id, struct zk_bytes path,
 			     uint32_t acl, int32_t new_aversion);
 

@@ -51,6 +51,7 @@ const char *zk_op_name(int32_t op)
 	case ZK_OP_SET_WATCHES2: return "setWatches2";
 	case ZK_OP_ADD_WATCH: return "addWatch";
 	case ZK_OP_WHO_AM_I: return "whoAmI";
+	case ZK_OP_KEEL_FEED: return "keelFeed";
 	case ZK_OP_CREATE_SESSION: return "createSession";
 	case ZK_OP_CLOSE_SESSION: return "closeSession";
 	case ZK_OP_ERROR: return "error";

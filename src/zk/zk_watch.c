@@ -627,6 +627,9 @@ void zk_watches_fire(struct zk_watches *wm, const struct zk_state *st,
 {
 	for (uint32_t i = 0; i < res->trigger_count; i++) {
 		const struct zk_trigger *t = &res->triggers[i];
+		if (t->type == ZK_EVENT_KEEL_ACL_CHANGED) {
+			continue; /* the change feed's, not a watch event */
+		}
 		zk_watches_trigger(wm, st, t->type, zk_trigger_path(res, t), t->acl, res->zxid);
 	}
 }

@@ -9,7 +9,9 @@
  * containers, TTL nodes) instead of bouncing off the txn decoder.
  *
  * Properties after every step: the incremental state hash equals a full
- * recompute; a failed write left the hash unchanged; no crash or leak.
+ * recompute; a failed write left the hash unchanged; no crash or leak; the
+ * change feed's history (zk_feed.h, a small byte bound) records one event
+ * per trigger, and a cursor reading it sees positions only go up.
  * At the end: a snapshot loads back with the same hash.
  */
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "zk/zk_feed.h"
 #include "zk/zk_housekeeping.h"
 #include "zk/zk_read.h"
 #include "zk/zk_snapshot.h"
@@ -64,7 +67,40 @@ struct fz {
 	int64_t now;
 	int64_t sessions[4];
 	int events;
+	struct zk_feed_log feed;
+	struct zk_feed_cursor cur;
+	int64_t cur_zxid; /* the last position the cursor gave */
+	int32_t cur_seq;
 };
+
+/* Records the applied txn in the feed history and reads the cursor to its
+ * end (from the oldest held when it fell behind). */
+static void feed_follow(struct fz *f)
+{
+	uint32_t before = f->feed.count;
+	KEEL_ASSERT(zk_feed_log_append(&f->feed, &f->st, &f->res) == KEEL_OK);
+	if (f->res.trigger_count > 0) {
+		const struct zk_feed_change *ch =
+			zk_feed_log_at(&f->feed, zk_feed_log_end(&f->feed) - 1);
+		KEEL_ASSERT(ch->zxid == f->res.zxid);
+		KEEL_ASSERT(ch->count == f->res.trigger_count);
+	} else {
+		KEEL_ASSERT(f->feed.count <= before);
+	}
+	const struct zk_feed_change *ch;
+	uint32_t i;
+	enum zk_feed_step step;
+	while ((step = zk_feed_cursor_next(&f->cur, &f->feed, &ch, &i)) != ZK_FEED_STEP_END) {
+		if (step == ZK_FEED_STEP_COMPACTED) {
+			zk_feed_cursor_init(&f->cur, &f->feed, zk_feed_log_oldest(&f->feed), 0,
+					    zk_bytes_str("/"), ZK_FEED_CHILDREN, NULL);
+			continue;
+		}
+		KEEL_ASSERT(zk_feed_position_before(f->cur_zxid, f->cur_seq, ch->zxid, (int32_t)i));
+		f->cur_zxid = ch->zxid;
+		f->cur_seq = (int32_t)i;
+	}
+}
 
 static void on_event(void *ctx, struct zk_watch_conn *conn, const struct zk_watch_event *ev)
 {
@@ -144,6 +180,7 @@ static void apply(struct fz *f)
 		KEEL_ASSERT(zk_state_hash(&f->st) == before);
 		KEEL_ASSERT(f->res.trigger_count == 0);
 	}
+	feed_follow(f);
 	zk_watches_fire(&f->wm, &f->st, &f->res);
 }
 
@@ -280,6 +317,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	keel_wbuf_init_dynamic(&f.txn, 256, 1 << 20);
 	keel_wbuf_init_dynamic(&f.acl, 256, 1 << 16);
 	f.now = 1000000;
+	zk_feed_log_init(&f.feed, 4096, 0);
+	zk_feed_cursor_init(&f.cur, &f.feed, 1, 0, zk_bytes_str("/"), ZK_FEED_CHILDREN, NULL);
+	f.cur_zxid = -1;
 	uint8_t pw[ZK_PASSWD_SIZE] = {0};
 	for (int i = 0; i < 2; i++) {
 		struct zk_txn_meta meta = {f.now, 0, 0, 0};
@@ -306,6 +346,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	zk_state_close(&copy);
 	free(m.data);
 
+	zk_feed_log_close(&f.feed);
 	zk_watches_detach(&f.wm, &f.conn);
 	zk_watches_close(&f.wm);
 	keel_wbuf_free(&f.body);

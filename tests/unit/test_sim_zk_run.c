@@ -36,6 +36,10 @@ static void test_correct_runs_pass(void **state)
 		assert_true(r.watches > 0);
 		assert_true(r.events > 0);
 		assert_true(r.ops > 100);
+		/* ... and the change feed: consumers moved between servers and
+		 * got changes (zk_feed.c) */
+		assert_true(r.feed_changes > 100);
+		assert_true(r.feed_moves > 0);
 	}
 }
 
@@ -81,6 +85,12 @@ static void test_expire_no_ephemeral_delete_is_caught(void **state)
 	expect_caught(SIMZK_BUG_EXPIRE_NO_EPHEMERAL_DELETE, "ephemerals:");
 }
 
+static void test_feed_resume_by_zxid_is_caught(void **state)
+{
+	(void)state;
+	expect_caught(SIMZK_BUG_FEED_RESUME_BY_ZXID, "feed: consumer");
+}
+
 static void test_a_seed_replays(void **state)
 {
 	(void)state;
@@ -91,13 +101,14 @@ static void test_a_seed_replays(void **state)
 	assert_true(a.ok && b.ok && c.ok);
 	assert_true(a.trace == b.trace);
 	assert_true(a.ops == b.ops && a.events == b.events && a.zxid == b.zxid);
+	assert_true(a.feed_changes == b.feed_changes && a.feed_moves == b.feed_moves);
 	assert_true(a.trace != c.trace);
 }
 
 static void test_bug_names_round_trip(void **state)
 {
 	(void)state;
-	for (int b = SIMZK_BUG_REPLY_BEFORE_APPLY; b <= SIMZK_BUG_EXPIRE_NO_EPHEMERAL_DELETE; b++) {
+	for (int b = SIMZK_BUG_REPLY_BEFORE_APPLY; b <= SIMZK_BUG_FEED_RESUME_BY_ZXID; b++) {
 		assert_int_equal(simzk_bug_parse(simzk_bug_name((enum simzk_bug)b)), b);
 	}
 	assert_int_equal(simzk_bug_parse("no-such-bug"), SIMZK_BUG_NONE);
@@ -111,6 +122,7 @@ int main(void)
 		cmocka_unit_test(test_watch_after_data_is_caught),
 		cmocka_unit_test(test_keep_pending_on_leader_change_is_caught),
 		cmocka_unit_test(test_expire_no_ephemeral_delete_is_caught),
+		cmocka_unit_test(test_feed_resume_by_zxid_is_caught),
 		cmocka_unit_test(test_a_seed_replays),
 		cmocka_unit_test(test_bug_names_round_trip),
 	};
