@@ -79,6 +79,10 @@ struct node_config {
 	uint32_t peer_handshake_timeout_ms;
 	uint32_t max_peer_handshakes;      /* unauthenticated peer connections at once */
 	char four_letter_whitelist[256];   /* 4lw.commands.whitelist: words or "*" */
+	/* SASL for ZooKeeper clients (node/sasl_load.h); all empty: none. */
+	char sasl_users_file[NODE_PATH_SIZE];
+	char jaas_file[NODE_PATH_SIZE];
+	char sasl_super_user[256];
 };
 
 /* True when the four-letter word is on cfg's whitelist. */
