@@ -251,3 +251,39 @@ def test_bad_users_file_refuses_to_start(cluster_factory, tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0
         assert words in r.stderr, r.stderr
+
+
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
+
+
+def zkcli(addr, script, jvm_flags, timeout=120):
+    import subprocess
+    env = dict(os.environ, CLIENT_JVMFLAGS=" ".join(jvm_flags))
+    r = subprocess.run([ZKCLI, "-server", addr], input=script, capture_output=True, text=True,
+                       env=env, timeout=timeout)
+    return r.stdout + r.stderr
+
+
+def test_java_client_zkcli_digest_md5(cluster_factory):
+    """ZooKeeper's Java client (Debian's zkCli.sh, DigestMD5Client of the
+    JDK) with a JAAS Client section: SaslAuthenticated, the sasl identity in
+    whoami and ACLs; without SASL: Insufficient permission."""
+    def flags(root):
+        return ["--jaas-file", write_file(os.path.join(root, "jaas.conf"), JAAS)]
+    c = sasl_cluster(cluster_factory, 1, flags)
+    addr = c.servers[1].client_addr
+    good = write_file(os.path.join(c.root, "client.jaas"), JAAS)
+    out = zkcli(addr, "create /j x sasl:alice:cdrwa\ngetAcl /j\nget /j\nwhoami\nquit\n",
+                ["-Djava.security.auth.login.config=" + good, "-Dzookeeper.sasl.client=true"])
+    assert "state:SaslAuthenticated" in out, out
+    assert "Created /j" in out, out
+    assert "'sasl,'alice\n: cdrwa" in out, out
+    assert "sasl: alice" in out, out
+    out = zkcli(addr, "get /j\nquit\n", ["-Dzookeeper.sasl.client=false"])
+    assert "Insufficient permission : /j" in out, out
+    wrong = write_file(os.path.join(c.root, "wrong.jaas"),
+                       JAAS.replace('password="secret"', 'password="not-it"'))
+    out = zkcli(addr, "quit\n", ["-Djava.security.auth.login.config=" + wrong])
+    assert "state:SaslAuthenticated" not in out, out
+    c.wait(lambda: "authentication failed: wrong password" in c.servers[1].log(),
+           what="the refusal in the log")
