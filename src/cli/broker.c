@@ -59,6 +59,7 @@
 #include "meta/follower.h"
 #include "meta/proto.h"
 #include "node/peer_auth.h"
+#include "node/sasl_load.h"
 #include "os/clock.h"
 #include "os/log.h"
 
@@ -87,6 +88,8 @@ struct broker_options {
 	const char *log_level;
 	const char *secret_file;    /* --cluster-secret-file */
 	struct peer_auth_keys keys; /* loaded from it */
+	const char *sasl_users_file;   /* --sasl-users-file */
+	struct sasl_users *sasl_users; /* loaded from it; NULL: no SASL on the listener */
 };
 
 struct broker {
@@ -136,7 +139,8 @@ static int usage(FILE *out)
 		"                   [--fetch-interval-ms MS] [--shutdown-timeout-ms MS]\n"
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                   [--retention-check-interval-ms MS] [--metrics-port P]\n"
-		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n\n"
+		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n"
+		"                   [--sasl-users-file FILE]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
@@ -153,6 +157,9 @@ static int usage(FILE *out)
 		"With --cluster-secret-file (the servers' secret) it proves on its\n"
 		"session that it belongs to the cluster; servers that have a secret\n"
 		"refuse registrations and heartbeats without it.\n"
+		"With --sasl-users-file (NAME:PASSWORD lines) the listener requires SASL\n"
+		"(SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before any other\n"
+		"request but ApiVersions.\n"
 		"--metrics-port serves Prometheus metrics on http://HOST:P/metrics\n"
 		"(replication health, request rates and latencies; default: none).\n");
 	return out == stdout ? 0 : 2;
@@ -231,6 +238,14 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 				return false;
 			}
 			o->secret_file = v;
+		} else if (strcmp(arg, "--sasl-users-file") == 0) {
+			char err[512];
+			node_sasl_free(o->sasl_users);
+			if (node_sasl_load(v, "", &o->sasl_users, err, sizeof(err)) != KEEL_OK) {
+				fprintf(stderr, "keel broker: %s\n", err);
+				return false;
+			}
+			o->sasl_users_file = v;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -368,6 +383,10 @@ static void do_register(struct broker *b, uint64_t now)
 {
 	uint16_t port = b->opt.advertised_port != 0 ? b->opt.advertised_port : b->opt.port;
 	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, port, META_SEC_PLAINTEXT};
+	if (b->opt.sasl_users != NULL) {
+		ep = (struct meta_endpoint){"SASL_PLAINTEXT", b->opt.host, port,
+					    META_SEC_SASL_PLAINTEXT};
+	}
 	struct meta_broker_registration_request rq = {
 		.broker_id = b->opt.id,
 		.endpoints = &ep,
@@ -813,7 +832,8 @@ int cli_broker(int argc, char **argv)
 		  b.opt.data_dir);
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
 					   b.opt.handshake_timeout_ms, 100u << 20,
-					   b.opt.retention_check_ms, b.opt.metrics_port};
+					   b.opt.retention_check_ms, b.opt.metrics_port,
+					   b.opt.sasl_users};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);
@@ -832,6 +852,7 @@ int cli_broker(int argc, char **argv)
 	keel_arena_close(&b.arena);
 	keel_wbuf_free(&b.req);
 	close(lock_fd);
+	node_sasl_free(b.opt.sasl_users);
 	KEEL_INFO("stopped");
 	return status;
 }

@@ -18,6 +18,8 @@
 
 struct broker_server;
 
+struct sasl_users;
+
 struct broker_server_options {
 	int32_t node_id;
 	const char *host;
@@ -27,6 +29,7 @@ struct broker_server_options {
 	uint32_t max_frame_bytes; /* the largest request frame accepted */
 	int retention_check_ms;   /* how often retention runs */
 	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
+	const struct sasl_users *sasl_users; /* SASL on the listener; NULL: none (caller owns) */
 };
 
 /* Binds and listens (errors printed, NULL returned), then serves on a new
