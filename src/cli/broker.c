@@ -42,6 +42,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +165,42 @@ static int usage(FILE *out)
 		"--metrics-port serves Prometheus metrics on http://HOST:P/metrics\n"
 		"(replication health, request rates and latencies; default: none).\n");
 	return out == stdout ? 0 : 2;
+}
+
+/* With SASL on the listener the brokers replicate from each other as
+ * BROKER_REPLICA_SASL_USER, whose password is derived from the cluster
+ * secret (its current key): HMAC-SHA256(key, "keel-broker-sasl-v1") in hex.
+ * It is added to the users table; a users file may not define that name. */
+static bool replica_sasl_setup(struct broker_options *o, char password[2 * 32 + 1])
+{
+	password[0] = '\0';
+	if (o->sasl_users == NULL) {
+		return true;
+	}
+	if (o->secret_file == NULL) {
+		KEEL_WARN("--sasl-users-file without --cluster-secret-file: other brokers cannot "
+			  "authenticate to this listener, so partitions led here do not replicate");
+		return true;
+	}
+	static const char label[] = "keel-broker-sasl-v1";
+	uint8_t mac[32];
+	unsigned int n = 0;
+	if (HMAC(EVP_sha256(), o->keys.key[0].bytes, (int)o->keys.key[0].size,
+		 (const uint8_t *)label, sizeof(label) - 1, mac, &n) == NULL ||
+	    n != sizeof(mac)) {
+		fprintf(stderr, "keel broker: cannot derive the brokers' SASL password\n");
+		return false;
+	}
+	peer_auth_hex(mac, sizeof(mac), password);
+	enum keel_err rc = sasl_users_add(o->sasl_users, BROKER_REPLICA_SASL_USER,
+					  strlen(BROKER_REPLICA_SASL_USER), password,
+					  strlen(password));
+	if (rc != KEEL_OK) {
+		fprintf(stderr, "keel broker: %s: the user name %s is reserved for the brokers\n",
+			o->sasl_users_file, BROKER_REPLICA_SASL_USER);
+		return false;
+	}
+	return true;
 }
 
 static bool parse_int(const char *text, long min, long max, long *out)
@@ -801,6 +839,11 @@ int cli_broker(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "broker=%d", b.opt.id);
 	keel_log_set_prefix(prefix);
 	keel_log_set_level((enum keel_log_level)keel_log_parse_level(b.opt.log_level));
+	char replica_password[2 * 32 + 1];
+	if (!replica_sasl_setup(&b.opt, replica_password)) {
+		node_sasl_free(b.opt.sasl_users);
+		return 1;
+	}
 	int lock_fd = prepare_data_dir(&b.opt);
 	if (lock_fd < 0) {
 		return 1;
@@ -833,7 +876,10 @@ int cli_broker(int argc, char **argv)
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
 					   b.opt.handshake_timeout_ms, 100u << 20,
 					   b.opt.retention_check_ms, b.opt.metrics_port,
-					   b.opt.sasl_users};
+					   b.opt.sasl_users,
+					   b.opt.sasl_users != NULL && b.opt.secret_file != NULL
+						   ? replica_password
+						   : NULL};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);

@@ -55,6 +55,10 @@ struct broker_fetchers {
 	struct kafka_limits limits;
 	struct broker_fetcher_totals totals;
 	bool closing;
+	/* SASL PLAIN toward leaders whose listener requires it (set_sasl). */
+	char sasl_user[64];
+	char sasl_password[128];
+	bool sasl;
 };
 
 static void fetcher_step(struct fetcher *f);
@@ -203,6 +207,65 @@ static void apply_answer(struct fetcher *f)
 	}
 }
 
+/* ---- SASL (broker_fetchers_set_sasl) ----
+ *
+ *   connected --SaslHandshake(PLAIN)--> WAITING --ok--> SaslAuthenticate
+ *   --> WAITING --ok--> READY; any error closes the connection (back off,
+ *   connect again). */
+
+static void send_request_body(struct fetcher *f);
+
+static void send_sasl(struct fetcher *f, int16_t api_key)
+{
+	struct broker_fetchers *fs = f->owner;
+	keel_arena_reset(&f->req_arena);
+	memset(&f->req, 0, sizeof(f->req));
+	f->req.header.api_key = api_key;
+	f->req.header.api_version = 1;
+	if (api_key == KAFKA_API_SASL_HANDSHAKE) {
+		f->req.body.sasl_handshake.mechanism = kafka_str("PLAIN");
+	} else {
+		size_t u = strlen(fs->sasl_user);
+		size_t p = strlen(fs->sasl_password);
+		uint8_t *msg = keel_arena_alloc(&f->req_arena, u + p + 2);
+		if (msg == NULL) {
+			fetcher_disconnect(f, "out of memory");
+			return;
+		}
+		msg[0] = 0;
+		memcpy(msg + 1, fs->sasl_user, u);
+		msg[u + 1] = 0;
+		memcpy(msg + u + 2, fs->sasl_password, p);
+		f->req.body.sasl_authenticate.auth_bytes = (struct kafka_bytes){msg, (int32_t)(u + p + 2)};
+	}
+	send_request_body(f);
+}
+
+/* A SASL answer: the next step, or READY. False when it closed the
+ * connection. */
+static bool sasl_answer(struct fetcher *f)
+{
+	int16_t api = f->req.header.api_key;
+	int16_t err = api == KAFKA_API_SASL_HANDSHAKE ? f->resp.sasl_handshake.error_code
+	                                              : f->resp.sasl_authenticate.error_code;
+	memmove(f->buf, f->buf + f->frame_bytes, f->len - f->frame_bytes);
+	f->len -= f->frame_bytes;
+	f->frame_bytes = 0;
+	if (err != 0) {
+		char line[96];
+		snprintf(line, sizeof(line), "the leader refused SASL %s (error %d)",
+		         api == KAFKA_API_SASL_HANDSHAKE ? "PLAIN" : "authentication", err);
+		fetcher_disconnect(f, line);
+		return false;
+	}
+	if (api == KAFKA_API_SASL_HANDSHAKE) {
+		send_sasl(f, KAFKA_API_SASL_AUTHENTICATE);
+		return false;
+	}
+	f->state = F_READY;
+	return true;
+}
+
 /* A whole answer is at the head of the buffer: decode it. */
 static void got_frame(struct fetcher *f)
 {
@@ -221,6 +284,13 @@ static void got_frame(struct fetcher *f)
 		return;
 	}
 	uv_timer_stop(&f->timer);
+	if (f->req.header.api_key == KAFKA_API_SASL_HANDSHAKE ||
+	    f->req.header.api_key == KAFKA_API_SASL_AUTHENTICATE) {
+		if (sasl_answer(f)) {
+			fetcher_step(f);
+		}
+		return;
+	}
 	f->state = F_HELD;
 	if (!*fs->sync_in_flight) {
 		apply_answer(f);
@@ -309,6 +379,13 @@ static void send_request(struct fetcher *f)
 		}
 		return;
 	}
+	send_request_body(f);
+}
+
+/* Encodes and sends f->req; WAITING for its answer. */
+static void send_request_body(struct fetcher *f)
+{
+	struct broker_fetchers *fs = f->owner;
 	char client_id[32];
 	snprintf(client_id, sizeof(client_id), "keel-replica-%d", fs->core->config.node_id);
 	f->req.header.correlation_id = ++f->correlation_id;
@@ -339,7 +416,7 @@ static void send_request(struct fetcher *f)
 	}
 	if (f->req.header.api_key == KAFKA_API_FETCH) {
 		fs->totals.fetches++;
-	} else {
+	} else if (f->req.header.api_key == KAFKA_API_OFFSET_FOR_LEADER_EPOCH) {
 		fs->totals.epoch_requests++;
 	}
 	f->state = F_WAITING;
@@ -376,6 +453,10 @@ static void on_connect(uv_connect_t *req, int status)
 	f->state = F_READY;
 	if (uv_read_start((uv_stream_t *)&f->tcp, on_alloc, on_read) != 0) {
 		fetcher_disconnect(f, "cannot read");
+		return;
+	}
+	if (f->owner->sasl) {
+		send_sasl(f, KAFKA_API_SASL_HANDSHAKE);
 		return;
 	}
 	fetcher_step(f);
@@ -530,6 +611,15 @@ void broker_fetchers_free(struct broker_fetchers *fs)
 {
 	KEEL_ASSERT(fs->list == NULL);
 	free(fs);
+}
+
+void broker_fetchers_set_sasl(struct broker_fetchers *fs, const char *user, const char *password)
+{
+	KEEL_ASSERT(strlen(user) < sizeof(fs->sasl_user));
+	KEEL_ASSERT(strlen(password) < sizeof(fs->sasl_password));
+	snprintf(fs->sasl_user, sizeof(fs->sasl_user), "%s", user);
+	snprintf(fs->sasl_password, sizeof(fs->sasl_password), "%s", password);
+	fs->sasl = true;
 }
 
 void broker_fetchers_totals(const struct broker_fetchers *fs, struct broker_fetcher_totals *out)

@@ -824,11 +824,6 @@ static unsigned api_sets(const struct broker_server *s)
 	return BROKER_API_SETS | (s->opt.sasl_users != NULL ? (unsigned)KAFKA_SET_SASL : 0u);
 }
 
-static struct kafka_str kstr(const char *text)
-{
-	return (struct kafka_str){text, (int32_t)strlen(text)};
-}
-
 /* Answers the current request, then closes once the answer is out. */
 static void sasl_respond_and_close(struct conn *c, const void *body, const char *why)
 {
@@ -852,7 +847,7 @@ static void sasl_handshake(struct conn *c)
 		return;
 	}
 	for (size_t i = 0; i < sizeof(offered) / sizeof(offered[0]); i++) {
-		names[i] = kstr(offered[i]);
+		names[i] = kafka_str(offered[i]);
 	}
 	r->mechanisms = (struct kafka_str_array){names, (int32_t)(sizeof(offered) / sizeof(offered[0]))};
 	r->error_code = KAFKA_NONE;
@@ -932,7 +927,7 @@ static void sasl_authenticate(struct conn *c)
 		snprintf(line, sizeof(line), "SASL %s authentication failed: %s",
 		         sasl_mech_name(c->sasl_mech), why != NULL ? why : keel_strerror(rc));
 		r->error_code = KAFKA_SASL_AUTHENTICATION_FAILED;
-		r->error_message = kstr("Authentication failed: invalid credentials");
+		r->error_message = kafka_str("Authentication failed: invalid credentials");
 		sasl_respond_and_close(c, r, line);
 		return;
 	}
@@ -1558,6 +1553,10 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_timer_start(&s->group_timer, group_tick, GROUP_TICK_MS, GROUP_TICK_MS);
 	s->broker_epoch = -1;
 	s->fetchers = broker_fetchers_new(&s->loop, &s->core, &s->sync_in_flight);
+	if (s->fetchers != NULL && options->replica_sasl_password != NULL) {
+		broker_fetchers_set_sasl(s->fetchers, BROKER_REPLICA_SASL_USER,
+		                         options->replica_sasl_password);
+	}
 	KEEL_ASSERT(s->fetchers != NULL);
 	uv_timer_init(&s->loop, &s->isr_timer);
 	s->isr_timer.data = s;

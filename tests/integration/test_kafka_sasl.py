@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness import Cluster
+from harness import KEEL, Cluster, make_secret
 from test_controller import SERVER_ARGS, Broker, keel, wait_active, wait_partitions
 from test_kafka_clients import closed, read_frame, request
 
@@ -203,3 +203,53 @@ def test_requests_before_authentication(kc):
     assert corr == 9
     s.close()
     assert "Metadata before SASL authentication" in b.log()
+
+
+def test_brokers_replicate_through_sasl_listeners(tmp_path):
+    """Three brokers with SASL listeners: the followers authenticate to
+    the leader as the brokers' own user (its password derived from the
+    cluster secret), so an rf=3 topic keeps a full ISR under acks=all; a
+    users file that defines that user is refused at start."""
+    from test_controller import full
+    from confluent_kafka import Producer
+    c = Cluster(1, server_args=SERVER_ARGS)
+    users = os.path.join(c.root, "kafka.users")
+    with open(users, "w") as f:
+        f.write(USERS)
+    os.chmod(users, 0o600)
+    brokers = [Broker(c, i, extra_args=["--sasl-users-file", users]) for i in (1, 2, 3)]
+    try:
+        c.start()
+        c.wait_leader()
+        for b in brokers:
+            b.start()
+        wait_active(c, (1, 2, 3))
+        rc, out, err = keel("topics", "create", "sasl-rf3", "--partitions", "1",
+                            "--replication-factor", "3", "--servers", c.connect_string())
+        assert rc == 0, (out, err)
+        parts = wait_partitions(c, "sasl-rf3", lambda p: len(p) == 1 and full(p), 30,
+                                "sasl-rf3 with a full ISR")
+        boot = ",".join("127.0.0.1:%d" % b.port for b in brokers)
+        p = Producer(dict(sasl_conf(boot, "SCRAM-SHA-256"), acks="all"))
+        acked = []
+        for i in range(50):
+            p.produce("sasl-rf3", value=b"r%d" % i, on_delivery=lambda e, m: acked.append(e))
+        assert p.flush(60) == 0
+        assert acked == [None] * 50
+        wait_partitions(c, "sasl-rf3", lambda p: full(p), 30, "the ISR still full")
+        leader = brokers[parts[0]["leader"] - 1]
+        c.wait(lambda: leader.log().count("authenticated as keel-broker (SASL PLAIN)") >= 2,
+               what="both followers authenticated to the leader")
+    finally:
+        for b in brokers:
+            b.kill()
+        c.cleanup()
+    bad = tmp_path / "bad.users"
+    bad.write_text("keel-broker:x\n")
+    secret = str(tmp_path / "cluster.secret")
+    make_secret(secret)
+    r = subprocess.run([KEEL, "broker", "--id", "9",
+                        "--servers", "127.0.0.1:1", "--data-dir", str(tmp_path / "d"),
+                        "--sasl-users-file", str(bad), "--cluster-secret-file", secret],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "reserved for the brokers" in r.stderr, r.stderr
