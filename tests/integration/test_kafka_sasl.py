@@ -143,6 +143,29 @@ def test_kcat_scram_and_plain(kc):
     assert r.returncode != 0
 
 
+KAFKAJS_DIR = os.path.join(os.path.dirname(__file__), "kafkajs")
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(KAFKAJS_DIR, "node_modules", "kafkajs")),
+                    reason="kafkajs not installed: npm install in tests/integration/kafkajs "
+                           "(scripts/install-deps.sh does it when the npm registry is reachable)")
+@pytest.mark.parametrize("mech", ["plain", "scram-sha-256", "scram-sha-512"])
+def test_kafkajs_sasl(kc, mech):
+    c, b, boot = kc
+    topic = "kjs-sasl-" + mech
+    create(c, topic)
+    out = subprocess.run(["node", os.path.join(KAFKAJS_DIR, "roundtrip.js"), "--brokers=" + boot,
+                          "--topic=" + topic, "--n=20", "--sasl=%s:alice:alice-secret" % mech],
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-2000:])
+    assert b"kafkajs ok produced=20 first=0 last=19" in out.stdout
+    bad = subprocess.run(["node", os.path.join(KAFKAJS_DIR, "roundtrip.js"), "--brokers=" + boot,
+                          "--topic=" + topic, "--n=1", "--sasl=%s:alice:wrong" % mech],
+                         capture_output=True, timeout=120)
+    assert bad.returncode != 0
+    assert b"SASL" in bad.stderr or b"uthentication" in bad.stderr, bad.stderr[-2000:]
+
+
 # ---- raw requests before authentication ----
 
 def test_requests_before_authentication(kc):
