@@ -973,7 +973,11 @@ static bool handle_sasl(struct node *n, struct zk_conn *zc, const struct zk_requ
 		KEEL_WARN("client %s: SASL DIGEST-MD5 authentication failed: %s; closing",
 			  core_client_peer_addr(&n->core, zc->client),
 			  zc->sasl->why != NULL ? zc->sasl->why : keel_strerror(rc));
-		send_reply(zc, req->xid, 0, ZK_AUTH_FAILED, NULL, 0);
+		/* As ZooKeeper: AuthFailed with SetSASLResponse(null), then close. */
+		keel_wbuf_init_fixed(&w, token, sizeof(token));
+		zk_reply_header_encode(&w, req->xid, 0, ZK_AUTH_FAILED);
+		keel_wbuf_i32(&w, -1);
+		send_raw_payload(zc, token, w.size);
 		conn_close(zc, KEEL_AUTH, true);
 		return false;
 	}

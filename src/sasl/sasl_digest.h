@@ -6,8 +6,10 @@
  *
  * The exchange (one sasl request per step, opcode 102):
  *
- *   START --empty token--> CHALLENGED   server sends the digest-challenge
- *                                       (realm, nonce, qop, charset, algorithm)
+ *   START --any token--> CHALLENGED     server sends the digest-challenge
+ *                                       (realm, nonce, charset, algorithm; no
+ *                                       qop directive, which means auth, as
+ *                                       ZooKeeper's server sends it)
  *   CHALLENGED --digest-response--> DONE  server checks it against the
  *                                       user table and sends rspauth=...
  *   any other token, a bad response --> FAILED (and stays so)
