@@ -10,7 +10,9 @@
 
 #include "base/assert.h"
 #include "cli/broker_fetcher.h"
+#include "node/peer_auth.h"
 #include "os/log.h"
+#include "sasl/sasl_scram.h"
 
 #define FETCH_MAX_WAIT_MS  500
 #define REQUEST_TIMEOUT_MS 30000u
@@ -45,6 +47,8 @@ struct fetcher {
 	struct kafka_request req;
 	union kafka_response_body resp;
 	bool logged_error;
+	int sasl_round;                /* SaslAuthenticate answers seen on this connection */
+	struct sasl_scram_client scram; /* with SASL: this connection's exchange */
 };
 
 struct broker_fetchers {
@@ -209,57 +213,104 @@ static void apply_answer(struct fetcher *f)
 
 /* ---- SASL (broker_fetchers_set_sasl) ----
  *
- *   connected --SaslHandshake(PLAIN)--> WAITING --ok--> SaslAuthenticate
- *   --> WAITING --ok--> READY; any error closes the connection (back off,
- *   connect again). */
+ *   connected --SaslHandshake(SCRAM-SHA-256)--> WAITING --ok-->
+ *   SaslAuthenticate(client-first) --> WAITING --server-first-->
+ *   SaslAuthenticate(client-final) --> WAITING --server-final verified-->
+ *   READY; any error closes the connection (back off, connect again). */
 
 static void send_request_body(struct fetcher *f);
 
-static void send_sasl(struct fetcher *f, int16_t api_key)
+#define FETCHER_SASL_MECH SASL_MECH_SCRAM_SHA_256
+
+/* Sends SaslHandshake (msg NULL) or SaslAuthenticate with msg. */
+static void send_sasl(struct fetcher *f, const uint8_t *msg, size_t size)
 {
-	struct broker_fetchers *fs = f->owner;
-	keel_arena_reset(&f->req_arena);
-	memset(&f->req, 0, sizeof(f->req));
-	f->req.header.api_key = api_key;
+	f->req.header.api_key = msg == NULL ? KAFKA_API_SASL_HANDSHAKE : KAFKA_API_SASL_AUTHENTICATE;
 	f->req.header.api_version = 1;
-	if (api_key == KAFKA_API_SASL_HANDSHAKE) {
-		f->req.body.sasl_handshake.mechanism = kafka_str("PLAIN");
+	if (msg == NULL) {
+		f->req.body.sasl_handshake.mechanism = kafka_str(sasl_mech_name(FETCHER_SASL_MECH));
 	} else {
-		size_t u = strlen(fs->sasl_user);
-		size_t p = strlen(fs->sasl_password);
-		uint8_t *msg = keel_arena_alloc(&f->req_arena, u + p + 2);
-		if (msg == NULL) {
-			fetcher_disconnect(f, "out of memory");
-			return;
-		}
-		msg[0] = 0;
-		memcpy(msg + 1, fs->sasl_user, u);
-		msg[u + 1] = 0;
-		memcpy(msg + u + 2, fs->sasl_password, p);
-		f->req.body.sasl_authenticate.auth_bytes = (struct kafka_bytes){msg, (int32_t)(u + p + 2)};
+		f->req.body.sasl_authenticate.auth_bytes = (struct kafka_bytes){msg, (int32_t)size};
 	}
 	send_request_body(f);
 }
 
-/* A SASL answer: the next step, or READY. False when it closed the
- * connection. */
+static void sasl_start(struct fetcher *f)
+{
+	keel_arena_reset(&f->req_arena);
+	memset(&f->req, 0, sizeof(f->req));
+	f->sasl_round = 0;
+	send_sasl(f, NULL, 0);
+}
+
+/* The next SCRAM message for the answer in f->resp, into the request
+ * arena (the answer's bytes still sit in f->buf). NULL when done (the
+ * server's signature checked) or failed (*why set). */
+static uint8_t *sasl_next(struct fetcher *f, size_t *size, const char **why)
+{
+	struct broker_fetchers *fs = f->owner;
+	const struct kafka_bytes *in = &f->resp.sasl_authenticate.auth_bytes;
+	const uint8_t *in_data = in->len > 0 ? in->ptr : (const uint8_t *)"";
+	size_t in_size = in->len > 0 ? (size_t)in->len : 0;
+	keel_arena_reset(&f->req_arena);
+	memset(&f->req, 0, sizeof(f->req));
+	uint8_t *out = keel_arena_alloc(&f->req_arena, SASL_SCRAM_MSG_MAX);
+	if (out == NULL) {
+		*why = "out of memory";
+		return NULL;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, out, SASL_SCRAM_MSG_MAX);
+	enum keel_err rc = KEEL_OK;
+	uint8_t random[SASL_SCRAM_NONCE_BYTES];
+	switch (f->sasl_round++) {
+	case 0: /* the handshake was accepted */
+		rc = peer_auth_random(random, sizeof(random));
+		if (rc == KEEL_OK) {
+			rc = sasl_scram_client_first(&f->scram, FETCHER_SASL_MECH, fs->sasl_user, random,
+			                             &w);
+		}
+		break;
+	case 1: /* server-first */
+		rc = sasl_scram_client_final(&f->scram, fs->sasl_password, strlen(fs->sasl_password),
+		                             in_data, in_size, &w);
+		break;
+	default: /* server-final */
+		*why = sasl_scram_client_verify(&f->scram, in_data, in_size) == KEEL_OK
+		               ? NULL
+		               : f->scram.why;
+		return NULL;
+	}
+	if (rc != KEEL_OK || !keel_wbuf_ok(&w)) {
+		*why = f->scram.why != NULL ? f->scram.why : "cannot make a SCRAM message";
+		return NULL;
+	}
+	*size = w.size;
+	return out;
+}
+
+/* A SASL answer: the next step, or READY. False when it is not READY (a
+ * request is out, or the connection is closing). */
 static bool sasl_answer(struct fetcher *f)
 {
-	int16_t api = f->req.header.api_key;
-	int16_t err = api == KAFKA_API_SASL_HANDSHAKE ? f->resp.sasl_handshake.error_code
-	                                              : f->resp.sasl_authenticate.error_code;
+	int16_t err = f->req.header.api_key == KAFKA_API_SASL_HANDSHAKE
+	                      ? f->resp.sasl_handshake.error_code
+	                      : f->resp.sasl_authenticate.error_code;
+	const char *why = NULL;
+	size_t size = 0;
+	uint8_t *next = err == 0 ? sasl_next(f, &size, &why) : NULL;
 	memmove(f->buf, f->buf + f->frame_bytes, f->len - f->frame_bytes);
 	f->len -= f->frame_bytes;
 	f->frame_bytes = 0;
-	if (err != 0) {
-		char line[96];
-		snprintf(line, sizeof(line), "the leader refused SASL %s (error %d)",
-		         api == KAFKA_API_SASL_HANDSHAKE ? "PLAIN" : "authentication", err);
+	if (err != 0 || why != NULL) {
+		char line[192];
+		snprintf(line, sizeof(line), "SASL %s with the leader failed: %s (error %d)",
+		         sasl_mech_name(FETCHER_SASL_MECH), why != NULL ? why : "refused", err);
 		fetcher_disconnect(f, line);
 		return false;
 	}
-	if (api == KAFKA_API_SASL_HANDSHAKE) {
-		send_sasl(f, KAFKA_API_SASL_AUTHENTICATE);
+	if (next != NULL) {
+		send_sasl(f, next, size);
 		return false;
 	}
 	f->state = F_READY;
@@ -456,7 +507,7 @@ static void on_connect(uv_connect_t *req, int status)
 		return;
 	}
 	if (f->owner->sasl) {
-		send_sasl(f, KAFKA_API_SASL_HANDSHAKE);
+		sasl_start(f);
 		return;
 	}
 	fetcher_step(f);

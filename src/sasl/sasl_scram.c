@@ -503,3 +503,142 @@ enum keel_err sasl_scram_step(struct sasl_scram_server *s, const struct sasl_use
 		return fail(s, s->why != NULL ? s->why : "the exchange failed");
 	}
 }
+
+/* ---- SCRAM, client side ---- */
+
+static enum keel_err client_fail(struct sasl_scram_client *c, const char *why)
+{
+	c->why = why;
+	return KEEL_AUTH;
+}
+
+enum keel_err sasl_scram_client_first(struct sasl_scram_client *c, enum sasl_mech mech,
+				      const char *user, const uint8_t random[SASL_SCRAM_NONCE_BYTES],
+				      struct keel_wbuf *out)
+{
+	KEEL_ASSERT(mech == SASL_MECH_SCRAM_SHA_256 || mech == SASL_MECH_SCRAM_SHA_512);
+	memset(c, 0, sizeof(*c));
+	c->mech = mech;
+	c->cnonce_size = sasl_base64_encode(random, SASL_SCRAM_NONCE_BYTES, c->cnonce);
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, c->first_bare, sizeof(c->first_bare));
+	put(&w, "n=", 2);
+	for (const char *p = user; *p != '\0'; p++) {
+		if (*p == ',') {
+			put(&w, "=2C", 3);
+		} else if (*p == '=') {
+			put(&w, "=3D", 3);
+		} else {
+			put(&w, p, 1);
+		}
+	}
+	put(&w, ",r=", 3);
+	put(&w, c->cnonce, c->cnonce_size);
+	if (!keel_wbuf_ok(&w)) {
+		return client_fail(c, "the user name is too long");
+	}
+	c->first_bare_size = w.size;
+	put(out, "n,,", 3);
+	put(out, c->first_bare, c->first_bare_size);
+	return KEEL_OK;
+}
+
+enum keel_err sasl_scram_client_final(struct sasl_scram_client *c, const char *password,
+				      size_t password_size, const void *server_first, size_t size,
+				      struct keel_wbuf *out)
+{
+	const char *m = server_first;
+	if (size > SASL_SCRAM_MSG_MAX || memchr(m, '\0', size) != NULL) {
+		return client_fail(c, "malformed server-first message");
+	}
+	size_t pos = 0;
+	const char *r, *s64, *it;
+	size_t r_size, s_size, it_size;
+	if (!next_field(m, size, &pos, &r, &r_size) || !field_is(r, r_size, 'r') ||
+	    !next_field(m, size, &pos, &s64, &s_size) || !field_is(s64, s_size, 's') ||
+	    !next_field(m, size, &pos, &it, &it_size) || !field_is(it, it_size, 'i')) {
+		return client_fail(c, "malformed server-first message");
+	}
+	if (r_size - 2 <= c->cnonce_size || memcmp(r + 2, c->cnonce, c->cnonce_size) != 0 ||
+	    !printable_nonce(r + 2, r_size - 2)) {
+		return client_fail(c, "the server nonce does not extend ours");
+	}
+	uint8_t salt[SASL_SCRAM_MSG_MAX];
+	size_t salt_size = 0;
+	if (!sasl_base64_decode(s64 + 2, s_size - 2, salt, sizeof(salt), &salt_size) ||
+	    salt_size == 0) {
+		return client_fail(c, "malformed salt");
+	}
+	uint32_t iterations = 0;
+	for (size_t i = 2; i < it_size; i++) {
+		if (it[i] < '0' || it[i] > '9' || iterations > SASL_SCRAM_CLIENT_MAX_ITERATIONS) {
+			return client_fail(c, "malformed iteration count");
+		}
+		iterations = iterations * 10 + (uint32_t)(it[i] - '0');
+	}
+	if (iterations < SASL_SCRAM_ITERATIONS || iterations > SASL_SCRAM_CLIENT_MAX_ITERATIONS) {
+		return client_fail(c, "iteration count out of range");
+	}
+	size_t hs = md_size(c->mech);
+	uint8_t salted[SASL_SCRAM_HASH_MAX];
+	int ok = PKCS5_PBKDF2_HMAC(password, (int)password_size, salt, (int)salt_size,
+				   (int)iterations, md_of(c->mech), (int)hs, salted);
+	KEEL_ASSERT(ok == 1);
+	/* AuthMessage = client-first-bare "," server-first "," without-proof */
+	char am[3 * SASL_SCRAM_MSG_MAX + 64];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, am, sizeof(am));
+	put(&w, c->first_bare, c->first_bare_size);
+	put(&w, ",", 1);
+	put(&w, m, size);
+	put(&w, ",", 1);
+	size_t final_at = w.size;
+	put(&w, "c=biws,", 7);
+	put(&w, r, r_size);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	uint8_t client_key[SASL_SCRAM_HASH_MAX], stored_key[SASL_SCRAM_HASH_MAX];
+	uint8_t signature[SASL_SCRAM_HASH_MAX], server_key[SASL_SCRAM_HASH_MAX];
+	hmac(c->mech, salted, hs, "Client Key", 10, client_key);
+	hash(c->mech, client_key, hs, stored_key);
+	hmac(c->mech, stored_key, hs, am, w.size, signature);
+	hmac(c->mech, salted, hs, "Server Key", 10, server_key);
+	hmac(c->mech, server_key, hs, am, w.size, c->server_signature);
+	OPENSSL_cleanse(salted, sizeof(salted));
+	uint8_t proof[SASL_SCRAM_HASH_MAX];
+	for (size_t i = 0; i < hs; i++) {
+		proof[i] = (uint8_t)(client_key[i] ^ signature[i]);
+	}
+	OPENSSL_cleanse(client_key, sizeof(client_key));
+	char p64[2 * SASL_SCRAM_HASH_MAX];
+	size_t p64_size = sasl_base64_encode(proof, hs, p64);
+	put(out, am + final_at, w.size - final_at);
+	put(out, ",p=", 3);
+	put(out, p64, p64_size);
+	c->final_sent = true;
+	return KEEL_OK;
+}
+
+enum keel_err sasl_scram_client_verify(struct sasl_scram_client *c, const void *server_final,
+				       size_t size)
+{
+	const char *m = server_final;
+	if (!c->final_sent) {
+		return client_fail(c, "no client-final message was sent");
+	}
+	if (size < 2 || m[0] != 'v' || m[1] != '=') {
+		return client_fail(c, "the server-final message has no verifier");
+	}
+	size_t end = 2;
+	while (end < size && m[end] != ',') {
+		end++;
+	}
+	uint8_t v[SASL_SCRAM_HASH_MAX + 3];
+	size_t v_size = 0;
+	size_t hs = md_size(c->mech);
+	if (!sasl_base64_decode(m + 2, end - 2, v, sizeof(v), &v_size) ||
+	    !sasl_bytes_equal(v, v_size, c->server_signature, hs)) {
+		return client_fail(c, "the server signature is wrong (the server does not know the "
+				      "password)");
+	}
+	return KEEL_OK;
+}

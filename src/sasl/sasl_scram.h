@@ -98,6 +98,41 @@ enum keel_err sasl_scram_step(struct sasl_scram_server *s, const struct sasl_use
 			      const void *msg, size_t size,
 			      const uint8_t random[SASL_SCRAM_NONCE_BYTES], struct keel_wbuf *out);
 
+/*
+ * The client side of SCRAM (the brokers' replica fetchers use it):
+ *
+ *   sasl_scram_client_first   "n,,n=USER,r=CNONCE"
+ *   sasl_scram_client_final   server-first in, "c=biws,r=NONCE,p=PROOF" out
+ *   sasl_scram_client_verify  server-final in: its v= must be the server
+ *                             signature for this exchange (the server knew
+ *                             the password too)
+ *
+ * Each returns KEEL_AUTH (c->why says why) on a malformed or wrong
+ * message; an iteration count outside [SASL_SCRAM_ITERATIONS,
+ * SASL_SCRAM_CLIENT_MAX_ITERATIONS] is refused.
+ */
+#define SASL_SCRAM_CLIENT_MAX_ITERATIONS 100000u
+
+struct sasl_scram_client {
+	enum sasl_mech mech;
+	const char *why;
+	char first_bare[SASL_SCRAM_MSG_MAX];
+	size_t first_bare_size;
+	char cnonce[2 * SASL_SCRAM_NONCE_BYTES];
+	size_t cnonce_size;
+	uint8_t server_signature[SASL_SCRAM_HASH_MAX];
+	bool final_sent;
+};
+
+enum keel_err sasl_scram_client_first(struct sasl_scram_client *c, enum sasl_mech mech,
+				      const char *user, const uint8_t random[SASL_SCRAM_NONCE_BYTES],
+				      struct keel_wbuf *out);
+enum keel_err sasl_scram_client_final(struct sasl_scram_client *c, const char *password,
+				      size_t password_size, const void *server_first, size_t size,
+				      struct keel_wbuf *out);
+enum keel_err sasl_scram_client_verify(struct sasl_scram_client *c, const void *server_final,
+				       size_t size);
+
 /* Base64 (standard alphabet, '=' padding). encode writes 4*ceil(n/3)
  * characters; decode is strict (length a multiple of 4, valid padding)
  * and returns false on bad input or when out (max bytes) is too small. */

@@ -261,7 +261,7 @@ def test_brokers_replicate_through_sasl_listeners(tmp_path):
         assert acked == [None] * 50
         wait_partitions(c, "sasl-rf3", lambda p: full(p), 30, "the ISR still full")
         leader = brokers[parts[0]["leader"] - 1]
-        c.wait(lambda: leader.log().count("authenticated as keel-broker (SASL PLAIN)") >= 2,
+        c.wait(lambda: leader.log().count("authenticated as keel-broker (SASL SCRAM-SHA-256)") >= 2,
                what="both followers authenticated to the leader")
     finally:
         for b in brokers:

@@ -274,12 +274,78 @@ static void test_mechs_and_base64(void **state)
 	assert_false(sasl_base64_decode("Zm9vYmFy", 8, b, 5, &m)); /* too small */
 }
 
+/* The library's client against the server, and what it refuses. */
+static void client_exchange(enum sasl_mech mech, const char *user, const char *password,
+			    bool want_ok)
+{
+	struct sasl_users u;
+	users_init(&u);
+	static struct sasl_scram_server s;
+	static struct sasl_scram_client cl;
+	uint8_t key[SASL_SCRAM_KEY_BYTES] = {7};
+	static const uint8_t crandom[SASL_SCRAM_NONCE_BYTES] = {9, 8, 7};
+	sasl_scram_server_init(&s, mech, key);
+	struct msg a, b;
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, a.text, sizeof(a.text) - 1);
+	assert_int_equal(sasl_scram_client_first(&cl, mech, user, crandom, &w), KEEL_OK);
+	a.text[w.size] = '\0';
+	assert_int_equal(step(&s, &u, a.text, &b), KEEL_OK);
+	keel_wbuf_init_fixed(&w, a.text, sizeof(a.text) - 1);
+	assert_int_equal(sasl_scram_client_final(&cl, password, strlen(password), b.text, b.size, &w),
+			 KEEL_OK);
+	a.text[w.size] = '\0';
+	assert_int_equal(step(&s, &u, a.text, &b), want_ok ? KEEL_OK : KEEL_AUTH);
+	if (want_ok) {
+		assert_int_equal(sasl_scram_client_verify(&cl, b.text, b.size), KEEL_OK);
+		/* A tampered verifier is refused. */
+		b.text[3] = b.text[3] == 'A' ? 'B' : 'A';
+		assert_int_equal(sasl_scram_client_verify(&cl, b.text, b.size), KEEL_AUTH);
+		assert_int_equal(sasl_scram_client_verify(&cl, "e=invalid-proof", 15), KEEL_AUTH);
+	}
+	sasl_users_close(&u);
+}
+
+static void test_scram_client(void **state)
+{
+	(void)state;
+	client_exchange(SASL_MECH_SCRAM_SHA_256, "user", "pencil", true);
+	client_exchange(SASL_MECH_SCRAM_SHA_512, "user", "pencil", true);
+	client_exchange(SASL_MECH_SCRAM_SHA_512, "a,b=c", "pw", true);
+	client_exchange(SASL_MECH_SCRAM_SHA_256, "user", "pencil2", false);
+	/* Server-first messages the client refuses. */
+	static struct sasl_scram_client cl;
+	static const uint8_t crandom[SASL_SCRAM_NONCE_BYTES] = {0};
+	char first[256];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, first, sizeof(first));
+	assert_int_equal(sasl_scram_client_first(&cl, SASL_MECH_SCRAM_SHA_256, "user", crandom, &w),
+			 KEEL_OK);
+	assert_int_equal(w.size, strlen("n,,n=user,r=") + 24);
+	char cn[32];
+	snprintf(cn, sizeof(cn), "%.*s", 24, first + strlen("n,,n=user,r="));
+	char bad[4][256];
+	snprintf(bad[0], sizeof(bad[0]), "r=other,s=QSXCR+Q6sek8bf92,i=4096");
+	snprintf(bad[1], sizeof(bad[1]), "r=%sX,s=QSXCR+Q6sek8bf92,i=100", cn);
+	snprintf(bad[2], sizeof(bad[2]), "r=%sX,s=QSXCR+Q6sek8bf92,i=99999999999", cn);
+	snprintf(bad[3], sizeof(bad[3]), "r=%sX,s=!!,i=4096", cn);
+	char out[512];
+	for (int i = 0; i < 4; i++) {
+		keel_wbuf_init_fixed(&w, out, sizeof(out));
+		assert_int_equal(sasl_scram_client_final(&cl, "pencil", 6, bad[i], strlen(bad[i]), &w),
+				 KEEL_AUTH);
+		assert_non_null(cl.why);
+	}
+	assert_int_equal(sasl_scram_client_verify(&cl, "v=AAAA", 6), KEEL_AUTH);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rfc7677_vector),
 		cmocka_unit_test(test_scram_exchanges),
 		cmocka_unit_test(test_scram_bad_messages),
+		cmocka_unit_test(test_scram_client),
 		cmocka_unit_test(test_plain),
 		cmocka_unit_test(test_mechs_and_base64),
 	};
