@@ -872,6 +872,34 @@ static void sasl_handshake(struct conn *c)
 	conn_finish(c);
 }
 
+/* One SCRAM message (the connection's exchange starts on the first):
+ * KEEL_OK with the answer in w (and the user in `user` once *done),
+ * KEEL_AUTH with *why, or KEEL_NOMEM. */
+static enum keel_err sasl_scram_round(struct conn *c, const uint8_t *msg, size_t size,
+                                      struct keel_wbuf *w, char user[SASL_NAME_MAX + 1],
+                                      bool *done, const char **why)
+{
+	struct broker_server *s = c->srv;
+	if (c->scram == NULL) {
+		c->scram = malloc(sizeof(*c->scram));
+		if (c->scram == NULL) {
+			return KEEL_NOMEM;
+		}
+		sasl_scram_server_init(c->scram, c->sasl_mech, s->scram_key);
+	}
+	uint8_t random[SASL_SCRAM_NONCE_BYTES];
+	enum keel_err rc = peer_auth_random(random, sizeof(random));
+	if (rc == KEEL_OK) {
+		rc = sasl_scram_step(c->scram, s->opt.sasl_users, msg, size, random, w);
+	}
+	*why = c->scram->why;
+	*done = rc == KEEL_OK && c->scram->state == SASL_SCRAM_DONE;
+	if (*done) {
+		memcpy(user, c->scram->user, c->scram->user_size + 1);
+	}
+	return rc == KEEL_OK || rc == KEEL_AUTH ? rc : KEEL_AUTH;
+}
+
 /* One SaslAuthenticate step of the chosen mechanism. */
 static void sasl_authenticate(struct conn *c)
 {
@@ -903,23 +931,10 @@ static void sasl_authenticate(struct conn *c)
 		rc = sasl_plain_check(s->opt.sasl_users, msg, size, user, &why);
 		done = rc == KEEL_OK;
 	} else {
-		if (c->scram == NULL) {
-			c->scram = malloc(sizeof(*c->scram));
-			if (c->scram == NULL) {
-				conn_close(c, "out of memory");
-				return;
-			}
-			sasl_scram_server_init(c->scram, c->sasl_mech, s->scram_key);
-		}
-		uint8_t random[SASL_SCRAM_NONCE_BYTES];
-		rc = peer_auth_random(random, sizeof(random));
-		if (rc == KEEL_OK) {
-			rc = sasl_scram_step(c->scram, s->opt.sasl_users, msg, size, random, &w);
-		}
-		why = c->scram->why;
-		done = rc == KEEL_OK && c->scram->state == SASL_SCRAM_DONE;
-		if (done) {
-			memcpy(user, c->scram->user, c->scram->user_size + 1);
+		rc = sasl_scram_round(c, msg, size, &w, user, &done, &why);
+		if (rc == KEEL_NOMEM) {
+			conn_close(c, "out of memory");
+			return;
 		}
 	}
 	if (rc != KEEL_OK) {

@@ -267,33 +267,34 @@ static void put(struct keel_wbuf *w, const char *s, size_t n)
 	keel_wbuf_bytes(w, s, n);
 }
 
-static enum keel_err client_first(struct sasl_scram_server *s, const struct sasl_users *users,
-				  const char *m, size_t size,
-				  const uint8_t random[SASL_SCRAM_NONCE_BYTES], struct keel_wbuf *out)
+/* client-first: "gs2-header n=USER,r=CNONCE[,ext...]". Sets s->gs2 and
+ * s->user, *bare_at (where client-first-bare starts) and the r= field;
+ * returns NULL, or why it is refused. */
+static const char *parse_client_first(struct sasl_scram_server *s, const char *m, size_t size,
+				      size_t *bare_at, const char **cnonce, size_t *cnonce_size)
 {
 	size_t pos = 0;
 	const char *f;
 	size_t fs;
 	/* gs2-header: cbind-flag "," [authzid] "," */
 	if (!next_field(m, size, &pos, &f, &fs) || fs != 1 || (f[0] != 'n' && f[0] != 'y')) {
-		return fail(s, "channel binding is not supported (gs2 flag must be n or y)");
+		return "channel binding is not supported (gs2 flag must be n or y)";
 	}
 	const char *authzid;
 	size_t authzid_size;
 	if (!next_field(m, size, &pos, &authzid, &authzid_size) ||
 	    (authzid_size != 0 && !field_is(authzid, authzid_size, 'a'))) {
-		return fail(s, "malformed gs2 header");
+		return "malformed gs2 header";
 	}
 	if (pos > size) {
-		return fail(s, "malformed client-first message");
+		return "malformed client-first message";
 	}
 	s->gs2_size = pos;
 	memcpy(s->gs2, m, pos);
-	const char *bare = m + pos;
-	size_t bare_size = size - pos;
+	*bare_at = pos;
 	if (!next_field(m, size, &pos, &f, &fs) || !field_is(f, fs, 'n') ||
 	    !decode_saslname(f + 2, fs - 2, s->user, SASL_NAME_MAX, &s->user_size)) {
-		return fail(s, "malformed user name");
+		return "malformed user name";
 	}
 	s->user[s->user_size] = '\0';
 	if (authzid_size != 0) {
@@ -301,20 +302,35 @@ static enum keel_err client_first(struct sasl_scram_server *s, const struct sasl
 		size_t az_size = 0;
 		if (!decode_saslname(authzid + 2, authzid_size - 2, az, SASL_NAME_MAX, &az_size) ||
 		    az_size != s->user_size || memcmp(az, s->user, az_size) != 0) {
-			return fail(s, "the authorization id is not the user");
+			return "the authorization id is not the user";
 		}
 	}
-	const char *cnonce;
-	size_t cnonce_size;
-	if (!next_field(m, size, &pos, &cnonce, &cnonce_size) ||
-	    !field_is(cnonce, cnonce_size, 'r') || !printable_nonce(cnonce + 2, cnonce_size - 2)) {
-		return fail(s, "malformed client nonce");
+	if (!next_field(m, size, &pos, cnonce, cnonce_size) ||
+	    !field_is(*cnonce, *cnonce_size, 'r') ||
+	    !printable_nonce(*cnonce + 2, *cnonce_size - 2)) {
+		return "malformed client nonce";
 	}
 	while (pos <= size && next_field(m, size, &pos, &f, &fs)) {
 		if (fs >= 10 && memcmp(f, "tokenauth=", 10) == 0) {
-			return fail(s, "delegation tokens are not supported");
+			return "delegation tokens are not supported";
 		}
 	}
+	return NULL;
+}
+
+static enum keel_err client_first(struct sasl_scram_server *s, const struct sasl_users *users,
+				  const char *m, size_t size,
+				  const uint8_t random[SASL_SCRAM_NONCE_BYTES], struct keel_wbuf *out)
+{
+	size_t bare_at = 0;
+	const char *cnonce = NULL;
+	size_t cnonce_size = 0;
+	const char *why = parse_client_first(s, m, size, &bare_at, &cnonce, &cnonce_size);
+	if (why != NULL) {
+		return fail(s, why);
+	}
+	const char *bare = m + bare_at;
+	size_t bare_size = size - bare_at;
 	const struct sasl_user *u = sasl_users_find(users, s->user, s->user_size);
 	if (u == NULL) {
 		return fail(s, "no such user");
@@ -379,6 +395,29 @@ static enum keel_err client_first(struct sasl_scram_server *s, const struct sasl
 	put(out, s->auth_message + first_at, am.size - first_at);
 	s->state = SASL_SCRAM_SENT_FIRST;
 	return KEEL_OK;
+}
+
+/* RFC 5802 3: the proof is ClientKey XOR HMAC(StoredKey, AuthMessage);
+ * recover ClientKey from it and check that H(ClientKey) is StoredKey. */
+static bool proof_matches(const struct sasl_scram_server *s, const uint8_t *proof,
+			  size_t auth_message_size)
+{
+	size_t hs = md_size(s->mech);
+	uint8_t client_key[SASL_SCRAM_HASH_MAX];
+	uint8_t stored_key[SASL_SCRAM_HASH_MAX];
+	uint8_t signature[SASL_SCRAM_HASH_MAX];
+	uint8_t recovered[SASL_SCRAM_HASH_MAX];
+	uint8_t recovered_stored[SASL_SCRAM_HASH_MAX];
+	hmac(s->mech, s->salted, hs, "Client Key", 10, client_key);
+	hash(s->mech, client_key, hs, stored_key);
+	hmac(s->mech, stored_key, hs, s->auth_message, auth_message_size, signature);
+	for (size_t i = 0; i < hs; i++) {
+		recovered[i] = (uint8_t)(proof[i] ^ signature[i]);
+	}
+	hash(s->mech, recovered, hs, recovered_stored);
+	OPENSSL_cleanse(client_key, sizeof(client_key));
+	OPENSSL_cleanse(recovered, sizeof(recovered));
+	return sasl_bytes_equal(recovered_stored, hs, stored_key, hs);
 }
 
 /* The client-final nonce is the server-first one (RFC 5802), or, from
@@ -454,21 +493,7 @@ static enum keel_err client_final(struct sasl_scram_server *s, const char *m, si
 	if (!keel_wbuf_ok(&am)) {
 		return fail(s, "the client-final message is too long");
 	}
-	uint8_t client_key[SASL_SCRAM_HASH_MAX];
-	uint8_t stored_key[SASL_SCRAM_HASH_MAX];
-	uint8_t signature[SASL_SCRAM_HASH_MAX];
-	uint8_t recovered[SASL_SCRAM_HASH_MAX];
-	uint8_t recovered_stored[SASL_SCRAM_HASH_MAX];
-	hmac(s->mech, s->salted, hs, "Client Key", 10, client_key);
-	hash(s->mech, client_key, hs, stored_key);
-	hmac(s->mech, stored_key, hs, s->auth_message, am.size, signature);
-	for (size_t i = 0; i < hs; i++) {
-		recovered[i] = (uint8_t)(proof[i] ^ signature[i]);
-	}
-	hash(s->mech, recovered, hs, recovered_stored);
-	bool ok = sasl_bytes_equal(recovered_stored, hs, stored_key, hs);
-	OPENSSL_cleanse(client_key, sizeof(client_key));
-	if (!ok) {
+	if (!proof_matches(s, proof, am.size)) {
 		return fail(s, "wrong password");
 	}
 	uint8_t server_key[SASL_SCRAM_HASH_MAX];
