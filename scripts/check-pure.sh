@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pure layers (src/base raft zk meta kafka plog group broker core) must not reach for I/O, a clock,
+# The pure layers (src/base raft zk meta kafka plog group broker core sasl) must not reach for I/O, a clock,
 # randomness or mutable global state. Two checks:
 #  1. sources: no forbidden #include, no call of a clock/random function;
 #  2. objects (when a build dir is given): nm shows no undefined reference to
@@ -8,7 +8,7 @@
 set -euo pipefail
 src=${1:?source dir}
 build=${2:-}
-layers=(base raft zk meta kafka plog group broker core)
+layers=(base raft zk meta kafka plog group broker core sasl)
 status=0
 
 check_sources() { # label files...

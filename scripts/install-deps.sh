@@ -8,6 +8,7 @@ packages=(
   libuv1-dev libcmocka-dev libssl-dev
   iproute2 procps psmisc netcat-openbsd
   python3 python3-kazoo python3-pytest
+  python3-pure-sasl  # kazoo's sasl_options (tests/integration/test_sasl.py)
   python3-kafka python3-confluent-kafka kcat  # Kafka wire checks (tests/kafka)
   librdkafka-dev  # Kafka clients against keel brokers (tests/integration)
   golang-go golang-github-shopify-sarama-dev  # sarama, tests/clients/sarama

@@ -452,7 +452,9 @@ bool broker_replica_endpoint(const struct broker_core *core, int32_t broker_id, 
 		return false;
 	}
 	for (uint32_t i = 0; i < b->endpoint_count; i++) {
-		if (b->endpoints[i].security_protocol == META_SEC_PLAINTEXT) {
+		/* SASL_PLAINTEXT: the fetcher authenticates first (cli/broker_fetcher.h). */
+		if (b->endpoints[i].security_protocol == META_SEC_PLAINTEXT ||
+		    b->endpoints[i].security_protocol == META_SEC_SASL_PLAINTEXT) {
 			*host = b->endpoints[i].host;
 			*port = b->endpoints[i].port;
 			return true;

@@ -42,6 +42,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,7 @@
 #include "meta/follower.h"
 #include "meta/proto.h"
 #include "node/peer_auth.h"
+#include "node/sasl_load.h"
 #include "os/clock.h"
 #include "os/log.h"
 
@@ -88,6 +91,8 @@ struct broker_options {
 	const char *log_level;
 	const char *secret_file;    /* --cluster-secret-file */
 	struct peer_auth_keys keys; /* loaded from it */
+	const char *sasl_users_file;   /* --sasl-users-file */
+	struct sasl_users *sasl_users; /* loaded from it; NULL: no SASL on the listener */
 };
 
 struct broker {
@@ -138,7 +143,8 @@ static int usage(FILE *out)
 		"                   [--duplicate-id-timeout-ms MS] [--handshake-timeout-ms MS]\n"
 		"                   [--retention-check-interval-ms MS] [--metrics-port P]\n"
 		"                   [--hw-checkpoint-interval-ms MS]\n"
-		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n\n"
+		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n"
+		"                   [--sasl-users-file FILE]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
@@ -159,9 +165,48 @@ static int usage(FILE *out)
 		"With --cluster-secret-file (the servers' secret) it proves on its\n"
 		"session that it belongs to the cluster; servers that have a secret\n"
 		"refuse registrations and heartbeats without it.\n"
+		"With --sasl-users-file (NAME:PASSWORD lines) the listener requires SASL\n"
+		"(SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before any other\n"
+		"request but ApiVersions.\n"
 		"--metrics-port serves Prometheus metrics on http://HOST:P/metrics\n"
 		"(replication health, request rates and latencies; default: none).\n");
 	return out == stdout ? 0 : 2;
+}
+
+/* With SASL on the listener the brokers replicate from each other as
+ * BROKER_REPLICA_SASL_USER, whose password is derived from the cluster
+ * secret (its current key): HMAC-SHA256(key, "keel-broker-sasl-v1") in hex.
+ * It is added to the users table; a users file may not define that name. */
+static bool replica_sasl_setup(struct broker_options *o, char password[2 * 32 + 1])
+{
+	password[0] = '\0';
+	if (o->sasl_users == NULL) {
+		return true;
+	}
+	if (o->secret_file == NULL) {
+		KEEL_WARN("--sasl-users-file without --cluster-secret-file: other brokers cannot "
+			  "authenticate to this listener, so partitions led here do not replicate");
+		return true;
+	}
+	static const char label[] = "keel-broker-sasl-v1";
+	uint8_t mac[32];
+	unsigned int n = 0;
+	if (HMAC(EVP_sha256(), o->keys.key[0].bytes, (int)o->keys.key[0].size,
+		 (const uint8_t *)label, sizeof(label) - 1, mac, &n) == NULL ||
+	    n != sizeof(mac)) {
+		fprintf(stderr, "keel broker: cannot derive the brokers' SASL password\n");
+		return false;
+	}
+	peer_auth_hex(mac, sizeof(mac), password);
+	enum keel_err rc = sasl_users_add(o->sasl_users, BROKER_REPLICA_SASL_USER,
+					  strlen(BROKER_REPLICA_SASL_USER), password,
+					  strlen(password));
+	if (rc != KEEL_OK) {
+		fprintf(stderr, "keel broker: %s: the user name %s is reserved for the brokers\n",
+			o->sasl_users_file, BROKER_REPLICA_SASL_USER);
+		return false;
+	}
+	return true;
 }
 
 static bool parse_int(const char *text, long min, long max, long *out)
@@ -241,6 +286,14 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 				return false;
 			}
 			o->secret_file = v;
+		} else if (strcmp(arg, "--sasl-users-file") == 0) {
+			char err[512];
+			node_sasl_free(o->sasl_users);
+			if (node_sasl_load(v, "", &o->sasl_users, err, sizeof(err)) != KEEL_OK) {
+				fprintf(stderr, "keel broker: %s\n", err);
+				return false;
+			}
+			o->sasl_users_file = v;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
 		} else {
@@ -378,6 +431,10 @@ static void do_register(struct broker *b, uint64_t now)
 {
 	uint16_t port = b->opt.advertised_port != 0 ? b->opt.advertised_port : b->opt.port;
 	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, port, META_SEC_PLAINTEXT};
+	if (b->opt.sasl_users != NULL) {
+		ep = (struct meta_endpoint){"SASL_PLAINTEXT", b->opt.host, port,
+					    META_SEC_SASL_PLAINTEXT};
+	}
 	struct meta_broker_registration_request rq = {
 		.broker_id = b->opt.id,
 		.endpoints = &ep,
@@ -792,6 +849,11 @@ int cli_broker(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "broker=%d", b.opt.id);
 	keel_log_set_prefix(prefix);
 	keel_log_set_level((enum keel_log_level)keel_log_parse_level(b.opt.log_level));
+	char replica_password[2 * 32 + 1];
+	if (!replica_sasl_setup(&b.opt, replica_password)) {
+		node_sasl_free(b.opt.sasl_users);
+		return 1;
+	}
 	int lock_fd = prepare_data_dir(&b.opt);
 	if (lock_fd < 0) {
 		return 1;
@@ -824,7 +886,11 @@ int cli_broker(int argc, char **argv)
 	struct broker_server_options so = {b.opt.id, b.opt.host, b.opt.port, b.opt.data_dir,
 					   b.opt.handshake_timeout_ms, 100u << 20,
 					   b.opt.retention_check_ms, b.opt.metrics_port,
-					   b.opt.hw_checkpoint_ms};
+					   b.opt.hw_checkpoint_ms,
+					   b.opt.sasl_users,
+					   b.opt.sasl_users != NULL && b.opt.secret_file != NULL
+						   ? replica_password
+						   : NULL};
 	b.server = broker_server_start(&so);
 	if (b.server == NULL) {
 		meta_follower_close(&b.follower);
@@ -843,6 +909,7 @@ int cli_broker(int argc, char **argv)
 	keel_arena_close(&b.arena);
 	keel_wbuf_free(&b.req);
 	close(lock_fd);
+	node_sasl_free(b.opt.sasl_users);
 	KEEL_INFO("stopped");
 	return status;
 }

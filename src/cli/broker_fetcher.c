@@ -10,7 +10,9 @@
 
 #include "base/assert.h"
 #include "cli/broker_fetcher.h"
+#include "node/peer_auth.h"
 #include "os/log.h"
+#include "sasl/sasl_scram.h"
 
 #define FETCH_MAX_WAIT_MS  500
 #define REQUEST_TIMEOUT_MS 30000u
@@ -45,6 +47,8 @@ struct fetcher {
 	struct kafka_request req;
 	union kafka_response_body resp;
 	bool logged_error;
+	int sasl_round;                /* SaslAuthenticate answers seen on this connection */
+	struct sasl_scram_client scram; /* with SASL: this connection's exchange */
 };
 
 struct broker_fetchers {
@@ -55,6 +59,10 @@ struct broker_fetchers {
 	struct kafka_limits limits;
 	struct broker_fetcher_totals totals;
 	bool closing;
+	/* SASL PLAIN toward leaders whose listener requires it (set_sasl). */
+	char sasl_user[64];
+	char sasl_password[128];
+	bool sasl;
 };
 
 static void fetcher_step(struct fetcher *f);
@@ -203,6 +211,112 @@ static void apply_answer(struct fetcher *f)
 	}
 }
 
+/* ---- SASL (broker_fetchers_set_sasl) ----
+ *
+ *   connected --SaslHandshake(SCRAM-SHA-256)--> WAITING --ok-->
+ *   SaslAuthenticate(client-first) --> WAITING --server-first-->
+ *   SaslAuthenticate(client-final) --> WAITING --server-final verified-->
+ *   READY; any error closes the connection (back off, connect again). */
+
+static void send_request_body(struct fetcher *f);
+
+#define FETCHER_SASL_MECH SASL_MECH_SCRAM_SHA_256
+
+/* Sends SaslHandshake (msg NULL) or SaslAuthenticate with msg. */
+static void send_sasl(struct fetcher *f, const uint8_t *msg, size_t size)
+{
+	f->req.header.api_key = msg == NULL ? KAFKA_API_SASL_HANDSHAKE : KAFKA_API_SASL_AUTHENTICATE;
+	f->req.header.api_version = 1;
+	if (msg == NULL) {
+		f->req.body.sasl_handshake.mechanism = kafka_str(sasl_mech_name(FETCHER_SASL_MECH));
+	} else {
+		f->req.body.sasl_authenticate.auth_bytes = (struct kafka_bytes){msg, (int32_t)size};
+	}
+	send_request_body(f);
+}
+
+static void sasl_start(struct fetcher *f)
+{
+	keel_arena_reset(&f->req_arena);
+	memset(&f->req, 0, sizeof(f->req));
+	f->sasl_round = 0;
+	send_sasl(f, NULL, 0);
+}
+
+/* The next SCRAM message for the answer in f->resp, into the request
+ * arena (the answer's bytes still sit in f->buf). NULL when done (the
+ * server's signature checked) or failed (*why set). */
+static uint8_t *sasl_next(struct fetcher *f, size_t *size, const char **why)
+{
+	struct broker_fetchers *fs = f->owner;
+	const struct kafka_bytes *in = &f->resp.sasl_authenticate.auth_bytes;
+	const uint8_t *in_data = in->len > 0 ? in->ptr : (const uint8_t *)"";
+	size_t in_size = in->len > 0 ? (size_t)in->len : 0;
+	keel_arena_reset(&f->req_arena);
+	memset(&f->req, 0, sizeof(f->req));
+	uint8_t *out = keel_arena_alloc(&f->req_arena, SASL_SCRAM_MSG_MAX);
+	if (out == NULL) {
+		*why = "out of memory";
+		return NULL;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, out, SASL_SCRAM_MSG_MAX);
+	enum keel_err rc = KEEL_OK;
+	uint8_t random[SASL_SCRAM_NONCE_BYTES];
+	switch (f->sasl_round++) {
+	case 0: /* the handshake was accepted */
+		rc = peer_auth_random(random, sizeof(random));
+		if (rc == KEEL_OK) {
+			rc = sasl_scram_client_first(&f->scram, FETCHER_SASL_MECH, fs->sasl_user, random,
+			                             &w);
+		}
+		break;
+	case 1: /* server-first */
+		rc = sasl_scram_client_final(&f->scram, fs->sasl_password, strlen(fs->sasl_password),
+		                             in_data, in_size, &w);
+		break;
+	default: /* server-final */
+		*why = sasl_scram_client_verify(&f->scram, in_data, in_size) == KEEL_OK
+		               ? NULL
+		               : f->scram.why;
+		return NULL;
+	}
+	if (rc != KEEL_OK || !keel_wbuf_ok(&w)) {
+		*why = f->scram.why != NULL ? f->scram.why : "cannot make a SCRAM message";
+		return NULL;
+	}
+	*size = w.size;
+	return out;
+}
+
+/* A SASL answer: the next step, or READY. False when it is not READY (a
+ * request is out, or the connection is closing). */
+static bool sasl_answer(struct fetcher *f)
+{
+	int16_t err = f->req.header.api_key == KAFKA_API_SASL_HANDSHAKE
+	                      ? f->resp.sasl_handshake.error_code
+	                      : f->resp.sasl_authenticate.error_code;
+	const char *why = NULL;
+	size_t size = 0;
+	uint8_t *next = err == 0 ? sasl_next(f, &size, &why) : NULL;
+	memmove(f->buf, f->buf + f->frame_bytes, f->len - f->frame_bytes);
+	f->len -= f->frame_bytes;
+	f->frame_bytes = 0;
+	if (err != 0 || why != NULL) {
+		char line[192];
+		snprintf(line, sizeof(line), "SASL %s with the leader failed: %s (error %d)",
+		         sasl_mech_name(FETCHER_SASL_MECH), why != NULL ? why : "refused", err);
+		fetcher_disconnect(f, line);
+		return false;
+	}
+	if (next != NULL) {
+		send_sasl(f, next, size);
+		return false;
+	}
+	f->state = F_READY;
+	return true;
+}
+
 /* A whole answer is at the head of the buffer: decode it. */
 static void got_frame(struct fetcher *f)
 {
@@ -221,6 +335,13 @@ static void got_frame(struct fetcher *f)
 		return;
 	}
 	uv_timer_stop(&f->timer);
+	if (f->req.header.api_key == KAFKA_API_SASL_HANDSHAKE ||
+	    f->req.header.api_key == KAFKA_API_SASL_AUTHENTICATE) {
+		if (sasl_answer(f)) {
+			fetcher_step(f);
+		}
+		return;
+	}
 	f->state = F_HELD;
 	if (!*fs->sync_in_flight) {
 		apply_answer(f);
@@ -309,6 +430,13 @@ static void send_request(struct fetcher *f)
 		}
 		return;
 	}
+	send_request_body(f);
+}
+
+/* Encodes and sends f->req; WAITING for its answer. */
+static void send_request_body(struct fetcher *f)
+{
+	struct broker_fetchers *fs = f->owner;
 	char client_id[32];
 	snprintf(client_id, sizeof(client_id), "keel-replica-%d", fs->core->config.node_id);
 	f->req.header.correlation_id = ++f->correlation_id;
@@ -339,7 +467,7 @@ static void send_request(struct fetcher *f)
 	}
 	if (f->req.header.api_key == KAFKA_API_FETCH) {
 		fs->totals.fetches++;
-	} else {
+	} else if (f->req.header.api_key == KAFKA_API_OFFSET_FOR_LEADER_EPOCH) {
 		fs->totals.epoch_requests++;
 	}
 	f->state = F_WAITING;
@@ -376,6 +504,10 @@ static void on_connect(uv_connect_t *req, int status)
 	f->state = F_READY;
 	if (uv_read_start((uv_stream_t *)&f->tcp, on_alloc, on_read) != 0) {
 		fetcher_disconnect(f, "cannot read");
+		return;
+	}
+	if (f->owner->sasl) {
+		sasl_start(f);
 		return;
 	}
 	fetcher_step(f);
@@ -530,6 +662,15 @@ void broker_fetchers_free(struct broker_fetchers *fs)
 {
 	KEEL_ASSERT(fs->list == NULL);
 	free(fs);
+}
+
+void broker_fetchers_set_sasl(struct broker_fetchers *fs, const char *user, const char *password)
+{
+	KEEL_ASSERT(strlen(user) < sizeof(fs->sasl_user));
+	KEEL_ASSERT(strlen(password) < sizeof(fs->sasl_password));
+	snprintf(fs->sasl_user, sizeof(fs->sasl_user), "%s", user);
+	snprintf(fs->sasl_password, sizeof(fs->sasl_password), "%s", password);
+	fs->sasl = true;
 }
 
 void broker_fetchers_totals(const struct broker_fetchers *fs, struct broker_fetcher_totals *out)

@@ -8,6 +8,8 @@
  * file moves the bytes, non-blocking.
  *
  *   per leader: IDLE --connect--> CONNECTING --> READY --request--> WAITING
+ *               (with SASL: CONNECTING --> WAITING on SaslHandshake, then on
+ *               two SaslAuthenticate rounds of SCRAM --> READY)
  *               --answer--> (HELD while a sync runs) --applied--> READY
  *               any error --> closed, back off, IDLE --> connect again
  *
@@ -29,6 +31,10 @@ struct broker_fetchers;
 /* `sync_in_flight` is read on every step: while true the core is not touched. */
 struct broker_fetchers *broker_fetchers_new(uv_loop_t *loop, struct broker_core *core,
                                             const bool *sync_in_flight);
+
+/* Leaders' listeners require SASL: authenticate every new connection with
+ * SCRAM-SHA-256 as `user` (copied) before any request. */
+void broker_fetchers_set_sasl(struct broker_fetchers *f, const char *user, const char *password);
 
 /* After a new image: a fetcher for every leader this broker follows, none
  * for the others. */

@@ -51,11 +51,29 @@
 #include "cli/broker_server.h"
 #include "net/http.h"
 #include "os/clock.h"
+#include "node/peer_auth.h"
 #include "os/log.h"
+#include "sasl/sasl_scram.h"
 
 #define READ_CHUNK            (64u * 1024u)
 #define MAX_WRITE_QUEUE_BYTES (64u << 20)
 #define ARENA_BLOCK           (64u * 1024u)
+
+/* SASL on a listener with --sasl-users-file (docs/security.md), as
+ * Kafka's SaslServerAuthenticator:
+ *
+ *   HANDSHAKE --SaslHandshake v1 (a mechanism we offer)--> AUTHENTICATE
+ *   AUTHENTICATE --SaslAuthenticate (each step)--> ... --success--> DONE
+ *   before DONE only ApiVersions (in HANDSHAKE) and these two are served;
+ *   anything else, or a failed step, closes the connection (a failed step
+ *   after its SASL_AUTHENTICATION_FAILED answer is sent).
+ * OFF: the listener has no SASL. */
+enum conn_sasl {
+	CONN_SASL_OFF = 0,
+	CONN_SASL_HANDSHAKE,
+	CONN_SASL_AUTHENTICATE,
+	CONN_SASL_DONE,
+};
 
 enum conn_wait {
 	CONN_IDLE,
@@ -104,6 +122,11 @@ struct conn {
 	struct broker_produce_wait produce_wait;
 	struct broker_fetch_range *fetch_ranges; /* the current Fetch's records */
 	struct broker_admin_job *admin_job;      /* WAIT_ADMIN: out with the controller thread */
+	/* SASL on the listener (sasl_intercept): */
+	enum conn_sasl sasl;
+	enum sasl_mech sasl_mech;              /* chosen by SaslHandshake */
+	struct sasl_scram_server *scram;       /* SCRAM's exchange, from its first message */
+	bool close_after_write;                /* an authentication failure is on its way out */
 };
 
 struct broker_server {
@@ -141,9 +164,11 @@ struct broker_server {
 	bool stop;
 	struct broker_admin_job *admin_out;  /* to the controller thread (LIFO is fine: */
 	struct broker_admin_job *admin_back; /* one job per connection at a time) */
+	uint8_t scram_key[SASL_SCRAM_KEY_BYTES]; /* SCRAM salts (sasl_scram.h), random per process */
 };
 
 static void conn_process(struct conn *c);
+static unsigned api_sets(const struct broker_server *s);
 static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out);
 static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b);
 
@@ -153,6 +178,7 @@ static void conn_free(struct conn *c)
 {
 	keel_arena_close(&c->req_arena);
 	keel_arena_close(&c->resp_arena);
+	free(c->scram);
 	free(c->buf);
 	free(c);
 }
@@ -196,6 +222,10 @@ static void write_done(uv_write_t *wr, int status)
 	free(wr);
 	if (status < 0) {
 		conn_close(c, uv_strerror(status));
+		return;
+	}
+	if (c->close_after_write && c->tcp.write_queue_size == 0) {
+		conn_close(c, NULL);
 		return;
 	}
 	if (!c->closing && c->wait == CONN_IDLE) {
@@ -712,7 +742,13 @@ static void dispatch(struct conn *c)
 	broker_core_set_time(core, (int64_t)uv_now(&c->srv->loop));
 	switch (rq->header.api_key) {
 	case KAFKA_API_API_VERSIONS:
-		broker_api_versions(core, a, &c->resp.api_versions);
+		if (c->sasl == CONN_SASL_OFF) {
+			broker_api_versions(core, a, &c->resp.api_versions);
+		} else if (kafka_api_versions_table(a, api_sets(c->srv), &c->resp.api_versions) !=
+		           KEEL_OK) {
+			memset(&c->resp.api_versions, 0, sizeof(c->resp.api_versions));
+			c->resp.api_versions.error_code = KAFKA_UNKNOWN_SERVER_ERROR;
+		}
 		conn_respond(c, &c->resp.api_versions);
 		break;
 	case KAFKA_API_METADATA:
@@ -783,6 +819,170 @@ static void dispatch(struct conn *c)
 	conn_finish(c);
 }
 
+/* ---- SASL (enum conn_sasl) ---- */
+
+/* The APIs this listener serves: the SASL pair too when it has users. */
+static unsigned api_sets(const struct broker_server *s)
+{
+	return BROKER_API_SETS | (s->opt.sasl_users != NULL ? (unsigned)KAFKA_SET_SASL : 0u);
+}
+
+/* Answers the current request, then closes once the answer is out. */
+static void sasl_respond_and_close(struct conn *c, const void *body, const char *why)
+{
+	KEEL_WARN("kafka client %s: %s: closing the connection", c->peer, why);
+	conn_respond(c, body);
+	conn_finish(c);
+	c->close_after_write = true;
+	if (!c->closing && c->tcp.write_queue_size == 0) {
+		conn_close(c, NULL);
+	}
+}
+
+static void sasl_handshake(struct conn *c)
+{
+	static const char *const offered[] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"};
+	struct kafka_sasl_handshake_response *r = &c->resp.sasl_handshake;
+	struct kafka_str *names = keel_arena_alloc(&c->resp_arena, sizeof(offered) / sizeof(offered[0]) *
+	                                                                 sizeof(*names));
+	if (names == NULL) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(offered) / sizeof(offered[0]); i++) {
+		names[i] = kafka_str(offered[i]);
+	}
+	r->mechanisms = (struct kafka_str_array){names, (int32_t)(sizeof(offered) / sizeof(offered[0]))};
+	r->error_code = KAFKA_NONE;
+	if (c->req.header.api_version < 1) {
+		conn_close(c, "SaslHandshake v0 (SASL tokens outside Kafka requests) is not supported");
+		return;
+	}
+	if (c->sasl != CONN_SASL_HANDSHAKE) {
+		r->error_code = KAFKA_ILLEGAL_SASL_STATE;
+		sasl_respond_and_close(c, r, "SaslHandshake out of turn");
+		return;
+	}
+	const struct kafka_str *m = &c->req.body.sasl_handshake.mechanism;
+	c->sasl_mech = m->len > 0 ? sasl_mech_of(m->ptr, (size_t)m->len) : SASL_MECH_NONE;
+	if (c->sasl_mech == SASL_MECH_NONE) {
+		r->error_code = KAFKA_UNSUPPORTED_SASL_MECHANISM;
+		sasl_respond_and_close(c, r, "SaslHandshake asks for a mechanism not offered");
+		return;
+	}
+	c->sasl = CONN_SASL_AUTHENTICATE;
+	conn_respond(c, r);
+	conn_finish(c);
+}
+
+/* One SCRAM message (the connection's exchange starts on the first):
+ * KEEL_OK with the answer in w (and the user in `user` once *done),
+ * KEEL_AUTH with *why, or KEEL_NOMEM. */
+static enum keel_err sasl_scram_round(struct conn *c, const uint8_t *msg, size_t size,
+                                      struct keel_wbuf *w, char user[SASL_NAME_MAX + 1],
+                                      bool *done, const char **why)
+{
+	struct broker_server *s = c->srv;
+	if (c->scram == NULL) {
+		c->scram = malloc(sizeof(*c->scram));
+		if (c->scram == NULL) {
+			return KEEL_NOMEM;
+		}
+		sasl_scram_server_init(c->scram, c->sasl_mech, s->scram_key);
+	}
+	uint8_t random[SASL_SCRAM_NONCE_BYTES];
+	enum keel_err rc = peer_auth_random(random, sizeof(random));
+	if (rc == KEEL_OK) {
+		rc = sasl_scram_step(c->scram, s->opt.sasl_users, msg, size, random, w);
+	}
+	*why = c->scram->why;
+	*done = rc == KEEL_OK && c->scram->state == SASL_SCRAM_DONE;
+	if (*done) {
+		memcpy(user, c->scram->user, c->scram->user_size + 1);
+	}
+	return rc == KEEL_OK || rc == KEEL_AUTH ? rc : KEEL_AUTH;
+}
+
+/* One SaslAuthenticate step of the chosen mechanism. */
+static void sasl_authenticate(struct conn *c)
+{
+	struct broker_server *s = c->srv;
+	struct kafka_sasl_authenticate_response *r = &c->resp.sasl_authenticate;
+	memset(r, 0, sizeof(*r));
+	r->error_message = (struct kafka_str){NULL, -1};
+	r->auth_bytes = (struct kafka_bytes){(const uint8_t *)"", 0};
+	if (c->sasl != CONN_SASL_AUTHENTICATE) {
+		r->error_code = KAFKA_ILLEGAL_SASL_STATE;
+		sasl_respond_and_close(c, r, "SaslAuthenticate out of turn");
+		return;
+	}
+	const struct kafka_bytes *in = &c->req.body.sasl_authenticate.auth_bytes;
+	const uint8_t *msg = in->len > 0 ? in->ptr : (const uint8_t *)"";
+	size_t size = in->len > 0 ? (size_t)in->len : 0;
+	uint8_t *out = keel_arena_alloc(&c->resp_arena, SASL_SCRAM_MSG_MAX);
+	if (out == NULL) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, out, SASL_SCRAM_MSG_MAX);
+	const char *why = NULL;
+	char user[SASL_NAME_MAX + 1] = "";
+	bool done = false;
+	enum keel_err rc;
+	if (c->sasl_mech == SASL_MECH_PLAIN) {
+		rc = sasl_plain_check(s->opt.sasl_users, msg, size, user, &why);
+		done = rc == KEEL_OK;
+	} else {
+		rc = sasl_scram_round(c, msg, size, &w, user, &done, &why);
+		if (rc == KEEL_NOMEM) {
+			conn_close(c, "out of memory");
+			return;
+		}
+	}
+	if (rc != KEEL_OK) {
+		char line[256];
+		snprintf(line, sizeof(line), "SASL %s authentication failed: %s",
+		         sasl_mech_name(c->sasl_mech), why != NULL ? why : keel_strerror(rc));
+		r->error_code = KAFKA_SASL_AUTHENTICATION_FAILED;
+		r->error_message = kafka_str("Authentication failed: invalid credentials");
+		sasl_respond_and_close(c, r, line);
+		return;
+	}
+	r->auth_bytes = (struct kafka_bytes){out, (int32_t)w.size};
+	if (done) {
+		c->sasl = CONN_SASL_DONE;
+		KEEL_INFO("kafka client %s: authenticated as %s (SASL %s)", c->peer, user,
+		          sasl_mech_name(c->sasl_mech));
+	}
+	conn_respond(c, r);
+	conn_finish(c);
+}
+
+/* Before authentication only ApiVersions and the SASL pair are served:
+ * true when the request was handled here (answered, or the connection
+ * closed). */
+static bool sasl_intercept(struct conn *c)
+{
+	int16_t api = c->req.header.api_key;
+	if (api == KAFKA_API_SASL_HANDSHAKE) {
+		sasl_handshake(c);
+		return true;
+	}
+	if (api == KAFKA_API_SASL_AUTHENTICATE) {
+		sasl_authenticate(c);
+		return true;
+	}
+	if (c->sasl == CONN_SASL_DONE ||
+	    (c->sasl == CONN_SASL_HANDSHAKE && api == KAFKA_API_API_VERSIONS)) {
+		return false;
+	}
+	char line[128];
+	snprintf(line, sizeof(line), "%s before SASL authentication", kafka_api_find(api)->name);
+	conn_close(c, line);
+	return true;
+}
+
 /* Handles the frame at the head of the buffer (c->frame_bytes long). */
 static void handle_frame(struct conn *c)
 {
@@ -793,13 +993,13 @@ static void handle_frame(struct conn *c)
 	const char *why = NULL;
 	enum keel_err err =
 	        kafka_decode_request(frame, size, &c->req_arena, &s->limits, &c->req, &why);
-	if (err == KEEL_OK && !kafka_api_in_sets(c->req.header.api_key, BROKER_API_SETS)) {
+	if (err == KEEL_OK && !kafka_api_in_sets(c->req.header.api_key, api_sets(s))) {
 		err = KEEL_UNSUPPORTED;
 	}
 	if (err == KEEL_UNSUPPORTED) {
 		struct keel_wbuf w;
 		keel_wbuf_init_dynamic(&w, 1024, 1u << 20);
-		if (kafka_encode_unsupported(&w, &c->req.header, BROKER_API_SETS) != KEEL_OK) {
+		if (kafka_encode_unsupported(&w, &c->req.header, api_sets(s)) != KEEL_OK) {
 			keel_wbuf_free(&w);
 			char line[96];
 			snprintf(line, sizeof(line), "unsupported API key %d version %d",
@@ -826,6 +1026,9 @@ static void handle_frame(struct conn *c)
 	KEEL_DEBUG("kafka client %s: %s v%d (correlation id %d)", c->peer,
 	           kafka_api_find(c->req.header.api_key)->name, c->req.header.api_version,
 	           c->req.header.correlation_id);
+	if (c->sasl != CONN_SASL_OFF && sasl_intercept(c)) {
+		return;
+	}
 	if ((broker_api_touches_logs(c->req.header.api_key) ||
 	     broker_groups_handles(c->req.header.api_key)) &&
 	    s->sync_in_flight) {
@@ -841,7 +1044,7 @@ static void handle_frame(struct conn *c)
 static void conn_process(struct conn *c)
 {
 	struct broker_server *s = c->srv;
-	while (!c->closing && c->wait == CONN_IDLE) {
+	while (!c->closing && c->wait == CONN_IDLE && !c->close_after_write) {
 		if (c->tcp.write_queue_size > MAX_WRITE_QUEUE_BYTES) {
 			break; /* resumed by write_done */
 		}
@@ -944,6 +1147,7 @@ static void on_connection(uv_stream_t *server, int status)
 	c->cap = READ_CHUNK;
 	c->srv = s;
 	c->id = ++s->next_conn_id;
+	c->sasl = s->opt.sasl_users != NULL ? CONN_SASL_HANDSHAKE : CONN_SASL_OFF;
 	keel_arena_init(&c->req_arena, ARENA_BLOCK);
 	keel_arena_init(&c->resp_arena, ARENA_BLOCK);
 	uv_tcp_init(&s->loop, &c->tcp);
@@ -1319,6 +1523,11 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	if (s == NULL) {
 		return NULL;
 	}
+	if (peer_auth_random(s->scram_key, sizeof(s->scram_key)) != KEEL_OK) {
+		fprintf(stderr, "keel broker: no random bytes for SCRAM salts\n");
+		free(s);
+		return NULL;
+	}
 	s->opt = *options;
 	kafka_limits_default(&s->limits);
 	s->limits.max_frame_size = options->max_frame_bytes;
@@ -1368,6 +1577,10 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	uv_timer_start(&s->group_timer, group_tick, GROUP_TICK_MS, GROUP_TICK_MS);
 	s->broker_epoch = -1;
 	s->fetchers = broker_fetchers_new(&s->loop, &s->core, &s->sync_in_flight);
+	if (s->fetchers != NULL && options->replica_sasl_password != NULL) {
+		broker_fetchers_set_sasl(s->fetchers, BROKER_REPLICA_SASL_USER,
+		                         options->replica_sasl_password);
+	}
 	KEEL_ASSERT(s->fetchers != NULL);
 	uv_timer_init(&s->loop, &s->isr_timer);
 	s->isr_timer.data = s;

@@ -18,6 +18,8 @@
 
 struct broker_server;
 
+struct sasl_users;
+
 struct broker_server_options {
 	int32_t node_id;
 	const char *host;
@@ -28,7 +30,16 @@ struct broker_server_options {
 	int retention_check_ms;   /* how often retention runs */
 	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
 	int hw_checkpoint_ms;     /* how often the high-watermark checkpoint is written */
+	const struct sasl_users *sasl_users; /* SASL on the listener; NULL: none (caller owns) */
+	/* The replica fetchers authenticate to SASL listeners as
+	 * BROKER_REPLICA_SASL_USER with this password; NULL: they do not. */
+	const char *replica_sasl_password;
 };
+
+/* The brokers' own SASL user, for replication (docs/security.md): its
+ * password is derived from the cluster secret, so every broker of the
+ * cluster knows it and a users file may not define the name. */
+#define BROKER_REPLICA_SASL_USER "keel-broker"
 
 /* Binds and listens (errors printed, NULL returned), then serves on a new
  * thread with SIGTERM/SIGINT blocked (the caller's thread handles them). */

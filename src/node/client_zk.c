@@ -53,6 +53,7 @@
 #include "core/fsm.h"
 #include "node/peer_auth.h"
 #include "node/peers.h"
+#include "sasl/sasl_digest.h"
 #include "core/core.h"
 #include "os/log.h"
 #include "zk/zk_housekeeping.h"
@@ -136,6 +137,7 @@ struct zk_conn {
 	bool attached;
 	bool touched;
 	struct zk_auth_info auth;
+	struct sasl_digest_server *sasl; /* the SASL exchange, from the first sasl request */
 	struct zk_watch_conn wconn;
 	struct zk_connect_request connect; /* kept during the handshake */
 	uint8_t connect_passwd[ZK_PASSWD_SIZE];
@@ -1158,6 +1160,73 @@ static int32_t cluster_auth(struct node *n, struct zk_conn *zc, const struct zk_
 		       : ZK_AUTH_FAILED;
 }
 
+/* SASL DIGEST-MD5 succeeded: the session gets the identity sasl:USER
+ * (and super, for --sasl-super-user), as ZooKeeper's processSasl. */
+static void sasl_authenticated(struct node *n, struct zk_conn *zc, const char *user,
+			       size_t user_size)
+{
+	enum keel_err rc = zk_auth_info_add(&zc->auth, zk_bytes_str("sasl"),
+					    zk_bytes_of(user, user_size));
+	if (rc == KEEL_OK && n->cfg.sasl_super_user[0] != '\0' &&
+	    strcmp(n->cfg.sasl_super_user, user) == 0) {
+		rc = zk_auth_info_add(&zc->auth, zk_bytes_str("super"), zk_bytes_str(""));
+	}
+	KEEL_INFO("client %s: session 0x%llx authenticated as sasl:%s%s",
+		  core_client_peer_addr(&n->core, zc->client), (unsigned long long)zc->session_id,
+		  user, rc == KEEL_OK ? "" : " (but the identity could not be added)");
+}
+
+/* sasl (opcode 102), as ZooKeeper answers it: with no mechanism configured,
+ * OK and no token; otherwise one DIGEST-MD5 step (sasl/sasl_digest.h), and
+ * a failed exchange answers AuthFailed and closes the connection. Returns
+ * false when the connection is closing. */
+static bool handle_sasl(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+{
+	uint8_t token[4 + 512];
+	struct keel_wbuf w;
+	keel_wbuf_init_fixed(&w, token, sizeof(token));
+	if (n->sasl_users == NULL) {
+		keel_wbuf_i32(&w, -1);
+		send_reply(zc, req->xid, 0, ZK_OK, token, w.size);
+		return true;
+	}
+	if (zc->sasl == NULL) {
+		zc->sasl = malloc(sizeof(*zc->sasl));
+		if (zc->sasl == NULL) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return false;
+		}
+		struct sasl_digest_params params = {
+			SASL_DIGEST_SERVER_NAME, SASL_DIGEST_SERVICE "/" SASL_DIGEST_SERVER_NAME};
+		sasl_digest_server_init(zc->sasl, params);
+	}
+	uint8_t random[SASL_DIGEST_NONCE_BYTES];
+	enum keel_err rc = peer_auth_random(random, sizeof(random));
+	keel_wbuf_i32(&w, 0); /* the token's length, set below */
+	if (rc == KEEL_OK) {
+		rc = sasl_digest_step(zc->sasl, n->sasl_users, req->u.sasl.token.data,
+				      zk_bytes_len(req->u.sasl.token), random, &w);
+	}
+	if (rc != KEEL_OK || !keel_wbuf_ok(&w)) {
+		KEEL_WARN("client %s: SASL DIGEST-MD5 authentication failed: %s; closing",
+			  core_client_peer_addr(&n->core, zc->client),
+			  zc->sasl->why != NULL ? zc->sasl->why : keel_strerror(rc));
+		/* As ZooKeeper: AuthFailed with SetSASLResponse(null), then close. */
+		keel_wbuf_init_fixed(&w, token, sizeof(token));
+		zk_reply_header_encode(&w, req->xid, 0, ZK_AUTH_FAILED);
+		keel_wbuf_i32(&w, -1);
+		send_raw_payload(zc, token, w.size);
+		conn_close(zc, KEEL_AUTH, true);
+		return false;
+	}
+	keel_store_be32(token, (uint32_t)(w.size - 4));
+	if (zc->sasl->state == SASL_DIGEST_DONE) {
+		sasl_authenticated(n, zc, zc->sasl->user, zc->sasl->user_size);
+	}
+	send_reply(zc, req->xid, 0, ZK_OK, token, w.size);
+	return true;
+}
+
 /* Whether the session may send the controller requests that only brokers
  * and operators send (node_ctl_opcode_needs_cluster): it proved the cluster
  * credential or authenticated as super, or the servers run without one. */
@@ -1466,6 +1535,9 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		send_reply(zc, req.xid, (int64_t)n->core.applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
 		return true;
 	}
+	if (req.opcode == ZK_OP_SASL) {
+		return handle_sasl(n, zc, &req) && !core_client_paused(&n->core, c);
+	}
 	switch (zk_op_classify(req.opcode)) {
 	case ZK_CLASS_READ:
 	case ZK_CLASS_PING:
@@ -1531,6 +1603,7 @@ void zk_conn_on_close(struct node *n, struct node_client *c)
 	node_feed_on_close(n, c);
 	session_map_remove(zs, zc);
 	zk_auth_info_close(&zc->auth);
+	free(zc->sasl);
 	free(zc);
 	c->zk = NULL;
 }

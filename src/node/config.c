@@ -137,6 +137,14 @@ static const struct option_def options[] = {
 	{"4lw-whitelist", OPT_STR, offsetof(struct node_config, four_letter_whitelist), 256,
 	 "WORDS", "four-letter words answered, like 4lw.commands.whitelist; * = all "
 		  "(default srvr, ruok, mntr, isro)"},
+	{"sasl-users-file", OPT_STR, offsetof(struct node_config, sasl_users_file),
+	 NODE_PATH_SIZE, "FILE",
+	 "SASL DIGEST-MD5 users for ZooKeeper clients, one NAME:PASSWORD a line"},
+	{"jaas-file", OPT_STR, offsetof(struct node_config, jaas_file), NODE_PATH_SIZE, "FILE",
+	 "SASL DIGEST-MD5 users from ZooKeeper's JAAS file (its Server section's "
+	 "DigestLoginModule user_NAME=\"PASSWORD\" options)"},
+	{"sasl-super-user", OPT_STR, offsetof(struct node_config, sasl_super_user), 256, "NAME",
+	 "the SASL user with all rights, as zookeeper.superUser"},
 };
 
 /* ZooKeeper's name for the whitelist, accepted in the config file. */

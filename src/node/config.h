@@ -82,6 +82,10 @@ struct node_config {
 	char four_letter_whitelist[256];   /* 4lw.commands.whitelist: words or "*" */
 	/* The change feed (docs/change-feed.md). */
 	uint64_t feed_retain_bytes;        /* history of changes held in memory */
+	/* SASL for ZooKeeper clients (node/sasl_load.h); all empty: none. */
+	char sasl_users_file[NODE_PATH_SIZE];
+	char jaas_file[NODE_PATH_SIZE];
+	char sasl_super_user[256];
 };
 
 /* True when the four-letter word is on cfg's whitelist. */

@@ -21,6 +21,7 @@
 #include "node/client_zk.h"
 #include "core/controller.h"
 #include "node/host.h"
+#include "node/sasl_load.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
 #include "os/log.h"
@@ -379,6 +380,10 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	}
 	peers_set_auth(&n->peers, &keys, peer_is_member, cfg->peer_handshake_timeout_ms,
 		       cfg->max_peer_handshakes);
+	rc = node_sasl_load(cfg->sasl_users_file, cfg->jaas_file, &n->sasl_users, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
 	rc = recover_and_restore(n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -462,6 +467,8 @@ void node_close(struct node *n)
 	node_clients_free(n);
 	node_limits_close(&n->limits);
 	node_ctl_destroy(&n->core);
+	node_sasl_free(n->sasl_users);
+	n->sasl_users = NULL;
 	core_close(&n->core);
 	KEEL_INFO("stopped");
 }

@@ -42,6 +42,7 @@
 struct node_client;
 struct node_admin_conn;
 struct node_ctl;
+struct sasl_users;
 
 _Static_assert(PEERS_MAX == CORE_MEMBERS_MAX, "one server limit for peers and the book");
 _Static_assert(NODE_ADDR_SIZE == CORE_ADDR_SIZE, "one address size");
@@ -75,6 +76,7 @@ struct node {
 	struct node_feeds *feeds; /* the change feed (node/feed.h) */
 
 	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
+	struct sasl_users *sasl_users; /* ZooKeeper SASL users; NULL: no mechanism */
 	bool stopping;
 	int exit_code;
 };

@@ -101,7 +101,7 @@ void zk_ids_who_am_i(struct keel_wbuf *w, const struct zk_ids *ids)
 				k++;
 			}
 			user = zk_bytes_of(id->id.data, k);
-		} else if (zk_bytes_eq_str(id->scheme, "ip")) {
+		} else if (zk_bytes_eq_str(id->scheme, "ip") || zk_bytes_eq_str(id->scheme, "sasl")) {
 			user = id->id;
 		}
 		zk_write_bytes(w, id->scheme);
@@ -241,6 +241,37 @@ bool zk_acl_digest_valid(struct zk_bytes id)
 	return colons == 1;
 }
 
+/* ---- sasl (SASLAuthenticationProvider) ---- */
+
+/* The identity is the SASL user name; "super" matches every sasl entry. */
+bool zk_acl_sasl_matches(struct zk_bytes id, struct zk_bytes acl_id)
+{
+	return zk_bytes_eq(id, acl_id) || zk_bytes_eq_str(id, "super");
+}
+
+/* As ZooKeeper's KerberosName check: a name with '@' must read
+ * primary[/instance]@REALM (no further '/' or '@'); one without is any
+ * string. */
+bool zk_acl_sasl_valid(struct zk_bytes id)
+{
+	if (zk_bytes_is_null(id)) {
+		return false;
+	}
+	size_t n = zk_bytes_len(id);
+	size_t at = n;
+	size_t slashes = 0;
+	size_t ats = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (id.data[i] == '@') {
+			ats++;
+			at = i;
+		} else if (id.data[i] == '/') {
+			slashes += at == n ? 1u : 2u; /* after '@' never allowed */
+		}
+	}
+	return ats == 0 || (ats == 1 && slashes <= 1);
+}
+
 /* ---- the gate ---- */
 
 static bool entry_matches(const struct zk_acl *a, const struct zk_ids *ids)
@@ -250,7 +281,8 @@ static bool entry_matches(const struct zk_acl *a, const struct zk_ids *ids)
 	}
 	bool digest = zk_bytes_eq_str(a->id.scheme, "digest");
 	bool ip = zk_bytes_eq_str(a->id.scheme, "ip");
-	if (!digest && !ip) {
+	bool sasl = zk_bytes_eq_str(a->id.scheme, "sasl");
+	if (!digest && !ip && !sasl) {
 		return false; /* no provider for the scheme */
 	}
 	for (uint32_t i = 0; i < ids->count; i++) {
@@ -262,6 +294,9 @@ static bool entry_matches(const struct zk_acl *a, const struct zk_ids *ids)
 			return true;
 		}
 		if (ip && zk_acl_ip_matches(id->id, a->id.id)) {
+			return true;
+		}
+		if (sasl && zk_acl_sasl_matches(id->id, a->id.id)) {
 			return true;
 		}
 	}
@@ -309,14 +344,15 @@ static bool seen_before(struct zk_acl_vec v, int32_t index, const struct zk_acl 
 	return false;
 }
 
-/* Digest identities count as authenticated ("auth" expands to them); ip
- * does not, and "super" has no provider. */
+/* Digest and sasl identities count as authenticated ("auth" expands to
+ * them); ip does not, and "super" has no provider. */
 static int32_t expand_auth(const struct zk_acl *a, const struct zk_ids *ids, struct keel_wbuf *out,
 			   int32_t *count)
 {
 	bool any = false;
 	for (uint32_t i = 0; i < ids->count; i++) {
-		if (!zk_bytes_eq_str(ids->ids[i].scheme, "digest")) {
+		if (!zk_bytes_eq_str(ids->ids[i].scheme, "digest") &&
+		    !zk_bytes_eq_str(ids->ids[i].scheme, "sasl")) {
 			continue;
 		}
 		struct zk_acl e = {a->perms, ids->ids[i]};
@@ -360,6 +396,12 @@ int32_t zk_acl_fixup(struct zk_acl_vec in, const struct zk_ids *ids, struct keel
 			(*count)++;
 		} else if (zk_bytes_eq_str(a.id.scheme, "ip")) {
 			if (zk_bytes_is_null(a.id.id) || !zk_acl_ip_valid(a.id.id)) {
+				return ZK_INVALID_ACL;
+			}
+			zk_write_acl(out, &a);
+			(*count)++;
+		} else if (zk_bytes_eq_str(a.id.scheme, "sasl")) {
+			if (!zk_acl_sasl_valid(a.id.id)) {
 				return ZK_INVALID_ACL;
 			}
 			zk_write_acl(out, &a);

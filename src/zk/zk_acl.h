@@ -76,6 +76,11 @@ enum keel_err zk_auth_info_add(struct zk_auth_info *info, struct zk_bytes scheme
 
 /* whoAmI: (scheme, user) per identity, in order; digest users are the part
  * before ':', super's is "". Returns the encoded body in `w`. */
+/* The sasl scheme (ZooKeeper's SASLAuthenticationProvider): does identity
+ * `id` match the ACL entry's id, and is an ACL id valid. */
+bool zk_acl_sasl_matches(struct zk_bytes id, struct zk_bytes acl_id);
+bool zk_acl_sasl_valid(struct zk_bytes id);
+
 void zk_ids_who_am_i(struct keel_wbuf *w, const struct zk_ids *ids);
 
 /* ---- the gate ---- */

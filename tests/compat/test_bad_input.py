@@ -360,6 +360,16 @@ def test_bad_auth_fails_and_closes(backend, guard, scheme, auth):
     s.close()
 
 
+@pytest.mark.parametrize("token", [b"", b"junk"])
+def test_sasl_without_a_mechanism(backend, guard, token):
+    # Neither backend has a SASL login configured: ZooKeeper answers a sasl
+    # request (opcode 102) OK with a null token (length -1) and keeps the
+    # connection; keel does the same (docs/security.md).
+    r, alive = call(backend.addrs[0], 102, struct.pack(">i", len(token)) + token)
+    assert r == (5, OK, 4)
+    assert alive
+
+
 def test_truncated_auth_packet(backend, guard):
     # ZooKeeper closes; keel may instead answer MarshallingError to the auth
     # xid. Either way the session gets no identity and nothing else breaks.

@@ -493,6 +493,84 @@ static void test_acl_table_sharing(void **state)
 	zt_close(&z);
 }
 
+/* The sasl scheme (SASLAuthenticationProvider): the identity sasl:USER
+ * that a DIGEST-MD5 exchange gives (node/client_zk.c) matches the entry for
+ * USER, "super" matches every sasl entry, "auth" expands to it, ids are
+ * checked as KerberosName does, and addauth cannot claim it. */
+static void test_sasl_scheme(void **state)
+{
+	(void)state;
+	assert_true(zk_acl_sasl_matches(zt_b("alice"), zt_b("alice")));
+	assert_false(zk_acl_sasl_matches(zt_b("alice"), zt_b("alicia")));
+	assert_false(zk_acl_sasl_matches(zt_b("bob"), zt_b("alice")));
+	assert_true(zk_acl_sasl_matches(zt_b("super"), zt_b("alice")));
+	assert_true(zk_acl_sasl_valid(zt_b("alice")));
+	assert_true(zk_acl_sasl_valid(zt_b("")));
+	assert_true(zk_acl_sasl_valid(zt_b("a/b/c")));
+	assert_true(zk_acl_sasl_valid(zt_b("zk/host@EXAMPLE.COM")));
+	assert_true(zk_acl_sasl_valid(zt_b("alice@EXAMPLE.COM")));
+	assert_false(zk_acl_sasl_valid(zt_b("a/b/c@EXAMPLE.COM")));
+	assert_false(zk_acl_sasl_valid(zt_b("a@b@c")));
+	assert_false(zk_acl_sasl_valid(zt_b("a@B/C")));
+	assert_false(zk_acl_sasl_valid(ZK_BYTES_NULL));
+
+	struct zt z;
+	zt_init(&z);
+	int64_t sid = zt_session(&z, 10000);
+	struct zk_acl only_alice = {ZK_PERM_ALL, {zt_b("sasl"), zt_b("alice")}};
+	struct zk_acl_vec v = acl_list(&z, 1, &only_alice);
+	struct zk_ids ids;
+	zk_ids_init(&ids);
+	assert_false(zk_acl_check(v, ZK_PERM_READ, &ids));
+	assert_int_equal(zk_ids_add(&ids, zt_b("digest"), zt_b("alice:x")), KEEL_OK);
+	assert_false(zk_acl_check(v, ZK_PERM_READ, &ids)); /* another scheme */
+	assert_int_equal(zk_ids_add(&ids, zt_b("sasl"), zt_b("bob")), KEEL_OK);
+	assert_false(zk_acl_check(v, ZK_PERM_READ, &ids));
+	assert_int_equal(zk_ids_add(&ids, zt_b("sasl"), zt_b("alice")), KEEL_OK);
+	assert_true(zk_acl_check(v, ZK_PERM_READ, &ids));
+
+	/* create with sasl:alice, and with auth expanded to the sasl identity. */
+	zk_ids_init(&z.ids);
+	assert_int_equal(zk_ids_add(&z.ids, zt_b("sasl"), zt_b("alice")), KEEL_OK);
+	assert_int_equal(create_with(&z, sid, "/s", 1, &only_alice), ZK_OK);
+	struct zk_acl auth = {ZK_PERM_ALL, {zt_b("auth"), zt_b("")}};
+	assert_int_equal(create_with(&z, sid, "/t", 1, &auth), ZK_OK);
+	struct zk_acl_vec got = zk_state_node_acl(&z.st, zk_state_lookup(&z.st, zt_b("/t")));
+	struct zk_acl_iter it;
+	struct zk_acl a;
+	zk_acl_iter_init(&it, got);
+	assert_true(zk_acl_iter_next(&it, &a));
+	assert_true(zk_bytes_eq_str(a.id.scheme, "sasl"));
+	assert_true(zk_bytes_eq_str(a.id.id, "alice"));
+	assert_false(zk_acl_iter_next(&it, &a));
+	struct zk_acl bad = {ZK_PERM_ALL, {zt_b("sasl"), zt_b("a@b@c")}};
+	assert_int_equal(create_with(&z, sid, "/u", 1, &bad), ZK_INVALID_ACL);
+
+	/* addauth sasl is refused, as ZooKeeper's provider refuses it. */
+	struct zk_auth_info info;
+	zk_auth_info_init(&info);
+	struct zk_auth_request forged = {0, zt_b("sasl"), zt_b("alice")};
+	assert_int_equal(zk_auth_handle(&info, &forged, NULL), ZK_AUTH_FAILED);
+	assert_int_equal(info.ids.count, 0);
+	/* whoAmI names the sasl user. */
+	assert_int_equal(zk_auth_info_add(&info, zt_b("sasl"), zt_b("alice")), KEEL_OK);
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 0, 4096);
+	zk_ids_who_am_i(&w, &info.ids);
+	struct zk_response rsp;
+	assert_int_equal(zk_response_decode(&rsp, ZK_OP_WHO_AM_I, w.data, w.size), KEEL_OK);
+	struct zk_str_iter si;
+	struct zk_bytes str;
+	zk_str_iter_init(&si, rsp.strings);
+	assert_true(zk_str_iter_next(&si, &str));
+	assert_true(zk_bytes_eq_str(str, "sasl"));
+	assert_true(zk_str_iter_next(&si, &str));
+	assert_true(zk_bytes_eq_str(str, "alice"));
+	keel_wbuf_free(&w);
+	zk_auth_info_close(&info);
+	zt_close(&z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -505,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_get_acl_masking),
 		cmocka_unit_test(test_ip_acl_and_config_node),
 		cmocka_unit_test(test_acl_table_sharing),
+		cmocka_unit_test(test_sasl_scheme),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,8 @@
 // watermark kafkajs's admin lists matches. Prints
 // "kafkajs ok produced=N first=O last=O"; the caller reads them back.
 //
+// --sasl=MECHANISM:USER:PASSWORD authenticates (SASL_PLAINTEXT listeners).
+//
 // With --follow it instead produces "kafkajs-before", prints
 // "before ok offset=O", waits for a line on stdin (the test kills the
 // partition's leader meanwhile), produces "kafkajs-after" with the same
@@ -22,8 +24,12 @@ async function main() {
   const topic = args.topic || fail('--topic=T is required');
   const n = parseInt(args.n || '100', 10);
   const codec = args.codec === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
+  // --sasl=MECHANISM:USER:PASSWORD (plain, scram-sha-256, scram-sha-512)
+  // for a broker with --sasl-users-file.
+  const sasl = args.sasl ? (([mechanism, username, ...pw]) =>
+    ({ mechanism, username, password: pw.join(':') }))(args.sasl.split(':')) : undefined;
   const kafka = new Kafka({ clientId: 'keel-kafkajs-test', brokers, logLevel: logLevel.WARN,
-                            retry: { retries: 10 } });
+                            retry: { retries: 10 }, sasl });
 
   if (args.follow) return follow(kafka, topic);
   const admin = kafka.admin();
