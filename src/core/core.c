@@ -202,3 +202,10 @@ const char *core_client_peer_addr(const struct node_core *c, const struct node_c
 {
 	return c->host.ops->client_peer_addr(c->host.ctx, conn);
 }
+
+bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
+			     size_t size)
+{
+	return c->host.ops->client_tls_subject != NULL &&
+	       c->host.ops->client_tls_subject(c->host.ctx, conn, buf, size);
+}

@@ -156,6 +156,9 @@ struct core_host_ops {
 	bool (*client_paused)(void *ctx, const struct node_client *c);
 	/* "HOST:PORT" of the client, valid while the connection is. */
 	const char *(*client_peer_addr)(void *ctx, const struct node_client *c);
+	/* Optional: the subject DN of the certificate the client proved on a
+	 * TLS port (net_conn_tls_subject); false when none. */
+	bool (*client_tls_subject)(void *ctx, const struct node_client *c, char *buf, size_t size);
 
 	uint64_t (*now_ms)(void *ctx);
 	int64_t (*wall_ms)(void *ctx);
@@ -355,6 +358,8 @@ void core_client_close(struct node_core *c, struct node_client *conn, enum keel_
                        bool flush);
 bool core_client_paused(const struct node_core *c, const struct node_client *conn);
 const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn);
+bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
+			     size_t size);
 
 /* ---- inputs ---- */
 

@@ -79,6 +79,15 @@ struct node_config {
 	uint32_t peer_handshake_timeout_ms;
 	uint32_t max_peer_handshakes;      /* unauthenticated peer connections at once */
 	char four_letter_whitelist[256];   /* 4lw.commands.whitelist: words or "*" */
+	/* TLS (docs/security.md); empty strings: off. */
+	char secure_listen[NODE_ADDR_SIZE]; /* secure client port */
+	uint32_t secure_client_port;       /* zoo.cfg secureClientPort: on --listen's host */
+	char tls_cert[NODE_PATH_SIZE];
+	char tls_key[NODE_PATH_SIZE];
+	char tls_ca[NODE_PATH_SIZE];       /* client certificates: x509 identity */
+	char peer_tls_cert[NODE_PATH_SIZE];
+	char peer_tls_key[NODE_PATH_SIZE];
+	char peer_tls_ca[NODE_PATH_SIZE];
 };
 
 /* True when the four-letter word is on cfg's whitelist. */

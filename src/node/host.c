@@ -88,6 +88,13 @@ static const char *host_client_peer_addr(void *ctx, const struct node_client *c)
 	return c->conn.peer_addr;
 }
 
+static bool host_client_tls_subject(void *ctx, const struct node_client *c, char *buf,
+				    size_t size)
+{
+	(void)ctx;
+	return net_conn_tls_subject(&c->conn, buf, size);
+}
+
 static uint64_t host_now_ms(void *ctx)
 {
 	struct node *n = ctx;
@@ -255,6 +262,7 @@ static const struct core_host_ops host_ops = {
         .client_close = host_client_close,
         .client_paused = host_client_paused,
         .client_peer_addr = host_client_peer_addr,
+        .client_tls_subject = host_client_tls_subject,
         .now_ms = host_now_ms,
         .wall_ms = host_wall_ms,
         .mono_ns = host_mono_ns,

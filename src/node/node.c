@@ -364,12 +364,17 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			  "requests need no credential",
 			  cfg->peer_listen);
 	}
+	rc = node_tls_open(n, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
 			peer_max_frame_bytes(&n->core.raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+	peers_set_tls(&n->peers, n->peer_tls_accept, n->peer_tls_dial);
 	peers_set_auth(&n->peers, &keys, peer_is_member, cfg->peer_handshake_timeout_ms,
 		       cfg->max_peer_handshakes);
 	rc = recover_and_restore(n, err, err_size);
@@ -453,6 +458,7 @@ void node_close(struct node *n)
 	uv_run(n->loop, UV_RUN_DEFAULT);
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
+	node_tls_close(n);
 	node_limits_close(&n->limits);
 	node_ctl_destroy(n);
 	core_close(&n->core);
