@@ -23,7 +23,8 @@
  * them calls back into the core, except snapshot_load (which reads the file
  * into c->fsm with fsm_snapshot_read) and client_pause(false) (which may
  * deliver that connection's buffered frames before it returns, as
- * net_conn_resume does):
+ * net_conn_resume does — but never inside a ready, where they wait for the
+ * loop's next check phase):
  *   persist        hand a persist batch (a ready with persist_id != 0) to
  *                  storage; the host later calls core_on_durable() for it.
  *                  The ready is borrowed: the host copies what it keeps

@@ -115,11 +115,11 @@ static void unlink_deferred(struct net_conn *conn)
 	conn->next_deferred = NULL;
 }
 
-/* Its turn is used up: stop reading until the buffered frames are served. */
-static void defer(struct net_conn *conn)
+/* Its turn is used up: stop reading until the buffered frames are served
+ * (in the check phase of this loop iteration or the next). */
+static void enqueue_deferred(struct net_conn *conn)
 {
 	KEEL_ASSERT(!conn->deferred);
-	conn->nl->deferrals++;
 	if (conn->reading) {
 		uv_read_stop((uv_stream_t *)&conn->tcp);
 		conn->reading = false;
@@ -130,6 +130,12 @@ static void defer(struct net_conn *conn)
 	conn->deferred = true;
 	conn->next_deferred = conn->nl->deferred;
 	conn->nl->deferred = conn;
+}
+
+static void defer(struct net_conn *conn)
+{
+	conn->nl->deferrals++;
+	enqueue_deferred(conn);
 }
 
 /* The next turn of every deferred connection (those deferred again go
@@ -835,6 +841,17 @@ void net_conn_close(struct net_conn *conn, enum keel_err reason, bool flush)
 		return;
 	}
 	conn_finish_close(conn);
+}
+
+void net_conn_resume_soon(struct net_conn *conn)
+{
+	if (!conn->paused || conn->closing) {
+		return;
+	}
+	conn->paused = false;
+	if (!conn->deferred) {
+		enqueue_deferred(conn);
+	}
 }
 
 void net_conn_pause(struct net_conn *conn)

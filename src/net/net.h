@@ -164,9 +164,13 @@ void net_conn_send_raw(struct net_conn *conn, const void *data, size_t size);
 /* Closes after flushing what is buffered when `flush` is true. */
 void net_conn_close(struct net_conn *conn, enum keel_err reason, bool flush);
 
-/* Stops/resumes delivering frames (back-pressure). */
+/* Stops/resumes delivering frames (back-pressure). net_conn_resume may
+ * deliver buffered frames before it returns; net_conn_resume_soon leaves
+ * them to the check phase of the loop, for a caller that must not see
+ * on_frame re-entered. */
 void net_conn_pause(struct net_conn *conn);
 void net_conn_resume(struct net_conn *conn);
+void net_conn_resume_soon(struct net_conn *conn);
 
 /* Bytes queued and not yet written. */
 size_t net_conn_pending_output(const struct net_conn *conn);

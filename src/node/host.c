@@ -62,9 +62,14 @@ static void host_client_send(void *ctx, struct node_client *c, const void *paylo
 
 static void host_client_pause(void *ctx, struct node_client *c, bool paused)
 {
-	(void)ctx;
+	struct node *n = ctx;
 	if (paused) {
 		net_conn_pause(&c->conn);
+	} else if (n->core.in_ready) {
+		/* Resumed while an entry is applied (a session became active):
+		 * frames the client pipelined behind its ConnectRequest must not
+		 * be proposed inside the ready; they are served after it. */
+		net_conn_resume_soon(&c->conn);
 	} else {
 		net_conn_resume(&c->conn);
 	}
