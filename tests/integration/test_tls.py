@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
-from harness import Cluster, free_ports
+from harness import Cluster, free_ports, wait_log
 
 CLIENT_DN = "CN=client,OU=clients,O=keel-test"
 OTHER_DN = "CN=other,OU=clients,O=keel-test"
@@ -140,16 +140,6 @@ def logs_on_failure(request, tc):
         print(tc.cluster.dump_logs())
 
 
-def wait_log(server, text, timeout=15.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if text in server.log():
-            return True
-        time.sleep(0.05)
-    raise AssertionError("%r not in server %d's log:\n%s" % (text, server.id,
-                                                            server.log()[-3000:]))
-
-
 def stop(*clients):
     for zk in clients:
         zk.stop()
@@ -187,7 +177,7 @@ def test_peer_mutual_tls_cluster_elects_and_replicates(tc):
     except ConnectionResetError:
         pass
     s.close()
-    wait_log(leader, "not TLS")
+    wait_log(leader, "not TLS", timeout=15)
 
 
 # ---- the secure client port ----
@@ -287,7 +277,8 @@ def test_plaintext_client_on_the_tls_port_is_refused(tc):
             s.close()
             # At most a TLS alert record (type 21), never a ZooKeeper reply.
             assert data == b"" or data[0] == 21, data[:16]
-        wait_log(tc.cluster.servers[sid], "not TLS: a plaintext client on the TLS port?")
+        wait_log(tc.cluster.servers[sid], "not TLS: a plaintext client on the TLS port?",
+                 timeout=15)
         # A TLS client with a certificate from another CA is refused too.
         ctx = ssl.create_default_context(cafile=tc.pki.path("ca.crt"))
         ctx.check_hostname = False
@@ -298,7 +289,7 @@ def test_plaintext_client_on_the_tls_port_is_refused(tc):
                 t.sendall(struct.pack(">i", 4) + b"ruok")
                 if t.recv(16) == b"":
                     raise ConnectionResetError("closed")
-        wait_log(tc.cluster.servers[sid], "certificate refused")
+        wait_log(tc.cluster.servers[sid], "certificate refused", timeout=15)
         # Everyone else is still served, on both ports.
         zk.create("/after", b"2")
         plain = tc.plain_kazoo()
@@ -319,6 +310,53 @@ def test_plaintext_client_on_the_tls_port_is_refused(tc):
 # java takes the last -cp, so the flags below give the whole class path.
 JAVA_CLASSPATH = ":".join("/usr/share/java/%s.jar" % j for j in (
     "zookeeper", "zookeeper-jute", "netty-resolver", "netty-codec"))
+
+
+def recv_frame(s):
+    head = b""
+    while len(head) < 4:
+        chunk = s.recv(4 - len(head))
+        assert chunk, "closed"
+        head += chunk
+    (n,) = struct.unpack(">i", head)
+    body = b""
+    while len(body) < n:
+        chunk = s.recv(n - len(body))
+        assert chunk, "closed"
+        body += chunk
+    return body
+
+
+def test_request_pipelined_behind_connect_request(tc):
+    """Java's Netty client can send its first request right behind the
+    ConnectRequest; the server activates the session while applying it and
+    must serve that request after, not from inside the apply."""
+    connect = struct.pack(">iqiq", 0, 0, 30000, 0) + struct.pack(">i", 16) + b"\0" * 16
+    create = (struct.pack(">ii", 1, 1) + struct.pack(">i", 10) + b"/pipelined"
+              + struct.pack(">i", 1) + b"p" + struct.pack(">i", 1)
+              + struct.pack(">i", 31) + struct.pack(">i", 5) + b"world"
+              + struct.pack(">i", 6) + b"anyone" + struct.pack(">i", 0))
+    ctx = ssl.create_default_context(cafile=tc.pki.path("ca.crt"))
+    ctx.check_hostname = False
+    for sid in sorted(tc.secure):
+        host, port = tc.secure[sid].rsplit(":", 1)
+        path = b"/pipelined%d" % sid
+        body = create.replace(struct.pack(">i", 10) + b"/pipelined",
+                              struct.pack(">i", len(path)) + path)
+        with ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=20)) as s:
+            s.sendall(struct.pack(">i", len(connect)) + connect
+                      + struct.pack(">i", len(body)) + body)
+            rsp = recv_frame(s)
+            assert struct.unpack(">i", rsp[4:8])[0] == 30000  # the negotiated timeout
+            xid, _zxid, err = struct.unpack(">iqi", recv_frame(s)[:16])
+            assert (xid, err) == (1, 0)
+    zk = tc.kazoo()
+    try:
+        zk.sync("/")
+        assert sorted(c for c in zk.get_children("/") if c.startswith("pipelined")) == [
+            "pipelined1", "pipelined2", "pipelined3"]
+    finally:
+        stop(zk)
 
 
 def java_tls_flags(tc):
