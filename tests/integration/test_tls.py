@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
-from harness import Cluster, free_ports, wait_log
+from harness import KEEL, Cluster, free_ports, wait_log
 
 CLIENT_DN = "CN=client,OU=clients,O=keel-test"
 OTHER_DN = "CN=other,OU=clients,O=keel-test"
@@ -399,6 +399,48 @@ def test_zkcli_java_client_over_tls(tc):
             zk.get("/java-x509")
     finally:
         stop(zk)
+
+
+# ---- configuration ----
+
+
+def test_tls_options_are_checked_and_secure_client_port_is_read(tc, tmp_path):
+    pki = tc.pki
+    cport, pport, sport = free_ports(3)
+    base = [KEEL, "server", "--id", "1", "--data-dir", str(tmp_path / "d"), "--listen",
+            "127.0.0.1:%d" % cport, "--peer-listen", "127.0.0.1:%d" % pport,
+            "--cluster", "1=127.0.0.1:%d" % pport, "--insecure-peers",
+            "--election-timeout-ms", "300", "--heartbeat-ms", "50"]
+    bad = [
+        (["--secure-listen", "127.0.0.1:%d" % sport], "--secure-listen needs --tls-cert"),
+        (["--tls-cert", pki.path("server.crt"), "--tls-key", pki.path("server.key")],
+         "need --secure-listen"),
+        (["--peer-tls-cert", pki.path("peer.crt")], "needs all of --peer-tls-cert"),
+        (["--secure-listen", "127.0.0.1:%d" % sport, "--tls-cert", pki.path("server.crt"),
+          "--tls-key", pki.path("client.key")], pki.path("client.key")),
+        (["--secure-listen", "127.0.0.1:%d" % sport, "--tls-cert", pki.path("missing.crt"),
+          "--tls-key", pki.path("server.key")], pki.path("missing.crt")),
+    ]
+    for extra, message in bad:
+        out = subprocess.run(base + extra, capture_output=True, text=True, timeout=30)
+        assert out.returncode != 0 and message in out.stderr, (extra, out.stderr)
+    # ZooKeeper's secureClientPort in a config file: TLS on --listen's host.
+    conf = tmp_path / "keel.conf"
+    conf.write_text("secureClientPort = %d\ntls-cert = %s\ntls-key = %s\n" % (
+        sport, pki.path("server.crt"), pki.path("server.key")))
+    proc = subprocess.Popen(base + ["--config", str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        zk = tc.kazoo(cert=None, hosts="127.0.0.1:%d" % sport)
+        try:
+            zk.create("/from-config", b"1")
+            assert zk.get("/from-config")[0] == b"1"
+        finally:
+            stop(zk)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "secure client port (TLS) on 127.0.0.1:%d" % sport in err
 
 
 # ---- a peer from another CA (last: it restarts a server) ----
