@@ -16,75 +16,15 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
-
 #include "net/net.h"
 #include "net/tls.h"
+#include "test_tls_certs.h"
 
-/* ---- throwaway certificates ---- */
+/* ---- throwaway certificates (test_tls_certs.h) ---- */
 
 static char dir[64];
 
-struct cert {
-	EVP_PKEY *key;
-	X509 *x509;
-	char cert_path[128];
-	char key_path[128];
-};
-
-static void add_ext(X509 *x, X509 *issuer, int nid, const char *value)
-{
-	X509V3_CTX v3;
-	X509V3_set_ctx(&v3, issuer, x, NULL, NULL, 0);
-	X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
-	assert_non_null(ext);
-	assert_int_equal(X509_add_ext(x, ext, -1), 1);
-	X509_EXTENSION_free(ext);
-}
-
-/* A P-256 key and a certificate for `cn` (O=keel-test), signed by `ca`
- * (self-signed when NULL), written as PEM files named `name`. */
-static void make_cert(struct cert *c, const char *name, const char *cn, const struct cert *ca)
-{
-	c->key = EVP_EC_gen("P-256");
-	assert_non_null(c->key);
-	X509 *x = X509_new();
-	assert_non_null(x);
-	X509_set_version(x, 2);
-	static long serial = 1;
-	ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
-	X509_gmtime_adj(X509_getm_notBefore(x), -3600);
-	X509_gmtime_adj(X509_getm_notAfter(x), 3600L * 24);
-	X509_NAME *subject = X509_get_subject_name(x);
-	X509_NAME_add_entry_by_txt(subject, "O", MBSTRING_ASC, (const unsigned char *)"keel-test",
-				   -1, -1, 0);
-	X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1,
-				   -1, 0);
-	X509 *issuer = ca != NULL ? ca->x509 : x;
-	X509_set_issuer_name(x, X509_get_subject_name(issuer));
-	X509_set_pubkey(x, c->key);
-	add_ext(x, issuer, NID_basic_constraints, ca == NULL ? "critical,CA:TRUE" : "CA:FALSE");
-	if (ca != NULL) {
-		add_ext(x, issuer, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
-	}
-	assert_true(X509_sign(x, ca != NULL ? ca->key : c->key, EVP_sha256()) > 0);
-	c->x509 = x;
-	snprintf(c->cert_path, sizeof(c->cert_path), "%s/%s.crt", dir, name);
-	snprintf(c->key_path, sizeof(c->key_path), "%s/%s.key", dir, name);
-	FILE *f = fopen(c->cert_path, "w");
-	assert_non_null(f);
-	assert_int_equal(PEM_write_X509(f, x), 1);
-	fclose(f);
-	f = fopen(c->key_path, "w");
-	assert_non_null(f);
-	assert_int_equal(PEM_write_PrivateKey(f, c->key, NULL, NULL, 0, NULL, NULL), 1);
-	fclose(f);
-}
-
-static struct cert ca, other_ca, server_cert, client_cert, stranger_cert;
+static struct test_cert ca, other_ca, server_cert, client_cert, stranger_cert;
 
 static int make_certs(void **state)
 {
@@ -93,35 +33,28 @@ static int make_certs(void **state)
 	if (mkdtemp(dir) == NULL) {
 		return -1;
 	}
-	make_cert(&ca, "ca", "test CA", NULL);
-	make_cert(&other_ca, "other-ca", "other CA", NULL);
-	make_cert(&server_cert, "server", "server", &ca);
-	make_cert(&client_cert, "client", "client", &ca);
-	make_cert(&stranger_cert, "stranger", "stranger", &other_ca);
-	return 0;
-}
-
-static void free_cert(struct cert *c)
-{
-	unlink(c->cert_path);
-	unlink(c->key_path);
-	X509_free(c->x509);
-	EVP_PKEY_free(c->key);
+	bool ok = test_cert_make(&ca, dir, "ca", "test CA", NULL) &&
+		  test_cert_make(&other_ca, dir, "other-ca", "other CA", NULL) &&
+		  test_cert_make(&server_cert, dir, "server", "server", &ca) &&
+		  test_cert_make(&client_cert, dir, "client", "client", &ca) &&
+		  test_cert_make(&stranger_cert, dir, "stranger", "stranger", &other_ca);
+	return ok ? 0 : -1;
 }
 
 static int remove_certs(void **state)
 {
 	(void)state;
-	free_cert(&ca);
-	free_cert(&other_ca);
-	free_cert(&server_cert);
-	free_cert(&client_cert);
-	free_cert(&stranger_cert);
+	test_cert_free(&ca);
+	test_cert_free(&other_ca);
+	test_cert_free(&server_cert);
+	test_cert_free(&client_cert);
+	test_cert_free(&stranger_cert);
 	rmdir(dir);
 	return 0;
 }
 
-static struct net_tls_ctx *new_ctx(bool server, const struct cert *c, const struct cert *trust,
+static struct net_tls_ctx *new_ctx(bool server, const struct test_cert *c,
+				   const struct test_cert *trust,
 				   bool require)
 {
 	struct net_tls_options o = {
