@@ -742,6 +742,12 @@ static void add_x509_identity(struct node *n, struct node_client *c, struct zk_c
 	    KEEL_OK) {
 		KEEL_DEBUG("client %s: x509 identity '%s'", core_client_peer_addr(&n->core, c), dn);
 	}
+	if (n->cfg.x509_super_user[0] != '\0' && strcmp(dn, n->cfg.x509_super_user) == 0 &&
+	    zk_auth_info_add(&zc->auth, zk_bytes_str("super"), zk_bytes_of(dn, strlen(dn))) ==
+		    KEEL_OK) {
+		KEEL_INFO("client %s: certificate '%s' is the x509 super user",
+			  core_client_peer_addr(&n->core, c), dn);
+	}
 }
 
 bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8_t *payload,

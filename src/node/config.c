@@ -144,6 +144,9 @@ static const struct option_def options[] = {
 	{"tls-ca", OPT_STR, offsetof(struct node_config, tls_ca), NODE_PATH_SIZE, "FILE",
 	 "PEM CA for client certificates: a client presenting one it signed gets the x509 "
 	 "identity (its subject DN); certificates stay optional"},
+	{"x509-super-user", OPT_STR, offsetof(struct node_config, x509_super_user), 512, "DN",
+	 "a client certificate with this subject DN is ZooKeeper's super and an operator, "
+	 "like zookeeper.X509AuthenticationProvider.superUser"},
 	{"peer-tls-cert", OPT_STR, offsetof(struct node_config, peer_tls_cert), NODE_PATH_SIZE,
 	 "FILE", "PEM certificate this server presents on peer links (mutual TLS)"},
 	{"peer-tls-key", OPT_STR, offsetof(struct node_config, peer_tls_key), NODE_PATH_SIZE,
@@ -437,6 +440,10 @@ static enum keel_err check_tls(struct node_config *cfg, char *err, size_t err_si
 	}
 	if (cfg->secure_listen[0] == '\0' && (cert || key || cfg->tls_ca[0] != '\0')) {
 		snprintf(err, err_size, "--tls-cert, --tls-key and --tls-ca need --secure-listen");
+		return KEEL_CONFIG;
+	}
+	if (cfg->x509_super_user[0] != '\0' && cfg->tls_ca[0] == '\0') {
+		snprintf(err, err_size, "--x509-super-user needs --tls-ca (to verify certificates)");
 		return KEEL_CONFIG;
 	}
 	int peer = (cfg->peer_tls_cert[0] != '\0') + (cfg->peer_tls_key[0] != '\0') +

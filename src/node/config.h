@@ -85,6 +85,7 @@ struct node_config {
 	char tls_cert[NODE_PATH_SIZE];
 	char tls_key[NODE_PATH_SIZE];
 	char tls_ca[NODE_PATH_SIZE];       /* client certificates: x509 identity */
+	char x509_super_user[512];         /* a client certificate's DN that is super */
 	char peer_tls_cert[NODE_PATH_SIZE];
 	char peer_tls_key[NODE_PATH_SIZE];
 	char peer_tls_ca[NODE_PATH_SIZE];

@@ -22,10 +22,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
-from harness import KEEL, Cluster, free_ports, wait_log
+from harness import KEEL, KEEL_AUTH, Cluster, _admin_roundtrip, free_ports, wait_log
 
 CLIENT_DN = "CN=client,OU=clients,O=keel-test"
 OTHER_DN = "CN=other,OU=clients,O=keel-test"
+ADMIN_DN = "CN=admin,OU=ops,O=keel-test"
 ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 
 
@@ -69,6 +70,7 @@ class Pki:
         make_cert(d, "peer", "/O=keel-test/CN=peer", "ca", server=True)
         make_cert(d, "client", "/O=keel-test/OU=clients/CN=client", "ca")
         make_cert(d, "other", "/O=keel-test/OU=clients/CN=other", "ca")
+        make_cert(d, "admin", "/O=keel-test/OU=ops/CN=admin", "ca")
         make_cert(d, "stranger", "/O=keel-test/CN=stranger", "other-ca", server=True)
 
     def path(self, name):
@@ -101,7 +103,8 @@ class TlsCluster:
     def server_args(self, sid, peer=None):
         return ["--secure-listen", self.secure[sid],
                 "--tls-cert", self.pki.path("server.crt"), "--tls-key", self.pki.path("server.key"),
-                "--tls-ca", self.pki.path("ca.crt")] + (peer or peer_tls_args(self.pki))
+                "--tls-ca", self.pki.path("ca.crt"), "--x509-super-user", ADMIN_DN,
+                ] + (peer or peer_tls_args(self.pki))
 
     def secure_hosts(self):
         return ",".join(self.secure[i] for i in sorted(self.secure))
@@ -256,6 +259,29 @@ def test_x509_acl_admits_the_certificate_holder_only(tc):
         assert holder.get("/x509")[0] == b"changed"
     finally:
         stop(holder, other, anonymous, plain)
+
+
+def test_x509_super_user_is_super_and_an_operator(tc):
+    holder = tc.kazoo()
+    admin = tc.kazoo(cert="admin")
+    try:
+        holder.create("/only-client", b"mine", acl=[make_acl("x509", CLIENT_DN, all=True)])
+        admin.sync("/only-client")
+        assert admin.get("/only-client")[0] == b"mine"  # super passes every ACL
+        admin.set("/only-client", b"by admin")
+        assert holder.get("/only-client")[0] == b"by admin"
+    finally:
+        stop(holder, admin)
+    # Operator requests (here: take a snapshot) on the secure port: the admin
+    # certificate suffices; another certificate gets KEEL_AUTH.
+    host, port = tc.secure[1].rsplit(":", 1)
+    for cert, want in (("admin", 0), ("client", KEEL_AUTH)):
+        ctx = ssl.create_default_context(cafile=tc.pki.path("ca.crt"))
+        ctx.check_hostname = False
+        ctx.load_cert_chain(tc.pki.path(cert + ".crt"), tc.pki.path(cert + ".key"))
+        with ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=20)) as s:
+            err, msg, _ = _admin_roundtrip(s, 4, b"")
+            assert err == want, (cert, err, msg)
 
 
 def test_plaintext_client_on_the_tls_port_is_refused(tc):
