@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 
 import pytest
 from kazoo.client import KazooClient
@@ -316,6 +317,12 @@ def test_plaintext_client_on_the_tls_port_is_refused(tc):
                 if t.recv(16) == b"":
                     raise ConnectionResetError("closed")
         wait_log(tc.cluster.servers[sid], "certificate refused", timeout=15)
+        metrics = urllib.request.urlopen(
+            "http://127.0.0.1:%d/metrics" % tc.cluster.servers[sid].metrics_port,
+            timeout=10).read().decode()
+        failures = [line for line in metrics.splitlines()
+                    if line.startswith("keel_tls_failures_total ")]
+        assert failures and int(float(failures[0].split()[1])) >= 3, failures
         # Everyone else is still served, on both ports.
         zk.create("/after", b"2")
         plain = tc.plain_kazoo()
