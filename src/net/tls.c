@@ -55,7 +55,7 @@ static void openssl_reason(char *buf, size_t size, const char *fallback)
 }
 
 static enum keel_err ctx_fail(SSL_CTX *c, const char *what, const char *file, char *err,
-			      size_t err_size)
+                              size_t err_size)
 {
 	char reason[128];
 	openssl_reason(reason, sizeof(reason), "unknown OpenSSL error");
@@ -66,7 +66,7 @@ static enum keel_err ctx_fail(SSL_CTX *c, const char *what, const char *file, ch
 }
 
 enum keel_err net_tls_ctx_new(struct net_tls_ctx **out, const struct net_tls_options *opt,
-			      char *err, size_t err_size)
+                              char *err, size_t err_size)
 {
 	*out = NULL;
 	ERR_clear_error();
@@ -89,7 +89,8 @@ enum keel_err net_tls_ctx_new(struct net_tls_ctx **out, const struct net_tls_opt
 	SSL_CTX_set_mode(c, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	if (opt->cert_file != NULL && opt->cert_file[0] != '\0') {
 		if (SSL_CTX_use_certificate_chain_file(c, opt->cert_file) != 1) {
-			return ctx_fail(c, "cannot load certificate", opt->cert_file, err, err_size);
+			return ctx_fail(c, "cannot load certificate", opt->cert_file, err,
+			                err_size);
 		}
 		if (opt->key_file == NULL ||
 		    SSL_CTX_use_PrivateKey_file(c, opt->key_file, SSL_FILETYPE_PEM) != 1) {
@@ -97,7 +98,7 @@ enum keel_err net_tls_ctx_new(struct net_tls_ctx **out, const struct net_tls_opt
 		}
 		if (SSL_CTX_check_private_key(c) != 1) {
 			return ctx_fail(c, "the key does not match the certificate", opt->key_file,
-					err, err_size);
+			                err, err_size);
 		}
 	} else if (opt->server) {
 		snprintf(err, err_size, "TLS: a listening side needs a certificate and a key");
@@ -153,9 +154,10 @@ static enum keel_err fail(struct net_tls *t, const char *what)
 	openssl_reason(reason, sizeof(reason), "connection not TLS or closed mid-handshake");
 	if (verify != X509_V_OK) {
 		snprintf(t->error, sizeof(t->error), "%s: certificate refused: %s", what,
-			 X509_verify_cert_error_string(verify));
+		         X509_verify_cert_error_string(verify));
 		rc = KEEL_AUTH;
-	} else if (ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+	} else if (ERR_GET_REASON(ERR_peek_last_error()) ==
+	           SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
 		snprintf(t->error, sizeof(t->error), "%s: no certificate presented", what);
 		rc = KEEL_AUTH;
 	} else {

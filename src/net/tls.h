@@ -35,10 +35,10 @@ struct net_tls_ctx;
 struct net_tls;
 
 struct net_tls_options {
-	const char *cert_file; /* PEM certificate (chain) presented to the far end */
-	const char *key_file;  /* PEM private key of cert_file */
-	const char *ca_file;   /* PEM CA(s) that far-end certificates must chain to; NULL: none */
-	bool server;           /* accepting side */
+	const char *cert_file;  /* PEM certificate (chain) presented to the far end */
+	const char *key_file;   /* PEM private key of cert_file */
+	const char *ca_file;    /* PEM CA(s) that far-end certificates must chain to; NULL: none */
+	bool server;            /* accepting side */
 	bool require_peer_cert; /* server side: refuse a far end without a certificate */
 };
 
@@ -52,7 +52,7 @@ enum net_tls_state {
  * always verifies the server). On error writes why to err (which file, what
  * OpenSSL said) and returns KEEL_CONFIG. */
 enum keel_err net_tls_ctx_new(struct net_tls_ctx **out, const struct net_tls_options *opt,
-			      char *err, size_t err_size);
+                              char *err, size_t err_size);
 void net_tls_ctx_free(struct net_tls_ctx *ctx);
 
 /* A new session in HANDSHAKE. A client session has its first handshake

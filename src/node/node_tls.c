@@ -23,7 +23,7 @@ enum keel_err node_tls_open(struct node *n, char *err, size_t err_size)
 	enum keel_err rc;
 	if (cfg->secure_listen[0] != '\0') {
 		struct net_tls_options client = {cfg->tls_cert, cfg->tls_key, or_null(cfg->tls_ca),
-						 true, false};
+		                                 true, false};
 		rc = net_tls_ctx_new(&n->client_tls, &client, err, err_size);
 		if (rc != KEEL_OK) {
 			return rc;
@@ -31,9 +31,9 @@ enum keel_err node_tls_open(struct node *n, char *err, size_t err_size)
 	}
 	if (cfg->peer_tls_cert[0] != '\0') {
 		struct net_tls_options accept = {cfg->peer_tls_cert, cfg->peer_tls_key,
-						 cfg->peer_tls_ca, true, true};
+		                                 cfg->peer_tls_ca, true, true};
 		struct net_tls_options dial = {cfg->peer_tls_cert, cfg->peer_tls_key,
-					       cfg->peer_tls_ca, false, true};
+		                               cfg->peer_tls_ca, false, true};
 		rc = net_tls_ctx_new(&n->peer_tls_accept, &accept, err, err_size);
 		if (rc == KEEL_OK) {
 			rc = net_tls_ctx_new(&n->peer_tls_dial, &dial, err, err_size);

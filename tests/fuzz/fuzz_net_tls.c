@@ -84,7 +84,7 @@ static void garbage_to_server(const uint8_t *data, size_t size)
 /* Moves ciphertext in pieces, flipping the byte at *flip_at (counted over
  * all moved bytes) with `flip`. */
 static void move(struct net_tls *from, struct net_tls *to, const uint8_t **data, size_t *size,
-		 size_t *moved, size_t flip_at, uint8_t flip)
+                 size_t *moved, size_t flip_at, uint8_t flip)
 {
 	uint8_t buf[2048];
 	size_t n;
@@ -99,7 +99,7 @@ static void move(struct net_tls *from, struct net_tls *to, const uint8_t **data,
 
 /* Reads what `t` decrypts and checks it against `want` from `*have` on. */
 static void check_read(struct net_tls *t, const uint8_t *want, size_t want_size, size_t *have,
-		       const uint8_t **data, size_t *size)
+                       const uint8_t **data, size_t *size)
 {
 	uint8_t buf[1024];
 	for (;;) {

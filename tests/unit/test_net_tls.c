@@ -34,10 +34,10 @@ static int make_certs(void **state)
 		return -1;
 	}
 	bool ok = test_cert_make(&ca, dir, "ca", "test CA", NULL) &&
-		  test_cert_make(&other_ca, dir, "other-ca", "other CA", NULL) &&
-		  test_cert_make(&server_cert, dir, "server", "server", &ca) &&
-		  test_cert_make(&client_cert, dir, "client", "client", &ca) &&
-		  test_cert_make(&stranger_cert, dir, "stranger", "stranger", &other_ca);
+	          test_cert_make(&other_ca, dir, "other-ca", "other CA", NULL) &&
+	          test_cert_make(&server_cert, dir, "server", "server", &ca) &&
+	          test_cert_make(&client_cert, dir, "client", "client", &ca) &&
+	          test_cert_make(&stranger_cert, dir, "stranger", "stranger", &other_ca);
 	return ok ? 0 : -1;
 }
 
@@ -54,15 +54,14 @@ static int remove_certs(void **state)
 }
 
 static struct net_tls_ctx *new_ctx(bool server, const struct test_cert *c,
-				   const struct test_cert *trust,
-				   bool require)
+                                   const struct test_cert *trust, bool require)
 {
 	struct net_tls_options o = {
-		.cert_file = c != NULL ? c->cert_path : NULL,
-		.key_file = c != NULL ? c->key_path : NULL,
-		.ca_file = trust != NULL ? trust->cert_path : NULL,
-		.server = server,
-		.require_peer_cert = require,
+	        .cert_file = c != NULL ? c->cert_path : NULL,
+	        .key_file = c != NULL ? c->key_path : NULL,
+	        .ca_file = trust != NULL ? trust->cert_path : NULL,
+	        .server = server,
+	        .require_peer_cert = require,
 	};
 	struct net_tls_ctx *ctx = NULL;
 	char err[256];
@@ -85,7 +84,7 @@ static void shuttle(struct net_tls *from, struct net_tls *to)
 /* Runs the handshake until neither side makes progress; returns the last
  * results of each side's read. */
 static void handshake(struct net_tls *cli, struct net_tls *srv, enum keel_err *cli_rc,
-		      enum keel_err *srv_rc)
+                      enum keel_err *srv_rc)
 {
 	uint8_t buf[64];
 	size_t got;
@@ -184,7 +183,7 @@ static void test_client_certificate_optional(void **state)
 /* Runs a handshake expected to fail on `failing` with `rc` and a reason
  * containing `text`. */
 static void expect_refusal(struct net_tls_ctx *sctx, struct net_tls_ctx *cctx, bool server_fails,
-			   enum keel_err rc, const char *text)
+                           enum keel_err rc, const char *text)
 {
 	struct net_tls *srv = net_tls_new(sctx);
 	struct net_tls *cli = net_tls_new(cctx);
@@ -265,8 +264,8 @@ static void test_bad_files(void **state)
 	struct net_tls_ctx *ctx = NULL;
 	char err[256];
 	struct net_tls_options o = {.cert_file = "/nonexistent/server.crt",
-				    .key_file = server_cert.key_path,
-				    .server = true};
+	                            .key_file = server_cert.key_path,
+	                            .server = true};
 	assert_int_equal(net_tls_ctx_new(&ctx, &o, err, sizeof(err)), KEEL_CONFIG);
 	assert_null(ctx);
 	assert_non_null(strstr(err, "/nonexistent/server.crt"));
@@ -344,7 +343,8 @@ static void on_connection(uv_stream_t *server, int status)
 	assert_true(fx->accepted < 2);
 	struct side *s = &fx->srv[fx->accepted++];
 	s->echo = true;
-	assert_int_equal(net_conn_accept(&s->conn, &fx->nl, server, &fx->srv_cfg, &ops, s), KEEL_OK);
+	assert_int_equal(net_conn_accept(&s->conn, &fx->nl, server, &fx->srv_cfg, &ops, s),
+	                 KEEL_OK);
 }
 
 static void run_until(bool (*done)(void))
@@ -368,8 +368,8 @@ static int conn_setup(void **state)
 	fx->cli_cfg.tls = new_ctx(false, &client_cert, &ca, false);
 	char err[128];
 	assert_int_equal(net_listen(&fx->server, &fx->loop, "127.0.0.1:0", on_connection, fx, err,
-				    sizeof(err)),
-			 KEEL_OK);
+	                            sizeof(err)),
+	                 KEEL_OK);
 	struct sockaddr_storage ss;
 	int len = (int)sizeof(ss);
 	uv_tcp_getsockname(&fx->server, (struct sockaddr *)&ss, &len);
@@ -410,8 +410,8 @@ static void connect_client(void)
 	struct sockaddr_in sa;
 	uv_ip4_addr("127.0.0.1", fx->port, &sa);
 	assert_int_equal(net_conn_connect(&fx->cli.conn, &fx->nl, (struct sockaddr *)&sa,
-					  &fx->cli_cfg, &ops, &fx->cli, NULL),
-			 KEEL_OK);
+	                                  &fx->cli_cfg, &ops, &fx->cli, NULL),
+	                 KEEL_OK);
 }
 
 static void send_frame(size_t size)
@@ -526,16 +526,16 @@ static void test_plaintext_client_on_tls_listener(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_handshake_and_data),
-		cmocka_unit_test(test_client_certificate_optional),
-		cmocka_unit_test(test_required_client_certificate),
-		cmocka_unit_test(test_certificate_from_another_ca),
-		cmocka_unit_test(test_plaintext_is_refused),
-		cmocka_unit_test(test_bad_files),
-		cmocka_unit_test_setup_teardown(test_tls_frames_over_loopback, conn_setup,
-						conn_teardown),
-		cmocka_unit_test_setup_teardown(test_plaintext_client_on_tls_listener, conn_setup,
-						conn_teardown),
+	        cmocka_unit_test(test_handshake_and_data),
+	        cmocka_unit_test(test_client_certificate_optional),
+	        cmocka_unit_test(test_required_client_certificate),
+	        cmocka_unit_test(test_certificate_from_another_ca),
+	        cmocka_unit_test(test_plaintext_is_refused),
+	        cmocka_unit_test(test_bad_files),
+	        cmocka_unit_test_setup_teardown(test_tls_frames_over_loopback, conn_setup,
+	                                        conn_teardown),
+	        cmocka_unit_test_setup_teardown(test_plaintext_client_on_tls_listener, conn_setup,
+	                                        conn_teardown),
 	};
 	return cmocka_run_group_tests(tests, make_certs, remove_certs);
 }

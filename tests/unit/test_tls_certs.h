@@ -51,7 +51,7 @@ static inline bool test_cert_write(const struct test_cert *c)
 /* Makes `c` for `cn`, signed by `ca` (self-signed when NULL), as
  * DIR/NAME.crt and DIR/NAME.key. */
 static inline bool test_cert_make(struct test_cert *c, const char *dir, const char *name,
-				  const char *cn, const struct test_cert *ca)
+                                  const char *cn, const struct test_cert *ca)
 {
 	static long serial = 1;
 	c->key = EVP_EC_gen("P-256");
@@ -66,14 +66,14 @@ static inline bool test_cert_make(struct test_cert *c, const char *dir, const ch
 	X509_gmtime_adj(X509_getm_notAfter(x), 3600L * 24);
 	X509_NAME *subject = X509_get_subject_name(x);
 	X509_NAME_add_entry_by_txt(subject, "O", MBSTRING_ASC, (const unsigned char *)"keel-test",
-				   -1, -1, 0);
-	X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1,
-				   -1, 0);
+	                           -1, -1, 0);
+	X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1,
+	                           0);
 	X509 *issuer = ca != NULL ? ca->x509 : x;
 	X509_set_issuer_name(x, X509_get_subject_name(issuer));
 	X509_set_pubkey(x, c->key);
 	if (!test_cert_ext(x, issuer, NID_basic_constraints,
-			   ca == NULL ? "critical,CA:TRUE" : "CA:FALSE")) {
+	                   ca == NULL ? "critical,CA:TRUE" : "CA:FALSE")) {
 		return false;
 	}
 	if (ca != NULL &&
