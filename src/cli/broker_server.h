@@ -27,6 +27,11 @@ struct broker_server_options {
 	uint32_t max_frame_bytes; /* the largest request frame accepted */
 	int retention_check_ms;   /* how often retention runs */
 	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
+	/* TLS on the listener (net/tls.h; NULL: plaintext), and for this
+	 * broker's replica fetchers dialing other brokers' listeners. Both
+	 * outlive the server. */
+	struct net_tls_ctx *listener_tls;
+	struct net_tls_ctx *fetch_tls;
 };
 
 /* Binds and listens (errors printed, NULL returned), then serves on a new

@@ -416,6 +416,10 @@ static bool tls_decrypt(struct net_conn *conn, size_t *got)
 	}
 	uint8_t *dst = room > 0 ? conn->rbuf + conn->rlen : NULL;
 	enum keel_err rc = net_tls_read(conn->tls, dst, room, got);
+	if (rc == KEEL_SHUTDOWN) {
+		net_conn_close(conn, KEEL_OK, false); /* close_notify: as EOF */
+		return false;
+	}
 	if (rc != KEEL_OK) {
 		tls_failed(conn, rc);
 		return false;

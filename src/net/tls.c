@@ -241,6 +241,9 @@ enum keel_err net_tls_read(struct net_tls *t, uint8_t *dst, size_t cap, size_t *
 	if (t->state == NET_TLS_FAILED) {
 		return KEEL_PROTO;
 	}
+	if (t->state == NET_TLS_CLOSED) {
+		return KEEL_SHUTDOWN;
+	}
 	ERR_clear_error();
 	if (t->state == NET_TLS_HANDSHAKE) {
 		int r = SSL_do_handshake(t->ssl);
@@ -267,10 +270,9 @@ enum keel_err net_tls_read(struct net_tls *t, uint8_t *dst, size_t cap, size_t *
 		return KEEL_OK;
 	}
 	if (e == SSL_ERROR_ZERO_RETURN) {
-		snprintf(t->error, sizeof(t->error), "TLS: the far end closed the session");
-		t->state = NET_TLS_FAILED;
+		t->state = NET_TLS_CLOSED;
 		ERR_clear_error();
-		return KEEL_PROTO;
+		return KEEL_SHUTDOWN;
 	}
 	return fail(t, "TLS record refused");
 }

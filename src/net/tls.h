@@ -46,6 +46,7 @@ enum net_tls_state {
 	NET_TLS_HANDSHAKE,
 	NET_TLS_OPEN,
 	NET_TLS_FAILED,
+	NET_TLS_CLOSED, /* the far end sent close_notify: a clean end, like EOF */
 };
 
 /* Loads the files and makes a context. A client side needs ca_file (it
@@ -71,7 +72,9 @@ enum keel_err net_tls_feed(struct net_tls *t, const uint8_t *data, size_t size);
 /* Advances the handshake and decrypts into dst (at most cap bytes); *got is
  * 0 when more ciphertext is needed. Returns KEEL_AUTH for a refused
  * certificate, KEEL_PROTO for anything else that failed the session (the
- * state is then FAILED: close the connection), KEEL_OK otherwise. Call
+ * state is then FAILED: close the connection), KEEL_SHUTDOWN when the far
+ * end closed the session cleanly (CLOSED: close as on EOF), KEEL_OK
+ * otherwise. Call
  * again while *got == cap: more plaintext may be waiting. */
 enum keel_err net_tls_read(struct net_tls *t, uint8_t *dst, size_t cap, size_t *got);
 

@@ -154,6 +154,14 @@ static void test_handshake_and_data(void **state)
 	assert_false(net_tls_peer_subject(srv, subject, 8)); /* does not fit: no identity */
 	transfer(cli, srv, 100, 100);
 	transfer(srv, cli, 200000, 3000); /* many records, read in odd pieces */
+	/* A clean close (close_notify) is not a failure. */
+	net_tls_shutdown(cli);
+	shuttle(cli, srv);
+	size_t got;
+	uint8_t byte;
+	assert_int_equal(net_tls_read(srv, &byte, 1, &got), KEEL_SHUTDOWN);
+	assert_int_equal(net_tls_state(srv), NET_TLS_CLOSED);
+	assert_string_equal(net_tls_error(srv), "");
 	net_tls_free(cli);
 	net_tls_free(srv);
 	net_tls_ctx_free(cctx);
