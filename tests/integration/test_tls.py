@@ -92,10 +92,13 @@ class TlsCluster:
         self.pki = Pki(self.root)
         self.cluster = Cluster(3, root=os.path.join(self.root, "cluster"))
         self.secure = {}
+        used = {p for s in self.cluster.servers.values()
+                for p in (s.client_port, s.peer_port, s.metrics_port)}
         for sid, s in self.cluster.servers.items():
             port = free_ports(1)[0]
-            while port in (s.client_port, s.peer_port, s.metrics_port):
+            while port in used:
                 port = free_ports(1)[0]
+            used.add(port)
             self.secure[sid] = "127.0.0.1:%d" % port
             s.extra_args = self.server_args(sid)
         self.cluster.start()
