@@ -31,11 +31,13 @@
  * read would, so framing, budgets and fairness are the same code. Decrypting
  * stops while a connection is paused or deferred, leaving the rest inside
  * the session until its next turn. On the write side, out[active] holds
- * plaintext; a flush encrypts it into the session and writes the ciphertext
- * from out[!active]:
+ * plaintext; each frame is encrypted into the session as it is completed
+ * (one TLS record per frame; frames appended before the handshake ends go
+ * at once when it does), and a flush writes the ciphertext from
+ * out[!active]:
  *
- *   frames -> out[active] --flush: encrypt (once OPEN)--> session
- *          --take ciphertext--> out[!active] --uv_write--> socket
+ *   frame -> out[active] --frame_end / flush: encrypt (once OPEN)--> session
+ *         --take ciphertext--> out[!active] --uv_write--> socket
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,7 @@ static void conn_finish_close(struct net_conn *conn);
 static void conn_dispatch(struct net_conn *conn);
 static enum keel_err start_reading(struct net_conn *conn);
 static void conn_deliver(struct net_conn *conn);
+static bool tls_encrypt_plain(struct net_conn *conn);
 
 static size_t header_size(const struct net_conn *conn)
 {
@@ -653,6 +656,9 @@ void net_conn_frame_end(struct net_conn *conn, size_t mark)
 		conn->nl->frames_out++;
 	}
 	check_output_limit(conn);
+	if (conn->tls != NULL && !conn->closing && !tls_encrypt_plain(conn)) {
+		return;
+	}
 	if (!conn->closing) {
 		mark_dirty(conn);
 	}
@@ -724,23 +730,38 @@ static void start_write(struct net_conn *conn, struct keel_wbuf *w)
 /* TLS flush: encrypt the plaintext frames (once the handshake is done; a
  * closing connection adds close_notify after them), then write what the
  * session has for the network from out[!active]; `active` never moves. */
-static void tls_try_flush(struct net_conn *conn)
+/* Encrypts the plaintext in out[active] once the session is OPEN. Called
+ * after every frame, so that each frame is its own TLS record (or a few,
+ * past 16 KiB): a client that reads a frame at a time and then waits on the
+ * socket (kazoo does) never leaves a decrypted frame behind in its TLS
+ * buffer, as with ZooKeeper's Netty server. False when that closed the
+ * connection. */
+static bool tls_encrypt_plain(struct net_conn *conn)
 {
 	struct keel_wbuf *plain = &conn->out[conn->active];
+	if (net_tls_state(conn->tls) != NET_TLS_OPEN || plain->size == 0) {
+		return true;
+	}
+	enum keel_err rc = net_tls_write(conn->tls, plain->data, plain->size);
+	keel_wbuf_reset(plain);
+	count_output(conn);
+	if (rc == KEEL_OK) {
+		return true;
+	}
+	if (!conn->closing) {
+		net_conn_close(conn, KEEL_NOMEM, false);
+	} else {
+		conn_finish_close(conn);
+	}
+	return false;
+}
+
+static void tls_try_flush(struct net_conn *conn)
+{
 	struct keel_wbuf *cipher = &conn->out[!conn->active];
 	bool open = net_tls_state(conn->tls) == NET_TLS_OPEN;
-	if (open && plain->size > 0) {
-		enum keel_err rc = net_tls_write(conn->tls, plain->data, plain->size);
-		keel_wbuf_reset(plain);
-		if (rc != KEEL_OK) {
-			count_output(conn);
-			if (!conn->closing) {
-				net_conn_close(conn, KEEL_NOMEM, false);
-			} else {
-				conn_finish_close(conn);
-			}
-			return;
-		}
+	if (!tls_encrypt_plain(conn)) {
+		return;
 	}
 	if (open && conn->closing && !conn->tls_shutdown_sent) {
 		conn->tls_shutdown_sent = true;
