@@ -7,8 +7,11 @@ against the reference implementation too. A test that exercises something
 keel does deliberately differently (see DESIGN.md) says so and looks at
 `backend.kind`.
 
-Set KEEL_COMPAT_BACKENDS=keel (or =zookeeper) to run one side only while
-developing; CI runs both.
+A third backend, keel-tls, runs the kazoo suites (TLS_MODULES) again with
+every client on keel's secure client port and the peers in mutual TLS.
+
+Set KEEL_COMPAT_BACKENDS=keel (or =keel-tls, =zookeeper) to run one side
+only while developing; CI runs all three.
 """
 import os
 import shutil
