@@ -273,6 +273,7 @@ def test_x509_super_user_is_super_and_an_operator(tc):
         admin.sync("/only-client")
         assert admin.get("/only-client")[0] == b"mine"  # super passes every ACL
         admin.set("/only-client", b"by admin")
+        holder.sync("/only-client")
         assert holder.get("/only-client")[0] == b"by admin"
     finally:
         stop(holder, admin)
