@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libuv1-dev libcmocka-dev libssl-dev
+  openssl  # the TLS tests make throwaway certificates with the openssl CLI
   iproute2 procps psmisc netcat-openbsd
   python3 python3-kazoo python3-pytest
   python3-pure-sasl  # kazoo's sasl_options (tests/integration/test_sasl.py)

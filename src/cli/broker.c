@@ -60,6 +60,7 @@
 #include "cli/meta_cli.h"
 #include "meta/follower.h"
 #include "meta/proto.h"
+#include "net/tls.h"
 #include "node/peer_auth.h"
 #include "node/sasl_load.h"
 #include "os/clock.h"
@@ -93,6 +94,9 @@ struct broker_options {
 	struct peer_auth_keys keys; /* loaded from it */
 	const char *sasl_users_file;   /* --sasl-users-file */
 	struct sasl_users *sasl_users; /* loaded from it; NULL: no SASL on the listener */
+	const char *tls_cert;       /* --listener-tls-cert: TLS on the Kafka listener */
+	const char *tls_key;
+	const char *tls_ca;
 };
 
 struct broker {
@@ -144,7 +148,9 @@ static int usage(FILE *out)
 		"                   [--retention-check-interval-ms MS] [--metrics-port P]\n"
 		"                   [--hw-checkpoint-interval-ms MS]\n"
 		"                   [--log-level LEVEL] [--cluster-secret-file FILE]\n"
-		"                   [--sasl-users-file FILE]\n\n"
+		"                   [--sasl-users-file FILE]\n"
+		"                   [--listener-tls-cert FILE --listener-tls-key FILE\n"
+		"                    --listener-tls-ca FILE]\n\n"
 		"Runs a broker: registers with the controller, heartbeats (default every\n"
 		"2000 ms), follows the metadata log (polled every 200 ms) and logs every\n"
 		"change of its partition roles. SIGTERM does a controlled shutdown.\n"
@@ -169,7 +175,11 @@ static int usage(FILE *out)
 		"(SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before any other\n"
 		"request but ApiVersions.\n"
 		"--metrics-port serves Prometheus metrics on http://HOST:P/metrics\n"
-		"(replication health, request rates and latencies; default: none).\n");
+		"(replication health, request rates and latencies; default: none).\n"
+		"--listener-tls-cert/-key put the Kafka listener inside TLS (clients use\n"
+		"security.protocol=SSL); --listener-tls-ca is the CA of the brokers'\n"
+		"certificates: replica fetchers verify leaders with it and present\n"
+		"their own, and a client certificate, when presented, must chain to it.\n");
 	return out == stdout ? 0 : 2;
 }
 
@@ -296,6 +306,12 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 			o->sasl_users_file = v;
 		} else if (strcmp(arg, "--log-level") == 0 && keel_log_parse_level(v) >= 0) {
 			o->log_level = v;
+		} else if (strcmp(arg, "--listener-tls-cert") == 0) {
+			o->tls_cert = v;
+		} else if (strcmp(arg, "--listener-tls-key") == 0) {
+			o->tls_key = v;
+		} else if (strcmp(arg, "--listener-tls-ca") == 0) {
+			o->tls_ca = v;
 		} else {
 			fprintf(stderr, "keel broker: bad option '%s %s'\n", arg, v);
 			return false;
@@ -305,6 +321,35 @@ static bool parse_options(struct broker_options *o, int argc, char **argv)
 		fprintf(stderr, "keel broker: --id, --servers and --data-dir are required\n");
 		return false;
 	}
+	int tls = (o->tls_cert != NULL) + (o->tls_key != NULL) + (o->tls_ca != NULL);
+	if (tls != 0 && tls != 3) {
+		fprintf(stderr, "keel broker: listener TLS needs all of --listener-tls-cert, "
+				"--listener-tls-key and --listener-tls-ca\n");
+		return false;
+	}
+	return true;
+}
+
+/* The listener's and the replica fetchers' TLS contexts (both NULL without
+ * --listener-tls-*). */
+static bool listener_tls_open(const struct broker_options *o, struct net_tls_ctx **listener,
+			      struct net_tls_ctx **fetch)
+{
+	*listener = *fetch = NULL;
+	if (o->tls_cert == NULL) {
+		return true;
+	}
+	char err[512];
+	struct net_tls_options lo = {o->tls_cert, o->tls_key, o->tls_ca, true, false};
+	struct net_tls_options fo = {o->tls_cert, o->tls_key, o->tls_ca, false, false};
+	if (net_tls_ctx_new(listener, &lo, err, sizeof(err)) != KEEL_OK ||
+	    net_tls_ctx_new(fetch, &fo, err, sizeof(err)) != KEEL_OK) {
+		fprintf(stderr, "keel broker: %s\n", err);
+		net_tls_ctx_free(*listener);
+		*listener = NULL;
+		return false;
+	}
+	KEEL_INFO("Kafka listener in TLS (CA %s)", o->tls_ca);
 	return true;
 }
 
@@ -890,9 +935,13 @@ int cli_broker(int argc, char **argv)
 					   b.opt.sasl_users,
 					   b.opt.sasl_users != NULL && b.opt.secret_file != NULL
 						   ? replica_password
-						   : NULL};
-	b.server = broker_server_start(&so);
+						   : NULL,
+					   NULL, NULL};
+	bool tls_ok = listener_tls_open(&b.opt, &so.listener_tls, &so.fetch_tls);
+	b.server = tls_ok ? broker_server_start(&so) : NULL;
 	if (b.server == NULL) {
+		net_tls_ctx_free(so.listener_tls);
+		net_tls_ctx_free(so.fetch_tls);
 		meta_follower_close(&b.follower);
 		keel_arena_close(&b.arena);
 		keel_wbuf_free(&b.req);
@@ -902,6 +951,8 @@ int cli_broker(int argc, char **argv)
 	b.offered_offset = -1;
 	int status = broker_run(&b);
 	broker_server_stop(b.server);
+	net_tls_ctx_free(so.listener_tls);
+	net_tls_ctx_free(so.fetch_tls);
 	if (b.kc_open) {
 		kc_close(&b.kc);
 	}

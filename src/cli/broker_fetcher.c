@@ -3,6 +3,10 @@
  * (broker_fetcher.h has the state diagram). One request per connection at
  * a time; the answer frame stays in the buffer until the core has applied
  * it (the decoded response points into it).
+ *
+ * TLS (a leader's listener with --listener-tls-*): after the TCP connect
+ * the fetcher waits in F_TLS until the handshake is done, then runs as
+ * over plaintext; answers are decrypted into the same buffer.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +15,7 @@
 #include "base/assert.h"
 #include "cli/broker_fetcher.h"
 #include "node/peer_auth.h"
+#include "net/tls.h"
 #include "os/log.h"
 #include "sasl/sasl_scram.h"
 
@@ -22,7 +27,7 @@
 #define MAX_ANSWER_BYTES   (64u << 20)
 #define ARENA_BLOCK        (64u * 1024u)
 
-enum fetcher_state { F_IDLE, F_CONNECTING, F_READY, F_WAITING, F_HELD, F_CLOSING };
+enum fetcher_state { F_IDLE, F_CONNECTING, F_TLS, F_READY, F_WAITING, F_HELD, F_CLOSING };
 
 struct fetcher {
 	struct broker_fetchers *owner;
@@ -49,6 +54,7 @@ struct fetcher {
 	bool logged_error;
 	int sasl_round;                /* SaslAuthenticate answers seen on this connection */
 	struct sasl_scram_client scram; /* with SASL: this connection's exchange */
+	struct net_tls *tls; /* NULL: plaintext */
 };
 
 struct broker_fetchers {
@@ -63,6 +69,8 @@ struct broker_fetchers {
 	char sasl_user[64];
 	char sasl_password[128];
 	bool sasl;
+	struct net_tls_ctx *tls;      /* NULL: leaders listen in plaintext */
+	uint8_t tls_rbuf[READ_CHUNK]; /* ciphertext, consumed by each read callback */
 };
 
 static void fetcher_step(struct fetcher *f);
@@ -74,7 +82,7 @@ static void reconnect_due(uv_timer_t *t)
 }
 
 struct broker_fetchers *broker_fetchers_new(uv_loop_t *loop, struct broker_core *core,
-                                            const bool *sync_in_flight)
+                                            const bool *sync_in_flight, struct net_tls_ctx *tls)
 {
 	struct broker_fetchers *fs = calloc(1, sizeof(*fs));
 	if (fs == NULL) {
@@ -83,6 +91,7 @@ struct broker_fetchers *broker_fetchers_new(uv_loop_t *loop, struct broker_core 
 	fs->loop = loop;
 	fs->core = core;
 	fs->sync_in_flight = sync_in_flight;
+	fs->tls = tls;
 	kafka_limits_default(&fs->limits);
 	fs->limits.max_frame_size = MAX_ANSWER_BYTES;
 	return fs;
@@ -92,6 +101,7 @@ static void fetcher_free(struct fetcher *f)
 {
 	keel_arena_close(&f->req_arena);
 	keel_arena_close(&f->resp_arena);
+	net_tls_free(f->tls);
 	free(f->buf);
 	free(f);
 }
@@ -113,6 +123,8 @@ static void handle_closed(uv_handle_t *h)
 	if (h == (uv_handle_t *)&f->tcp) {
 		f->tcp_open = false;
 		f->state = F_IDLE;
+		net_tls_free(f->tls);
+		f->tls = NULL;
 	}
 	if (--f->handles > 0) {
 		if (!f->dropped && !f->tcp_open && !f->owner->closing) {
@@ -349,10 +361,9 @@ static void got_frame(struct fetcher *f)
 	}
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+/* Grows the buffer when little room is left. */
+static void grow_buf(struct fetcher *f)
 {
-	(void)suggested;
-	struct fetcher *f = h->data;
 	if (f->cap - f->len < READ_CHUNK / 4) {
 		size_t cap = f->cap * 2;
 		uint8_t *n = realloc(f->buf, cap);
@@ -361,7 +372,83 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 			f->cap = cap;
 		}
 	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+{
+	(void)suggested;
+	struct fetcher *f = h->data;
+	if (f->tls != NULL) {
+		*out = uv_buf_init((char *)f->owner->tls_rbuf, sizeof(f->owner->tls_rbuf));
+		return;
+	}
+	grow_buf(f);
 	*out = uv_buf_init((char *)f->buf + f->len, (unsigned)(f->cap - f->len));
+}
+
+static void got_bytes(struct fetcher *f, size_t nread);
+static bool write_owned(struct fetcher *f, uint8_t *data, size_t n);
+
+/* Queues the ciphertext the TLS session has for the leader. */
+static bool tls_flush(struct fetcher *f)
+{
+	size_t n = net_tls_pending_out(f->tls);
+	if (n == 0) {
+		return true;
+	}
+	uint8_t *data = malloc(n);
+	if (data == NULL) {
+		fetcher_disconnect(f, "out of memory");
+		return false;
+	}
+	return write_owned(f, data, net_tls_take_out(f->tls, data, n));
+}
+
+/* Ciphertext from the leader: finish the handshake, then hand on what
+ * decrypts, as a plaintext read would. */
+static void tls_read(struct fetcher *f, size_t nread)
+{
+	if (net_tls_feed(f->tls, f->owner->tls_rbuf, nread) != KEEL_OK) {
+		fetcher_disconnect(f, "out of memory");
+		return;
+	}
+	for (;;) {
+		grow_buf(f);
+		size_t got = 0;
+		enum keel_err err = net_tls_read(f->tls, f->buf + f->len, f->cap - f->len, &got);
+		if (err == KEEL_SHUTDOWN) {
+			fetcher_disconnect(f, "the leader closed the connection");
+			return;
+		}
+		if (err != KEEL_OK) {
+			char why[256];
+			snprintf(why, sizeof(why), "%s", net_tls_error(f->tls));
+			tls_flush(f);
+			fetcher_disconnect(f, why);
+			return;
+		}
+		if (!tls_flush(f)) {
+			return;
+		}
+		if (f->state == F_TLS && net_tls_state(f->tls) == NET_TLS_OPEN) {
+			f->state = F_READY;
+			if (f->owner->sasl) {
+				sasl_start(f);
+			} else {
+				fetcher_step(f);
+			}
+			if (f->tls == NULL || f->state == F_CLOSING) {
+				return;
+			}
+		}
+		if (got == 0) {
+			return;
+		}
+		got_bytes(f, got);
+		if (f->tls == NULL || f->state != F_WAITING) {
+			return; /* answered, or closed: the rest waits for the next read */
+		}
+	}
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
@@ -373,7 +460,17 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
 		                                      : uv_strerror((int)nread));
 		return;
 	}
-	f->len += (size_t)nread;
+	if (f->tls != NULL) {
+		tls_read(f, (size_t)nread);
+		return;
+	}
+	got_bytes(f, (size_t)nread);
+}
+
+/* `nread` plaintext bytes were added to the buffer. */
+static void got_bytes(struct fetcher *f, size_t nread)
+{
+	f->len += nread;
 	if (f->state != F_WAITING || f->len < 4) {
 		if (f->state != F_WAITING && nread > 0) {
 			fetcher_disconnect(f, "bytes nobody asked for");
@@ -414,6 +511,27 @@ static void write_done(uv_write_t *wr, int status)
 	}
 }
 
+/* Queues `data` (malloc'd; owned from here on); false when the
+ * connection was ended instead. */
+static bool write_owned(struct fetcher *f, uint8_t *data, size_t n)
+{
+	uv_write_t *wr = malloc(sizeof(*wr));
+	if (wr == NULL) {
+		free(data);
+		fetcher_disconnect(f, "out of memory");
+		return false;
+	}
+	wr->data = data;
+	uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
+	if (uv_write(wr, (uv_stream_t *)&f->tcp, &b, 1, write_done) != 0) {
+		free(data);
+		free(wr);
+		fetcher_disconnect(f, "cannot write");
+		return false;
+	}
+	return true;
+}
+
 static void send_request(struct fetcher *f)
 {
 	struct broker_fetchers *fs = f->owner;
@@ -451,18 +569,17 @@ static void send_request_body(struct fetcher *f)
 		fetcher_disconnect(f, "cannot encode a request");
 		return;
 	}
-	uv_write_t *wr = malloc(sizeof(*wr));
-	if (wr == NULL) {
+	if (f->tls != NULL) {
+		enum keel_err werr = net_tls_write(f->tls, data, n);
 		free(data);
-		fetcher_disconnect(f, "out of memory");
-		return;
-	}
-	wr->data = data;
-	uv_buf_t b = uv_buf_init((char *)data, (unsigned)n);
-	if (uv_write(wr, (uv_stream_t *)&f->tcp, &b, 1, write_done) != 0) {
-		free(data);
-		free(wr);
-		fetcher_disconnect(f, "cannot write");
+		if (werr != KEEL_OK) {
+			fetcher_disconnect(f, "TLS write failed");
+			return;
+		}
+		if (!tls_flush(f)) {
+			return;
+		}
+	} else if (!write_owned(f, data, n)) {
 		return;
 	}
 	if (f->req.header.api_key == KAFKA_API_FETCH) {
@@ -502,8 +619,19 @@ static void on_connect(uv_connect_t *req, int status)
 	f->owner->totals.connects++;
 	uv_tcp_nodelay(&f->tcp, 1);
 	f->state = F_READY;
+	if (f->owner->tls != NULL) {
+		f->state = F_TLS; /* requests wait for the handshake */
+		if ((f->tls = net_tls_new(f->owner->tls)) == NULL) {
+			fetcher_disconnect(f, "out of memory");
+			return;
+		}
+	}
 	if (uv_read_start((uv_stream_t *)&f->tcp, on_alloc, on_read) != 0) {
 		fetcher_disconnect(f, "cannot read");
+		return;
+	}
+	if (f->tls != NULL) {
+		tls_flush(f); /* the ClientHello; SASL, if any, follows the handshake */
 		return;
 	}
 	if (f->owner->sasl) {

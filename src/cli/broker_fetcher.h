@@ -28,9 +28,13 @@
 
 struct broker_fetchers;
 
-/* `sync_in_flight` is read on every step: while true the core is not touched. */
+struct net_tls_ctx;
+
+/* `sync_in_flight` is read on every step: while true the core is not
+ * touched. `tls` (may be NULL: plaintext) is the client context for
+ * leaders' TLS listeners; it outlives the fetchers. */
 struct broker_fetchers *broker_fetchers_new(uv_loop_t *loop, struct broker_core *core,
-                                            const bool *sync_in_flight);
+                                            const bool *sync_in_flight, struct net_tls_ctx *tls);
 
 /* Leaders' listeners require SASL: authenticate every new connection with
  * SCRAM-SHA-256 as `user` (copied) before any request. */

@@ -28,6 +28,12 @@
  *
  * Fetch records go out with sendfile(2) from the segment files, between
  * the encoded pieces of the response (conn_respond_fetch; docs/brokers.md).
+ *
+ * TLS (--listener-tls-*): a connection's ciphertext goes into its TLS
+ * session (net/tls.h) and the plaintext it yields fills the read buffer, so
+ * framing is unchanged; responses are encrypted as they are queued, and
+ * fetched records are read into memory (no sendfile: the kernel cannot
+ * encrypt them).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +56,7 @@
 #include "cli/broker_metrics.h"
 #include "cli/broker_server.h"
 #include "net/http.h"
+#include "net/tls.h"
 #include "os/clock.h"
 #include "node/peer_auth.h"
 #include "os/log.h"
@@ -127,6 +134,7 @@ struct conn {
 	enum sasl_mech sasl_mech;              /* chosen by SaslHandshake */
 	struct sasl_scram_server *scram;       /* SCRAM's exchange, from its first message */
 	bool close_after_write;                /* an authentication failure is on its way out */
+	struct net_tls *tls;                     /* NULL: plaintext */
 };
 
 struct broker_server {
@@ -165,6 +173,8 @@ struct broker_server {
 	struct broker_admin_job *admin_out;  /* to the controller thread (LIFO is fine: */
 	struct broker_admin_job *admin_back; /* one job per connection at a time) */
 	uint8_t scram_key[SASL_SCRAM_KEY_BYTES]; /* SCRAM salts (sasl_scram.h), random per process */
+	uint8_t tls_rbuf[READ_CHUNK];        /* ciphertext, consumed by each read callback */
+	uint64_t tls_failures;
 };
 
 static void conn_process(struct conn *c);
@@ -179,6 +189,7 @@ static void conn_free(struct conn *c)
 	keel_arena_close(&c->req_arena);
 	keel_arena_close(&c->resp_arena);
 	free(c->scram);
+	net_tls_free(c->tls);
 	free(c->buf);
 	free(c);
 }
@@ -233,9 +244,40 @@ static void write_done(uv_write_t *wr, int status)
 	}
 }
 
+static bool socket_write_owned(struct conn *c, uint8_t *data, size_t n);
+
+/* Queues the ciphertext the TLS session has for the network. */
+static bool tls_flush(struct conn *c)
+{
+	size_t n = net_tls_pending_out(c->tls);
+	if (n == 0) {
+		return true;
+	}
+	uint8_t *data = malloc(n);
+	if (data == NULL) {
+		conn_close(c, "out of memory");
+		return false;
+	}
+	return socket_write_owned(c, data, net_tls_take_out(c->tls, data, n));
+}
+
 /* Queues `data` (malloc'd; owned from here on, freed when written); false
  * when the connection was closed instead. */
 static bool conn_write_owned(struct conn *c, uint8_t *data, size_t n)
+{
+	if (c->tls == NULL) {
+		return socket_write_owned(c, data, n);
+	}
+	enum keel_err err = net_tls_write(c->tls, data, n);
+	free(data);
+	if (err != KEEL_OK) {
+		conn_close(c, "TLS write failed");
+		return false;
+	}
+	return tls_flush(c);
+}
+
+static bool socket_write_owned(struct conn *c, uint8_t *data, size_t n)
 {
 	uv_write_t *wr = malloc(sizeof(*wr));
 	if (wr == NULL) {
@@ -339,7 +381,8 @@ static bool conn_send_file(struct conn *c, const struct broker_fetch_range *rang
 	}
 	uint64_t position = range->position, left = range->size;
 	uv_os_fd_t sock;
-	if (c->tcp.write_queue_size == 0 && uv_fileno((uv_handle_t *)&c->tcp, &sock) == 0) {
+	if (c->tls == NULL && c->tcp.write_queue_size == 0 &&
+	    uv_fileno((uv_handle_t *)&c->tcp, &sock) == 0) {
 		while (left > 0) {
 			off_t at = (off_t)position;
 			ssize_t n = sendfile(sock, fd, &at, (size_t)left);
@@ -1041,12 +1084,46 @@ static void handle_frame(struct conn *c)
 	dispatch(c);
 }
 
+/* TLS: advances the handshake and decrypts into the free end of the read
+ * buffer; false when the session failed (the connection is closed). */
+static bool tls_pump(struct conn *c)
+{
+	for (;;) {
+		size_t got = 0;
+		size_t room = c->cap - c->len;
+		enum keel_err err = net_tls_read(c->tls, c->buf + c->len, room, &got);
+		if (err == KEEL_SHUTDOWN) {
+			conn_close(c, NULL); /* close_notify: as EOF */
+			return false;
+		}
+		if (err != KEEL_OK) {
+			c->srv->tls_failures++;
+			char why[256];
+			snprintf(why, sizeof(why), "%s", net_tls_error(c->tls));
+			tls_flush(c); /* the alert, if any */
+			KEEL_WARN("kafka client %s: %s", c->peer, why);
+			conn_close(c, NULL);
+			return false;
+		}
+		c->len += got;
+		if (!tls_flush(c)) {
+			return false;
+		}
+		if (got == 0 || c->len == c->cap) {
+			return true;
+		}
+	}
+}
+
 static void conn_process(struct conn *c)
 {
 	struct broker_server *s = c->srv;
 	while (!c->closing && c->wait == CONN_IDLE && !c->close_after_write) {
 		if (c->tcp.write_queue_size > MAX_WRITE_QUEUE_BYTES) {
 			break; /* resumed by write_done */
+		}
+		if (c->tls != NULL && !tls_pump(c)) {
+			return;
 		}
 		if (c->len < 4) {
 			break;
@@ -1068,6 +1145,9 @@ static void conn_process(struct conn *c)
 				}
 				c->buf = n;
 				c->cap = need;
+				if (c->tls != NULL) {
+					continue; /* the session may hold the rest */
+				}
 			}
 			break;
 		}
@@ -1088,6 +1168,11 @@ static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *out)
 {
 	(void)suggested;
 	struct conn *c = h->data;
+	if (c->tls != NULL) {
+		/* Ciphertext: conn_read hands it to the session at once. */
+		*out = uv_buf_init((char *)c->srv->tls_rbuf, sizeof(c->srv->tls_rbuf));
+		return;
+	}
 	/* Never move the buffer under a request that waits: its decoded
 	 * fields point into the frame at the head of it. */
 	if (c->wait == CONN_IDLE && c->cap - c->len < READ_CHUNK / 4 && c->cap < READ_CHUNK * 4) {
@@ -1113,6 +1198,18 @@ static void conn_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *b)
 	}
 	if (nread < 0) {
 		conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
+		return;
+	}
+	if (c->tls != NULL) {
+		if (net_tls_feed(c->tls, c->srv->tls_rbuf, (size_t)nread) != KEEL_OK) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		conn_process(c); /* decrypts what fits */
+		if (!c->closing && c->reading && c->len == c->cap) {
+			uv_read_stop(stream); /* full: the rest waits in the session */
+			c->reading = false;
+		}
 		return;
 	}
 	c->len += (size_t)nread;
@@ -1181,6 +1278,10 @@ static void on_connection(uv_stream_t *server, int status)
 			port = ntohs(in6->sin6_port);
 		}
 		snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+	}
+	if (s->opt.listener_tls != NULL && (c->tls = net_tls_new(s->opt.listener_tls)) == NULL) {
+		conn_close(c, "out of memory");
+		return;
 	}
 	s->conn_count++;
 	KEEL_DEBUG("kafka client %s connected", c->peer);
@@ -1576,7 +1677,7 @@ struct broker_server *broker_server_start(const struct broker_server_options *op
 	s->group_timer.data = s;
 	uv_timer_start(&s->group_timer, group_tick, GROUP_TICK_MS, GROUP_TICK_MS);
 	s->broker_epoch = -1;
-	s->fetchers = broker_fetchers_new(&s->loop, &s->core, &s->sync_in_flight);
+	s->fetchers = broker_fetchers_new(&s->loop, &s->core, &s->sync_in_flight, options->fetch_tls);
 	if (s->fetchers != NULL && options->replica_sasl_password != NULL) {
 		broker_fetchers_set_sasl(s->fetchers, BROKER_REPLICA_SASL_USER,
 		                         options->replica_sasl_password);

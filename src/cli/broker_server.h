@@ -34,6 +34,11 @@ struct broker_server_options {
 	/* The replica fetchers authenticate to SASL listeners as
 	 * BROKER_REPLICA_SASL_USER with this password; NULL: they do not. */
 	const char *replica_sasl_password;
+	/* TLS on the listener (net/tls.h; NULL: plaintext), and for this
+	 * broker's replica fetchers dialing other brokers' listeners. Both
+	 * outlive the server. */
+	struct net_tls_ctx *listener_tls;
+	struct net_tls_ctx *fetch_tls;
 };
 
 /* The brokers' own SASL user, for replication (docs/security.md): its

@@ -215,3 +215,10 @@ void core_fire_system(struct node_core *c, const struct zk_result *res)
 {
 	c->host.ops->fire_system(c->host.ctx, res);
 }
+
+bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
+			     size_t size)
+{
+	return c->host.ops->client_tls_subject != NULL &&
+	       c->host.ops->client_tls_subject(c->host.ctx, conn, buf, size);
+}

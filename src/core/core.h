@@ -23,7 +23,8 @@
  * them calls back into the core, except snapshot_load (which reads the file
  * into c->fsm with fsm_snapshot_read) and client_pause(false) (which may
  * deliver that connection's buffered frames before it returns, as
- * net_conn_resume does):
+ * net_conn_resume does — but never inside a ready, where they wait for the
+ * loop's next check phase):
  *   persist        hand a persist batch (a ready with persist_id != 0) to
  *                  storage; the host later calls core_on_durable() for it.
  *                  The ready is borrowed: the host copies what it keeps
@@ -159,6 +160,9 @@ struct core_host_ops {
 	bool (*client_paused)(void *ctx, const struct node_client *c);
 	/* "HOST:PORT" of the client, valid while the connection is. */
 	const char *(*client_peer_addr)(void *ctx, const struct node_client *c);
+	/* Optional: the subject DN of the certificate the client proved on a
+	 * TLS port (net_conn_tls_subject); false when none. */
+	bool (*client_tls_subject)(void *ctx, const struct node_client *c, char *buf, size_t size);
 
 	uint64_t (*now_ms)(void *ctx);
 	int64_t (*wall_ms)(void *ctx);
@@ -366,6 +370,8 @@ void core_client_close(struct node_core *c, struct node_client *conn, enum keel_
                        bool flush);
 bool core_client_paused(const struct node_core *c, const struct node_client *conn);
 const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn);
+bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
+			     size_t size);
 
 /* ---- inputs ---- */
 

@@ -24,6 +24,20 @@
  * per loop iteration and starts one uv_write per dirty connection with all
  * that was appended, then switches `active` so new frames never touch memory
  * libuv is writing.
+ *
+ * TLS (cfg.tls): libuv reads ciphertext into a buffer shared by the loop
+ * (a read callback consumes it at once), which goes into the session; the
+ * plaintext it yields fills the reassembly buffer exactly as a plaintext
+ * read would, so framing, budgets and fairness are the same code. Decrypting
+ * stops while a connection is paused or deferred, leaving the rest inside
+ * the session until its next turn. On the write side, out[active] holds
+ * plaintext; each frame is encrypted into the session as it is completed
+ * (one TLS record per frame; frames appended before the handshake ends go
+ * at once when it does), and a flush writes the ciphertext from
+ * out[!active]:
+ *
+ *   frame -> out[active] --frame_end / flush: encrypt (once OPEN)--> session
+ *         --take ciphertext--> out[!active] --uv_write--> socket
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +46,20 @@
 #include "base/crc32c.h"
 #include "net/limits.h"
 #include "net/net.h"
+#include "net/tls.h"
+#include "os/log.h"
 
 #define READ_CHUNK 16384u
 #define IDLE_BUFFER_KEEP 65536u
+#define TLS_READ_CHUNK 65536u
+#define TLS_LOG_PER_SEC 20u
 
 static void conn_try_flush(struct net_conn *conn);
 static void conn_finish_close(struct net_conn *conn);
 static void conn_dispatch(struct net_conn *conn);
 static enum keel_err start_reading(struct net_conn *conn);
+static void conn_deliver(struct net_conn *conn);
+static bool tls_encrypt_plain(struct net_conn *conn);
 
 static size_t header_size(const struct net_conn *conn)
 {
@@ -98,11 +118,11 @@ static void unlink_deferred(struct net_conn *conn)
 	conn->next_deferred = NULL;
 }
 
-/* Its turn is used up: stop reading until the buffered frames are served. */
-static void defer(struct net_conn *conn)
+/* Its turn is used up: stop reading until the buffered frames are served
+ * (in the check phase of this loop iteration or the next). */
+static void enqueue_deferred(struct net_conn *conn)
 {
 	KEEL_ASSERT(!conn->deferred);
-	conn->nl->deferrals++;
 	if (conn->reading) {
 		uv_read_stop((uv_stream_t *)&conn->tcp);
 		conn->reading = false;
@@ -113,6 +133,12 @@ static void defer(struct net_conn *conn)
 	conn->deferred = true;
 	conn->next_deferred = conn->nl->deferred;
 	conn->nl->deferred = conn;
+}
+
+static void defer(struct net_conn *conn)
+{
+	conn->nl->deferrals++;
+	enqueue_deferred(conn);
 }
 
 /* The next turn of every deferred connection (those deferred again go
@@ -126,7 +152,7 @@ static void run_deferred(struct net_loop *nl)
 		conn->next_deferred = NULL;
 		conn->deferred = false;
 		if (!conn->closing && !conn->paused && !conn->in_dispatch) {
-			conn_dispatch(conn);
+			conn_deliver(conn);
 			if (!conn->closing && start_reading(conn) != KEEL_OK) {
 				net_conn_close(conn, KEEL_IO, false);
 			}
@@ -184,6 +210,8 @@ void net_loop_close(struct net_loop *nl)
 	uv_close((uv_handle_t *)&nl->flush_check, NULL);
 	uv_idle_stop(&nl->flush_idle);
 	uv_close((uv_handle_t *)&nl->flush_idle, NULL);
+	free(nl->tls_rbuf);
+	nl->tls_rbuf = NULL;
 }
 
 static void conn_setup(struct net_conn *conn, struct net_loop *nl,
@@ -205,10 +233,10 @@ static void conn_setup(struct net_conn *conn, struct net_loop *nl,
 	conn->peer_addr[0] = '\0';
 }
 
-static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+/* Grows the reassembly buffer when little room is left, within the frame
+ * limit and the read budget (a refusal sets over_budget). */
+static void grow_rbuf(struct net_conn *conn)
 {
-	(void)suggested;
-	struct net_conn *conn = handle->data;
 	size_t limit = conn->cfg.max_frame_bytes + header_size(conn);
 	if (conn->rcap - conn->rlen < READ_CHUNK / 4 && conn->rcap < limit) {
 		size_t cap = conn->rcap == 0 ? READ_CHUNK : conn->rcap * 2;
@@ -229,6 +257,23 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 			}
 		}
 	}
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct net_conn *conn = handle->data;
+	if (conn->tls != NULL) {
+		/* Ciphertext: on_read hands it to the session before any other
+		 * connection reads, so one buffer serves them all. */
+		if (conn->nl->tls_rbuf == NULL) {
+			conn->nl->tls_rbuf = malloc(TLS_READ_CHUNK);
+		}
+		*buf = uv_buf_init((char *)conn->nl->tls_rbuf,
+				   conn->nl->tls_rbuf != NULL ? TLS_READ_CHUNK : 0);
+		return;
+	}
+	grow_rbuf(conn);
 	if (conn->rbuf == NULL) {
 		*buf = uv_buf_init(NULL, 0); /* nothing allocated: libuv reports UV_ENOBUFS */
 		return;
@@ -325,6 +370,92 @@ bool net_conn_frame_overdue(const struct net_conn *conn, uint64_t now_ms, uint64
 	       now_ms >= conn->partial_since_ms + timeout_ms;
 }
 
+/* A TLS session failed: one log line (at most TLS_LOG_PER_SEC a second,
+ * so a flood of bad connections cannot flood the log), then close, sending
+ * whatever alert the session queued for the far end. */
+static void tls_failed(struct net_conn *conn, enum keel_err reason)
+{
+	struct net_loop *nl = conn->nl;
+	nl->tls_failures++;
+	uint64_t now = uv_now(nl->loop);
+	if (now >= nl->tls_log_window_ms + 1000u) {
+		nl->tls_log_window_ms = now;
+		nl->tls_logged = 0;
+	}
+	if (nl->tls_logged < TLS_LOG_PER_SEC) {
+		nl->tls_logged++;
+		const char *why = net_tls_error(conn->tls);
+		KEEL_WARN("TLS connection %s %s closed: %s%s", conn->on_connect != NULL ? "to" : "from",
+			  conn->peer_addr, why,
+			  strstr(why, "wrong version number") != NULL ||
+					  strstr(why, "packet length too long") != NULL ||
+					  strstr(why, "http request") != NULL
+				  ? " (not TLS: a plaintext client on the TLS port?)"
+				  : "");
+	}
+	net_conn_close(conn, reason, true);
+}
+
+/* Advances the handshake and decrypts what fits into the reassembly
+ * buffer; *got is the plaintext added. False when the connection closed. */
+static bool tls_decrypt(struct net_conn *conn, size_t *got)
+{
+	*got = 0;
+	bool was_open = net_tls_state(conn->tls) == NET_TLS_OPEN;
+	size_t room = 0;
+	if (was_open) {
+		grow_rbuf(conn);
+		room = conn->rcap - conn->rlen;
+		if (room == 0) {
+			/* A full buffer holds a complete frame unless the budget
+			 * refused to grow it: as UV_ENOBUFS on a plaintext read. */
+			if (conn->over_budget) {
+				conn->cfg.read_budget->refusals++;
+				net_conn_close(conn, KEEL_LIMIT, false);
+				return false;
+			}
+			return true;
+		}
+	}
+	uint8_t *dst = room > 0 ? conn->rbuf + conn->rlen : NULL;
+	enum keel_err rc = net_tls_read(conn->tls, dst, room, got);
+	if (rc == KEEL_SHUTDOWN) {
+		net_conn_close(conn, KEEL_OK, false); /* close_notify: as EOF */
+		return false;
+	}
+	if (rc != KEEL_OK) {
+		tls_failed(conn, rc);
+		return false;
+	}
+	conn->rlen += *got;
+	bool now_open = net_tls_state(conn->tls) == NET_TLS_OPEN;
+	if (net_tls_pending_out(conn->tls) > 0 || (now_open && !was_open)) {
+		mark_dirty(conn); /* handshake replies, or frames that waited for it */
+	}
+	if (now_open && !was_open) {
+		*got = room == 0 ? 1 : *got; /* decrypt again: records may follow */
+	}
+	return true;
+}
+
+/* Hands on the complete frames buffered, then (TLS) decrypts more and
+ * hands those on, until the session has nothing more or the connection
+ * paused, used up its turn or closed. */
+static void conn_deliver(struct net_conn *conn)
+{
+	conn_dispatch(conn);
+	if (conn->tls == NULL) {
+		return;
+	}
+	while (!conn->closing && !conn->paused && !conn->deferred) {
+		size_t got = 0;
+		if (!tls_decrypt(conn, &got) || got == 0) {
+			break;
+		}
+		conn_dispatch(conn);
+	}
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
 	(void)buf;
@@ -342,9 +473,16 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	conn->over_budget = false;
-	conn->rlen += (size_t)nread;
 	conn->nl->bytes_in += (uint64_t)nread;
-	conn_dispatch(conn);
+	if (conn->tls != NULL) {
+		if (net_tls_feed(conn->tls, conn->nl->tls_rbuf, (size_t)nread) != KEEL_OK) {
+			net_conn_close(conn, KEEL_NOMEM, false);
+			return;
+		}
+	} else {
+		conn->rlen += (size_t)nread;
+	}
+	conn_deliver(conn);
 }
 
 static enum keel_err start_reading(struct net_conn *conn)
@@ -384,6 +522,10 @@ enum keel_err net_conn_accept(struct net_conn *conn, struct net_loop *nl, uv_str
 	conn->connected = true;
 	uv_tcp_nodelay(&conn->tcp, 1);
 	fill_peer_addr(conn);
+	if (cfg->tls != NULL && (conn->tls = net_tls_new(cfg->tls)) == NULL) {
+		net_conn_close(conn, KEEL_NOMEM, false);
+		return KEEL_OK;
+	}
 	if (start_reading(conn) != KEEL_OK) {
 		net_conn_close(conn, KEEL_IO, false);
 	}
@@ -430,6 +572,10 @@ enum keel_err net_conn_connect(struct net_conn *conn, struct net_loop *nl,
 		return KEEL_IO;
 	}
 	conn->started = true;
+	if (cfg->tls != NULL && (conn->tls = net_tls_new(cfg->tls)) == NULL) {
+		net_conn_close(conn, KEEL_NOMEM, false);
+		return KEEL_OK;
+	}
 	conn->connect_req.data = conn;
 	if (uv_tcp_connect(&conn->connect_req, &conn->tcp, addr, on_connected) != 0) {
 		net_conn_close(conn, KEEL_IO, false);
@@ -439,7 +585,13 @@ enum keel_err net_conn_connect(struct net_conn *conn, struct net_loop *nl,
 
 size_t net_conn_pending_output(const struct net_conn *conn)
 {
-	return conn->out[0].size + conn->out[1].size;
+	size_t n = conn->out[0].size + conn->out[1].size;
+	return conn->tls != NULL ? n + net_tls_pending_out(conn->tls) : n;
+}
+
+bool net_conn_tls_subject(const struct net_conn *conn, char *buf, size_t size)
+{
+	return conn->tls != NULL && net_tls_peer_subject(conn->tls, buf, size);
 }
 
 /* Keeps cfg.output_budget equal to the sum of the connections' unsent
@@ -504,6 +656,9 @@ void net_conn_frame_end(struct net_conn *conn, size_t mark)
 		conn->nl->frames_out++;
 	}
 	check_output_limit(conn);
+	if (conn->tls != NULL && !conn->closing && !tls_encrypt_plain(conn)) {
+		return;
+	}
 	if (!conn->closing) {
 		mark_dirty(conn);
 	}
@@ -554,10 +709,94 @@ static void on_written(uv_write_t *req, int status)
 	conn_try_flush(conn);
 }
 
+static void start_write(struct net_conn *conn, struct keel_wbuf *w)
+{
+	uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->size);
+	conn->write_req.data = conn;
+	conn->writing = true;
+	conn->nl->writes++;
+	if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_written) != 0) {
+		conn->writing = false;
+		keel_wbuf_reset(w);
+		count_output(conn);
+		if (!conn->closing) {
+			net_conn_close(conn, KEEL_IO, false);
+		} else {
+			conn_finish_close(conn);
+		}
+	}
+}
+
+/* TLS flush: encrypt the plaintext frames (once the handshake is done; a
+ * closing connection adds close_notify after them), then write what the
+ * session has for the network from out[!active]; `active` never moves. */
+/* Encrypts the plaintext in out[active] once the session is OPEN. Called
+ * after every frame, so that each frame is its own TLS record (or a few,
+ * past 16 KiB): a client that reads a frame at a time and then waits on the
+ * socket (kazoo does) never leaves a decrypted frame behind in its TLS
+ * buffer, as with ZooKeeper's Netty server. False when that closed the
+ * connection. */
+static bool tls_encrypt_plain(struct net_conn *conn)
+{
+	struct keel_wbuf *plain = &conn->out[conn->active];
+	if (net_tls_state(conn->tls) != NET_TLS_OPEN || plain->size == 0) {
+		return true;
+	}
+	enum keel_err rc = net_tls_write(conn->tls, plain->data, plain->size);
+	keel_wbuf_reset(plain);
+	count_output(conn);
+	if (rc == KEEL_OK) {
+		return true;
+	}
+	if (!conn->closing) {
+		net_conn_close(conn, KEEL_NOMEM, false);
+	} else {
+		conn_finish_close(conn);
+	}
+	return false;
+}
+
+static void tls_try_flush(struct net_conn *conn)
+{
+	struct keel_wbuf *cipher = &conn->out[!conn->active];
+	bool open = net_tls_state(conn->tls) == NET_TLS_OPEN;
+	if (!tls_encrypt_plain(conn)) {
+		return;
+	}
+	if (open && conn->closing && !conn->tls_shutdown_sent) {
+		conn->tls_shutdown_sent = true;
+		net_tls_shutdown(conn->tls);
+	}
+	KEEL_ASSERT(cipher->size == 0);
+	size_t pending = net_tls_pending_out(conn->tls);
+	size_t room = cipher->max_size;
+	uint8_t *p = pending > 0 ? keel_wbuf_reserve(cipher, KEEL_MIN(pending, room)) : NULL;
+	if (p == NULL) {
+		count_output(conn);
+		if (conn->closing && (pending == 0 || !keel_wbuf_ok(cipher))) {
+			keel_wbuf_reset(cipher);
+			conn_finish_close(conn); /* all sent, or nothing more can be */
+		}
+		return;
+	}
+	size_t n = net_tls_take_out(conn->tls, p, KEEL_MIN(pending, room));
+	cipher->size -= KEEL_MIN(pending, room) - n;
+	count_output(conn);
+	if (cipher->size == 0) {
+		return;
+	}
+	start_write(conn, cipher);
+}
+
 static void conn_try_flush(struct net_conn *conn)
 {
 	if (conn->writing) {
 		return; /* on_written will come back here */
+	}
+	if (conn->tls != NULL && conn->started && conn->connected &&
+	    !uv_is_closing((uv_handle_t *)&conn->tcp)) {
+		tls_try_flush(conn);
+		return;
 	}
 	struct keel_wbuf *w = &conn->out[conn->active];
 	if (w->size == 0) {
@@ -575,21 +814,8 @@ static void conn_try_flush(struct net_conn *conn)
 		}
 		return; /* still connecting: on_connected re-marks */
 	}
-	uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->size);
-	conn->write_req.data = conn;
 	conn->active = !conn->active;
-	conn->writing = true;
-	conn->nl->writes++;
-	if (uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &b, 1, on_written) != 0) {
-		conn->writing = false;
-		keel_wbuf_reset(w);
-		count_output(conn);
-		if (!conn->closing) {
-			net_conn_close(conn, KEEL_IO, false);
-		} else {
-			conn_finish_close(conn);
-		}
-	}
+	start_write(conn, w);
 }
 
 static void on_closed(uv_handle_t *handle)
@@ -601,6 +827,8 @@ static void on_closed(uv_handle_t *handle)
 	conn->rlen = 0;
 	keel_wbuf_free(&conn->out[0]);
 	keel_wbuf_free(&conn->out[1]);
+	net_tls_free(conn->tls);
+	conn->tls = NULL;
 	count_output(conn);
 	KEEL_ASSERT(conn->output_counted == 0);
 	conn->ops->on_close(conn, conn->close_reason);
@@ -629,7 +857,8 @@ void net_conn_close(struct net_conn *conn, enum keel_err reason, bool flush)
 		uv_read_stop((uv_stream_t *)&conn->tcp);
 		conn->reading = false;
 	}
-	if (flush && conn->connected && net_conn_pending_output(conn) > 0) {
+	bool tls_goodbye = conn->tls != NULL && net_tls_state(conn->tls) == NET_TLS_OPEN;
+	if (flush && conn->connected && (net_conn_pending_output(conn) > 0 || tls_goodbye)) {
 		/* Flush first; conn_try_flush closes once the output is gone. */
 		if (!conn->writing) {
 			mark_dirty(conn);
@@ -637,6 +866,17 @@ void net_conn_close(struct net_conn *conn, enum keel_err reason, bool flush)
 		return;
 	}
 	conn_finish_close(conn);
+}
+
+void net_conn_resume_soon(struct net_conn *conn)
+{
+	if (!conn->paused || conn->closing) {
+		return;
+	}
+	conn->paused = false;
+	if (!conn->deferred) {
+		enqueue_deferred(conn);
+	}
 }
 
 void net_conn_pause(struct net_conn *conn)
@@ -658,7 +898,7 @@ void net_conn_resume(struct net_conn *conn)
 	}
 	conn->paused = false;
 	if (!conn->in_dispatch) {
-		conn_dispatch(conn);
+		conn_deliver(conn);
 	}
 	if (!conn->closing && !conn->paused && start_reading(conn) != KEEL_OK) {
 		net_conn_close(conn, KEEL_IO, false);

@@ -20,6 +20,11 @@
  *
  *   INIT --connect/accept--> OPEN --close/error/EOF--> CLOSING --uv--> CLOSED
  *                                                        (on_close runs)
+ *
+ * TLS (cfg.tls, net/tls.h): the same frames travel inside a TLS session.
+ * Frames appended before the handshake completes wait for it; a handshake
+ * that fails (not TLS, a refused certificate) closes only that connection,
+ * with a log line naming the remote address and the reason.
  */
 #ifndef KEEL_NET_NET_H
 #define KEEL_NET_NET_H
@@ -47,6 +52,10 @@ struct net_loop {
 	uint64_t writes; /* write calls: frames_out / writes is the batching factor */
 	struct net_conn *deferred; /* connections with frames left for the next turn */
 	uint64_t deferrals;        /* times a connection used up its turn */
+	uint8_t *tls_rbuf;         /* ciphertext read buffer shared by TLS connections */
+	uint64_t tls_failures;     /* TLS sessions closed by a failed handshake or record */
+	uint64_t tls_log_window_ms;
+	uint32_t tls_logged;       /* failure lines logged in the current second */
 };
 
 enum keel_err net_loop_init(struct net_loop *nl, uv_loop_t *loop);
@@ -68,6 +77,8 @@ struct net_conn_ops {
 };
 
 struct net_byte_budget;
+struct net_tls_ctx;
+struct net_tls;
 
 struct net_conn_config {
 	size_t max_frame_bytes;  /* larger frames close the connection */
@@ -83,6 +94,9 @@ struct net_conn_config {
 	 * that every other connection is served in between. 0: no cap. */
 	uint32_t max_frames_per_turn;
 	size_t max_output_per_turn;
+	/* TLS context (net/tls.h), shared by the connections of a listener or a
+	 * dialer and outliving them; NULL: plaintext. */
+	struct net_tls_ctx *tls;
 };
 
 struct net_conn {
@@ -119,6 +133,8 @@ struct net_conn {
 	struct net_conn *next_dirty;
 	void (*on_connect)(struct net_conn *conn, enum keel_err err);
 	char peer_addr[64]; /* "host:port" of the remote end, for logs */
+	struct net_tls *tls; /* NULL on a plaintext connection */
+	bool tls_shutdown_sent;
 };
 
 /* Accepts a pending connection from `server` into `conn` and starts reading. */
@@ -148,9 +164,13 @@ void net_conn_send_raw(struct net_conn *conn, const void *data, size_t size);
 /* Closes after flushing what is buffered when `flush` is true. */
 void net_conn_close(struct net_conn *conn, enum keel_err reason, bool flush);
 
-/* Stops/resumes delivering frames (back-pressure). */
+/* Stops/resumes delivering frames (back-pressure). net_conn_resume may
+ * deliver buffered frames before it returns; net_conn_resume_soon leaves
+ * them to the check phase of the loop, for a caller that must not see
+ * on_frame re-entered. */
 void net_conn_pause(struct net_conn *conn);
 void net_conn_resume(struct net_conn *conn);
+void net_conn_resume_soon(struct net_conn *conn);
 
 /* Bytes queued and not yet written. */
 size_t net_conn_pending_output(const struct net_conn *conn);
@@ -159,6 +179,10 @@ size_t net_conn_pending_output(const struct net_conn *conn);
  * `timeout_ms` or more at loop time `now_ms`? (A paused connection's
  * buffered bytes are the server's delay, not the client's: never.) */
 bool net_conn_frame_overdue(const struct net_conn *conn, uint64_t now_ms, uint64_t timeout_ms);
+
+/* On a TLS connection whose far end presented a certificate verified
+ * against the CA: its subject DN (RFC 2253) into buf, true. */
+bool net_conn_tls_subject(const struct net_conn *conn, char *buf, size_t size);
 
 /* "host:port" parsing (IPv4 dotted quad or a name resolved once, or [v6]:port). */
 enum keel_err net_parse_addr(const char *text, struct sockaddr_storage *out);

@@ -979,6 +979,10 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 			n->peers.refused);
 	metrics_gauge(w, "keel_peer_handshakes", "Peer connections not yet authenticated",
 		      (double)n->peers.handshakes);
+	metrics_counter(w, "keel_tls_failures_total",
+			"TLS connections (secure client port, peers) closed by a failed handshake "
+			"or record",
+			n->nl.tls_failures);
 	node_limits_metrics(n, w);
 	node_feed_metrics(n, w);
 }

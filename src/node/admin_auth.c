@@ -1,7 +1,9 @@
 /*
  * admin_auth.c — who may run operator requests on the client port (the
  * AUTH_NONCE / AUTH ops of admin.h): the cluster secret, proven by
- * challenge-response (node/peer_auth.h), or ZooKeeper's super digest.
+ * challenge-response (node/peer_auth.h), or ZooKeeper's super digest; or,
+ * on the secure client port, a client certificate whose subject DN is
+ * --x509-super-user (no AUTH op needed: the TLS handshake proved it).
  *
  *   connection --AUTH_NONCE--> nonce held --AUTH ok--> operator
  *                                         --AUTH bad--> nonce dropped
@@ -100,7 +102,15 @@ void admin_auth_on_frame(struct node *n, struct node_client *c, uint8_t op, uint
 	reply(c, op, req_id, KEEL_OK, "authenticated", NULL, 0);
 }
 
+static bool x509_super(const struct node *n, const struct node_client *c)
+{
+	char dn[sizeof(n->cfg.x509_super_user)];
+	return n->cfg.x509_super_user[0] != '\0' &&
+	       net_conn_tls_subject(&c->conn, dn, sizeof(dn)) &&
+	       strcmp(dn, n->cfg.x509_super_user) == 0;
+}
+
 bool admin_auth_allowed(const struct node *n, const struct node_client *c)
 {
-	return n->cfg.insecure_peers || c->operator_authenticated;
+	return n->cfg.insecure_peers || c->operator_authenticated || x509_super(n, c);
 }

@@ -1,6 +1,8 @@
 /*
  * client.c — the client port: accept, classify, four-letter words, admin
  * connections, the connection table. ZooKeeper sessions: client_zk.c.
+ * The secure client port (--secure-listen) is the same port inside TLS:
+ * its connections differ only in their net_conn_config.
  */
 #include "node/client.h"
 
@@ -21,6 +23,9 @@ struct node_clients {
 	uint64_t next_id;
 	struct keel_hmap by_id;
 	struct net_conn_config cfg;
+	uv_tcp_t secure_listener;
+	bool secure_listening;
+	struct net_conn_config secure_cfg; /* cfg with the client TLS context */
 	uint64_t closed_packets_received;
 	uint64_t closed_packets_sent;
 };
@@ -144,7 +149,9 @@ static void on_connection(uv_stream_t *server, int status)
 	cl->head = c;
 	cl->count++;
 	n->core.stats.client_connections_total++;
-	net_conn_accept(&c->conn, &n->nl, server, &cl->cfg, &client_ops, c);
+	bool secure = server == (uv_stream_t *)&cl->secure_listener;
+	net_conn_accept(&c->conn, &n->nl, server, secure ? &cl->secure_cfg : &cl->cfg, &client_ops,
+			c);
 	if (c->conn.closing) {
 		return;
 	}
@@ -208,10 +215,24 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 		return rc;
 	}
 	rc = net_listen(&cl->listener, n->loop, n->cfg.listen, on_connection, n, err, err_size);
-	if (rc == KEEL_OK) {
-		cl->listening = true;
+	if (rc != KEEL_OK) {
+		return rc;
 	}
-	return rc;
+	cl->listening = true;
+	if (n->client_tls != NULL) {
+		cl->secure_cfg = cl->cfg;
+		cl->secure_cfg.tls = n->client_tls;
+		rc = net_listen(&cl->secure_listener, n->loop, n->cfg.secure_listen, on_connection, n,
+				err, err_size);
+		if (rc != KEEL_OK) {
+			return rc;
+		}
+		cl->secure_listening = true;
+		KEEL_INFO("secure client port (TLS) on %s%s", n->cfg.secure_listen,
+			  n->cfg.tls_ca[0] != '\0' ? ", client certificates give the x509 identity"
+						   : "");
+	}
+	return KEEL_OK;
 }
 
 void node_clients_close(struct node *n)
@@ -223,6 +244,10 @@ void node_clients_close(struct node *n)
 	if (cl->listening) {
 		uv_close((uv_handle_t *)&cl->listener, NULL);
 		cl->listening = false;
+	}
+	if (cl->secure_listening) {
+		uv_close((uv_handle_t *)&cl->secure_listener, NULL);
+		cl->secure_listening = false;
 	}
 	for (struct node_client *c = cl->head; c != NULL; c = c->next) {
 		net_conn_close(&c->conn, KEEL_SHUTDOWN, true);

@@ -942,6 +942,26 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	}
 }
 
+/* A client certificate verified on the secure port is the connection's
+ * x509 identity: its subject DN, as ZooKeeper's X509AuthenticationProvider. */
+static void add_x509_identity(struct node *n, struct node_client *c, struct zk_conn *zc)
+{
+	char dn[512];
+	if (!core_client_tls_subject(&n->core, c, dn, sizeof(dn))) {
+		return;
+	}
+	if (zk_auth_info_add(&zc->auth, zk_bytes_str(ZK_X509_SCHEME), zk_bytes_of(dn, strlen(dn))) ==
+	    KEEL_OK) {
+		KEEL_DEBUG("client %s: x509 identity '%s'", core_client_peer_addr(&n->core, c), dn);
+	}
+	if (n->cfg.x509_super_user[0] != '\0' && strcmp(dn, n->cfg.x509_super_user) == 0 &&
+	    zk_auth_info_add(&zc->auth, zk_bytes_str("super"), zk_bytes_of(dn, strlen(dn))) ==
+		    KEEL_OK) {
+		KEEL_INFO("client %s: certificate '%s' is the x509 super user",
+			  core_client_peer_addr(&n->core, c), dn);
+	}
+}
+
 bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8_t *payload,
 			      size_t size)
 {
@@ -964,6 +984,7 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 		*colon = '\0';
 	}
 	zk_auth_info_add(&zc->auth, zk_bytes_of("ip", 2), zk_bytes_of(ip, strlen(ip)));
+	add_x509_identity(n, c, zc);
 	if (zk_connect_request_decode(&zc->connect, payload, size) != KEEL_OK) {
 		KEEL_DEBUG("client %s: malformed ConnectRequest", core_client_peer_addr(&n->core, c));
 		conn_close(zc, KEEL_PROTO, false);

@@ -145,6 +145,27 @@ static const struct option_def options[] = {
 	 "DigestLoginModule user_NAME=\"PASSWORD\" options)"},
 	{"sasl-super-user", OPT_STR, offsetof(struct node_config, sasl_super_user), 256, "NAME",
 	 "the SASL user with all rights, as zookeeper.superUser"},
+	{"secure-listen", OPT_STR, offsetof(struct node_config, secure_listen), NODE_ADDR_SIZE,
+	 "HOST:PORT", "secure client port: the client port's protocols inside TLS "
+		      "(needs --tls-cert and --tls-key)"},
+	{"secureClientPort", OPT_U32, offsetof(struct node_config, secure_client_port), 4, "PORT",
+	 "ZooKeeper's name: --secure-listen on the host of --listen"},
+	{"tls-cert", OPT_STR, offsetof(struct node_config, tls_cert), NODE_PATH_SIZE, "FILE",
+	 "PEM certificate (chain) of the secure client port"},
+	{"tls-key", OPT_STR, offsetof(struct node_config, tls_key), NODE_PATH_SIZE, "FILE",
+	 "PEM private key of --tls-cert"},
+	{"tls-ca", OPT_STR, offsetof(struct node_config, tls_ca), NODE_PATH_SIZE, "FILE",
+	 "PEM CA for client certificates: a client presenting one it signed gets the x509 "
+	 "identity (its subject DN); certificates stay optional"},
+	{"x509-super-user", OPT_STR, offsetof(struct node_config, x509_super_user), 512, "DN",
+	 "a client certificate with this subject DN is ZooKeeper's super and an operator, "
+	 "like zookeeper.X509AuthenticationProvider.superUser"},
+	{"peer-tls-cert", OPT_STR, offsetof(struct node_config, peer_tls_cert), NODE_PATH_SIZE,
+	 "FILE", "PEM certificate this server presents on peer links (mutual TLS)"},
+	{"peer-tls-key", OPT_STR, offsetof(struct node_config, peer_tls_key), NODE_PATH_SIZE,
+	 "FILE", "PEM private key of --peer-tls-cert"},
+	{"peer-tls-ca", OPT_STR, offsetof(struct node_config, peer_tls_ca), NODE_PATH_SIZE, "FILE",
+	 "PEM CA that every peer's certificate must chain to"},
 };
 
 /* ZooKeeper's name for the whitelist, accepted in the config file. */
@@ -411,6 +432,44 @@ static enum keel_err parse_file(struct node_config *cfg, const char *path, char 
 	return rc;
 }
 
+/* The TLS options come in groups: all of a group or none. secureClientPort
+ * becomes --secure-listen on --listen's host. */
+static enum keel_err check_tls(struct node_config *cfg, char *err, size_t err_size)
+{
+	if (cfg->secure_client_port != 0 && cfg->secure_listen[0] == '\0') {
+		const char *colon = strrchr(cfg->listen, ':');
+		int host_len = colon != NULL ? (int)(colon - cfg->listen) : 0;
+		if (cfg->secure_client_port > 65535) {
+			snprintf(err, err_size, "secureClientPort: %u is not a port",
+				 cfg->secure_client_port);
+			return KEEL_CONFIG;
+		}
+		snprintf(cfg->secure_listen, sizeof(cfg->secure_listen), "%.*s:%u", host_len,
+			 cfg->listen, cfg->secure_client_port);
+	}
+	bool cert = cfg->tls_cert[0] != '\0', key = cfg->tls_key[0] != '\0';
+	if (cfg->secure_listen[0] != '\0' && (!cert || !key)) {
+		snprintf(err, err_size, "--secure-listen needs --tls-cert FILE and --tls-key FILE");
+		return KEEL_CONFIG;
+	}
+	if (cfg->secure_listen[0] == '\0' && (cert || key || cfg->tls_ca[0] != '\0')) {
+		snprintf(err, err_size, "--tls-cert, --tls-key and --tls-ca need --secure-listen");
+		return KEEL_CONFIG;
+	}
+	if (cfg->x509_super_user[0] != '\0' && cfg->tls_ca[0] == '\0') {
+		snprintf(err, err_size, "--x509-super-user needs --tls-ca (to verify certificates)");
+		return KEEL_CONFIG;
+	}
+	int peer = (cfg->peer_tls_cert[0] != '\0') + (cfg->peer_tls_key[0] != '\0') +
+		   (cfg->peer_tls_ca[0] != '\0');
+	if (peer != 0 && peer != 3) {
+		snprintf(err, err_size,
+			 "peer TLS needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca");
+		return KEEL_CONFIG;
+	}
+	return KEEL_OK;
+}
+
 /* Applies argv; when `only_config` is set, only picks up --config. */
 static enum keel_err parse_args(struct node_config *cfg, int argc, char **argv, bool only_config,
 				bool *help, char *err, size_t err_size)
@@ -530,5 +589,5 @@ enum keel_err node_config_parse(struct node_config *cfg, int argc, char **argv, 
 		snprintf(err, err_size, "--log-level: unknown level '%s'", cfg->log_level);
 		return KEEL_CONFIG;
 	}
-	return KEEL_OK;
+	return check_tls(cfg, err, err_size);
 }

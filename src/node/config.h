@@ -86,6 +86,16 @@ struct node_config {
 	char sasl_users_file[NODE_PATH_SIZE];
 	char jaas_file[NODE_PATH_SIZE];
 	char sasl_super_user[256];
+	/* TLS (docs/security.md); empty strings: off. */
+	char secure_listen[NODE_ADDR_SIZE]; /* secure client port */
+	uint32_t secure_client_port;       /* zoo.cfg secureClientPort: on --listen's host */
+	char tls_cert[NODE_PATH_SIZE];
+	char tls_key[NODE_PATH_SIZE];
+	char tls_ca[NODE_PATH_SIZE];       /* client certificates: x509 identity */
+	char x509_super_user[512];         /* a client certificate's DN that is super */
+	char peer_tls_cert[NODE_PATH_SIZE];
+	char peer_tls_key[NODE_PATH_SIZE];
+	char peer_tls_ca[NODE_PATH_SIZE];
 };
 
 /* True when the four-letter word is on cfg's whitelist. */

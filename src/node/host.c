@@ -61,9 +61,14 @@ static void host_client_send(void *ctx, struct node_client *c, const void *paylo
 
 static void host_client_pause(void *ctx, struct node_client *c, bool paused)
 {
-	(void)ctx;
+	struct node *n = ctx;
 	if (paused) {
 		net_conn_pause(&c->conn);
+	} else if (n->core.in_ready) {
+		/* Resumed while an entry is applied (a session became active):
+		 * frames the client pipelined behind its ConnectRequest must not
+		 * be proposed inside the ready; they are served after it. */
+		net_conn_resume_soon(&c->conn);
 	} else {
 		net_conn_resume(&c->conn);
 	}
@@ -85,6 +90,13 @@ static const char *host_client_peer_addr(void *ctx, const struct node_client *c)
 {
 	(void)ctx;
 	return c->conn.peer_addr;
+}
+
+static bool host_client_tls_subject(void *ctx, const struct node_client *c, char *buf,
+				    size_t size)
+{
+	(void)ctx;
+	return net_conn_tls_subject(&c->conn, buf, size);
 }
 
 static uint64_t host_now_ms(void *ctx)
@@ -265,6 +277,7 @@ static const struct core_host_ops host_ops = {
         .client_close = host_client_close,
         .client_paused = host_client_paused,
         .client_peer_addr = host_client_peer_addr,
+        .client_tls_subject = host_client_tls_subject,
         .now_ms = host_now_ms,
         .wall_ms = host_wall_ms,
         .mono_ns = host_mono_ns,

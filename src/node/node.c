@@ -372,12 +372,17 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 			  "requests need no credential",
 			  cfg->peer_listen);
 	}
+	rc = node_tls_open(n, err, err_size);
+	if (rc != KEEL_OK) {
+		return rc;
+	}
 	rc = peers_init(&n->peers, &n->nl, cfg->id, cfg->peer_listen,
 			peer_max_frame_bytes(&n->core.raft_opts), on_peer_message, on_peer_link, n,
 			err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+	peers_set_tls(&n->peers, n->peer_tls_accept, n->peer_tls_dial);
 	peers_set_auth(&n->peers, &keys, peer_is_member, cfg->peer_handshake_timeout_ms,
 		       cfg->max_peer_handshakes);
 	rc = node_sasl_load(cfg->sasl_users_file, cfg->jaas_file, &n->sasl_users, err, err_size);
@@ -465,6 +470,7 @@ void node_close(struct node *n)
 	uv_run(n->loop, UV_RUN_DEFAULT);
 	/* Every handle is closed: free what callbacks could have touched. */
 	node_clients_free(n);
+	node_tls_close(n);
 	node_limits_close(&n->limits);
 	node_ctl_destroy(&n->core);
 	node_sasl_free(n->sasl_users);

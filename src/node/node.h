@@ -77,6 +77,10 @@ struct node {
 
 	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
 	struct sasl_users *sasl_users; /* ZooKeeper SASL users; NULL: no mechanism */
+	/* TLS contexts (node_tls.c); NULL when that TLS is off. */
+	struct net_tls_ctx *client_tls;
+	struct net_tls_ctx *peer_tls_accept;
+	struct net_tls_ctx *peer_tls_dial;
 	bool stopping;
 	int exit_code;
 };
@@ -104,6 +108,12 @@ void node_schedule_drive(struct node *n);
 
 /* Monotonic milliseconds of the loop. */
 uint64_t node_now_ms(const struct node *n);
+
+/* Loads the certificates of the secure client port and of peer mutual
+ * TLS named in n->cfg (node_tls.c); node_tls_close frees them once every
+ * connection is closed. */
+enum keel_err node_tls_open(struct node *n, char *err, size_t err_size);
+void node_tls_close(struct node *n);
 
 /* The address book changed: update peer links. */
 void node_book_changed(struct node *n);

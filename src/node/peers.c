@@ -309,8 +309,10 @@ static void dial(struct peers *ps, struct peer *p)
 	l->next = ps->links;
 	ps->links = l;
 	p->dialing = l;
-	if (net_conn_connect(&l->conn, ps->nl, (struct sockaddr *)&p->sa, &ps->conn_cfg, &link_ops,
-			     l, on_dial_done) != KEEL_OK) {
+	struct net_conn_config cfg = ps->conn_cfg;
+	cfg.tls = ps->dial_tls;
+	if (net_conn_connect(&l->conn, ps->nl, (struct sockaddr *)&p->sa, &cfg, &link_ops, l,
+			     on_dial_done) != KEEL_OK) {
 		/* The connection never started: no on_close will come. */
 		p->dialing = NULL;
 		link_unlink(ps, l);
@@ -398,6 +400,14 @@ enum keel_err peers_init(struct peers *ps, struct net_loop *nl, uint64_t self_id
 		ps->listening = true;
 	}
 	return rc;
+}
+
+void peers_set_tls(struct peers *ps, struct net_tls_ctx *accept_tls, struct net_tls_ctx *dial_tls)
+{
+	KEEL_ASSERT(ps->links == NULL);
+	KEEL_ASSERT((accept_tls == NULL) == (dial_tls == NULL));
+	ps->conn_cfg.tls = accept_tls;
+	ps->dial_tls = dial_tls;
 }
 
 void peers_set_auth(struct peers *ps, const struct peer_auth_keys *keys,

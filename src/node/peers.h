@@ -105,11 +105,19 @@ struct peers {
 	uint64_t refusal_window_ms; /* log rate limit: this second's start, */
 	uint32_t refusals_logged;   /* lines in it, */
 	uint64_t refusals_unlogged; /* refusals since the last line not logged */
+	/* Mutual TLS (peers_set_tls): conn_cfg.tls verifies dialers, this
+	 * verifies the servers we dial; NULL: plaintext. */
+	struct net_tls_ctx *dial_tls;
 };
 
 enum keel_err peers_init(struct peers *ps, struct net_loop *nl, uint64_t self_id,
 			 const char *listen_addr, size_t max_frame_bytes, peers_message_fn on_message,
 			 peers_link_fn on_link, void *ctx, char *err, size_t err_size);
+
+/* Puts every link inside TLS: `accept_tls` for links dialed to us,
+ * `dial_tls` for those we dial (net/tls.h; both outlive the peers). The
+ * HMAC handshake still runs inside. Call before any link exists. */
+void peers_set_tls(struct peers *ps, struct net_tls_ctx *accept_tls, struct net_tls_ctx *dial_tls);
 
 /* Sets the secret and the membership test (ctx is peers_init's). Call
  * right after peers_init, before any link exists. */

@@ -101,7 +101,8 @@ void zk_ids_who_am_i(struct keel_wbuf *w, const struct zk_ids *ids)
 				k++;
 			}
 			user = zk_bytes_of(id->id.data, k);
-		} else if (zk_bytes_eq_str(id->scheme, "ip") || zk_bytes_eq_str(id->scheme, "sasl")) {
+		} else if (zk_bytes_eq_str(id->scheme, "ip") || zk_bytes_eq_str(id->scheme, "sasl") ||
+			   zk_bytes_eq_str(id->scheme, ZK_X509_SCHEME)) {
 			user = id->id;
 		}
 		zk_write_bytes(w, id->scheme);
@@ -279,7 +280,9 @@ static bool entry_matches(const struct zk_acl *a, const struct zk_ids *ids)
 	if (zk_bytes_eq_str(a->id.scheme, "world") && zk_bytes_eq_str(a->id.id, "anyone")) {
 		return true;
 	}
-	bool digest = zk_bytes_eq_str(a->id.scheme, "digest");
+	/* x509 (X509AuthenticationProvider) matches like digest: equal ids. */
+	bool digest = zk_bytes_eq_str(a->id.scheme, "digest") ||
+		      zk_bytes_eq_str(a->id.scheme, ZK_X509_SCHEME);
 	bool ip = zk_bytes_eq_str(a->id.scheme, "ip");
 	bool sasl = zk_bytes_eq_str(a->id.scheme, "sasl");
 	if (!digest && !ip && !sasl) {
@@ -344,7 +347,7 @@ static bool seen_before(struct zk_acl_vec v, int32_t index, const struct zk_acl 
 	return false;
 }
 
-/* Digest and sasl identities count as authenticated ("auth" expands to
+/* Digest, sasl and x509 identities count as authenticated ("auth" expands to
  * them); ip does not, and "super" has no provider. */
 static int32_t expand_auth(const struct zk_acl *a, const struct zk_ids *ids, struct keel_wbuf *out,
 			   int32_t *count)
@@ -352,7 +355,8 @@ static int32_t expand_auth(const struct zk_acl *a, const struct zk_ids *ids, str
 	bool any = false;
 	for (uint32_t i = 0; i < ids->count; i++) {
 		if (!zk_bytes_eq_str(ids->ids[i].scheme, "digest") &&
-		    !zk_bytes_eq_str(ids->ids[i].scheme, "sasl")) {
+		    !zk_bytes_eq_str(ids->ids[i].scheme, "sasl") &&
+		    !zk_bytes_eq_str(ids->ids[i].scheme, ZK_X509_SCHEME)) {
 			continue;
 		}
 		struct zk_acl e = {a->perms, ids->ids[i]};
@@ -361,6 +365,18 @@ static int32_t expand_auth(const struct zk_acl *a, const struct zk_ids *ids, str
 		any = true;
 	}
 	return any ? ZK_OK : ZK_INVALID_ACL;
+}
+
+/* A distinguished name, as far as an ACL needs one: "TYPE=value" first. */
+static bool x509_id_valid(struct zk_bytes id)
+{
+	size_t n = zk_bytes_is_null(id) ? 0 : zk_bytes_len(id);
+	for (size_t i = 1; i + 1 < n; i++) {
+		if (id.data[i] == '=') {
+			return true;
+		}
+	}
+	return false;
 }
 
 int32_t zk_acl_fixup(struct zk_acl_vec in, const struct zk_ids *ids, struct keel_wbuf *out,
@@ -402,6 +418,12 @@ int32_t zk_acl_fixup(struct zk_acl_vec in, const struct zk_ids *ids, struct keel
 			(*count)++;
 		} else if (zk_bytes_eq_str(a.id.scheme, "sasl")) {
 			if (!zk_acl_sasl_valid(a.id.id)) {
+				return ZK_INVALID_ACL;
+			}
+			zk_write_acl(out, &a);
+			(*count)++;
+		} else if (zk_bytes_eq_str(a.id.scheme, ZK_X509_SCHEME)) {
+			if (!x509_id_valid(a.id.id)) {
 				return ZK_INVALID_ACL;
 			}
 			zk_write_acl(out, &a);

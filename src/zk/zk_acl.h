@@ -3,8 +3,10 @@
  *
  * Identities. A connection (and every write it proposes) carries a list of
  * (scheme, id) pairs: ("ip", "10.1.2.3") from the socket at connect time,
- * ("digest", "user:base64sha1") for each successful digest auth, and
- * ("super", "") for the super user. The server computes them (see
+ * ("digest", "user:base64sha1") for each successful digest auth,
+ * ("x509", "CN=...,O=...") for a client certificate verified on a TLS port
+ * (its subject DN, RFC 2253, as ZooKeeper's X509AuthenticationProvider),
+ * and ("super", "") for the super user. The server computes them (see
  * zk_digest.h); this layer only compares strings. `struct zk_ids` is a
  * non-owning view (ZK_IDS_MAX entries); `struct zk_auth_info` owns copies
  * (one per connection, server side).
@@ -14,14 +16,15 @@
  * of a multi, getACL, exists, watch delivery). It is ZooKeeper's checkACL():
  * an empty ACL allows everything, a "super" identity allows everything, else
  * some entry with a wanted permission bit must match: world:anyone matches
- * all, "digest" matches an equal digest identity, "ip" matches an ip
+ * all, "digest" and "x509" match an equal identity, "ip" matches an ip
  * identity inside its address/prefix (IPv4 only, as in ZooKeeper 3.8).
  *
  * Validation. zk_acl_fixup() is ZooKeeper's fixupACL() for create/setACL:
  * duplicates removed (first kept), "auth" entries replaced by every digest
- * identity of the caller (InvalidACL if it has none), world only with id
- * "anyone", digest ids must be "x:y" (Java split rules), ip ids a valid IPv4
- * address with an optional /0..32 prefix; any other scheme is InvalidACL.
+ * and x509 identity of the caller (InvalidACL if it has none), world only
+ * with id "anyone", digest ids must be "x:y" (Java split rules), ip ids a
+ * valid IPv4 address with an optional /0..32 prefix, x509 ids a DN
+ * ("TYPE=value..."); any other scheme is InvalidACL.
  *
  * The table. Nodes do not store ACLs: they store a 32-bit id into a table of
  * distinct ACL lists (ZooKeeper's ReferenceCountedACLCache). Lists are kept
@@ -45,6 +48,7 @@
 /* ---- identities ---- */
 
 #define ZK_IDS_MAX 16
+#define ZK_X509_SCHEME "x509"
 
 struct zk_ids {
 	uint32_t count;

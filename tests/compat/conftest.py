@@ -7,8 +7,11 @@ against the reference implementation too. A test that exercises something
 keel does deliberately differently (see DESIGN.md) says so and looks at
 `backend.kind`.
 
-Set KEEL_COMPAT_BACKENDS=keel (or =zookeeper) to run one side only while
-developing; CI runs both.
+A third backend, keel-tls, runs the kazoo suites (TLS_MODULES) again with
+every client on keel's secure client port and the peers in mutual TLS.
+
+Set KEEL_COMPAT_BACKENDS=keel (or =keel-tls, =zookeeper) to run one side
+only while developing; CI runs all three.
 """
 import os
 import shutil
@@ -22,10 +25,16 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from harness import Cluster, four_letter  # noqa: E402
+from harness import Cluster, four_letter, free_ports  # noqa: E402
 
 ZK_ENSEMBLE = os.path.join(ROOT, "scripts", "zk-ensemble.sh")
-BACKENDS = [b for b in os.environ.get("KEEL_COMPAT_BACKENDS", "keel,zookeeper").split(",") if b]
+BACKENDS = [b for b in os.environ.get("KEEL_COMPAT_BACKENDS", "keel,keel-tls,zookeeper").split(",")
+            if b]
+# keel-tls runs the kazoo suites again with every client on the secure
+# client port (TLS, client certificates, peer mutual TLS); the suites of
+# other clients (zkCli, the C client: tests/integration/test_tls.py covers
+# zkCli over TLS; Debian's C client has no SSL) do not take it.
+TLS_MODULES = ("test_kazoo_data", "test_kazoo_recipes", "test_kazoo_sessions")
 
 
 class KeelBackend:
@@ -70,6 +79,48 @@ class KeelBackend:
 
     def close(self):
         self.cluster.cleanup()
+
+
+class KeelTlsBackend(KeelBackend):
+    """The same cluster with TLS everywhere: peer links in mutual TLS, and
+    `hosts`/`addrs` are the secure client ports; every kazoo client made
+    through kazoo_ext uses TLS and verifies the servers' certificates."""
+
+    kind = "keel"
+
+    def __init__(self):
+        from test_tls import Pki, peer_tls_args
+        import kazoo_ext as kx
+        self.root = tempfile.mkdtemp(prefix="keel-compat-tls-")
+        pki = Pki(self.root)
+        self.cluster = Cluster(3, server_args=list(self.SERVER_ARGS))
+        used = {p for s in self.cluster.servers.values()
+                for p in (s.client_port, s.peer_port, s.metrics_port)}
+        secure = {}
+        for sid, s in self.cluster.servers.items():
+            port = free_ports(1)[0]
+            while port in used:
+                port = free_ports(1)[0]
+            used.add(port)
+            secure[sid] = "127.0.0.1:%d" % port
+            s.extra_args = ["--secure-listen", secure[sid], "--tls-cert", pki.path("server.crt"),
+                            "--tls-key", pki.path("server.key"),
+                            "--tls-ca", pki.path("ca.crt")] + peer_tls_args(pki)
+        self.cluster.start()
+        self.cluster.wait_leader(timeout=30)
+        self.addrs = [secure[i] for i in sorted(secure)]
+        self.hosts = ",".join(self.addrs)
+        # No client certificate: with one, the connection would also carry an
+        # x509 identity, and "auth" ACLs would accept it (as in ZooKeeper),
+        # which the suites' expectations (taken without TLS) do not include.
+        # tests/integration/test_tls.py covers client certificates.
+        kx.TLS.update(use_ssl=True, ca=pki.path("ca.crt"), verify_certs=True)
+
+    def close(self):
+        import kazoo_ext as kx
+        kx.TLS.clear()
+        super().close()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class ZooKeeperBackend:
@@ -143,9 +194,25 @@ def pytest_runtest_makereport(item, call):
     setattr(item, "rep_" + rep.when, rep)
 
 
+def pytest_collection_modifyitems(config, items):
+    """keel-tls is for the kazoo suites only (TLS_MODULES)."""
+    keep, drop = [], []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        if (cs is not None and cs.params.get("backend") == "keel-tls"
+                and item.module.__name__ not in TLS_MODULES):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request):
-    b = KeelBackend() if request.param == "keel" else ZooKeeperBackend()
+    b = {"keel": KeelBackend, "keel-tls": KeelTlsBackend,
+         "zookeeper": ZooKeeperBackend}[request.param]()
     b.failed = False
     yield b
     if b.failed:

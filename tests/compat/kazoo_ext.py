@@ -14,7 +14,7 @@ import queue
 import struct
 import time
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient as _KazooClient
 from kazoo.exceptions import EXCEPTIONS, ZookeeperError
 from kazoo.protocol.serialization import Create2, int_struct, long_struct, write_string
 
@@ -147,6 +147,20 @@ class RawEvents:
                 out.append(self.q.get(timeout=quiet))
             except queue.Empty:
                 return out
+
+
+# The TLS options of every client (kazoo's use_ssl, ca, certfile, keyfile,
+# verify_certs) while the backend is keel-tls (conftest.py); empty otherwise.
+TLS = {}
+
+
+class KazooClient(_KazooClient):
+    """kazoo's client, over TLS while TLS holds options."""
+
+    def __init__(self, *args, **kw):
+        for k, v in TLS.items():
+            kw.setdefault(k, v)
+        super().__init__(*args, **kw)
 
 
 def client(hosts, timeout=10.0, **kw):

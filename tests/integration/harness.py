@@ -236,6 +236,17 @@ def cluster_secret_of(addr):
     return None
 
 
+def wait_log(server, text, timeout=5.0):
+    """Waits until `text` appears in the server's log."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if text in server.log():
+            return True
+        time.sleep(0.05)
+    raise AssertionError("%r not in server %d's log:\n%s" % (text, server.id,
+                                                            server.log()[-3000:]))
+
+
 def session_credential(secret, session_id, passwd):
     """The cluster credential a broker proves on its ZooKeeper session
     (addauth "keel"; node/peer_auth.h)."""

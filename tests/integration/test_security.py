@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
 from harness import (KEEL, KEEL_AUTH, admin_call, admin_authenticate, four_letter,
-                     free_ports, _admin_roundtrip, _recv_exact)
+                     free_ports, wait_log, _admin_roundtrip, _recv_exact)
 
 # ---- wire helpers ----
 
@@ -113,16 +113,6 @@ def closed_by_server(s, timeout=5.0):
         return True
     except socket.timeout:
         return False
-
-
-def wait_log(server, text, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if text in server.log():
-            return True
-        time.sleep(0.05)
-    raise AssertionError("%r not in server %d's log:\n%s" % (text, server.id,
-                                                            server.log()[-3000:]))
 
 
 # ---- cluster helpers ----

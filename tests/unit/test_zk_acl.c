@@ -426,6 +426,62 @@ static void test_get_acl_masking(void **state)
 	zt_close(&z);
 }
 
+/* x509 (ZooKeeper's X509AuthenticationProvider): the identity is the
+ * certificate's subject DN; an ACL entry matches an equal DN only; "auth"
+ * expands to it; an id that is not a DN is InvalidACL. */
+#define CLIENT_DN "CN=client,O=keel-test"
+
+static void set_x509(struct zt *z, const char *dn)
+{
+	zk_ids_init(&z->ids);
+	assert_int_equal(zk_ids_add(&z->ids, zt_b("ip"), zt_b("127.0.0.1")), KEEL_OK);
+	if (dn != NULL) {
+		assert_int_equal(zk_ids_add(&z->ids, zt_b(ZK_X509_SCHEME), zt_b(dn)), KEEL_OK);
+	}
+}
+
+static void test_x509_acl(void **state)
+{
+	(void)state;
+	struct zt z;
+	zt_init(&z);
+	int64_t sid = zt_session(&z, 10000);
+	struct keel_wbuf out;
+	keel_wbuf_init_dynamic(&out, 0, 1 << 20);
+	set_x509(&z, CLIENT_DN);
+	struct zk_acl mine = {31, {zt_b("x509"), zt_b(CLIENT_DN)}};
+	assert_int_equal(create_with(&z, sid, "/x", 1, &mine), ZK_OK);
+	struct zk_acl bad = {31, {zt_b("x509"), zt_b("nonsense")}};
+	assert_int_equal(create_with(&z, sid, "/bad", 1, &bad), ZK_INVALID_ACL);
+	struct zk_acl empty = {31, {zt_b("x509"), zt_b("")}};
+	assert_int_equal(create_with(&z, sid, "/bad", 1, &empty), ZK_INVALID_ACL);
+	/* "auth" becomes the x509 identity. */
+	struct zk_acl auth = {31, {zt_b("auth"), zt_b("")}};
+	assert_int_equal(create_with(&z, sid, "/y", 1, &auth), ZK_OK);
+	struct zk_acl_iter it;
+	struct zk_acl a;
+	zk_acl_iter_init(&it, zk_state_node_acl(&z.st, zk_state_lookup(&z.st, zt_b("/y"))));
+	assert_true(zk_acl_iter_next(&it, &a));
+	assert_true(zk_bytes_eq_str(a.id.scheme, "x509"));
+	assert_true(zk_bytes_eq_str(a.id.id, CLIENT_DN));
+	assert_false(zk_acl_iter_next(&it, &a));
+	assert_int_equal(read_op(&z, ZK_OP_GET_DATA, "/x", &out), ZK_OK);
+	assert_int_equal(read_op(&z, ZK_OP_GET_DATA, "/y", &out), ZK_OK);
+	/* Another certificate, a prefix of the DN, or none: refused. */
+	const char *others[] = {"CN=other,O=keel-test", "CN=client", NULL};
+	for (size_t i = 0; i < 3; i++) {
+		set_x509(&z, others[i]);
+		assert_int_equal(read_op(&z, ZK_OP_GET_DATA, "/x", &out), ZK_NO_AUTH);
+		assert_int_equal(zt_set(&z, sid, "/y", zt_b("v"), -1, NULL), ZK_NO_AUTH);
+	}
+	/* A digest identity with the same text is not the x509 one. */
+	zk_ids_init(&z.ids);
+	assert_int_equal(zk_ids_add(&z.ids, zt_b("digest"), zt_b(CLIENT_DN)), KEEL_OK);
+	assert_int_equal(read_op(&z, ZK_OP_GET_DATA, "/x", &out), ZK_NO_AUTH);
+	keel_wbuf_free(&out);
+	zt_close(&z);
+}
+
 static void test_ip_acl_and_config_node(void **state)
 {
 	(void)state;
@@ -581,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_acl_validation),
 		cmocka_unit_test(test_gate_every_opcode),
 		cmocka_unit_test(test_get_acl_masking),
+		cmocka_unit_test(test_x509_acl),
 		cmocka_unit_test(test_ip_acl_and_config_node),
 		cmocka_unit_test(test_acl_table_sharing),
 		cmocka_unit_test(test_sasl_scheme),

@@ -1,0 +1,135 @@
+"""TLS on the Kafka listener (`keel broker --listener-tls-cert/-key/-ca`,
+docs/security.md): 3 servers and 2 brokers whose listeners speak only TLS.
+confluent-kafka (librdkafka) and kcat with security.protocol=SSL produce
+and consume a topic replicated on both brokers (the follower's fetcher
+talks TLS to the leader, so acks=all needs it), and a plaintext client on
+the TLS listener is refused while the brokers keep serving.
+"""
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from harness import Cluster
+from test_controller import SERVER_ARGS, Broker, keel, wait_active, wait_partitions
+from test_tls import Pki
+
+KCAT = "/usr/bin/kcat"
+
+
+@pytest.fixture(scope="module")
+def ktls():
+    root = tempfile.mkdtemp(prefix="keel-ktls-")
+    pki = Pki(root)
+    tls = ["--listener-tls-cert", pki.path("server.crt"), "--listener-tls-key",
+           pki.path("server.key"), "--listener-tls-ca", pki.path("ca.crt")]
+    c = Cluster(3, server_args=SERVER_ARGS)
+    brokers = {i: Broker(c, i, extra_args=tls) for i in (1, 2)}
+    ok = False
+    try:
+        c.start()
+        c.wait_leader()
+        for b in brokers.values():
+            b.start()
+        wait_active(c, (1, 2))
+        ok = True
+        yield c, brokers, pki
+    finally:
+        for b in brokers.values():
+            b.kill()
+            if not ok:
+                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
+        c.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def ssl_conf(pki, boot):
+    return {"bootstrap.servers": boot, "security.protocol": "SSL",
+            "ssl.ca.location": pki.path("ca.crt")}
+
+
+def kcat_ssl(pki, *args, stdin=None):
+    out = subprocess.run([KCAT, "-X", "security.protocol=SSL",
+                          "-X", "ssl.ca.location=" + pki.path("ca.crt"), *args],
+                         input=stdin, capture_output=True, timeout=60)
+    return out.returncode, out.stdout.decode(errors="replace"), out.stderr.decode(errors="replace")
+
+
+def boot_of(brokers):
+    return ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
+
+
+def test_confluent_and_kcat_over_tls_with_replication(ktls):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    c, brokers, pki = ktls
+    boot = boot_of(brokers)
+    rc, out, err = keel("topics", "create", "tls-t", "--partitions", "2",
+                        "--replication-factor", "2", "--servers", c.connect_string())
+    assert rc == 0, (out, err)
+    wait_partitions(c, "tls-t", lambda p: len(p) == 2 and
+                    all(x["leader"] >= 0 and len(x["isr"]) == 2 for x in p.values()),
+                    30, "tls-t led with both replicas in sync")
+    c.wait(lambda: "tls-t" in kcat_ssl(pki, "-b", boot, "-L")[1], timeout=30,
+           what="brokers list tls-t over TLS")
+    p = Producer(dict(ssl_conf(pki, boot), acks="all", **{"linger.ms": 2}))
+    acked = []
+    big = b"x" * 40000  # records larger than one TLS record
+    for i in range(200):
+        p.produce("tls-t", value=(big if i % 50 == 0 else b"v%d" % i), partition=i % 2,
+                  on_delivery=lambda e, m: acked.append((e, m.partition(), m.offset())))
+    assert p.flush(60) == 0
+    assert len(acked) == 200 and all(e is None for e, _, _ in acked), acked[:3]
+    cons = Consumer(dict(ssl_conf(pki, boot), **{"group.id": "unused",
+                                                   "enable.auto.commit": False,
+                                                   "enable.partition.eof": True}))
+    cons.assign([TopicPartition("tls-t", i, 0) for i in range(2)])
+    got = {0: [], 1: []}
+    eofs = set()
+    deadline = time.time() + 60
+    while len(eofs) < 2 and time.time() < deadline:
+        m = cons.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            eofs.add(m.partition())
+            continue
+        got[m.partition()].append(m.value())
+    cons.close()
+    for part in range(2):
+        want = [(big if i % 50 == 0 else b"v%d" % i) for i in range(200) if i % 2 == part]
+        assert got[part] == want
+    # The followers fetched over TLS: both replicas still in sync, and no
+    # fetcher complained.
+    wait_partitions(c, "tls-t", lambda p: all(len(x["isr"]) == 2 for x in p.values()), 15,
+                    "both replicas still in sync")
+    for b in brokers.values():
+        assert "replica fetcher for broker" not in b.log(), b.log()[-3000:]
+        assert "Kafka listener in TLS" in b.log()
+    # kcat over TLS reads the same records.
+    rc, out, err = kcat_ssl(pki, "-b", boot, "-C", "-t", "tls-t", "-p", "1", "-o", "beginning",
+                            "-e", "-c", "3", "-f", "%s\\n")
+    assert rc == 0, err
+    assert out.split("\n")[:3] == ["v1", "v3", "v5"]
+
+
+def test_plaintext_client_on_the_tls_listener_is_refused(ktls):
+    c, brokers, pki = ktls
+    b = brokers[1]
+    api_versions = struct.pack(">hhih", 18, 0, 1, 1) + b"t"
+    s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    s.sendall(struct.pack(">i", len(api_versions)) + api_versions)
+    s.settimeout(20)
+    try:
+        data = s.recv(4096)
+    except ConnectionResetError:
+        data = b""
+    s.close()
+    assert data == b"" or data[0] == 21, data[:16]  # nothing, or a TLS alert
+    c.wait(lambda: "not TLS" in b.log() or "wrong version number" in b.log(), timeout=15,
+           what="the broker logs the refused plaintext client")
+    rc, out, err = kcat_ssl(pki, "-b", "127.0.0.1:%d" % b.port, "-L")
+    assert rc == 0 and "2 brokers" in out, (out, err)
