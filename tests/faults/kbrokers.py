@@ -9,7 +9,6 @@ checker compares).
 """
 import json
 import os
-import random
 import re
 import signal
 import socket
@@ -42,23 +41,7 @@ def listen_ports(count):
     for the whole run, so the kernel picks those."""
     base = int(os.environ.get("KEEL_FAULTS_PORT_BASE", "0"))
     lo, hi = (base, base + 1000) if base else (20000, 32768)
-    rng = random.SystemRandom()
-    ports = []
-    for _ in range(200):
-        p = rng.randrange(lo, hi)
-        if p in ports:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p))
-            ports.append(p)
-        except OSError:
-            continue
-        finally:
-            s.close()
-        if len(ports) == count:
-            return ports
-    raise RuntimeError("no %d free ports in [%d, %d)" % (count, lo, hi))
+    return free_ports(count, lo, hi)
 
 
 def metadata_leaders(port, topic, timeout=5.0):

@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,18 +28,28 @@ KEEL = os.environ.get("KEEL", os.path.join(os.path.dirname(__file__), "..", ".."
 ADMIN_MAGIC = 0x4B45454C
 
 
-def free_ports(count):
-    """Returns `count` distinct free TCP ports on 127.0.0.1."""
-    socks, ports = [], []
-    for _ in range(count):
+def free_ports(count, lo=20000, hi=32768):
+    """Returns `count` distinct TCP ports on 127.0.0.1, each free when
+    chosen, at random in [lo, hi): below the kernel's ephemeral range
+    (32768 and up), where an outgoing connection's local port could take a
+    server's port while it restarts ("address already in use")."""
+    rng = random.SystemRandom()
+    ports = []
+    for _ in range(100 * count):
+        p = rng.randrange(lo, hi)
+        if p in ports:
+            continue
         s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+        try:
+            s.bind(("127.0.0.1", p))
+            ports.append(p)
+        except OSError:
+            continue
+        finally:
+            s.close()
+        if len(ports) == count:
+            return ports
+    raise RuntimeError("no %d free ports in [%d, %d)" % (count, lo, hi))
 
 
 def four_letter(addr, word, timeout=2.0):
