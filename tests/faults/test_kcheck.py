@@ -81,6 +81,22 @@ def test_record_at_another_offset_is_misplaced():
     assert "not at their acknowledged offset" in kinds(r)
 
 
+def test_acknowledged_without_an_offset_must_be_in_its_partition():
+    ops, consumed = correct_history()
+    ops.append(send("c", 0, 0, None))        # delivered, offset not reported
+    consumed[0].append("c-0")
+    r = run_check(ops, consumed)
+    assert r.ok, kinds(r)
+    assert r.stats["kafka"]["acked_offset_unknown"] == 1
+    consumed[0].pop()
+    consumed[1].append("c-0")                # in another partition
+    r = run_check(ops, consumed)
+    assert r.stats["kafka"]["misplaced"] == 1, kinds(r)
+    consumed[1].pop()                        # nowhere
+    r = run_check(ops, consumed)
+    assert r.stats["kafka"]["lost"] == 1, kinds(r)
+
+
 def test_duplicates_count_and_fail_only_idempotent_runs():
     ops, consumed = correct_history()
     consumed[0] = ["a-0", "b-0", "a-2", "a-2"]
