@@ -190,13 +190,23 @@ static int usage(FILE *out)
 static bool replica_sasl_setup(struct broker_options *o, char password[2 * 32 + 1])
 {
 	password[0] = '\0';
-	if (o->sasl_users == NULL) {
+	if (o->secret_file == NULL) {
+		if (o->sasl_users != NULL) {
+			KEEL_WARN("--sasl-users-file without --cluster-secret-file: other brokers "
+				  "cannot authenticate to this listener, so partitions led here do "
+				  "not replicate");
+		}
 		return true;
 	}
-	if (o->secret_file == NULL) {
-		KEEL_WARN("--sasl-users-file without --cluster-secret-file: other brokers cannot "
-			  "authenticate to this listener, so partitions led here do not replicate");
-		return true;
+	/* With a cluster secret the listener always knows the brokers' own
+	 * user: replica fetches must prove it (broker_server.c, OFFERED). */
+	if (o->sasl_users == NULL) {
+		o->sasl_users = calloc(1, sizeof(*o->sasl_users));
+		if (o->sasl_users == NULL) {
+			fprintf(stderr, "keel broker: out of memory\n");
+			return false;
+		}
+		sasl_users_init(o->sasl_users);
 	}
 	static const char label[] = "keel-broker-sasl-v1";
 	uint8_t mac[32];
@@ -476,7 +486,7 @@ static void do_register(struct broker *b, uint64_t now)
 {
 	uint16_t port = b->opt.advertised_port != 0 ? b->opt.advertised_port : b->opt.port;
 	struct meta_endpoint ep = {"PLAINTEXT", b->opt.host, port, META_SEC_PLAINTEXT};
-	if (b->opt.sasl_users != NULL) {
+	if (b->opt.sasl_users_file != NULL) {
 		ep = (struct meta_endpoint){"SASL_PLAINTEXT", b->opt.host, port,
 					    META_SEC_SASL_PLAINTEXT};
 	}
@@ -933,9 +943,8 @@ int cli_broker(int argc, char **argv)
 					   b.opt.retention_check_ms, b.opt.metrics_port,
 					   b.opt.hw_checkpoint_ms,
 					   b.opt.sasl_users,
-					   b.opt.sasl_users != NULL && b.opt.secret_file != NULL
-						   ? replica_password
-						   : NULL,
+					   b.opt.sasl_users_file != NULL,
+					   b.opt.secret_file != NULL ? replica_password : NULL,
 					   NULL, NULL};
 	bool tls_ok = listener_tls_open(&b.opt, &so.listener_tls, &so.fetch_tls);
 	b.server = tls_ok ? broker_server_start(&so) : NULL;

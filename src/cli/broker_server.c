@@ -74,9 +74,16 @@
  *   before DONE only ApiVersions (in HANDSHAKE) and these two are served;
  *   anything else, or a failed step, closes the connection (a failed step
  *   after its SASL_AUTHENTICATION_FAILED answer is sent).
- * OFF: the listener has no SASL. */
+ * OFFERED: the listener has only the brokers' own user (a cluster secret,
+ * no users file): clients go straight to their requests, a broker's
+ * replica fetcher authenticates first (OFFERED --SaslHandshake--> as
+ * above), and a replica Fetch (replica_id >= 0) on a connection that did
+ * not authenticate as BROKER_REPLICA_SASL_USER closes it: a forged follower
+ * fetch would move the ISR and the high watermark.
+ * OFF: the listener has no SASL (no cluster secret). */
 enum conn_sasl {
 	CONN_SASL_OFF = 0,
+	CONN_SASL_OFFERED,
 	CONN_SASL_HANDSHAKE,
 	CONN_SASL_AUTHENTICATE,
 	CONN_SASL_DONE,
@@ -131,6 +138,7 @@ struct conn {
 	struct broker_admin_job *admin_job;      /* WAIT_ADMIN: out with the controller thread */
 	/* SASL on the listener (sasl_intercept): */
 	enum conn_sasl sasl;
+	bool replica_peer;                     /* authenticated as BROKER_REPLICA_SASL_USER */
 	enum sasl_mech sasl_mech;              /* chosen by SaslHandshake */
 	struct sasl_scram_server *scram;       /* SCRAM's exchange, from its first message */
 	bool close_after_write;                /* an authentication failure is on its way out */
@@ -901,7 +909,7 @@ static void sasl_handshake(struct conn *c)
 		conn_close(c, "SaslHandshake v0 (SASL tokens outside Kafka requests) is not supported");
 		return;
 	}
-	if (c->sasl != CONN_SASL_HANDSHAKE) {
+	if (c->sasl != CONN_SASL_HANDSHAKE && c->sasl != CONN_SASL_OFFERED) {
 		r->error_code = KAFKA_ILLEGAL_SASL_STATE;
 		sasl_respond_and_close(c, r, "SaslHandshake out of turn");
 		return;
@@ -995,6 +1003,7 @@ static void sasl_authenticate(struct conn *c)
 	r->auth_bytes = (struct kafka_bytes){out, (int32_t)w.size};
 	if (done) {
 		c->sasl = CONN_SASL_DONE;
+		c->replica_peer = strcmp(user, BROKER_REPLICA_SASL_USER) == 0;
 		KEEL_INFO("kafka client %s: authenticated as %s (SASL %s)", c->peer, user,
 		          sasl_mech_name(c->sasl_mech));
 	}
@@ -1016,7 +1025,7 @@ static bool sasl_intercept(struct conn *c)
 		sasl_authenticate(c);
 		return true;
 	}
-	if (c->sasl == CONN_SASL_DONE ||
+	if (c->sasl == CONN_SASL_DONE || c->sasl == CONN_SASL_OFFERED ||
 	    (c->sasl == CONN_SASL_HANDSHAKE && api == KAFKA_API_API_VERSIONS)) {
 		return false;
 	}
@@ -1070,6 +1079,11 @@ static void handle_frame(struct conn *c)
 	           kafka_api_find(c->req.header.api_key)->name, c->req.header.api_version,
 	           c->req.header.correlation_id);
 	if (c->sasl != CONN_SASL_OFF && sasl_intercept(c)) {
+		return;
+	}
+	if (c->req.header.api_key == KAFKA_API_FETCH && c->req.body.fetch.replica_id >= 0 &&
+	    c->sasl != CONN_SASL_OFF && !c->replica_peer) {
+		conn_close(c, "replica Fetch from a connection that did not authenticate as a broker");
 		return;
 	}
 	if ((broker_api_touches_logs(c->req.header.api_key) ||
@@ -1244,7 +1258,9 @@ static void on_connection(uv_stream_t *server, int status)
 	c->cap = READ_CHUNK;
 	c->srv = s;
 	c->id = ++s->next_conn_id;
-	c->sasl = s->opt.sasl_users != NULL ? CONN_SASL_HANDSHAKE : CONN_SASL_OFF;
+	c->sasl = s->opt.sasl_users == NULL ? CONN_SASL_OFF
+	          : s->opt.sasl_required    ? CONN_SASL_HANDSHAKE
+	                                    : CONN_SASL_OFFERED;
 	keel_arena_init(&c->req_arena, ARENA_BLOCK);
 	keel_arena_init(&c->resp_arena, ARENA_BLOCK);
 	uv_tcp_init(&s->loop, &c->tcp);

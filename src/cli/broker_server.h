@@ -30,7 +30,11 @@ struct broker_server_options {
 	int retention_check_ms;   /* how often retention runs */
 	uint16_t metrics_port;    /* /metrics on host:metrics_port; 0: none */
 	int hw_checkpoint_ms;     /* how often the high-watermark checkpoint is written */
-	const struct sasl_users *sasl_users; /* SASL on the listener; NULL: none (caller owns) */
+	/* SASL users of the listener (caller owns); NULL: no SASL. Required of
+	 * every client when sasl_required, else offered only (the brokers'
+	 * own user, for replication: a replica Fetch needs it). */
+	const struct sasl_users *sasl_users;
+	bool sasl_required;
 	/* The replica fetchers authenticate to SASL listeners as
 	 * BROKER_REPLICA_SASL_USER with this password; NULL: they do not. */
 	const char *replica_sasl_password;

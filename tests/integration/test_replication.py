@@ -7,6 +7,7 @@ One cluster serves the whole module; each test uses its own topic.
 """
 import re
 import signal
+import struct
 import subprocess
 import time
 import urllib.request
@@ -16,8 +17,8 @@ import pytest
 from harness import Cluster, free_ports
 from test_controller import (BROKER_ARGS, KEEL, SERVER_ARGS, Broker, keel, wait_active,
                              wait_partitions)
-from test_kafka_clients import (connect, kafka_python_batch, produce_error, produce_v3,
-                                read_frame, wait_brokers_see)
+from test_kafka_clients import (closed, connect, kafka_python_batch, produce_error, produce_v3,
+                                read_frame, request, wait_brokers_see)
 
 LAG_MS = 2000
 SESSION_MS = 8000  # brokers are fenced well after a lagging follower leaves the ISR
@@ -324,6 +325,40 @@ def test_isr_shrinks_on_lag_and_grows_back(rc):
     wait_partitions(c, "rep-s", lambda p: follower in p[0]["isr"], 30,
                     "ISR grows back with broker %d" % follower)
     assert brokers[lead].metrics()["kafka_server_replicamanager_isrexpands_total"] >= 1
+
+
+def fetch_v4(topic, partition, offset, replica_id, corr=9):
+    t = topic.encode()
+    body = struct.pack(">iiiib", replica_id, 100, 1, 1 << 20, 0) + struct.pack(">i", 1) + \
+        struct.pack(">h", len(t)) + t + struct.pack(">i", 1) + \
+        struct.pack(">iqi", partition, offset, 1 << 20)
+    return request(1, 4, corr, body)
+
+
+def test_a_forged_replica_fetch_is_refused(rc):
+    """A Fetch that claims to come from a follower (replica_id >= 0) moves
+    the ISR and the high watermark, so the brokers' own fetchers prove the
+    cluster secret first (SASL as keel-broker); one that did not is closed,
+    and consumers and real replication go on."""
+    c, brokers, boot = rc
+    parts = create(c, "rep-f")
+    lead = brokers[parts[0]["leader"]]
+    follower = [r for r in parts[0]["replicas"] if r != lead.id][0]
+    produce_all(boot, "rep-f", [b"f%d" % i for i in range(10)], 30)
+    s = connect(lead.port)
+    s.sendall(fetch_v4("rep-f", 0, 10 ** 6, follower))
+    assert closed(s)
+    s.close()
+    assert "replica Fetch from a connection that did not authenticate as a broker" in \
+        lead.log()
+    s = connect(lead.port)
+    s.sendall(fetch_v4("rep-f", 0, 0, -1))
+    resp = read_frame(s)
+    s.close()
+    assert struct.unpack_from(">i", resp, 0)[0] == 9 and b"f9" in resp
+    wait_partitions(c, "rep-f", lambda p: len(p[0]["isr"]) == 3, 20, "full ISR")
+    assert "authenticated as keel-broker" in brokers[follower].log() or \
+        "authenticated as keel-broker" in lead.log()
 
 
 def test_acks_all_below_min_insync_is_refused(rc):
