@@ -7,11 +7,12 @@ against the reference implementation too. A test that exercises something
 keel does deliberately differently (see DESIGN.md) says so and looks at
 `backend.kind`.
 
-A third backend, keel-tls, runs the kazoo suites (TLS_MODULES) again with
-every client on keel's secure client port and the peers in mutual TLS.
+Two more backends run the kazoo suites (TLS_MODULES) again: keel-tls with
+every client on keel's secure client port and the peers in mutual TLS, and
+keel-sasl with every client authenticated by SASL DIGEST-MD5.
 
-Set KEEL_COMPAT_BACKENDS=keel (or =keel-tls, =zookeeper) to run one side
-only while developing; CI runs all three.
+Set KEEL_COMPAT_BACKENDS=keel (or =keel-tls, =keel-sasl, =zookeeper) to run
+one side only while developing; CI runs all four.
 """
 import os
 import shutil
@@ -28,12 +29,13 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from harness import Cluster, four_letter, free_ports  # noqa: E402
 
 ZK_ENSEMBLE = os.path.join(ROOT, "scripts", "zk-ensemble.sh")
-BACKENDS = [b for b in os.environ.get("KEEL_COMPAT_BACKENDS", "keel,keel-tls,zookeeper").split(",")
-            if b]
+BACKENDS = [b for b in os.environ.get("KEEL_COMPAT_BACKENDS",
+                                      "keel,keel-tls,keel-sasl,zookeeper").split(",") if b]
 # keel-tls runs the kazoo suites again with every client on the secure
-# client port (TLS, client certificates, peer mutual TLS); the suites of
-# other clients (zkCli, the C client: tests/integration/test_tls.py covers
-# zkCli over TLS; Debian's C client has no SSL) do not take it.
+# client port (TLS, peer mutual TLS), keel-sasl with every client
+# authenticated by SASL; the suites of other clients do not take them
+# (tests/integration/test_tls.py and test_sasl.py cover zkCli over TLS and
+# SASL; Debian's C client has no SSL).
 TLS_MODULES = ("test_kazoo_data", "test_kazoo_recipes", "test_kazoo_sessions")
 
 
@@ -51,8 +53,8 @@ class KeelBackend:
     SERVER_ARGS = ["--election-timeout-ms", "1000", "--heartbeat-ms", "100",
                    "--tick-ms", "500", "--housekeeping-ms", "500", "--maxClientCnxns", "0"]
 
-    def __init__(self):
-        self.cluster = Cluster(3, server_args=list(self.SERVER_ARGS))
+    def __init__(self, extra_args=()):
+        self.cluster = Cluster(3, server_args=list(self.SERVER_ARGS) + list(extra_args))
         self.cluster.start()
         self.cluster.wait_leader(timeout=30)
         self.addrs = [self.cluster.servers[i].client_addr for i in sorted(self.cluster.servers)]
@@ -115,6 +117,31 @@ class KeelTlsBackend(KeelBackend):
         # which the suites' expectations (taken without TLS) do not include.
         # tests/integration/test_tls.py covers client certificates.
         kx.TLS.update(use_ssl=True, ca=pki.path("ca.crt"), verify_certs=True)
+
+    def close(self):
+        import kazoo_ext as kx
+        kx.TLS.clear()
+        super().close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class KeelSaslBackend(KeelBackend):
+    """The same cluster with SASL DIGEST-MD5 users (--sasl-users-file):
+    every kazoo client made through kazoo_ext authenticates as `compat`
+    when it connects (kazoo's sasl_options), so the kazoo suites run on
+    SASL sessions."""
+
+    kind = "keel"
+
+    def __init__(self):
+        import kazoo_ext as kx
+        self.root = tempfile.mkdtemp(prefix="keel-compat-sasl-")
+        users = os.path.join(self.root, "users")
+        with open(users, "w") as f:
+            f.write("compat:compat-secret\n")
+        super().__init__(extra_args=["--sasl-users-file", users])
+        kx.TLS.update(sasl_options={"mechanism": "DIGEST-MD5", "username": "compat",
+                                    "password": "compat-secret"})
 
     def close(self):
         import kazoo_ext as kx
@@ -199,7 +226,7 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         cs = getattr(item, "callspec", None)
-        if (cs is not None and cs.params.get("backend") == "keel-tls"
+        if (cs is not None and cs.params.get("backend") in ("keel-tls", "keel-sasl")
                 and item.module.__name__ not in TLS_MODULES):
             drop.append(item)
         else:
@@ -211,7 +238,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request):
-    b = {"keel": KeelBackend, "keel-tls": KeelTlsBackend,
+    b = {"keel": KeelBackend, "keel-tls": KeelTlsBackend, "keel-sasl": KeelSaslBackend,
          "zookeeper": ZooKeeperBackend}[request.param]()
     b.failed = False
     yield b

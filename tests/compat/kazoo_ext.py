@@ -149,13 +149,14 @@ class RawEvents:
                 return out
 
 
-# The TLS options of every client (kazoo's use_ssl, ca, certfile, keyfile,
-# verify_certs) while the backend is keel-tls (conftest.py); empty otherwise.
+# The options every client gets while the backend is keel-tls (kazoo's
+# use_ssl, ca, certfile, keyfile, verify_certs) or keel-sasl (sasl_options),
+# see conftest.py; empty otherwise. A test may override one (sasl_options=None).
 TLS = {}
 
 
 class KazooClient(_KazooClient):
-    """kazoo's client, over TLS while TLS holds options."""
+    """kazoo's client, with the backend's TLS or SASL options."""
 
     def __init__(self, *args, **kw):
         for k, v in TLS.items():

@@ -5,6 +5,7 @@ and consume a topic replicated on both brokers (the follower's fetcher
 talks TLS to the leader, so acks=all needs it), and a plaintext client on
 the TLS listener is refused while the brokers keep serving.
 """
+import os
 import shutil
 import socket
 import struct
@@ -133,3 +134,28 @@ def test_plaintext_client_on_the_tls_listener_is_refused(ktls):
            what="the broker logs the refused plaintext client")
     rc, out, err = kcat_ssl(pki, "-b", "127.0.0.1:%d" % b.port, "-L")
     assert rc == 0 and "2 brokers" in out, (out, err)
+
+
+KAFKAJS_DIR = os.path.join(os.path.dirname(__file__), "kafkajs")
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(KAFKAJS_DIR, "node_modules", "kafkajs")),
+                    reason="kafkajs not installed: npm install in tests/integration/kafkajs "
+                           "(scripts/install-deps.sh does it when the npm registry is reachable)")
+def test_kafkajs_over_tls(ktls):
+    """kafkajs (its own TLS, Node's) produces with acks=all to a topic
+    replicated on both TLS brokers and reads it back, verifying the
+    brokers' certificates against the CA."""
+    c, brokers, pki = ktls
+    boot = boot_of(brokers)
+    rc, out, err = keel("topics", "create", "tls-kjs", "--partitions", "1",
+                        "--replication-factor", "2", "--servers", c.connect_string())
+    assert rc == 0, (out, err)
+    wait_partitions(c, "tls-kjs", lambda p: len(p) == 1 and
+                    all(x["leader"] >= 0 and len(x["isr"]) == 2 for x in p.values()),
+                    30, "tls-kjs led with both replicas in sync")
+    script = os.path.join(KAFKAJS_DIR, "roundtrip.js")
+    out = subprocess.run(["node", script, "--brokers=" + boot, "--topic=tls-kjs", "--n=20",
+                          "--ssl-ca=" + pki.path("ca.crt")], capture_output=True, timeout=120)
+    assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-2000:])
+    assert b"kafkajs ok produced=20 first=0 last=19" in out.stdout

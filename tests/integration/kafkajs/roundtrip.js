@@ -5,12 +5,14 @@
 // "kafkajs ok produced=N first=O last=O"; the caller reads them back.
 //
 // --sasl=MECHANISM:USER:PASSWORD authenticates (SASL_PLAINTEXT listeners).
+// --ssl-ca=FILE connects with TLS, verifying the brokers against FILE.
 //
 // With --follow it instead produces "kafkajs-before", prints
 // "before ok offset=O", waits for a line on stdin (the test kills the
 // partition's leader meanwhile), produces "kafkajs-after" with the same
 // producer, which must find the new leader, and prints "after ok offset=O".
 'use strict';
+const fs = require('fs');
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs');
 
 function fail(msg) {
@@ -28,8 +30,11 @@ async function main() {
   // for a broker with --sasl-users-file.
   const sasl = args.sasl ? (([mechanism, username, ...pw]) =>
     ({ mechanism, username, password: pw.join(':') }))(args.sasl.split(':')) : undefined;
+  // --ssl-ca=FILE: the listener speaks TLS; verify it against this CA.
+  const ssl = args['ssl-ca'] ? { ca: [fs.readFileSync(args['ssl-ca'])], rejectUnauthorized: true }
+                             : undefined;
   const kafka = new Kafka({ clientId: 'keel-kafkajs-test', brokers, logLevel: logLevel.WARN,
-                            retry: { retries: 10 }, sasl });
+                            retry: { retries: 10 }, sasl, ssl });
 
   if (args.follow) return follow(kafka, topic);
   const admin = kafka.admin();
