@@ -60,6 +60,16 @@ def kcat_ssl(pki, *args, stdin=None):
     return out.returncode, out.stdout.decode(errors="replace"), out.stderr.decode(errors="replace")
 
 
+def create_replicated(c, topic, partitions):
+    """A topic on both brokers, each partition led with both in sync."""
+    rc, out, err = keel("topics", "create", topic, "--partitions", str(partitions),
+                        "--replication-factor", "2", "--servers", c.connect_string())
+    assert rc == 0, (out, err)
+    wait_partitions(c, topic, lambda p: len(p) == partitions and
+                    all(x["leader"] >= 0 and len(x["isr"]) == 2 for x in p.values()),
+                    30, "%s led with both replicas in sync" % topic)
+
+
 def boot_of(brokers):
     return ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
 
@@ -68,12 +78,7 @@ def test_confluent_and_kcat_over_tls_with_replication(ktls):
     from confluent_kafka import Consumer, Producer, TopicPartition
     c, brokers, pki = ktls
     boot = boot_of(brokers)
-    rc, out, err = keel("topics", "create", "tls-t", "--partitions", "2",
-                        "--replication-factor", "2", "--servers", c.connect_string())
-    assert rc == 0, (out, err)
-    wait_partitions(c, "tls-t", lambda p: len(p) == 2 and
-                    all(x["leader"] >= 0 and len(x["isr"]) == 2 for x in p.values()),
-                    30, "tls-t led with both replicas in sync")
+    create_replicated(c, "tls-t", 2)
     c.wait(lambda: "tls-t" in kcat_ssl(pki, "-b", boot, "-L")[1], timeout=30,
            what="brokers list tls-t over TLS")
     p = Producer(dict(ssl_conf(pki, boot), acks="all", **{"linger.ms": 2}))
@@ -148,12 +153,7 @@ def test_kafkajs_over_tls(ktls):
     brokers' certificates against the CA."""
     c, brokers, pki = ktls
     boot = boot_of(brokers)
-    rc, out, err = keel("topics", "create", "tls-kjs", "--partitions", "1",
-                        "--replication-factor", "2", "--servers", c.connect_string())
-    assert rc == 0, (out, err)
-    wait_partitions(c, "tls-kjs", lambda p: len(p) == 1 and
-                    all(x["leader"] >= 0 and len(x["isr"]) == 2 for x in p.values()),
-                    30, "tls-kjs led with both replicas in sync")
+    create_replicated(c, "tls-kjs", 1)
     script = os.path.join(KAFKAJS_DIR, "roundtrip.js")
     out = subprocess.run(["node", script, "--brokers=" + boot, "--topic=tls-kjs", "--n=20",
                           "--ssl-ca=" + pki.path("ca.crt")], capture_output=True, timeout=120)
