@@ -4,6 +4,7 @@
  * with another secret, or an id that is not a member, never links. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,12 +113,38 @@ static void send_to(int from, int to)
 	peers_send_end(&srvs[from].ps, (uint64_t)to, mark);
 }
 
+/* A base port whose next N ports are free now: in [10000, 19990), below
+ * the range the integration harness picks from ([20000, 32768)) and the
+ * kernel's ephemeral ports (32768 and up). */
+static int pick_base_port(void)
+{
+	for (int attempt = 0; attempt < 100; attempt++) {
+		int base = 10000 + (int)((uv_hrtime() / 1000 + (uint64_t)attempt * 7919) % 9990);
+		bool free_all = true;
+		for (int i = 1; i <= N && free_all; i++) {
+			uv_tcp_t probe;
+			struct sockaddr_in sa;
+			uv_tcp_init(&loop, &probe);
+			uv_ip4_addr("127.0.0.1", base + i, &sa);
+			free_all = uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0) == 0 &&
+			           uv_listen((uv_stream_t *)&probe, 1, NULL) == 0;
+			uv_close((uv_handle_t *)&probe, NULL);
+			uv_run(&loop, UV_RUN_NOWAIT);
+		}
+		if (free_all) {
+			return base;
+		}
+	}
+	fail_msg("no %d free ports in [10000, 20000)", N);
+	return 0;
+}
+
 static void test_full_mesh(void **state)
 {
 	(void)state;
 	uv_loop_init(&loop);
 	net_loop_init(&nl, &loop);
-	base_port = 20000 + (int)(uv_hrtime() % 20000);
+	base_port = pick_base_port();
 	for (int i = 1; i <= N; i++) {
 		start(i);
 	}
