@@ -892,18 +892,20 @@ static void sasl_respond_and_close(struct conn *c, const void *body, const char 
 
 static void sasl_handshake(struct conn *c)
 {
-	static const char *const offered[] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"};
+	/* A listener that offers SASL only to the brokers (OFFERED) does not
+	 * take PLAIN: the brokers' password never crosses the wire. */
+	static const char *const offered[] = {"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"};
+	size_t n_offered = c->sasl == CONN_SASL_OFFERED ? 2 : 3;
 	struct kafka_sasl_handshake_response *r = &c->resp.sasl_handshake;
-	struct kafka_str *names = keel_arena_alloc(&c->resp_arena, sizeof(offered) / sizeof(offered[0]) *
-	                                                                 sizeof(*names));
+	struct kafka_str *names = keel_arena_alloc(&c->resp_arena, n_offered * sizeof(*names));
 	if (names == NULL) {
 		conn_close(c, "out of memory");
 		return;
 	}
-	for (size_t i = 0; i < sizeof(offered) / sizeof(offered[0]); i++) {
+	for (size_t i = 0; i < n_offered; i++) {
 		names[i] = kafka_str(offered[i]);
 	}
-	r->mechanisms = (struct kafka_str_array){names, (int32_t)(sizeof(offered) / sizeof(offered[0]))};
+	r->mechanisms = (struct kafka_str_array){names, (int32_t)n_offered};
 	r->error_code = KAFKA_NONE;
 	if (c->req.header.api_version < 1) {
 		conn_close(c, "SaslHandshake v0 (SASL tokens outside Kafka requests) is not supported");
@@ -916,7 +918,8 @@ static void sasl_handshake(struct conn *c)
 	}
 	const struct kafka_str *m = &c->req.body.sasl_handshake.mechanism;
 	c->sasl_mech = m->len > 0 ? sasl_mech_of(m->ptr, (size_t)m->len) : SASL_MECH_NONE;
-	if (c->sasl_mech == SASL_MECH_NONE) {
+	if (c->sasl_mech == SASL_MECH_NONE ||
+	    (c->sasl == CONN_SASL_OFFERED && c->sasl_mech == SASL_MECH_PLAIN)) {
 		r->error_code = KAFKA_UNSUPPORTED_SASL_MECHANISM;
 		sasl_respond_and_close(c, r, "SaslHandshake asks for a mechanism not offered");
 		return;

@@ -385,7 +385,8 @@ def test_bad_input_closes_only_that_connection(kc):
     corr, err = struct.unpack_from(">ih", resp, 0)
     assert (corr, err) == (42, 35)  # UNSUPPORTED_VERSION, with the table
     s.close()
-    # An API the broker does not serve (SaslHandshake): closed.
+    # SaslHandshake for PLAIN on a listener that offers SASL only to the
+    # brokers (SCRAM, for replica fetches): answered, then closed.
     s = connect(lead.port)
     s.sendall(request(17, 1, 3, b"\x00\x05PLAIN"))
     assert closed(s)
@@ -792,5 +793,8 @@ def test_retention_deletes_old_segments(kc):
     assert (high - low) * 400 < 4096 + 1024 + 60 * 100, (low, high)
     out = kcat("-b", boot, "-C", "-t", "ret-t", "-p", "0", "-o", "beginning", "-e")
     kept = [ln[:4] for ln in out.splitlines()]
-    assert kept == ["r%03d" % i for i in range(low, 60)], kept
+    # What is kept is the tail from the log start on: from `low`, or later
+    # if a pass still running when the watermarks were read went on.
+    first = 60 - len(kept)
+    assert first >= low and kept == ["r%03d" % i for i in range(first, 60)], (low, kept)
     assert "retention: deleted" in lead.log()
