@@ -407,4 +407,11 @@ def test_sync_then_read_elsewhere(fresh, backend, path):
         w.set(path, str(i).encode())
         r = readers[i % 2]
         r.sync(path)
-        assert r.get(path)[0] == str(i).encode()
+        got = int(r.get(path)[0])
+        if backend.kind == "keel":
+            assert got == i  # sync is a quorum barrier (ReadIndex): linearizable
+        else:
+            # ZooKeeper's sync is not a barrier its leader confirms with a
+            # quorum (keel is deliberately stronger, DESIGN.md): a loaded
+            # ZooKeeper 3.8 has served the previous value here.
+            assert got <= i
