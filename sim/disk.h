@@ -138,4 +138,28 @@ void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out);
  * snapshots retained) are drawn from the seed too. */
 struct sim_disk *sim_waldisk_new(uint64_t seed, const struct sim_wal_params *params);
 
+/* The server's persistence path over a WAL disk (sim/host.c), instead of
+ * submit/sync_one: after load, the real WAL writer (wal/writer.h) in manual
+ * mode over the disk's WAL; `done` gets each completion (inside run), except
+ * those of a crash. A crash with batches queued cuts the power inside the
+ * group's writes half of the time, else drops them unwritten. */
+struct wal;
+struct wal_batch;
+struct wal_completion;
+enum keel_err sim_waldisk_writer_start(struct sim_disk *d,
+				       void (*done)(void *arg, const struct wal_completion *c),
+				       void *arg);
+enum keel_err sim_waldisk_writer_submit(struct sim_disk *d, const struct wal_batch *batch);
+/* Writes and syncs what is queued as one group (completions run inside);
+ * returns how many batches completed. */
+size_t sim_waldisk_writer_run(struct sim_disk *d);
+/* A writer prelude's work for received snapshot chunks and an install. */
+enum keel_err sim_waldisk_receive(struct sim_disk *d, struct wal *wal,
+				  const struct raft_snapshot_chunk *chunks, size_t n_chunks,
+				  const struct raft_snapshot_install *install, char *errmsg);
+/* The node's own snapshot file (durable on return), without compaction. */
+enum keel_err sim_waldisk_snapshot_file(struct sim_disk *d, const struct raft_snapshot_meta *meta,
+					const uint8_t *payload, uint64_t payload_size,
+					uint64_t *transfer_size);
+
 #endif

@@ -27,7 +27,7 @@
 
 #define SIM_TICK_MS 10
 
-static void submitted_push(struct sim_node *n, const struct sim_submitted *sub)
+void sim_node_submitted_push(struct sim_node *n, const struct sim_submitted *sub)
 {
 	if (n->n_submitted == n->cap_submitted) {
 		n->cap_submitted = n->cap_submitted == 0 ? 16 : n->cap_submitted * 2;
@@ -37,7 +37,7 @@ static void submitted_push(struct sim_node *n, const struct sim_submitted *sub)
 	n->submitted[n->n_submitted++] = *sub;
 }
 
-static void submitted_pop(struct sim_node *n)
+void sim_node_submitted_pop(struct sim_node *n)
 {
 	memmove(&n->submitted[0], &n->submitted[1], (n->n_submitted - 1) * sizeof(*n->submitted));
 	n->n_submitted--;
@@ -54,8 +54,14 @@ void sim_disk_stats_add(struct sim_disk_stats *sum, const struct sim_disk_stats 
 	sum->repairs_at_start += add->repairs_at_start;
 }
 
+uint64_t sim_node_state_hash(const struct sim_node *n)
+{
+	return n->host != NULL ? sim_host_state_hash(n) : sim_sm_hash(&n->sm);
+}
+
 void sim_node_free(struct sim_node *n)
 {
+	sim_host_close(n);
 	if (n->r != NULL) {
 		raft_close(n->r);
 		n->r = NULL;
@@ -166,6 +172,30 @@ static void refused_to_start(struct sim *s, struct sim_node *n, enum keel_err er
 	sim_repair_needed(s, n);
 }
 
+/* A node's core is restored: it runs. */
+static void started(struct sim *s, struct sim_node *n, uint64_t snapshot_index)
+{
+	n->up = true;
+	n->paused = false;
+	n->stop_pending = false;
+	n->disk_busy_until = s->now;
+	n->last_commit = raft_commit_index(n->r);
+	n->last_role = RAFT_FOLLOWER;
+	n->last_leader = 0;
+	n->lead_term = 0;
+	n->n_submitted = 0;
+	n->last_local = sim_local_time(s, n);
+	if (n->host != NULL) {
+		sim_host_tick(n, n->last_local);
+	} else {
+		raft_tick(n->r, n->last_local);
+	}
+	schedule_tick(s, n);
+	sim_tracef(s, "node %llu: start (incarnation %llu, last %llu, snapshot %llu)",
+		   (unsigned long long)n->id, (unsigned long long)n->incarnation,
+		   (unsigned long long)raft_last_index(n->r), (unsigned long long)snapshot_index);
+}
+
 void sim_node_start(struct sim *s, struct sim_node *n)
 {
 	KEEL_ASSERT(!n->up);
@@ -183,6 +213,12 @@ void sim_node_start(struct sim *s, struct sim_node *n)
 	n->refusals = 0;
 	if (s->rot_node == n->id) {
 		s->rot_node = 0; /* the rot did no harm that recovery could see */
+	}
+	if (s->core_mode) {
+		if (sim_host_start(s, n, &st)) {
+			started(s, n, st.has_snapshot ? st.snapshot.index : 0);
+		}
+		return;
 	}
 	struct raft_options o = s->opts;
 	o.id = n->id;
@@ -208,22 +244,7 @@ void sim_node_start(struct sim *s, struct sim_node *n)
 	} else {
 		n->last_snapshot_index = 0;
 	}
-	n->up = true;
-	n->paused = false;
-	n->stop_pending = false;
-	n->disk_busy_until = s->now;
-	n->last_commit = raft_commit_index(n->r);
-	n->last_role = RAFT_FOLLOWER;
-	n->last_leader = 0;
-	n->lead_term = 0;
-	n->n_submitted = 0;
-	n->last_local = sim_local_time(s, n);
-	raft_tick(n->r, n->last_local);
-	schedule_tick(s, n);
-	sim_tracef(s, "node %llu: start (incarnation %llu, last %llu, snapshot %llu)",
-		   (unsigned long long)n->id, (unsigned long long)n->incarnation,
-		   (unsigned long long)raft_last_index(n->r),
-		   (unsigned long long)(st.has_snapshot ? st.snapshot.index : 0));
+	started(s, n, st.has_snapshot ? st.snapshot.index : 0);
 }
 
 void sim_node_crash(struct sim *s, struct sim_node *n)
@@ -235,7 +256,11 @@ void sim_node_crash(struct sim *s, struct sim_node *n)
 	s->stat_crashes++;
 	s->stat_torn += torn;
 	sim_ctl_on_node_down(s, n);
-	raft_close(n->r);
+	if (n->host != NULL) {
+		sim_host_close(n);
+	} else {
+		raft_close(n->r);
+	}
 	n->r = NULL;
 	n->up = false;
 	n->paused = false;
@@ -266,8 +291,7 @@ static void storage_error(struct sim *s, struct sim_node *n, enum keel_err err, 
 		 keel_errname(err), n->disk->ops->errmsg(n->disk));
 }
 
-/* The node stops after a storage failure; its supervisor restarts it. */
-static void stop_after_failure(struct sim *s, struct sim_node *n)
+void sim_node_stop_after_failure(struct sim *s, struct sim_node *n)
 {
 	s->stat_storage_stops++;
 	sim_node_crash(s, n);
@@ -297,7 +321,8 @@ static void send_msg(struct sim *s, struct sim_node *n, const struct raft_msg *m
 	sim_net_send(s, &copy);
 }
 
-static void complete_writes(struct sim *s, struct sim_node *n, const struct raft_entry *e)
+void sim_node_complete_writes(struct sim *s, struct sim_node *n, const struct raft_entry *e,
+			      bool applied_ok)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n->n_writes; i++) {
@@ -306,12 +331,10 @@ static void complete_writes(struct sim *s, struct sim_node *n, const struct raft
 			n->writes[k++] = *w;
 			continue;
 		}
-		/* Same index, same term: our entry. Another term: it was lost. */
-		if (w->term == e->term) {
-			sim_hist_complete(s, w->op, SIM_OP_OK, 0);
-		} else {
-			sim_hist_complete(s, w->op, SIM_OP_FAILED, 0);
-		}
+		/* Same index, same term: our entry (apply decides whether it
+		 * succeeded). Another term: it was lost. */
+		bool ok = w->term == e->term && applied_ok;
+		sim_hist_complete(s, w->op, ok ? SIM_OP_OK : SIM_OP_FAILED, 0);
 	}
 	n->n_writes = k;
 }
@@ -328,14 +351,15 @@ static void apply_committed(struct sim *s, struct sim_node *n, const struct raft
 		}
 		sim_sm_apply(s, n, e);
 		sim_check_applied(s, n, e);
-		complete_writes(s, n, e);
+		sim_node_complete_writes(s, n, e, true);
 	}
 }
 
-static void take_read_results(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+void sim_node_take_reads(struct sim *s, struct sim_node *n, const struct raft_read_result *reads,
+			 size_t count)
 {
-	for (size_t i = 0; i < rd->n_reads; i++) {
-		const struct raft_read_result *res = &rd->reads[i];
+	for (size_t i = 0; i < count; i++) {
+		const struct raft_read_result *res = &reads[i];
 		for (size_t j = 0; j < n->n_reads; j++) {
 			struct sim_pending_read *p = &n->reads[j];
 			if (p->ctx != res->ctx) {
@@ -400,6 +424,20 @@ static void maybe_snapshot(struct sim *s, struct sim_node *n)
 	s->stat_snapshots++;
 }
 
+void sim_node_writes_unknown_below(struct sim *s, struct sim_node *n, uint64_t index)
+{
+	/* Writes waiting at or below a loaded snapshot: outcome unknown here. */
+	size_t k = 0;
+	for (size_t i = 0; i < n->n_writes; i++) {
+		if (n->writes[i].index <= index) {
+			sim_hist_complete(s, n->writes[i].op, SIM_OP_UNKNOWN, 0);
+		} else {
+			n->writes[k++] = n->writes[i];
+		}
+	}
+	n->n_writes = k;
+}
+
 /* Reports durable batches to the core, in order, loading a snapshot
  * install into the state machine first. */
 static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_id, bool early)
@@ -430,16 +468,7 @@ static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_i
 			sim_check_snapshot_loaded(s, n);
 			n->last_snapshot_index = sub->meta.index;
 			s->stat_snap_installs++;
-			/* writes waiting below the snapshot: outcome unknown here */
-			size_t k = 0;
-			for (size_t i = 0; i < n->n_writes; i++) {
-				if (n->writes[i].index <= sub->meta.index) {
-					sim_hist_complete(s, n->writes[i].op, SIM_OP_UNKNOWN, 0);
-				} else {
-					n->writes[k++] = n->writes[i];
-				}
-			}
-			n->n_writes = k;
+			sim_node_writes_unknown_below(s, n, sub->meta.index);
 		}
 		enum keel_err err = raft_persisted(n->r, sub->id);
 		KEEL_ASSERT(err == KEEL_OK);
@@ -447,11 +476,11 @@ static void report_durable(struct sim *s, struct sim_node *n, uint64_t durable_i
 		if (sub->install) {
 			raft_applied(n->r, n->sm.applied);
 		}
-		submitted_pop(n);
+		sim_node_submitted_pop(n);
 	}
 }
 
-static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+void sim_node_note_persist(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
 {
 	sim_check_entries(s, n, rd->entries, rd->n_entries);
 	if (s->cfg.verbose) {
@@ -464,6 +493,11 @@ static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_re
 							: 0),
 			   rd->hard_state_changed ? ", hard state" : "");
 	}
+}
+
+static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+	sim_node_note_persist(s, n, rd);
 	enum keel_err err = n->disk->ops->submit(n->disk, rd);
 	if (err != KEEL_OK) {
 		storage_error(s, n, err, "a persist batch");
@@ -480,7 +514,7 @@ static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_re
 			   (unsigned long long)sub.meta.term, (unsigned long long)sub.id,
 			   rd->install->discard_log ? ", log discarded" : "");
 	}
-	submitted_push(n, &sub);
+	sim_node_submitted_push(n, &sub);
 	uint64_t start = KEEL_MAX(s->now, n->disk_busy_until);
 	uint64_t done = start + keel_rng_between(&s->rng, n->fsync_min_ms, n->fsync_max_ms);
 	n->disk_busy_until = done;
@@ -489,24 +523,39 @@ static bool submit_batch(struct sim *s, struct sim_node *n, const struct raft_re
 	return true;
 }
 
-static void note_soft_state(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+void sim_node_note_role(struct sim *s, struct sim_node *n, uint8_t role, uint64_t leader,
+			uint64_t term)
 {
-	if (rd->role == n->last_role && rd->leader == n->last_leader) {
+	if (role == n->last_role && leader == n->last_leader) {
 		return;
 	}
-	if (rd->role == RAFT_LEADER && n->last_role != RAFT_LEADER) {
+	if (role == RAFT_LEADER && n->last_role != RAFT_LEADER) {
 		s->stat_elections++;
 		sim_on_new_leader(s, n);
 	}
 	sim_tracef(s, "node %llu: %s term=%llu leader=%llu", (unsigned long long)n->id,
-		   raft_role_name(rd->role), (unsigned long long)rd->term,
-		   (unsigned long long)rd->leader);
-	n->last_role = rd->role;
-	n->last_leader = rd->leader;
+		   raft_role_name(role), (unsigned long long)term, (unsigned long long)leader);
+	n->last_role = role;
+	n->last_leader = leader;
+}
+
+void sim_node_check_commit(struct sim *s, struct sim_node *n)
+{
+	uint64_t commit = raft_commit_index(n->r);
+	if (commit < n->last_commit) {
+		sim_fail(s, "commit index went back on node %llu: %llu -> %llu",
+			 (unsigned long long)n->id, (unsigned long long)n->last_commit,
+			 (unsigned long long)commit);
+	}
+	n->last_commit = commit;
 }
 
 void sim_node_process(struct sim *s, struct sim_node *n)
 {
+	if (n->host != NULL) {
+		sim_host_process(s, n);
+		return;
+	}
 	if (!n->up || s->failed) {
 		return;
 	}
@@ -514,7 +563,7 @@ void sim_node_process(struct sim *s, struct sim_node *n)
 	while (raft_ready(n->r, &rd)) {
 		uint64_t failed_peers[64];
 		size_t n_failed = 0;
-		note_soft_state(s, n, &rd);
+		sim_node_note_role(s, n, rd.role, rd.leader, rd.term);
 		bool submitted = false;
 		if (rd.persist_id != 0 && !n->stop_pending) {
 			submitted = submit_batch(s, n, &rd);
@@ -527,7 +576,7 @@ void sim_node_process(struct sim *s, struct sim_node *n)
 			}
 		}
 		apply_committed(s, n, &rd);
-		take_read_results(s, n, &rd);
+		sim_node_take_reads(s, n, rd.reads, rd.n_reads);
 		uint64_t persist_id = rd.persist_id;
 		raft_advance(n->r, &rd);
 		if (s->failed) {
@@ -554,20 +603,18 @@ void sim_node_process(struct sim *s, struct sim_node *n)
 		}
 	}
 	if (n->stop_pending && !s->failed) {
-		stop_after_failure(s, n);
+		sim_node_stop_after_failure(s, n);
 		return;
 	}
-	uint64_t commit = raft_commit_index(n->r);
-	if (commit < n->last_commit) {
-		sim_fail(s, "commit index went back on node %llu: %llu -> %llu",
-			 (unsigned long long)n->id, (unsigned long long)n->last_commit,
-			 (unsigned long long)commit);
-	}
-	n->last_commit = commit;
+	sim_node_check_commit(s, n);
 }
 
 void sim_node_disk_done(struct sim *s, struct sim_node *n)
 {
+	if (n->host != NULL) {
+		sim_host_disk_done(s, n);
+		return;
+	}
 	uint64_t id = 0;
 	enum keel_err err = n->disk->ops->sync_one(n->disk, &id);
 	if (err != KEEL_OK) {
@@ -586,16 +633,43 @@ void sim_node_tick(struct sim *s, struct sim_node *n)
 		local = n->last_local;
 	}
 	n->last_local = local;
-	raft_tick(n->r, local);
-	sim_ctl_tick(s, n);
+	if (n->host != NULL) {
+		sim_host_tick(n, local);
+	} else {
+		raft_tick(n->r, local);
+		sim_ctl_tick(s, n);
+	}
 	sim_node_process(s, n);
 	if (n->up) {
 		schedule_tick(s, n);
 	}
 }
 
+void sim_node_add_write(struct sim_node *n, size_t op, uint64_t index, uint64_t term)
+{
+	if (n->n_writes == n->cap_writes) {
+		n->cap_writes = n->cap_writes == 0 ? 16 : n->cap_writes * 2;
+		n->writes = realloc(n->writes, n->cap_writes * sizeof(*n->writes));
+		KEEL_ASSERT(n->writes != NULL);
+	}
+	n->writes[n->n_writes++] = (struct sim_pending_write){.op = op, .index = index, .term = term};
+}
+
+void sim_node_add_read(struct sim_node *n, size_t op, uint64_t ctx)
+{
+	if (n->n_reads == n->cap_reads) {
+		n->cap_reads = n->cap_reads == 0 ? 16 : n->cap_reads * 2;
+		n->reads = realloc(n->reads, n->cap_reads * sizeof(*n->reads));
+		KEEL_ASSERT(n->reads != NULL);
+	}
+	n->reads[n->n_reads++] = (struct sim_pending_read){.op = op, .ctx = ctx, .index = 0};
+}
+
 bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op)
 {
+	if (n->host != NULL) {
+		return sim_host_propose(s, n, op);
+	}
 	struct sim_hist_op *h = &s->hist[op];
 	struct sim_op_data data = {.op_id = ++s->next_op_id, .key = h->key, .value = h->value};
 	uint8_t buf[SIM_OP_BYTES];
@@ -607,29 +681,22 @@ bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op)
 	h->index = index;
 	h->term = term;
 	h->node = n->id;
-	if (n->n_writes == n->cap_writes) {
-		n->cap_writes = n->cap_writes == 0 ? 16 : n->cap_writes * 2;
-		n->writes = realloc(n->writes, n->cap_writes * sizeof(*n->writes));
-		KEEL_ASSERT(n->writes != NULL);
-	}
-	n->writes[n->n_writes++] = (struct sim_pending_write){.op = op, .index = index, .term = term};
+	sim_node_add_write(n, op, index, term);
 	sim_node_process(s, n);
 	return true;
 }
 
 bool sim_node_read(struct sim *s, struct sim_node *n, size_t op)
 {
+	if (n->host != NULL) {
+		return sim_host_read(s, n, op);
+	}
 	uint64_t ctx = ++s->next_ctx;
 	if (raft_read_index(n->r, ctx) != KEEL_OK) {
 		return false;
 	}
 	s->hist[op].node = n->id;
-	if (n->n_reads == n->cap_reads) {
-		n->cap_reads = n->cap_reads == 0 ? 16 : n->cap_reads * 2;
-		n->reads = realloc(n->reads, n->cap_reads * sizeof(*n->reads));
-		KEEL_ASSERT(n->reads != NULL);
-	}
-	n->reads[n->n_reads++] = (struct sim_pending_read){.op = op, .ctx = ctx, .index = 0};
+	sim_node_add_read(n, op, ctx);
 	sim_node_process(s, n);
 	return true;
 }

@@ -495,6 +495,7 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 {
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
+	s->core_mode = !cfg->controller && cfg->disk == SIM_DISK_WAL;
 	keel_rng_seed(&s->rng, cfg->seed);
 	s->trace_hash = keel_hash_u64(cfg->seed);
 	s->n_slots = cfg->nodes + 2; /* two spares that may join */

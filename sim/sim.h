@@ -142,6 +142,7 @@ struct sim_pending_read {
 struct sim_submitted {
 	uint64_t id;
 	bool install;
+	bool reported; /* ACK_BEFORE_PERSIST (host.c): reported before durable */
 	struct raft_snapshot_meta meta;
 };
 
@@ -176,7 +177,8 @@ struct sim_node {
 	bool stop_pending; /* its storage failed: stops after this ready */
 	bool rotted;       /* bit rot was injected into its disk (until wiped) */
 	uint32_t refusals; /* starts refused in a row */
-	struct raft *r;
+	struct raft *r;   /* the Raft core (the host's, when it runs the server core) */
+	struct sim_host *host; /* the real server core (host.c), or NULL */
 	struct sim_disk *disk;
 	double clock_rate;    /* drift: local ms per simulated ms */
 	uint64_t clock_base;  /* local time at sim time 0 */
@@ -258,12 +260,18 @@ struct sim_config {
 	bool controller;  /* the state machine carries the metadata image */
 };
 
+struct sim_host;
+
 struct sim_trace_line {
 	char text[160];
 };
 
 struct sim {
 	struct sim_config cfg;
+	/* Servers run the real server core (host.c) over the real WAL writer;
+	 * false: the stand-in server (node.c, sm.c, ctl.c) of controller mode
+	 * and of the disk model. */
+	bool core_mode;
 	struct keel_rng rng;
 	uint64_t now;      /* simulated ms */
 	uint64_t seq;      /* event sequence, also history time */
@@ -357,6 +365,12 @@ void sim_net_partition(struct sim *s, uint64_t target);
 void sim_net_isolate(struct sim *s, uint64_t id);
 void sim_net_unisolate(struct sim *s, uint64_t id);
 
+/* net.c: one peer frame (type byte, then the core's body) from the server
+ * core of `from`; `m` is its decoded Raft message (or NULL: another frame
+ * type), for the rotation nemesis and traces. */
+void sim_net_send_frame(struct sim *s, uint64_t from, uint64_t to, const uint8_t *bytes,
+			size_t size, const struct raft_msg *m);
+
 /* sim.c: a node just became leader (the leader-hunting nemesis). */
 void sim_on_new_leader(struct sim *s, struct sim_node *n);
 /* sim.c: whether the rotation nemesis eats this message. */
@@ -373,6 +387,44 @@ void sim_node_tick(struct sim *s, struct sim_node *n);
 void sim_node_free(struct sim_node *n);
 bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op);
 bool sim_node_read(struct sim *s, struct sim_node *n, size_t op);
+/* A client's write waiting for (index, term) on n; a read for ctx. */
+void sim_node_add_write(struct sim_node *n, size_t op, uint64_t index, uint64_t term);
+void sim_node_add_read(struct sim_node *n, size_t op, uint64_t ctx);
+/* Pieces both server kinds share: the FIFO of submitted batches; a
+ * persist batch's check and trace; the writes waiting for entry e (OK when
+ * e is theirs and applied_ok); the read indexes of a ready; writes at or
+ * below a loaded snapshot (UNKNOWN); a role or leader change (elections,
+ * the leader-hunting nemesis); the commit index never going back. */
+void sim_node_submitted_push(struct sim_node *n, const struct sim_submitted *sub);
+void sim_node_submitted_pop(struct sim_node *n);
+void sim_node_note_persist(struct sim *s, struct sim_node *n, const struct raft_ready *rd);
+void sim_node_complete_writes(struct sim *s, struct sim_node *n, const struct raft_entry *e,
+			      bool applied_ok);
+void sim_node_take_reads(struct sim *s, struct sim_node *n, const struct raft_read_result *reads,
+			 size_t count);
+void sim_node_writes_unknown_below(struct sim *s, struct sim_node *n, uint64_t index);
+void sim_node_note_role(struct sim *s, struct sim_node *n, uint8_t role, uint64_t leader,
+			uint64_t term);
+void sim_node_check_commit(struct sim *s, struct sim_node *n);
+/* The node stops after a storage failure; its supervisor restarts it. */
+void sim_node_stop_after_failure(struct sim *s, struct sim_node *n);
+/* The hash of n's replicated state (the state machine safety check). */
+uint64_t sim_node_state_hash(const struct sim_node *n);
+
+/* host.c: the real server core of a node (core mode). sim_host_start runs
+ * after the disk loaded `st` (false: the run failed); the others are the
+ * core-mode halves of the sim_node_* functions. */
+struct sim_disk_state;
+bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_state *st);
+void sim_host_close(struct sim_node *n);
+void sim_host_process(struct sim *s, struct sim_node *n);
+void sim_host_tick(struct sim_node *n, uint64_t local);
+void sim_host_disk_done(struct sim *s, struct sim_node *n);
+void sim_host_deliver(struct sim *s, struct sim_node *n, uint64_t from, const uint8_t *bytes,
+		      size_t size);
+bool sim_host_propose(struct sim *s, struct sim_node *n, size_t op);
+bool sim_host_read(struct sim *s, struct sim_node *n, size_t op);
+uint64_t sim_host_state_hash(const struct sim_node *n);
 
 /* repair.c: the operator's procedure for a server whose storage refuses
  * to start (remove it, wipe it once the removal is committed, add it

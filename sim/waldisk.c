@@ -46,8 +46,10 @@
 #include "base/buf.h"
 #include "base/crc32c.h"
 #include "sim/disk.h"
+#include "wal/install.h"
 #include "wal/snapshot.h"
 #include "wal/wal.h"
+#include "wal/writer.h"
 
 #define WD_DIR "/wal"
 #define WD_SNAP_CACHE 12 /* > the persist batches in flight: pinned installs fit */
@@ -96,6 +98,15 @@ struct waldisk {
 	uint64_t cache_clock;
 	struct sim_disk_stats stats;
 	struct wd_shape shape;
+	/* The server's persistence path (sim/host.c): the real WAL writer in
+	 * manual mode, between load and crash. */
+	struct wal_writer writer;
+	bool writer_on;
+	bool writer_dead; /* crashing: completions are the dead process's */
+	struct {
+		wal_writer_done_fn fn;
+		void *arg;
+	} done; /* the host's completion callback */
 };
 
 static struct waldisk *wd_of(struct sim_disk *base)
@@ -498,6 +509,157 @@ static enum keel_err wd_save_snapshot(struct sim_disk *base, const struct raft_s
 				      uint64_t *transfer_size)
 {
 	struct waldisk *d = wd_of(base);
+	enum keel_err err =
+		sim_waldisk_snapshot_file(base, meta, payload, payload_size, transfer_size);
+	if (err != KEEL_OK) {
+		return err;
+	}
+	size_t files = d->wal.segment_count + d->wal.obsolete_count;
+	err = wal_compact(&d->wal, meta->index);
+	note_compaction(d, files);
+	if (err != KEEL_OK) {
+		return wd_fail(d, err, "compact", d->wal.errmsg);
+	}
+	return KEEL_OK;
+}
+
+/* ---- the server's persistence path: the real WAL writer (sim/host.c) ---- */
+
+static void writer_done(void *arg, const struct wal_completion *c)
+{
+	struct waldisk *d = arg;
+	if (c->result != KEEL_OK && !d->failed) {
+		snprintf(d->errmsg, sizeof(d->errmsg), "%s", c->errmsg);
+		d->failed = true;
+	}
+	if (!d->writer_dead) {
+		d->done.fn(d->done.arg, c);
+	}
+}
+
+enum keel_err sim_waldisk_writer_start(struct sim_disk *base, wal_writer_done_fn done, void *arg)
+{
+	struct waldisk *d = wd_of(base);
+	KEEL_ASSERT(d->open);
+	KEEL_ASSERT(!d->writer_on);
+	KEEL_ASSERT(d->n_queue == 0);
+	d->done.fn = done;
+	d->done.arg = arg;
+	d->writer_dead = false;
+	/* No back-pressure, as in the server (node/storage.c): the Raft core
+	 * bounds what it hands out. */
+	struct wal_writer_config wc = {
+		.done = writer_done,
+		.done_arg = d,
+		.max_queued_batches = UINT32_MAX,
+		.max_queued_bytes = UINT64_MAX,
+		.prepare_spares = true,
+		.prepare_step_bytes = 16u << 10,
+		.manual = true,
+	};
+	enum keel_err err = wal_writer_start(&d->writer, &d->wal, &wc);
+	if (err == KEEL_OK) {
+		d->writer_on = true;
+	}
+	return err;
+}
+
+enum keel_err sim_waldisk_writer_submit(struct sim_disk *base, const struct wal_batch *batch)
+{
+	struct waldisk *d = wd_of(base);
+	KEEL_ASSERT(d->writer_on);
+	uint64_t seq = 0;
+	enum keel_err err = wal_writer_submit(&d->writer, batch, &seq);
+	if (err == KEEL_FAILED) {
+		d->failed = true;
+	}
+	return err;
+}
+
+size_t sim_waldisk_writer_run(struct sim_disk *base)
+{
+	struct waldisk *d = wd_of(base);
+	KEEL_ASSERT(d->writer_on);
+	size_t files = d->wal.segment_count + d->wal.obsolete_count;
+	size_t count = wal_writer_run(&d->writer);
+	note_shape(d);
+	note_compaction(d, files);
+	if (count > 0 && d->writer.queued_batches == 0 && !d->failed) {
+		/* Idle: a step of spare preparation, as the storage thread does. */
+		bool done = true;
+		(void)wal_writer_idle_step(&d->writer, &done);
+	}
+	if (wal_vfs_fault_powered_off(&d->vfs) || wal_writer_failed(&d->writer)) {
+		if (!d->failed) {
+			wd_fail(d, KEEL_IO, "storage", "the power went off");
+		}
+	}
+	return count;
+}
+
+/* A crash with the writer on: half of the time with batches queued, the
+ * power goes while the group is written and synced (some writes reach the
+ * file); otherwise nothing queued was written. Returns whether batches
+ * were in flight. */
+static bool writer_crash(struct waldisk *d, struct keel_rng *rng)
+{
+	bool in_flight = d->writer.queued_batches > 0;
+	d->writer_dead = true;
+	if (in_flight && !d->failed && keel_rng_chance(rng, 1, 2)) {
+		wal_vfs_fault_power_off_after(&d->vfs, keel_rng_below(rng, 4));
+		(void)wal_writer_run(&d->writer);
+	}
+	(void)wal_writer_drop_queued(&d->writer);
+	wal_writer_stop(&d->writer);
+	d->writer_on = false;
+	return in_flight;
+}
+
+/* The prelude of a batch carrying received snapshot chunks and an install
+ * (wal/install.h, the server's code); the installed file is kept readable
+ * until the node loads it, like a file the server holds open. */
+enum keel_err sim_waldisk_receive(struct sim_disk *base, struct wal *wal,
+				  const struct raft_snapshot_chunk *chunks, size_t n_chunks,
+				  const struct raft_snapshot_install *install,
+				  char *errmsg)
+{
+	struct waldisk *d = wd_of(base);
+	enum keel_err err = KEEL_OK;
+	for (size_t i = 0; err == KEEL_OK && i < n_chunks; i++) {
+		const struct raft_snapshot_chunk *c = &chunks[i];
+		err = wal_install_write_chunk(&d->config, c->meta.index, c->meta.term, c->offset,
+					      c->data, c->size, errmsg);
+	}
+	if (err != KEEL_OK || install == NULL) {
+		return err;
+	}
+	char name[WAL_NAME_MAX];
+	size_t files = d->wal.segment_count + d->wal.obsolete_count;
+	err = wal_install_snapshot(wal, install->meta.index, install->meta.term,
+				   install->discard_log, name, errmsg);
+	note_shape(d);
+	note_compaction(d, files);
+	if (err != KEEL_OK) {
+		return err;
+	}
+	struct wd_snap *c = snapshot_get(d, install->meta.index, install->meta.term);
+	if (c == NULL) {
+		snprintf(errmsg, WAL_ERRMSG_SIZE, "install snapshot: cannot read %s back", name);
+		return KEEL_IO;
+	}
+	c->pinned = true;
+	return KEEL_OK;
+}
+
+/* A snapshot the node took, written durably (temp, sync, rename, dir
+ * sync, prune) as the server's snapshotter does; the log is compacted
+ * behind it by a writer batch (compact_upto), not here. */
+enum keel_err sim_waldisk_snapshot_file(struct sim_disk *base,
+					const struct raft_snapshot_meta *meta,
+					const uint8_t *payload, uint64_t payload_size,
+					uint64_t *transfer_size)
+{
+	struct waldisk *d = wd_of(base);
 	KEEL_ASSERT(d->open);
 	if (d->failed) {
 		return KEEL_FAILED;
@@ -513,12 +675,6 @@ static enum keel_err wd_save_snapshot(struct sim_disk *base, const struct raft_s
 	keel_wbuf_free(&w);
 	if (err != KEEL_OK) {
 		return wd_fail(d, err, "save snapshot", msg);
-	}
-	size_t files = d->wal.segment_count + d->wal.obsolete_count;
-	err = wal_compact(&d->wal, meta->index);
-	note_compaction(d, files);
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "compact", d->wal.errmsg);
 	}
 	return KEEL_OK;
 }
@@ -545,6 +701,9 @@ static bool wd_crash(struct sim_disk *base, struct keel_rng *rng)
 {
 	struct waldisk *d = wd_of(base);
 	bool in_flight = d->n_queue > 0;
+	if (d->writer_on) {
+		in_flight = writer_crash(d, rng);
+	}
 	if (d->open) {
 		if (in_flight && !d->failed && keel_rng_chance(rng, 1, 2)) {
 			/* The power goes while the storage thread writes and
@@ -601,6 +760,7 @@ static enum keel_err wd_load(struct sim_disk *base, struct sim_disk_state *out, 
 {
 	struct waldisk *d = wd_of(base);
 	KEEL_ASSERT(d->n_queue == 0);
+	KEEL_ASSERT(!d->writer_on);
 	memset(out, 0, sizeof(*out));
 	if (d->open) { /* a clean restart */
 		wal_close(&d->wal);
@@ -797,6 +957,12 @@ static void wd_stats(const struct sim_disk *base, struct sim_disk_stats *out)
 static void wd_close(struct sim_disk *base)
 {
 	struct waldisk *d = wd_of(base);
+	if (d->writer_on) {
+		d->writer_dead = true;
+		wal_writer_drop_queued(&d->writer);
+		wal_writer_stop(&d->writer);
+		d->writer_on = false;
+	}
 	if (d->open) {
 		wal_close(&d->wal);
 	}

@@ -329,6 +329,10 @@ struct core_options {
 	uint32_t max_entry_bytes;
 	const struct zk_config *zk_config; /* copied */
 	const struct fsm_image_ops *image; /* borrowed for the core's life */
+	/* Optional: every other Raft option (window sizes, read timeout ...)
+	 * instead of raft_options_default(); the fields above, the id and the
+	 * seeded rng still come from the core. The simulator draws them. */
+	const struct raft_options *raft;
 };
 
 /* After core_init: creates the Raft core, the request tracker (request ids

@@ -1,0 +1,958 @@
+/*
+ * host.c — the simulator's host of the real server core (src/core/core.h).
+ *
+ * A simulated server runs `struct node_core` — the Raft core, the ready
+ * loop (core/drive.c) and the replicated state machine (core/fsm.c: the
+ * ZooKeeper tree) — linked from the same library as `keel server`. This
+ * file implements the core's effects over the simulated world:
+ *
+ *   persist        a writer batch of the real WAL writer (wal/writer.h, in
+ *                  manual mode) over the server's fault vfs (waldisk.c):
+ *                  hard state, received snapshot chunks and install in the
+ *                  prelude (wal/install.h, the server's code), truncation,
+ *                  entries. A disk event later runs the group; each
+ *                  completion goes to core_on_durable in persist order;
+ *   peer frames    packets on the simulated network (net.c): the core's
+ *                  frame body with its type, delayed, dropped, duplicated,
+ *                  cut by partitions, delivered to core_on_peer_frame;
+ *   time           the server's drifting clock (sim_local_time);
+ *   randomness     the run's seeded generator;
+ *   snapshots      snapshot_read / snapshot_load over the WAL's snapshot
+ *                  files; the server's own snapshots are the fsm's stream
+ *                  (fsm_snapshot_write) saved like the snapshotter does,
+ *                  then raft_snapshot_taken and a compaction batch;
+ *   client_*       not used yet (the ZooKeeper client part of the core
+ *                  comes next): each stub fails the run loudly.
+ *
+ * The register workload of client.c runs as ZooKeeper transactions: key K
+ * is the znode /kK holding its value as 8 big-endian bytes (a missing
+ * node reads 0). A write is a setData (or a create while the node is
+ * missing on the proposing server), proposed on the leader through
+ * core_propose in the server's entry envelope, under one session the
+ * workload opens (createSession with a fixed id) before its first write;
+ * its outcome is apply's: OK when the txn succeeded, FAILED when apply
+ * refused it (no effect) or its log slot went to another entry. A read is
+ * a ReadIndex through the core, served from the local tree once applied.
+ *
+ * KEEL_PLANT_BUG_ACK_BEFORE_PERSIST: batches are reported durable right
+ * after the ready that submitted them, before the disk has them.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "base/hash.h"
+#include "core/core.h"
+#include "core/entry.h"
+#include "core/fsm.h"
+#include "sim/sim.h"
+#include "wal/ready.h"
+#include "wal/writer.h"
+#include "zk/zk_codes.h"
+#include "zk/zk_jute.h"
+#include "zk/zk_state.h"
+#include "zk/zk_tree.h"
+#include "zk/zk_txn.h"
+
+#define SIM_TICK_MS 10
+#define SIM_WALL_EPOCH_MS 1700000000000ll
+#define SIM_ZK_SESSION 0x5157ll /* the workload's session */
+#define SIM_ZK_SESSION_TIMEOUT_MS 30000
+
+/* A batch handed to the writer: what it does not copy (the chunks), and
+ * what its completion reports. Owned by the node from submit until its
+ * completion or the node's crash. */
+struct host_batch {
+	struct sim_node *n;
+	uint64_t persist_id; /* 0: a compaction */
+	struct raft_snapshot_chunk *chunks;
+	size_t n_chunks;
+	bool has_install;
+	struct raft_snapshot_install install;
+	struct host_batch *next;
+};
+
+/* The per-node host state (sim_node.host). */
+struct sim_host {
+	struct sim *s;
+	struct sim_node *n;
+	struct node_core core;
+	struct keel_wbuf frame; /* the peer frame being built */
+	uint64_t frame_to;
+	struct host_batch *head, *tail; /* in the writer, in submit order */
+	struct {
+		uint64_t persist_id;
+		enum keel_err result;
+	} *done; /* completions of the last run, in order */
+	size_t n_done, cap_done;
+	struct wal_ready_scratch scratch;
+	struct raft_entry *decode_entries; /* for traces and the rotation nemesis */
+	struct raft_msg_limits limits;
+};
+
+static struct sim_host *host_of(void *ctx)
+{
+	return ctx;
+}
+
+/* ---- batches ---- */
+
+static void batch_free(struct host_batch *b)
+{
+	for (size_t i = 0; i < b->n_chunks; i++) {
+		free((void *)b->chunks[i].data);
+	}
+	free(b->chunks);
+	free(b);
+}
+
+static enum keel_err batch_prelude(void *user_data, struct wal *wal, char errmsg[WAL_ERRMSG_SIZE])
+{
+	struct host_batch *b = user_data;
+	return sim_waldisk_receive(b->n->disk, wal, b->chunks, b->n_chunks,
+				   b->has_install ? &b->install : NULL, errmsg);
+}
+
+static void on_written(void *arg, const struct wal_completion *c)
+{
+	struct sim_host *h = arg;
+	struct host_batch *b = c->user_data;
+	KEEL_ASSERT(b == h->head);
+	h->head = b->next;
+	if (h->head == NULL) {
+		h->tail = NULL;
+	}
+	if (b->persist_id != 0) {
+		if (h->n_done == h->cap_done) {
+			h->cap_done = h->cap_done == 0 ? 16 : 2 * h->cap_done;
+			h->done = realloc(h->done, h->cap_done * sizeof(*h->done));
+			KEEL_ASSERT(h->done != NULL);
+		}
+		h->done[h->n_done].persist_id = b->persist_id;
+		h->done[h->n_done].result = c->result;
+		h->n_done++;
+	}
+	batch_free(b);
+}
+
+static void schedule_disk(struct sim *s, struct sim_node *n, uint64_t persist_id)
+{
+	uint64_t start = KEEL_MAX(s->now, n->disk_busy_until);
+	uint64_t done = start + keel_rng_between(&s->rng, n->fsync_min_ms, n->fsync_max_ms);
+	n->disk_busy_until = done;
+	sim_schedule(s, done, SIM_EV_DISK, n->id, persist_id, NULL);
+}
+
+/* Hands a batch to the writer; the batch is the node's until completed. */
+static enum keel_err batch_submit(struct sim_host *h, struct host_batch *b, struct wal_batch *wb)
+{
+	wb->user_data = b;
+	if (b->n_chunks > 0 || b->has_install) {
+		wb->prelude = batch_prelude;
+	}
+	enum keel_err err = sim_waldisk_writer_submit(h->n->disk, wb);
+	if (err != KEEL_OK) {
+		batch_free(b);
+		return err;
+	}
+	if (h->tail == NULL) {
+		h->head = b;
+	} else {
+		h->tail->next = b;
+	}
+	h->tail = b;
+	schedule_disk(h->s, h->n, b->persist_id);
+	return KEEL_OK;
+}
+
+static void copy_chunks(struct host_batch *b, const struct raft_ready *rd)
+{
+	if (rd->n_chunks == 0) {
+		return;
+	}
+	b->chunks = calloc(rd->n_chunks, sizeof(*b->chunks));
+	KEEL_ASSERT(b->chunks != NULL);
+	for (size_t i = 0; i < rd->n_chunks; i++) {
+		b->chunks[i] = rd->chunks[i];
+		uint8_t *data = malloc(rd->chunks[i].size > 0 ? rd->chunks[i].size : 1);
+		KEEL_ASSERT(data != NULL);
+		memcpy(data, rd->chunks[i].data, rd->chunks[i].size);
+		b->chunks[i].data = data;
+		b->n_chunks++;
+	}
+}
+
+/* ---- effects: storage ---- */
+
+static enum keel_err host_persist(void *ctx, const struct raft_ready *rd)
+{
+	struct sim_host *h = host_of(ctx);
+	struct sim *s = h->s;
+	struct sim_node *n = h->n;
+	sim_node_note_persist(s, n, rd);
+	struct host_batch *b = calloc(1, sizeof(*b));
+	KEEL_ASSERT(b != NULL);
+	b->n = n;
+	b->persist_id = rd->persist_id;
+	copy_chunks(b, rd);
+	struct wal_batch wb;
+	enum keel_err err = wal_batch_from_ready(rd, &h->scratch, &wb);
+	KEEL_ASSERT(err == KEEL_OK);
+	if (rd->install != NULL) {
+		b->has_install = true;
+		b->install = *rd->install;
+		sim_tracef(s, "node %llu: install snapshot %llu/%llu (batch %llu)%s",
+			   (unsigned long long)n->id, (unsigned long long)rd->install->meta.index,
+			   (unsigned long long)rd->install->meta.term,
+			   (unsigned long long)rd->persist_id,
+			   rd->install->discard_log ? ", log discarded" : "");
+	}
+	err = batch_submit(h, b, &wb);
+	if (err != KEEL_OK) {
+		if (err != KEEL_FAILED) {
+			sim_fail(s, "node %llu: the WAL writer refused batch %llu: %s",
+				 (unsigned long long)n->id, (unsigned long long)rd->persist_id,
+				 keel_errname(err));
+		}
+		return err;
+	}
+	struct sim_submitted sub;
+	memset(&sub, 0, sizeof(sub));
+	sub.id = rd->persist_id;
+	sub.install = rd->install != NULL;
+	sim_node_submitted_push(n, &sub);
+	sim_trace_hash(s, rd->persist_id ^ (rd->n_entries << 32));
+	return KEEL_OK;
+}
+
+/* Reports the completions of the last writer run to the core, in persist
+ * order (batches reported early by the planted bug are skipped). */
+static void report_completions(struct sim_host *h)
+{
+	struct sim_node *n = h->n;
+	for (size_t i = 0; i < h->n_done && n->up; i++) {
+		KEEL_ASSERT(n->n_submitted > 0);
+		KEEL_ASSERT(n->submitted[0].id == h->done[i].persist_id);
+		bool early = n->submitted[0].reported;
+		sim_node_submitted_pop(n);
+		if (!early) {
+			core_on_durable(&h->core, h->done[i].persist_id, h->done[i].result);
+		}
+		if (h->done[i].result != KEEL_OK) {
+			break;
+		}
+	}
+	h->n_done = 0;
+}
+
+static enum keel_err host_snapshot_read(void *ctx, uint64_t index, uint64_t term, uint64_t offset,
+					void *buf, size_t size, size_t *got)
+{
+	struct sim_host *h = host_of(ctx);
+	uint64_t file_size = 0;
+	const uint8_t *bytes = h->n->disk->ops->snapshot_bytes(h->n->disk, index, term, &file_size);
+	*got = 0;
+	if (bytes == NULL || offset > file_size) {
+		return KEEL_NOENT;
+	}
+	size_t n = (size_t)KEEL_MIN((uint64_t)size, file_size - offset);
+	memcpy(buf, bytes + offset, n);
+	*got = n;
+	return KEEL_OK;
+}
+
+struct mem_reader {
+	const uint8_t *data;
+	size_t size;
+	size_t at;
+};
+
+static enum keel_err mem_read(void *ctx, void *buf, size_t size, size_t *got)
+{
+	struct mem_reader *r = ctx;
+	size_t n = KEEL_MIN(size, r->size - r->at);
+	memcpy(buf, r->data + r->at, n);
+	r->at += n;
+	*got = n;
+	return KEEL_OK;
+}
+
+/* Replaces the state machine with a snapshot's payload. */
+static enum keel_err load_payload(struct sim_host *h, const uint8_t *data, size_t size)
+{
+	struct mem_reader r = {data, size, 0};
+	char why[256];
+	enum keel_err err = fsm_snapshot_read(&h->core, mem_read, &r, why, sizeof(why));
+	if (err != KEEL_OK) {
+		sim_fail(h->s, "node %llu: a snapshot does not load: %s: %s",
+			 (unsigned long long)h->n->id, keel_errname(err), why);
+	}
+	return err;
+}
+
+static enum keel_err host_snapshot_load(void *ctx, const struct raft_snapshot_meta *meta)
+{
+	struct sim_host *h = host_of(ctx);
+	uint64_t size = 0;
+	const uint8_t *bytes =
+		h->n->disk->ops->snapshot_payload(h->n->disk, meta->index, meta->term, &size);
+	if (bytes == NULL) {
+		/* Installed and verified, but unreadable now (the power went). */
+		KEEL_ASSERT(h->n->disk->ops->failed(h->n->disk));
+		return KEEL_IO;
+	}
+	h->n->sm.config = meta->config;
+	return load_payload(h, bytes, (size_t)size);
+}
+
+/* ---- effects: peers ---- */
+
+static struct keel_wbuf *host_peer_begin(void *ctx, uint64_t to, uint8_t type, size_t *mark)
+{
+	struct sim_host *h = host_of(ctx);
+	if (to < 1 || to > h->s->n_slots || to == h->n->id) {
+		return NULL; /* a server that never existed in this run */
+	}
+	keel_wbuf_reset(&h->frame);
+	keel_wbuf_u8(&h->frame, type);
+	h->frame_to = to;
+	*mark = 0;
+	return &h->frame;
+}
+
+static void host_peer_end(void *ctx, uint64_t to, size_t mark)
+{
+	struct sim_host *h = host_of(ctx);
+	(void)mark;
+	KEEL_ASSERT(to == h->frame_to);
+	KEEL_ASSERT(keel_wbuf_ok(&h->frame));
+	const struct raft_msg *m = NULL;
+	struct raft_msg msg;
+	if (h->frame.data[0] == PEER_FRAME_RAFT) {
+		/* Decoded for the rotation nemesis and the trace. */
+		enum keel_err err = raft_msg_decode(h->frame.data + 1, h->frame.size - 1, &h->limits,
+						    &msg, h->decode_entries, h->limits.max_entries);
+		KEEL_ASSERT(err == KEEL_OK);
+		m = &msg;
+	}
+	sim_net_send_frame(h->s, h->n->id, to, h->frame.data, h->frame.size, m);
+}
+
+static bool host_peer_connected(void *ctx, uint64_t to)
+{
+	struct sim_host *h = host_of(ctx);
+	return to >= 1 && to <= h->s->n_slots && !h->s->net.blocked[h->n->id][to];
+}
+
+void sim_host_deliver(struct sim *s, struct sim_node *n, uint64_t from, const uint8_t *bytes,
+		      size_t size)
+{
+	struct sim_host *h = n->host;
+	KEEL_ASSERT(size >= 1);
+	core_on_peer_frame(&h->core, from, bytes[0], bytes + 1, size - 1);
+	sim_host_process(s, n);
+}
+
+/* ---- effects: clients (the ZooKeeper part comes next) ---- */
+
+static void no_client(const char *what)
+{
+	keel_assert_fail(what, __FILE__, __LINE__, "sim host: no ZooKeeper clients yet");
+}
+
+static struct keel_wbuf *host_client_begin(void *ctx, struct node_client *c, size_t *mark)
+{
+	(void)ctx, (void)c, (void)mark;
+	no_client("client_begin");
+	return NULL;
+}
+
+static void host_client_end(void *ctx, struct node_client *c, size_t mark)
+{
+	(void)ctx, (void)c, (void)mark;
+	no_client("client_end");
+}
+
+static void host_client_send(void *ctx, struct node_client *c, const void *payload, size_t size)
+{
+	(void)ctx, (void)c, (void)payload, (void)size;
+	no_client("client_send");
+}
+
+static void host_client_pause(void *ctx, struct node_client *c, bool paused)
+{
+	(void)ctx, (void)c, (void)paused;
+	no_client("client_pause");
+}
+
+static void host_client_close(void *ctx, struct node_client *c, enum keel_err reason, bool flush)
+{
+	(void)ctx, (void)c, (void)reason, (void)flush;
+	no_client("client_close");
+}
+
+static bool host_client_paused(void *ctx, const struct node_client *c)
+{
+	(void)ctx, (void)c;
+	no_client("client_paused");
+	return false;
+}
+
+static const char *host_client_peer_addr(void *ctx, const struct node_client *c)
+{
+	(void)ctx, (void)c;
+	no_client("client_peer_addr");
+	return "";
+}
+
+static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
+			    const uint8_t *body, size_t size)
+{
+	(void)ctx, (void)from, (void)kind, (void)request_id, (void)body, (void)size;
+	no_client("on_request (a forwarded client request)");
+}
+
+static void host_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
+				  size_t size)
+{
+	(void)ctx, (void)from, (void)type, (void)body, (void)size;
+	no_client("on_session_frame");
+}
+
+static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
+			      size_t size)
+{
+	(void)ctx, (void)request_id, (void)zk_err, (void)body, (void)size;
+	no_client("ctl_complete");
+}
+
+static void host_fire_system(void *ctx, const struct zk_result *res)
+{
+	(void)ctx, (void)res;
+	no_client("fire_system");
+}
+
+/* ---- effects: time, randomness, logs ---- */
+
+static uint64_t host_now_ms(void *ctx)
+{
+	struct sim_host *h = host_of(ctx);
+	uint64_t local = sim_local_time(h->s, h->n);
+	if (local < h->n->last_local) {
+		local = h->n->last_local;
+	}
+	h->n->last_local = local;
+	return local;
+}
+
+static int64_t host_wall_ms(void *ctx)
+{
+	return SIM_WALL_EPOCH_MS + (int64_t)host_now_ms(ctx);
+}
+
+static uint64_t host_mono_ns(void *ctx)
+{
+	return host_now_ms(ctx) * 1000000u;
+}
+
+static enum keel_err host_random(void *ctx, void *buf, size_t size)
+{
+	struct sim_host *h = host_of(ctx);
+	uint8_t *p = buf;
+	for (size_t i = 0; i < size; i++) {
+		p[i] = (uint8_t)keel_rng_next(&h->s->rng);
+	}
+	return KEEL_OK;
+}
+
+__attribute__((format(printf, 3, 0))) static void host_log(void *ctx, enum core_log_level level,
+							   const char *fmt, va_list ap)
+{
+	struct sim_host *h = host_of(ctx);
+	if (level < CORE_LOG_WARN && !h->s->cfg.verbose) {
+		return;
+	}
+	char line[160];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	sim_tracef(h->s, "node %llu: %s", (unsigned long long)h->n->id, line);
+}
+
+static void host_schedule_drive(void *ctx)
+{
+	(void)ctx; /* every input is followed by sim_host_process */
+}
+
+static void host_on_failed(void *ctx)
+{
+	struct sim_host *h = host_of(ctx);
+	if (!h->n->stop_pending) {
+		sim_tracef(h->s, "node %llu: storage failed: %.100s", (unsigned long long)h->n->id,
+			   h->n->disk->ops->errmsg(h->n->disk));
+	}
+	h->n->stop_pending = true;
+}
+
+static void host_tick(void *ctx, uint64_t now_ms)
+{
+	(void)ctx, (void)now_ms;
+}
+
+/* ---- the register workload over the ZooKeeper state ---- */
+
+static void key_path(uint32_t key, char out[8])
+{
+	snprintf(out, 8, "/k%u", key);
+}
+
+/* The value of register `key` in this server's tree (0: no node). */
+static uint64_t read_key(struct sim_host *h, uint32_t key)
+{
+	char path[8];
+	key_path(key, path);
+	struct zk_state *st = fsm_zk(h->core.fsm);
+	uint32_t id = zk_state_lookup(st, zk_bytes_str(path));
+	if (id == ZK_NODE_NONE) {
+		return 0;
+	}
+	const struct zk_node *node = zk_tree_node(&st->tree, id);
+	if (node->data_size != 8) {
+		return 0;
+	}
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, zk_node_data(node), 8);
+	return keel_rbuf_u64(&r);
+}
+
+static void host_on_applied(void *ctx, const struct raft_entry *entry,
+			    const struct fsm_applied *applied)
+{
+	struct sim_host *h = host_of(ctx);
+	struct sim_node *n = h->n;
+	if (entry->index != n->sm.applied + 1) {
+		sim_fail(h->s, "apply order: node %llu got entry %llu after %llu",
+			 (unsigned long long)n->id, (unsigned long long)entry->index,
+			 (unsigned long long)n->sm.applied);
+		return;
+	}
+	n->sm.applied = entry->index;
+	n->sm.applied_term = entry->term;
+	if (entry->type == RAFT_ENTRY_CONFIG) {
+		n->sm.config = h->core.applied_config;
+	}
+	sim_check_applied(h->s, n, entry);
+	sim_node_complete_writes(h->s, n, entry,
+				 applied->kind == FSM_APPLIED_ZK && applied->zk->err == 0);
+}
+
+static void host_on_reads(void *ctx, const struct raft_read_result *reads, size_t count)
+{
+	struct sim_host *h = host_of(ctx);
+	sim_node_take_reads(h->s, h->n, reads, count);
+}
+
+static void host_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
+{
+	(void)ctx, (void)old_leader, (void)new_leader;
+}
+
+static void serve_reads(struct sim_host *h)
+{
+	struct sim_node *n = h->n;
+	size_t k = 0;
+	for (size_t i = 0; i < n->n_reads; i++) {
+		struct sim_pending_read *p = &n->reads[i];
+		if (p->index != 0 && h->core.applied_index >= p->index) {
+			sim_hist_complete(h->s, p->op, SIM_OP_OK, read_key(h, h->s->hist[p->op].key));
+		} else {
+			n->reads[k++] = *p;
+		}
+	}
+	n->n_reads = k;
+}
+
+static enum keel_err wbuf_write(void *ctx, const void *data, size_t size)
+{
+	keel_wbuf_bytes(ctx, data, size);
+	return keel_wbuf_ok(ctx) ? KEEL_OK : KEEL_NOMEM;
+}
+
+/* The server's own snapshot, as its snapshotter takes it: the fsm's stream
+ * in a snapshot file (durable), then the core hears of it, then the log is
+ * compacted behind it. */
+static void maybe_snapshot(struct sim_host *h)
+{
+	struct sim *s = h->s;
+	struct sim_node *n = h->n;
+	struct node_core *c = &h->core;
+	if (n->stop_pending || c->applied_index < n->last_snapshot_index + n->snapshot_every) {
+		return;
+	}
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 1024, 64u << 20);
+	enum keel_err err = fsm_snapshot_write(c, wbuf_write, &w);
+	KEEL_ASSERT(err == KEEL_OK);
+	struct raft_snapshot_meta meta;
+	memset(&meta, 0, sizeof(meta));
+	meta.index = c->applied_index;
+	meta.term = c->applied_term;
+	meta.config = c->applied_config;
+	err = sim_waldisk_snapshot_file(n->disk, &meta, w.data, w.size, &meta.size_bytes);
+	keel_wbuf_free(&w);
+	if (err != KEEL_OK) {
+		if (n->disk->ops->failed(n->disk)) {
+			host_on_failed(h);
+		} else {
+			sim_fail(s, "node %llu: storage refused a snapshot: %s",
+				 (unsigned long long)n->id, keel_errname(err));
+		}
+		return;
+	}
+	err = raft_snapshot_taken(c->raft, &meta);
+	if (err != KEEL_OK) {
+		sim_fail(s, "node %llu: raft_snapshot_taken(%llu/%llu) failed: %s",
+			 (unsigned long long)n->id, (unsigned long long)meta.index,
+			 (unsigned long long)meta.term, keel_errname(err));
+		return;
+	}
+	c->snapshot_index = meta.index;
+	c->bytes_since_snapshot = 0;
+	n->last_snapshot_index = meta.index;
+	s->stat_snapshots++;
+	struct host_batch *b = calloc(1, sizeof(*b));
+	KEEL_ASSERT(b != NULL);
+	b->n = n;
+	struct wal_batch wb = {.compact_upto = meta.index, .prune_snapshots = true};
+	err = batch_submit(h, b, &wb);
+	if (err != KEEL_OK && err != KEEL_FAILED) {
+		sim_fail(s, "node %llu: the WAL writer refused a compaction: %s",
+			 (unsigned long long)n->id, keel_errname(err));
+	}
+}
+
+static void host_after_apply(void *ctx)
+{
+	struct sim_host *h = host_of(ctx);
+	serve_reads(h);
+	maybe_snapshot(h);
+}
+
+static void host_on_snapshot_installed(void *ctx)
+{
+	struct sim_host *h = host_of(ctx);
+	struct sim *s = h->s;
+	struct sim_node *n = h->n;
+	n->sm.applied = h->core.applied_index;
+	n->sm.applied_term = h->core.applied_term;
+	h->core.applied_config = n->sm.config;
+	sim_check_snapshot_loaded(s, n);
+	n->last_snapshot_index = n->sm.applied;
+	s->stat_snap_installs++;
+	sim_node_writes_unknown_below(s, n, n->sm.applied);
+}
+
+/* ---- the metadata image section (controller mode runs the stand-in) ---- */
+
+static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
+{
+	(void)ctx, (void)write, (void)write_ctx;
+	return KEEL_OK; /* no image: an empty section */
+}
+
+static enum keel_err image_load(void *ctx, const uint8_t *data, size_t size, char *err,
+				size_t err_size)
+{
+	(void)ctx, (void)data;
+	if (size != 0) {
+		snprintf(err, err_size, "a metadata image in a run without one");
+		return KEEL_CORRUPT;
+	}
+	return KEEL_OK;
+}
+
+static const struct core_host_ops host_ops = {
+	.persist = host_persist,
+	.peer_begin = host_peer_begin,
+	.peer_end = host_peer_end,
+	.peer_connected = host_peer_connected,
+	.client_begin = host_client_begin,
+	.client_end = host_client_end,
+	.client_send = host_client_send,
+	.client_pause = host_client_pause,
+	.client_close = host_client_close,
+	.client_paused = host_client_paused,
+	.client_peer_addr = host_client_peer_addr,
+	.client_tls_subject = NULL,
+	.now_ms = host_now_ms,
+	.wall_ms = host_wall_ms,
+	.mono_ns = host_mono_ns,
+	.random_bytes = host_random,
+	.log = host_log,
+	.snapshot_read = host_snapshot_read,
+	.snapshot_load = host_snapshot_load,
+	.schedule_drive = host_schedule_drive,
+	.on_failed = host_on_failed,
+	.on_applied = host_on_applied,
+	.on_reads = host_on_reads,
+	.on_leader_change = host_on_leader_change,
+	.after_apply = host_after_apply,
+	.on_snapshot_installed = host_on_snapshot_installed,
+	.on_request = host_on_request,
+	.on_session_frame = host_on_session_frame,
+	.tick = host_tick,
+	.ctl_complete = host_ctl_complete,
+	.fire_system = host_fire_system,
+};
+
+/* ---- lifecycle ---- */
+
+static const struct fsm_image_ops image_ops = {image_save, image_load, NULL};
+
+bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_state *st)
+{
+	KEEL_ASSERT(n->host == NULL);
+	struct sim_host *h = calloc(1, sizeof(*h));
+	KEEL_ASSERT(h != NULL);
+	h->s = s;
+	h->n = n;
+	keel_wbuf_init_dynamic(&h->frame, 256, 64u << 20);
+	n->host = h;
+	struct core_host host = {&host_ops, h};
+	core_init(&h->core, n->id, &host, keel_rng_next(&s->rng));
+	struct zk_config zk;
+	zk_config_default(&zk);
+	struct core_options co = {
+		.election_timeout_ms = s->opts.election_timeout_ms,
+		.heartbeat_ms = s->opts.heartbeat_interval_ms,
+		.snapshot_chunk_bytes = s->opts.snapshot_chunk_bytes,
+		.snapshot_trailing = s->opts.snapshot_trailing_entries,
+		.max_entry_bytes = s->opts.max_entry_bytes,
+		.zk_config = &zk,
+		.image = &image_ops,
+		.raft = &s->opts,
+	};
+	char why[256];
+	enum keel_err err = core_open(&h->core, &co, why, sizeof(why));
+	KEEL_ASSERT(err == KEEL_OK);
+	raft_options_msg_limits(&h->core.raft_opts, &h->limits);
+	h->decode_entries = calloc(h->limits.max_entries, sizeof(*h->decode_entries));
+	KEEL_ASSERT(h->decode_entries != NULL);
+	memset(&n->sm, 0, sizeof(n->sm));
+	if (st->has_snapshot) {
+		if (load_payload(h, st->snapshot_payload, (size_t)st->snapshot_payload_size) !=
+		    KEEL_OK) {
+			return false;
+		}
+		h->core.applied_index = st->snapshot.index;
+		h->core.applied_term = st->snapshot.term;
+		h->core.commit_index = st->snapshot.index;
+		h->core.snapshot_index = st->snapshot.index;
+		h->core.applied_config = st->snapshot.config;
+		n->sm.applied = st->snapshot.index;
+		n->sm.applied_term = st->snapshot.term;
+		n->sm.config = st->snapshot.config;
+	}
+	err = raft_restore(h->core.raft, &st->hs, st->has_snapshot ? &st->snapshot : NULL,
+			   st->entries, st->n_entries);
+	if (err != KEEL_OK) {
+		sim_fail(s, "node %llu: restore from its disk failed: %s", (unsigned long long)n->id,
+			 keel_errname(err));
+		return false;
+	}
+	n->r = h->core.raft;
+	err = sim_waldisk_writer_start(n->disk, on_written, h);
+	KEEL_ASSERT(err == KEEL_OK);
+	if (st->has_snapshot) {
+		sim_check_snapshot_loaded(s, n);
+	}
+	return true;
+}
+
+void sim_host_tick(struct sim_node *n, uint64_t local)
+{
+	core_tick(&n->host->core, local);
+}
+
+/* A disk completion: the writer writes and syncs everything queued as one
+ * group; the completions go to the core in persist order. */
+void sim_host_disk_done(struct sim *s, struct sim_node *n)
+{
+	struct sim_host *h = n->host;
+	(void)sim_waldisk_writer_run(n->disk);
+	report_completions(h);
+	sim_host_process(s, n);
+}
+
+/* Planted bug: claims durability for what the last ready submitted,
+ * before the disk has it (an install waits: it loads only from disk). */
+static void ack_early(struct sim_host *h)
+{
+#ifdef KEEL_PLANT_BUG_ACK_BEFORE_PERSIST
+	struct sim_node *n = h->n;
+	for (size_t i = 0; i < n->n_submitted && n->up && !h->core.failed; i++) {
+		struct sim_submitted *sub = &n->submitted[i];
+		if (sub->install) {
+			break;
+		}
+		if (!sub->reported) {
+			sub->reported = true;
+			core_on_durable(&h->core, sub->id, KEEL_OK);
+			core_drive(&h->core);
+		}
+	}
+#else
+	(void)h;
+#endif
+}
+
+void sim_host_process(struct sim *s, struct sim_node *n)
+{
+	if (!n->up || s->failed) {
+		return;
+	}
+	struct sim_host *h = n->host;
+	core_drive(&h->core);
+	ack_early(h);
+	if (s->failed) {
+		return;
+	}
+	sim_node_note_role(s, n, raft_role(n->r), raft_leader(n->r), raft_term(n->r));
+	if (n->stop_pending) {
+		sim_node_stop_after_failure(s, n);
+		return;
+	}
+	sim_node_check_commit(s, n);
+}
+
+void sim_host_close(struct sim_node *n)
+{
+	struct sim_host *h = n->host;
+	if (h == NULL) {
+		return;
+	}
+	core_stop(&h->core);
+	core_close(&h->core);
+	while (h->head != NULL) {
+		struct host_batch *b = h->head;
+		h->head = b->next;
+		batch_free(b);
+	}
+	keel_wbuf_free(&h->frame);
+	free(h->done);
+	wal_ready_scratch_free(&h->scratch);
+	free(h->decode_entries);
+	free(h);
+	n->host = NULL;
+	n->r = NULL;
+}
+
+/* ---- workload entry points ---- */
+
+/* Proposes one ZooKeeper txn in the server's envelope. */
+static enum keel_err propose_txn(struct sim_host *h, const struct keel_wbuf *txn,
+				 uint64_t *index, uint64_t *term)
+{
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, NODE_ENTRY_HEADER_SIZE + txn->size, 1u << 20);
+	node_entry_encode_header(&w, NODE_ENTRY_ZK, h->n->id, 0, core_wall_ms(&h->core));
+	keel_wbuf_bytes(&w, txn->data, txn->size);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	enum keel_err err = core_propose(&h->core, w.data, (uint32_t)w.size, index, term);
+	keel_wbuf_free(&w);
+	return err;
+}
+
+/* The workload's session, proposed before its first write on a server
+ * whose state does not hold it yet (apply refuses a second one). */
+static bool ensure_session(struct sim_host *h)
+{
+	if (zk_state_session(fsm_zk(h->core.fsm), SIM_ZK_SESSION) != NULL) {
+		return true;
+	}
+	struct keel_wbuf txn;
+	keel_wbuf_init_dynamic(&txn, 64, 4096);
+	struct zk_txn_meta meta = {core_wall_ms(&h->core), h->n->id, 0, SIM_ZK_SESSION};
+	uint8_t passwd[ZK_PASSWD_SIZE] = {0};
+	zk_txn_encode_create_session(&txn, &meta, SIM_ZK_SESSION_TIMEOUT_MS, passwd);
+	uint64_t index, term;
+	enum keel_err err = propose_txn(h, &txn, &index, &term);
+	keel_wbuf_free(&txn);
+	return err == KEEL_OK;
+}
+
+/* setData /kK (or create it while missing here) with the 8-byte value. */
+static void encode_write(struct sim_host *h, uint32_t key, uint64_t value, int32_t xid,
+			 struct keel_wbuf *txn)
+{
+	char path[8];
+	key_path(key, path);
+	uint8_t data[8];
+	struct keel_wbuf v;
+	keel_wbuf_init_fixed(&v, data, sizeof(data));
+	keel_wbuf_u64(&v, value);
+	bool exists = zk_state_lookup(fsm_zk(h->core.fsm), zk_bytes_str(path)) != ZK_NODE_NONE;
+	struct keel_wbuf body;
+	keel_wbuf_init_dynamic(&body, 64, 4096);
+	zk_write_str(&body, path);
+	zk_write_bytes(&body, zk_bytes_of(data, sizeof(data)));
+	int32_t opcode;
+	if (exists) {
+		opcode = ZK_OP_SET_DATA;
+		keel_wbuf_i32(&body, -1); /* any version */
+	} else {
+		opcode = ZK_OP_CREATE;
+		zk_write_acl_vec(&body, zk_acl_open_unsafe());
+		keel_wbuf_i32(&body, 0); /* persistent */
+	}
+	KEEL_ASSERT(keel_wbuf_ok(&body));
+	struct zk_ids ids;
+	zk_ids_init(&ids);
+	struct zk_txn_meta meta = {core_wall_ms(&h->core), h->n->id, xid, SIM_ZK_SESSION};
+	zk_txn_encode_request(txn, &meta, &ids, opcode, body.data, body.size);
+	keel_wbuf_free(&body);
+}
+
+bool sim_host_propose(struct sim *s, struct sim_node *n, size_t op)
+{
+	struct sim_host *h = n->host;
+	struct sim_hist_op *hop = &s->hist[op];
+	if (!ensure_session(h)) {
+		return false;
+	}
+	struct keel_wbuf txn;
+	keel_wbuf_init_dynamic(&txn, 128, 4096);
+	encode_write(h, hop->key, hop->value, (int32_t)(op & 0x7fffffff), &txn);
+	KEEL_ASSERT(keel_wbuf_ok(&txn));
+	uint64_t index, term;
+	enum keel_err err = propose_txn(h, &txn, &index, &term);
+	keel_wbuf_free(&txn);
+	if (err != KEEL_OK) {
+		sim_host_process(s, n);
+		return false;
+	}
+	hop->index = index;
+	hop->term = term;
+	hop->node = n->id;
+	sim_node_add_write(n, op, index, term);
+	sim_host_process(s, n);
+	return true;
+}
+
+bool sim_host_read(struct sim *s, struct sim_node *n, size_t op)
+{
+	struct sim_host *h = n->host;
+	uint64_t ctx = ++s->next_ctx;
+	if (raft_read_index(h->core.raft, ctx) != KEEL_OK) {
+		return false;
+	}
+	s->hist[op].node = n->id;
+	sim_node_add_read(n, op, ctx);
+	sim_host_process(s, n);
+	return true;
+}
+
+uint64_t sim_host_state_hash(const struct sim_node *n)
+{
+	return zk_state_hash(fsm_zk(n->host->core.fsm));
+}
