@@ -1,14 +1,17 @@
 /*
  * sim.h — the deterministic cluster simulator (keel-sim).
  *
- * One process, one thread: N Raft cores (src/raft) wired to a simulated
- * network, simulated disks (disk.h) and per-node clocks, all driven by one
+ * One process, one thread: N servers — the real server core (src/core,
+ * through host.c) or, in controller mode and over the disk model, a
+ * stand-in around a bare Raft core — wired to a simulated network,
+ * simulated disks (disk.h) and per-node clocks, all driven by one
  * seeded generator through one event queue ordered by (time, sequence).
  * Nothing reads a real clock or a real random source, so a seed replays the
  * same run exactly; a running hash over every event ("trace hash") proves it.
  *
  * Files: sim.c (world, event loop, faults, phases), net.c (network),
- * node.c (glue between a core, its disk, its state machine and clients),
+ * host.c (the host of the real server core), node.c (a server's life, and
+ * the stand-in's glue between a Raft core, its disk, sm.c and clients),
  * sm.c (state machine + snapshots), client.c (workload + history),
  * check.c (per-step invariants), linearize.c (history checker),
  * waldisk.c (the real WAL over a fault vfs), memdisk.c (disk model),

@@ -6,9 +6,8 @@
  * layers). Everything it needs from the outside world it asks of its host
  * through `struct core_host`; everything the outside world tells it
  * arrives through the inputs below. Two hosts implement it: the libuv
- * shell of `keel server` (node/host.c, node/node.c) and, next, the
- * simulator (docs/simulator.md, "the real server core under the
- * simulator").
+ * shell of `keel server` (node/host.c, node/node.c) and the simulator
+ * (sim/host.c, docs/simulator.md).
  *
  * In the core today (src/core): the ready loop and the peer, storage and
  * tick inputs (drive.c), the state machine (fsm.c), the request tracker
