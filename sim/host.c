@@ -330,14 +330,17 @@ static void host_peer_end(void *ctx, uint64_t to, size_t mark)
 	KEEL_ASSERT(keel_wbuf_ok(&h->frame));
 	const struct raft_msg *m = NULL;
 	struct raft_msg msg;
-	if (h->frame.data[0] == PEER_FRAME_RAFT) {
-		/* Decoded for the rotation nemesis and the trace. */
+	struct sim *s = h->s;
+	bool rotation = s->rot_state == 3 && s->rot_drop_new && s->rot_a == h->n->id;
+	if (h->frame.data[0] == PEER_FRAME_RAFT && (rotation || s->cfg.verbose)) {
+		/* Decoded for the rotation nemesis and the trace (the network
+		 * carries the bytes; the receiver's core decodes them). */
 		enum keel_err err = raft_msg_decode(h->frame.data + 1, h->frame.size - 1, &h->limits,
 						    &msg, h->decode_entries, h->limits.max_entries);
 		KEEL_ASSERT(err == KEEL_OK);
 		m = &msg;
 	}
-	sim_net_send_frame(h->s, h->n->id, to, h->frame.data, h->frame.size, m);
+	sim_net_send_frame(s, h->n->id, to, h->frame.data, h->frame.size, m);
 }
 
 static bool host_peer_connected(void *ctx, uint64_t to)
