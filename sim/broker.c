@@ -528,17 +528,21 @@ bool sim_ctl_settled(struct sim *s, char *why, size_t why_size)
 {
 	struct sim_ctl_world *w = sim_ctlw(s);
 	const struct sim_node *l = NULL;
+	uint64_t last_proposed = 0;
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		const struct sim_node *n = &s->nodes[id];
-		if (n->up && n->ctl.active) {
+		const struct meta_controller *ctl;
+		uint64_t last = 0;
+		if (n->up && sim_node_controller(n, &ctl, &last)) {
 			l = n;
+			last_proposed = last;
 		}
 	}
 	if (l == NULL) {
 		snprintf(why, why_size, "no active controller");
 		return false;
 	}
-	if (l->ctl.last_proposed_index > l->sm.applied) {
+	if (last_proposed > l->sm.applied) {
 		snprintf(why, why_size, "controller on node %llu has batches in flight",
 			 (unsigned long long)l->id);
 		return false;
@@ -555,7 +559,7 @@ bool sim_ctl_settled(struct sim *s, char *why, size_t why_size)
 
 /* ---- setup ---- */
 
-void sim_ctl_world_init(struct sim *s)
+void sim_ctl_world_new(struct sim *s)
 {
 	struct sim_ctl_world *w = calloc(1, sizeof(*w));
 	KEEL_ASSERT(w != NULL);
@@ -573,6 +577,17 @@ void sim_ctl_world_init(struct sim *s)
 	 * broker leading between the two (found with caps of 2-8; see
 	 * docs/simulator.md): the cap stays at or above 64 here. */
 	cfg->max_records_per_batch = (uint32_t)keel_rng_between(&s->rng, 64, 20000);
+}
+
+const struct meta_controller_config *sim_ctl_config(const struct sim *s)
+{
+	return &sim_ctlw(s)->cfg;
+}
+
+void sim_ctl_world_init(struct sim *s)
+{
+	struct sim_ctl_world *w = sim_ctlw(s);
+	const struct meta_controller_config *cfg = &w->cfg;
 	w->heartbeat_ms = (uint64_t)cfg->session_timeout_ms / keel_rng_between(&s->rng, 3, 5);
 	w->request_timeout_ms = keel_rng_between(&s->rng, 2 * timeout_ms(s), 6 * timeout_ms(s));
 	w->broker_faults_on = true;

@@ -92,9 +92,6 @@ void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e
 			 eb.msg);
 		return;
 	}
-	if (s->cfg.verbose && first_apply(s, e->index)) {
-		trace_batch(s, n->sm.image, e->index, &batch);
-	}
 	struct meta_apply_result res;
 	memset(&res, 0, sizeof(res));
 	err = meta_image_apply(n->sm.image, (int64_t)e->index, &batch, NULL, &res);
@@ -110,22 +107,51 @@ void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e
 	    batch.hdr.controller_epoch == c->ctl.controller_epoch) {
 		c->broken = true;
 	}
-	if (first_apply(s, e->index)) {
-		log_append(w, e->index, e->data + 1, e->size - 1);
-		sim_ctl_check_first_apply(s, n, e->index, &res);
-		w->stat_batches++;
-		w->stat_records += batch.count;
-		for (uint32_t i = 0; i < batch.count; i++) {
-			const struct meta_record *r = &batch.records[i];
-			w->stat_registrations += r->type == META_REC_REGISTER_BROKER;
-			w->stat_fences += r->type == META_REC_FENCE_BROKER;
-			if (r->type == META_REC_PARTITION_CHANGE) {
-				w->stat_leader_changes += (r->partition_change.fields & META_PC_LEADER) != 0;
-				w->stat_isr_changes += (r->partition_change.fields & META_PC_ISR) != 0;
-			}
-			w->stat_topics += r->type == META_REC_TOPIC;
-		}
+	sim_ctl_note_applied(s, n, e->index, e->data + 1, e->size - 1, &res);
+}
+
+void sim_ctl_note_applied(struct sim *s, struct sim_node *n, uint64_t index, const uint8_t *data,
+			  size_t size, const struct meta_apply_result *res)
+{
+	struct sim_ctl_world *w = sim_ctlw(s);
+	if (!first_apply(s, index)) {
+		return;
 	}
+	keel_arena_reset(&w->arena);
+	struct meta_batch batch;
+	struct meta_errbuf eb;
+	memset(&eb, 0, sizeof(eb));
+	enum keel_err err = meta_batch_decode(data, size, &w->arena, &batch, &eb);
+	KEEL_ASSERT(err == KEEL_OK); /* the server applied it */
+	if (s->cfg.verbose) {
+		trace_batch(s, n->sm.image, index, &batch);
+	}
+	log_append(w, index, data, size);
+	sim_ctl_check_first_apply(s, n, index, res);
+	w->stat_batches++;
+	w->stat_records += batch.count;
+	for (uint32_t i = 0; i < batch.count; i++) {
+		const struct meta_record *r = &batch.records[i];
+		w->stat_registrations += r->type == META_REC_REGISTER_BROKER;
+		w->stat_fences += r->type == META_REC_FENCE_BROKER;
+		if (r->type == META_REC_PARTITION_CHANGE) {
+			w->stat_leader_changes += (r->partition_change.fields & META_PC_LEADER) != 0;
+			w->stat_isr_changes += (r->partition_change.fields & META_PC_ISR) != 0;
+		}
+		w->stat_topics += r->type == META_REC_TOPIC;
+	}
+}
+
+bool sim_node_controller(const struct sim_node *n, const struct meta_controller **ctl,
+			 uint64_t *last_proposed_index)
+{
+	if (n->host != NULL) {
+		*ctl = sim_host_controller(n, last_proposed_index);
+		return *ctl != NULL;
+	}
+	*ctl = n->ctl.active ? &n->ctl.ctl : NULL;
+	*last_proposed_index = n->ctl.last_proposed_index;
+	return n->ctl.active;
 }
 
 /* ---- replies ---- */
@@ -157,6 +183,17 @@ static void not_controller(struct sim *s, struct sim_node *n, struct sim_ctl_msg
 	m->leader_hint = n->up ? raft_leader(n->r) : 0;
 	sim_ctlw(s)->stat_not_controller++;
 	send_reply(s, n->id, msg_copy(m));
+}
+
+void sim_ctl_release(struct sim *s, struct sim_node *n, struct sim_ctl_msg *reply)
+{
+	if (reply->error == META_ERR_NOT_CONTROLLER) {
+		reply->leader_hint = n->up ? raft_leader(n->r) : 0;
+		sim_ctlw(s)->stat_not_controller++;
+	} else {
+		sim_ctl_check_reply(s, n, reply);
+	}
+	send_reply(s, n->id, reply);
 }
 
 static void release_held(struct sim *s, struct sim_node *n)
@@ -345,14 +382,6 @@ void sim_ctl_image_replaced(struct sim *s, struct sim_node *n)
 
 /* ---- requests ---- */
 
-static void incarnation_id(int32_t broker, uint32_t incarnation, uint8_t out[META_UUID_SIZE])
-{
-	memset(out, 0, META_UUID_SIZE);
-	out[0] = 0xbe;
-	keel_store_be32(out + 4, (uint32_t)broker);
-	keel_store_be32(out + 8, incarnation);
-}
-
 static enum keel_err run_register(struct sim_node *n, int64_t now, struct sim_ctl_msg *m,
 				  struct meta_batch **batch)
 {
@@ -364,7 +393,7 @@ static enum keel_err run_register(struct sim_node *n, int64_t now, struct sim_ct
 		.rack = m->rack[0] != '\0' ? m->rack : NULL,
 		.previous_broker_epoch = m->broker_epoch,
 	};
-	incarnation_id(m->broker, m->incarnation, req.incarnation_id);
+	sim_ctl_incarnation_id(m->broker, m->incarnation, req.incarnation_id);
 	struct meta_broker_registration_response resp;
 	enum keel_err err = meta_controller_register_broker(&n->ctl.ctl, now, &req, &resp, batch);
 	m->error = resp.error;
@@ -469,6 +498,10 @@ void sim_ctl_request(struct sim *s, struct sim_event *ev)
 		return; /* nobody listens: the broker times out */
 	}
 	sim_ctlw(s)->stat_requests++;
+	if (n->host != NULL) {
+		sim_host_ctl_request(s, n, m);
+		return;
+	}
 	sim_ctl_after_apply(s, n);
 	struct sim_node_ctl *c = &n->ctl;
 	struct meta_batch *batch = NULL;

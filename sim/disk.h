@@ -132,6 +132,8 @@ struct sim_wal_params {
 };
 
 void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out);
+/* Raises the segment size (and the largest entry) to at least this. */
+void sim_waldisk_params_at_least(struct sim_wal_params *p, uint64_t segment_size_bytes);
 
 /* The real WAL over a fault vfs of its own, seeded with `seed` (waldisk.c).
  * The per-node parameters (preallocation mode, spares, write buffer,

@@ -44,9 +44,11 @@
 
 #include "base/assert.h"
 #include "base/hash.h"
+#include "core/controller.h"
 #include "core/core.h"
 #include "core/entry.h"
 #include "core/fsm.h"
+#include "sim/ctl_int.h"
 #include "sim/sim.h"
 #include "wal/ready.h"
 #include "wal/writer.h"
@@ -90,6 +92,16 @@ struct sim_host {
 	struct wal_ready_scratch scratch;
 	struct raft_entry *decode_entries; /* for traces and the rotation nemesis */
 	struct raft_msg_limits limits;
+	struct fsm_image_ops image; /* controller mode: the controller glue's */
+	/* Controller mode: requests of brokers given to the controller glue,
+	 * waiting for their answer (ctl_complete). */
+	struct {
+		uint64_t request_id;
+		struct sim_ctl_msg msg;
+	} *ctl_reqs;
+	size_t n_ctl_reqs, cap_ctl_reqs;
+	uint64_t next_request_id;
+	bool ctl_active; /* as of the last process: counts controller starts */
 };
 
 static struct sim_host *host_of(void *ctx)
@@ -424,17 +436,30 @@ static void host_on_session_frame(void *ctx, uint64_t from, uint8_t type, const 
 	no_client("on_session_frame");
 }
 
+/* The controller glue's answer to a broker's request (controller mode). */
 static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
 			      size_t size)
 {
-	(void)ctx, (void)request_id, (void)zk_err, (void)body, (void)size;
-	no_client("ctl_complete");
+	struct sim_host *h = host_of(ctx);
+	for (size_t i = 0; i < h->n_ctl_reqs; i++) {
+		if (h->ctl_reqs[i].request_id != request_id) {
+			continue;
+		}
+		struct sim_ctl_msg *reply = malloc(sizeof(*reply));
+		KEEL_ASSERT(reply != NULL);
+		*reply = h->ctl_reqs[i].msg;
+		h->ctl_reqs[i] = h->ctl_reqs[--h->n_ctl_reqs];
+		sim_ctl_decode_reply(h->s, reply, zk_err, body, size);
+		sim_ctl_release(h->s, h->n, reply);
+		return;
+	}
+	sim_fail(h->s, "node %llu: an answer to controller request %llu nobody asked",
+		 (unsigned long long)h->n->id, (unsigned long long)request_id);
 }
 
 static void host_fire_system(void *ctx, const struct zk_result *res)
 {
-	(void)ctx, (void)res;
-	no_client("fire_system");
+	(void)ctx, (void)res; /* the metadata znodes' watches: no clients watch yet */
 }
 
 /* ---- effects: time, randomness, logs ---- */
@@ -543,6 +568,12 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 	n->sm.applied_term = entry->term;
 	if (entry->type == RAFT_ENTRY_CONFIG) {
 		n->sm.config = h->core.applied_config;
+	}
+	if (applied->kind == FSM_APPLIED_META && h->core.ctl != NULL && !h->core.failed) {
+		struct meta_apply_result res;
+		node_ctl_last_apply(&h->core, &res);
+		sim_ctl_note_applied(h->s, n, entry->index, applied->entry.payload,
+				     applied->entry.payload_size, &res);
 	}
 	sim_check_applied(h->s, n, entry);
 	sim_node_complete_writes(h->s, n, entry,
@@ -655,23 +686,34 @@ static void host_on_snapshot_installed(void *ctx)
 	sim_node_writes_unknown_below(s, n, n->sm.applied);
 }
 
-/* ---- the metadata image section (controller mode runs the stand-in) ---- */
+/* ---- the metadata image section ---- */
 
-static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
+static enum keel_err image_none_save(void *ctx, fsm_write_fn write, void *write_ctx)
 {
 	(void)ctx, (void)write, (void)write_ctx;
-	return KEEL_OK; /* no image: an empty section */
+	return KEEL_OK; /* no controller: an empty section */
 }
 
-static enum keel_err image_load(void *ctx, const uint8_t *data, size_t size, char *err,
-				size_t err_size)
+static enum keel_err image_none_load(void *ctx, const uint8_t *data, size_t size, char *err,
+				     size_t err_size)
 {
 	(void)ctx, (void)data;
 	if (size != 0) {
-		snprintf(err, err_size, "a metadata image in a run without one");
+		snprintf(err, err_size, "a metadata image in a run without a controller");
 		return KEEL_CORRUPT;
 	}
 	return KEEL_OK;
+}
+
+static enum keel_err image_ctl_save(void *ctx, fsm_write_fn write, void *write_ctx)
+{
+	return node_ctl_save_image(ctx, write, write_ctx);
+}
+
+static enum keel_err image_ctl_load(void *ctx, const uint8_t *data, size_t size, char *err,
+				    size_t err_size)
+{
+	return node_ctl_load_image(ctx, data, size, err, err_size);
 }
 
 static const struct core_host_ops host_ops = {
@@ -710,7 +752,27 @@ static const struct core_host_ops host_ops = {
 
 /* ---- lifecycle ---- */
 
-static const struct fsm_image_ops image_ops = {image_save, image_load, NULL};
+/* Controller mode: the controller glue on the core, with the run's
+ * controller configuration. */
+static void ctl_open(struct sim_host *h)
+{
+	const struct meta_controller_config *cfg = sim_ctl_config(h->s);
+	struct node_ctl_options o = {
+		.broker_session_timeout_ms = (uint32_t)cfg->session_timeout_ms,
+		.leader_rebalance_interval_ms = (uint32_t)cfg->rebalance_interval_ms,
+		.max_packet_bytes = 1u << 20,
+		.config = cfg,
+	};
+	char why[256];
+	enum keel_err err = node_ctl_create(&h->core, &o, why, sizeof(why));
+	KEEL_ASSERT(err == KEEL_OK);
+	struct tracker_kind_ops ops = node_ctl_track_ops;
+	ops.ctx = &h->core;
+	tracker_set_kind(&h->core.tracker, TRACK_META, &ops);
+	/* The stand-in's image field shows the glue's committed image to the
+	 * brokers and checkers (read-only; the glue owns it). */
+	h->n->sm.image = (struct meta_image *)node_ctl_image(&h->core);
+}
 
 bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_state *st)
 {
@@ -723,6 +785,11 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 	n->host = h;
 	struct core_host host = {&host_ops, h};
 	core_init(&h->core, n->id, &host, keel_rng_next(&s->rng));
+	if (s->cfg.controller) {
+		h->image = (struct fsm_image_ops){image_ctl_save, image_ctl_load, &h->core};
+	} else {
+		h->image = (struct fsm_image_ops){image_none_save, image_none_load, NULL};
+	}
 	struct zk_config zk;
 	zk_config_default(&zk);
 	struct core_options co = {
@@ -732,16 +799,19 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 		.snapshot_trailing = s->opts.snapshot_trailing_entries,
 		.max_entry_bytes = s->opts.max_entry_bytes,
 		.zk_config = &zk,
-		.image = &image_ops,
+		.image = &h->image,
 		.raft = &s->opts,
 	};
 	char why[256];
 	enum keel_err err = core_open(&h->core, &co, why, sizeof(why));
 	KEEL_ASSERT(err == KEEL_OK);
+	memset(&n->sm, 0, sizeof(n->sm));
+	if (s->cfg.controller) {
+		ctl_open(h);
+	}
 	raft_options_msg_limits(&h->core.raft_opts, &h->limits);
 	h->decode_entries = calloc(h->limits.max_entries, sizeof(*h->decode_entries));
 	KEEL_ASSERT(h->decode_entries != NULL);
-	memset(&n->sm, 0, sizeof(n->sm));
 	if (st->has_snapshot) {
 		if (load_payload(h, st->snapshot_payload, (size_t)st->snapshot_payload_size) !=
 		    KEEL_OK) {
@@ -772,9 +842,12 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 	return true;
 }
 
-void sim_host_tick(struct sim_node *n, uint64_t local)
+void sim_host_tick(struct sim *s, struct sim_node *n, uint64_t local)
 {
 	core_tick(&n->host->core, local);
+	if (n->host->core.ctl != NULL) {
+		sim_ctl_check_working(s, n);
+	}
 }
 
 /* A disk completion: the writer writes and syncs everything queued as one
@@ -821,6 +894,11 @@ void sim_host_process(struct sim *s, struct sim_node *n)
 		return;
 	}
 	sim_node_note_role(s, n, raft_role(n->r), raft_leader(n->r), raft_term(n->r));
+	if (h->core.ctl != NULL) {
+		bool active = node_ctl_active(&h->core);
+		sim_ctlw(s)->stat_controllers += active && !h->ctl_active;
+		h->ctl_active = active;
+	}
 	if (n->stop_pending) {
 		sim_node_stop_after_failure(s, n);
 		return;
@@ -835,7 +913,12 @@ void sim_host_close(struct sim_node *n)
 		return;
 	}
 	core_stop(&h->core);
+	if (h->core.ctl != NULL) {
+		node_ctl_destroy(&h->core);
+		n->sm.image = NULL;
+	}
 	core_close(&h->core);
+	free(h->ctl_reqs);
 	while (h->head != NULL) {
 		struct host_batch *b = h->head;
 		h->head = b->next;
@@ -957,5 +1040,42 @@ bool sim_host_read(struct sim *s, struct sim_node *n, size_t op)
 
 uint64_t sim_host_state_hash(const struct sim_node *n)
 {
-	return zk_state_hash(fsm_zk(n->host->core.fsm));
+	uint64_t hash = zk_state_hash(fsm_zk(n->host->core.fsm));
+	if (n->host->core.ctl != NULL) {
+		hash = keel_hash_u64(hash ^ meta_image_hash(node_ctl_image(&n->host->core)));
+	}
+	return hash;
+}
+
+/* ---- controller mode ---- */
+
+void sim_host_ctl_request(struct sim *s, struct sim_node *n, const struct sim_ctl_msg *m)
+{
+	struct sim_host *h = n->host;
+	if (h->n_ctl_reqs == h->cap_ctl_reqs) {
+		h->cap_ctl_reqs = h->cap_ctl_reqs == 0 ? 16 : 2 * h->cap_ctl_reqs;
+		h->ctl_reqs = realloc(h->ctl_reqs, h->cap_ctl_reqs * sizeof(*h->ctl_reqs));
+		KEEL_ASSERT(h->ctl_reqs != NULL);
+	}
+	uint64_t request_id = ++h->next_request_id;
+	h->ctl_reqs[h->n_ctl_reqs].request_id = request_id;
+	h->ctl_reqs[h->n_ctl_reqs].msg = *m;
+	h->n_ctl_reqs++;
+	struct keel_wbuf body;
+	keel_wbuf_init_dynamic(&body, 256, 1u << 20);
+	int32_t opcode = 0;
+	sim_ctl_encode_request(m, &body, &opcode);
+	node_ctl_submit(&h->core, request_id, opcode, body.data, body.size);
+	keel_wbuf_free(&body);
+	sim_host_process(s, n);
+}
+
+const struct meta_controller *sim_host_controller(const struct sim_node *n,
+						  uint64_t *last_proposed_index)
+{
+	*last_proposed_index = 0;
+	if (n->host == NULL || n->host->core.ctl == NULL) {
+		return NULL;
+	}
+	return node_ctl_controller(&n->host->core, last_proposed_index);
 }

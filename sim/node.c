@@ -186,7 +186,7 @@ static void started(struct sim *s, struct sim_node *n, uint64_t snapshot_index)
 	n->n_submitted = 0;
 	n->last_local = sim_local_time(s, n);
 	if (n->host != NULL) {
-		sim_host_tick(n, n->last_local);
+		sim_host_tick(s, n, n->last_local);
 	} else {
 		raft_tick(n->r, n->last_local);
 	}
@@ -634,7 +634,7 @@ void sim_node_tick(struct sim *s, struct sim_node *n)
 	}
 	n->last_local = local;
 	if (n->host != NULL) {
-		sim_host_tick(n, local);
+		sim_host_tick(s, n, local);
 	} else {
 		raft_tick(n->r, local);
 		sim_ctl_tick(s, n);

@@ -495,7 +495,7 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 {
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
-	s->core_mode = !cfg->controller && cfg->disk == SIM_DISK_WAL;
+	s->core_mode = cfg->disk == SIM_DISK_WAL;
 	keel_rng_seed(&s->rng, cfg->seed);
 	s->trace_hash = keel_hash_u64(cfg->seed);
 	s->n_slots = cfg->nodes + 2; /* two spares that may join */
@@ -526,6 +526,15 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	o->max_outbox_msgs = 1024;
 	s->snapshot_pad = keel_rng_between(&s->rng, 100, 1500);
 	sim_waldisk_params(&s->rng, &s->wal_params);
+	if (cfg->controller && s->core_mode) {
+		/* The controller glue builds each batch in a buffer of at least
+		 * 4 KiB bounded by the largest entry. */
+		sim_waldisk_params_at_least(&s->wal_params, 8u << 10);
+		/* Its snapshots hold the metadata image and its ZooKeeper view
+		 * (kilobytes): chunks of 64 bytes made a lagging server's catch-up
+		 * outlast the liveness deadline. */
+		o->snapshot_chunk_bytes *= 8;
+	}
 	if (cfg->disk == SIM_DISK_WAL) {
 		o->max_entry_bytes = s->wal_params.max_entry_bytes;
 	}
@@ -545,6 +554,9 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 							 : (uint32_t)keel_rng_below(&s->rng, 300);
 
 	sim_check_init(s);
+	if (cfg->controller) {
+		sim_ctl_world_new(s);
+	}
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		sim_add_server(s, id, id <= cfg->nodes);
 	}

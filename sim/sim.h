@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/buf.h"
 #include "base/rng.h"
 #include "meta/controller.h"
 #include "meta/follower.h"
@@ -421,7 +422,7 @@ struct sim_disk_state;
 bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_state *st);
 void sim_host_close(struct sim_node *n);
 void sim_host_process(struct sim *s, struct sim_node *n);
-void sim_host_tick(struct sim_node *n, uint64_t local);
+void sim_host_tick(struct sim *s, struct sim_node *n, uint64_t local);
 void sim_host_disk_done(struct sim *s, struct sim_node *n);
 void sim_host_deliver(struct sim *s, struct sim_node *n, uint64_t from, const uint8_t *bytes,
 		      size_t size);
@@ -492,6 +493,10 @@ struct sim_ctl_msg {
 /* Global state of controller mode (broker.c allocates it). */
 struct sim_ctl_world;
 
+/* Draws the controller configuration (before the servers start: the
+ * controller glue on each takes it), then the brokers and the admin. */
+void sim_ctl_world_new(struct sim *s);
+const struct meta_controller_config *sim_ctl_config(const struct sim *s);
 void sim_ctl_world_init(struct sim *s);
 void sim_ctl_world_free(struct sim *s);
 /* ctl.c: apply a metadata entry on node n (sm.c calls it). */
@@ -514,6 +519,26 @@ void sim_ctl_heal(struct sim *s);
  * every partition led with a full ISR); fills why otherwise. */
 bool sim_ctl_settled(struct sim *s, char *why, size_t why_size);
 void sim_ctl_report(const struct sim *s, char *out, size_t size);
+/* ctl.c: a metadata batch (envelope or tag removed) applied on n with
+ * `res`: at its first apply anywhere, it joins the committed metadata log
+ * the brokers follow and is checked (sim_ctl_check_first_apply). */
+void sim_ctl_note_applied(struct sim *s, struct sim_node *n, uint64_t index, const uint8_t *data,
+			  size_t size, const struct meta_apply_result *res);
+/* ctl.c: whether n runs the active controller (*ctl, and the index of its
+ * last proposal). */
+bool sim_node_controller(const struct sim_node *n, const struct meta_controller **ctl,
+			 uint64_t *last_proposed_index);
+/* ctl.c: a reply the server core released (owned): checked, then sent. */
+void sim_ctl_release(struct sim *s, struct sim_node *n, struct sim_ctl_msg *reply);
+/* ctl_wire.c: a request as the keel extension's body, and a reply's body
+ * into the message's reply fields. */
+void sim_ctl_encode_request(const struct sim_ctl_msg *m, struct keel_wbuf *w, int32_t *opcode);
+void sim_ctl_decode_reply(struct sim *s, struct sim_ctl_msg *m, int32_t zk_err,
+			  const uint8_t *body, size_t size);
+/* host.c: controller mode on the real core. */
+void sim_host_ctl_request(struct sim *s, struct sim_node *n, const struct sim_ctl_msg *m);
+const struct meta_controller *sim_host_controller(const struct sim_node *n,
+						  uint64_t *last_proposed_index);
 /* ctl_check.c: the first apply of a metadata batch anywhere (log order):
  * image invariants, epoch history, ignored records. */
 void sim_ctl_check_first_apply(struct sim *s, struct sim_node *n, uint64_t index,

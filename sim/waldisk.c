@@ -1029,14 +1029,26 @@ static const struct sim_disk_ops waldisk_ops = {
 	.close = wd_close,
 };
 
-void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out)
+static void set_segment_size(struct sim_wal_params *out, uint64_t segment_size_bytes)
 {
-	out->segment_size_bytes =
-		(uint64_t)segment_sizes_kib[keel_rng_below(rng, KEEL_ARRAY_SIZE(segment_sizes_kib))]
-		<< 10;
+	out->segment_size_bytes = segment_size_bytes;
 	/* Room for one record of the largest entry in a segment. */
 	out->max_entry_bytes = (uint32_t)(out->segment_size_bytes - WAL_SEGMENT_HEADER_SIZE -
 					  WAL_RECORD_HEADER_SIZE - WAL_RECORD_ALIGN);
+}
+
+void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out)
+{
+	set_segment_size(out, (uint64_t)segment_sizes_kib[keel_rng_below(
+					  rng, KEEL_ARRAY_SIZE(segment_sizes_kib))]
+				      << 10);
+}
+
+void sim_waldisk_params_at_least(struct sim_wal_params *p, uint64_t segment_size_bytes)
+{
+	if (p->segment_size_bytes < segment_size_bytes) {
+		set_segment_size(p, segment_size_bytes);
+	}
 }
 
 struct sim_disk *sim_waldisk_new(uint64_t seed, const struct sim_wal_params *params)
