@@ -183,7 +183,8 @@ void sim_ctl_decode_reply(struct sim *s, struct sim_ctl_msg *m, int32_t zk_err,
 	}
 	keel_arena_reset(&w->arena);
 	if (!decode_body(m, body, size, &w->arena)) {
-		sim_fail(s, "controller request of broker %d: the reply does not decode",
-			 m->broker);
+		sim_fail(s, "controller request (api %u) of broker %d: the reply (%zu bytes) does "
+			    "not decode",
+			 m->api, m->broker, size);
 	}
 }

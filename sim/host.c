@@ -100,7 +100,6 @@ struct sim_host {
 		struct sim_ctl_msg msg;
 	} *ctl_reqs;
 	size_t n_ctl_reqs, cap_ctl_reqs;
-	uint64_t next_request_id;
 	bool ctl_active; /* as of the last process: counts controller starts */
 };
 
@@ -1057,7 +1056,10 @@ void sim_host_ctl_request(struct sim *s, struct sim_node *n, const struct sim_ct
 		h->ctl_reqs = realloc(h->ctl_reqs, h->cap_ctl_reqs * sizeof(*h->ctl_reqs));
 		KEEL_ASSERT(h->ctl_reqs != NULL);
 	}
-	uint64_t request_id = ++h->next_request_id;
+	/* From the tracker, as the server's clients get theirs: ids start at a
+	 * seeded random point per process life, so a late answer to a request
+	 * of an earlier life never matches a new one. */
+	uint64_t request_id = tracker_next_id(&h->core.tracker);
 	h->ctl_reqs[h->n_ctl_reqs].request_id = request_id;
 	h->ctl_reqs[h->n_ctl_reqs].msg = *m;
 	h->n_ctl_reqs++;

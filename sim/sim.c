@@ -296,7 +296,7 @@ static void fault_event(struct sim *s)
 		id = l->id;
 	}
 	struct sim_node *n = &s->nodes[id];
-	if (s->cfg.disk == SIM_DISK_WAL && keel_rng_chance(&s->rng, 1, 6)) {
+	if (keel_rng_chance(&s->rng, 1, 6)) {
 		fault_disk(s, n);
 	} else if (kind < 22) {
 		sim_net_partition(s, id);
@@ -487,7 +487,6 @@ void sim_add_server(struct sim *s, uint64_t id, bool member_of_initial)
 	n->snapshot_every = keel_rng_between(&s->rng, 15, 80);
 	n->fsync_min_ms = 1;
 	n->fsync_max_ms = 12;
-	keel_rng_seed(&n->ctl.rng, keel_rng_next(&s->rng));
 	sim_node_boot(s, n, member_of_initial);
 }
 
@@ -495,7 +494,6 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 {
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
-	s->core_mode = cfg->disk == SIM_DISK_WAL;
 	keel_rng_seed(&s->rng, cfg->seed);
 	s->trace_hash = keel_hash_u64(cfg->seed);
 	s->n_slots = cfg->nodes + 2; /* two spares that may join */
@@ -526,7 +524,7 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	o->max_outbox_msgs = 1024;
 	s->snapshot_pad = keel_rng_between(&s->rng, 100, 1500);
 	sim_waldisk_params(&s->rng, &s->wal_params);
-	if (cfg->controller && s->core_mode) {
+	if (cfg->controller) {
 		/* The controller glue builds each batch in a buffer of at least
 		 * 4 KiB bounded by the largest entry. */
 		sim_waldisk_params_at_least(&s->wal_params, 8u << 10);
@@ -535,9 +533,7 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 		 * outlast the liveness deadline. */
 		o->snapshot_chunk_bytes *= 8;
 	}
-	if (cfg->disk == SIM_DISK_WAL) {
-		o->max_entry_bytes = s->wal_params.max_entry_bytes;
-	}
+	o->max_entry_bytes = s->wal_params.max_entry_bytes;
 	if (cfg->controller) {
 		/* A metadata batch must fit the uncommitted window. */
 		o->max_uncommitted_bytes = KEEL_MAX(o->max_uncommitted_bytes, 32u << 10);
@@ -576,7 +572,6 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 static void teardown(struct sim *s)
 {
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
-		sim_ctl_on_node_down(s, &s->nodes[id]);
 		sim_node_free(&s->nodes[id]);
 	}
 	sim_ctl_world_free(s);
@@ -879,9 +874,8 @@ static void report(const struct sim *s)
 		}
 		printf("FAIL seed=%llu nodes=%u steps=%llu\n", (unsigned long long)s->cfg.seed,
 		       s->cfg.nodes, (unsigned long long)s->cfg.steps);
-		printf("replay: keel-sim --seed %llu --nodes %u --steps %llu%s%s --verbose\n",
+		printf("replay: keel-sim --seed %llu --nodes %u --steps %llu%s --verbose\n",
 		       (unsigned long long)s->cfg.seed, s->cfg.nodes, (unsigned long long)s->cfg.steps,
-		       s->cfg.disk == SIM_DISK_MODEL ? " --disk sim" : "",
 		       s->cfg.controller ? " --controller" : "");
 		return;
 	}
@@ -909,7 +903,7 @@ static void report(const struct sim *s)
 	       (unsigned long long)s->stat_pauses, (unsigned long long)s->stat_member_changes,
 	       (unsigned long long)s->stat_transfers, (unsigned long long)s->stat_snapshots,
 	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->net.sent,
-	       s->cfg.disk == SIM_DISK_WAL ? "wal" : "sim", (unsigned long long)d.segment_rolls,
+	       "wal", (unsigned long long)d.segment_rolls,
 	       (unsigned long long)d.segments_reused, (unsigned long long)d.compactions,
 	       (unsigned long long)d.repairs_at_start, (unsigned long long)s->stat_disk_faults, (unsigned long long)s->stat_storage_stops,
 	       (unsigned long long)s->stat_refusals, (unsigned long long)s->stat_repairs, ctl);

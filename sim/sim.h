@@ -2,21 +2,19 @@
  * sim.h — the deterministic cluster simulator (keel-sim).
  *
  * One process, one thread: N servers — the real server core (src/core,
- * through host.c) or, in controller mode and over the disk model, a
- * stand-in around a bare Raft core — wired to a simulated network,
+ * through host.c) — wired to a simulated network, the real WAL over
  * simulated disks (disk.h) and per-node clocks, all driven by one
  * seeded generator through one event queue ordered by (time, sequence).
  * Nothing reads a real clock or a real random source, so a seed replays the
  * same run exactly; a running hash over every event ("trace hash") proves it.
  *
  * Files: sim.c (world, event loop, faults, phases), net.c (network),
- * host.c (the host of the real server core), node.c (a server's life, and
- * the stand-in's glue between a Raft core, its disk, sm.c and clients),
- * sm.c (state machine + snapshots), client.c (workload + history),
+ * host.c (the host of the real server core), node.c (a server's life),
+ * client.c (workload + history),
  * check.c (per-step invariants), linearize.c (history checker),
- * waldisk.c (the real WAL over a fault vfs), memdisk.c (disk model),
- * repair.c (servers whose storage refuses to start), ctl.c (controller
- * mode: the meta controller on the Raft leader), broker.c (simulated
+ * waldisk.c (the real WAL over a fault vfs), repair.c (servers whose
+ * storage refuses to start), ctl.c + ctl_wire.c (controller mode: the
+ * brokers' requests to the real controller glue), broker.c (simulated
  * brokers and the admin client), ctl_check.c (controller invariants),
  * main.c (CLI). docs/simulator.md describes the whole.
  */
@@ -41,42 +39,17 @@
 #define SIM_MAX_CLIENTS 8
 #define SIM_TIME_INF UINT64_MAX
 
-/* ---- state machine (sm.c) ---- */
-
+/* What a server's core has applied, as the workload and checkers see it
+ * (host.c keeps it current). */
 struct sim_sm {
-	uint64_t values[SIM_KEYS];
 	uint64_t applied;
 	uint64_t applied_term;
-	struct raft_config config; /* in force at `applied` */
-	struct meta_image *image;  /* controller mode only (owned) */
-	uint64_t image_hash;       /* meta_image_hash(image), kept current */
+	struct raft_config config;       /* in force at `applied` */
+	const struct meta_image *image;  /* controller mode: the glue's (not owned) */
 };
-
-/* First byte of an entry that carries a metadata record batch. */
-#define SIM_META_TAG 0x4d
-
-/* A write encoded as an entry's data. */
-struct sim_op_data {
-	uint64_t op_id; /* unique per write */
-	uint32_t key;
-	uint64_t value;
-};
-#define SIM_OP_BYTES (1 + 8 + 4 + 8)
 
 struct sim;
 struct sim_node;
-
-/* Empties the state (an image in controller mode); keeps its memory. */
-void sim_sm_reset(struct sim *s, struct sim_sm *sm);
-void sim_sm_free(struct sim_sm *sm);
-/* Applies one committed entry (any type) of node n; asserts order. */
-void sim_sm_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e);
-uint64_t sim_sm_hash(const struct sim_sm *sm);
-void sim_op_encode(const struct sim_op_data *op, uint8_t out[SIM_OP_BYTES]);
-bool sim_op_decode(const uint8_t *data, size_t size, struct sim_op_data *op);
-/* Snapshot bytes (malloc'd) of the state, padded to the run's size. */
-uint8_t *sim_sm_snapshot(struct sim *s, const struct sim_sm *sm, size_t *size);
-bool sim_sm_load(struct sim *s, struct sim_sm *sm, const uint8_t *bytes, size_t size);
 
 /* ---- network (net.c) ---- */
 
@@ -150,27 +123,6 @@ struct sim_submitted {
 	struct raft_snapshot_meta meta;
 };
 
-/* A reply of the controller held until the batches before it are applied
- * on its server (ctl.c). */
-struct sim_held_reply {
-	uint64_t wait_index;
-	struct sim_ctl_msg *msg; /* owned */
-};
-
-/* The controller side of a server (ctl.c). */
-struct sim_node_ctl {
-	bool active;
-	bool broken; /* the log ignored records of one of its batches */
-	struct meta_controller ctl;
-	struct keel_rng rng; /* topic ids */
-	uint64_t last_proposed_index;
-	uint64_t rebuild_index; /* start again only once applied >= this */
-	uint64_t next_tick_local;
-	struct sim_held_reply *held;
-	size_t n_held;
-	size_t cap_held;
-};
-
 struct sim_node {
 	uint64_t id;
 	bool exists;   /* a server process slot (member or spare) */
@@ -189,7 +141,6 @@ struct sim_node {
 	uint64_t last_local;  /* last local time given to the core */
 	uint64_t incarnation;
 	struct sim_sm sm;
-	struct sim_node_ctl ctl;
 	/* writes and reads of clients waiting on this node */
 	struct sim_pending_write *writes;
 	size_t n_writes;
@@ -203,8 +154,6 @@ struct sim_node {
 	uint64_t disk_busy_until; /* FIFO: completions never reorder */
 	uint64_t fsync_min_ms;    /* latency of one batch */
 	uint64_t fsync_max_ms;
-	uint64_t synced_batches;  /* ACK_BEFORE_PERSIST: reported early */
-	uint64_t reported_batches;
 	uint64_t snapshot_every;
 	uint64_t last_snapshot_index;
 	/* checker bookkeeping */
@@ -250,17 +199,12 @@ struct sim_event {
 	struct sim_packet pkt;
 };
 
-enum sim_disk_kind {
-	SIM_DISK_WAL = 0,   /* the real WAL over the fault vfs (default) */
-	SIM_DISK_MODEL = 1, /* the in-memory model (memdisk.c) */
-};
 
 struct sim_config {
 	uint64_t seed;
 	uint32_t nodes;   /* initial voters: 3 or 5 */
 	uint64_t steps;   /* events in the fault phase */
 	bool verbose;
-	uint8_t disk;     /* enum sim_disk_kind */
 	bool controller;  /* the state machine carries the metadata image */
 };
 
@@ -272,10 +216,6 @@ struct sim_trace_line {
 
 struct sim {
 	struct sim_config cfg;
-	/* Servers run the real server core (host.c) over the real WAL writer;
-	 * false: the stand-in server (node.c, sm.c, ctl.c) of controller mode
-	 * and of the disk model. */
-	bool core_mode;
 	struct keel_rng rng;
 	uint64_t now;      /* simulated ms */
 	uint64_t seq;      /* event sequence, also history time */
@@ -499,14 +439,6 @@ void sim_ctl_world_new(struct sim *s);
 const struct meta_controller_config *sim_ctl_config(const struct sim *s);
 void sim_ctl_world_init(struct sim *s);
 void sim_ctl_world_free(struct sim *s);
-/* ctl.c: apply a metadata entry on node n (sm.c calls it). */
-void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e);
-/* ctl.c: after each ready of node n: start/stop the controller, release
- * held replies. Safe to call in any mode. */
-void sim_ctl_after_apply(struct sim *s, struct sim_node *n);
-void sim_ctl_tick(struct sim *s, struct sim_node *n);
-void sim_ctl_on_node_down(struct sim *s, struct sim_node *n);
-void sim_ctl_image_replaced(struct sim *s, struct sim_node *n);
 void sim_ctl_request(struct sim *s, struct sim_event *ev);
 /* broker.c */
 void sim_ctl_reply(struct sim *s, struct sim_event *ev);
