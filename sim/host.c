@@ -21,6 +21,8 @@
  *                  files; the server's own snapshots are the fsm's stream
  *                  (fsm_snapshot_write) saved like the snapshotter does,
  *                  then raft_snapshot_taken and a compaction batch;
+ *   ctl_complete   controller mode: the controller glue's answer to a
+ *                  broker's request (handed in with node_ctl_submit);
  *   client_*       not used yet (the ZooKeeper client part of the core
  *                  comes next): each stub fails the run loudly.
  *
