@@ -233,7 +233,12 @@ static int16_t produce_one(struct broker_core *core, struct kafka_str topic, int
 		return code;
 	}
 	if (acks == -1 && p->isr_count < p->min_isr) {
-		return KAFKA_NOT_ENOUGH_REPLICAS; /* Kafka's check, before the append */
+		/* Kafka's check, before the append (and before the duplicate
+		 * check: a retry is refused too, and retried again later). */
+		if (pp->records.data != NULL && pp->records.size > 0) {
+			broker_idem_refused(p, pp->records.data, (size_t)pp->records.size);
+		}
+		return KAFKA_NOT_ENOUGH_REPLICAS;
 	}
 	if (pp->records.data == NULL || pp->records.size <= 0) {
 		return KAFKA_CORRUPT_MESSAGE;

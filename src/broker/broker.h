@@ -148,6 +148,7 @@ struct broker_core {
 	int64_t producer_id_next;
 	int64_t producer_id_end;
 	uint64_t duplicates; /* retried batches answered with their first offsets */
+	uint64_t refused_after; /* batches refused like the refused one before them */
 	struct broker_groups *groups; /* consumer groups (groups.h) */
 	/* Replication (replica.c). Time comes in through broker_core_set_time. */
 	int64_t now_ms;
@@ -404,6 +405,12 @@ int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, 
  * the answer must wait for the next sync (the original is not durable yet,
  * or, for_isr (acks=all), the high watermark does not cover it yet; p is
  * marked dirty, and the produce then waits for the ISR as any does). */
+/* A produce to leader p refused before the append for too few in-sync
+ * replicas: an idempotent producer's batch that was next in sequence is
+ * marked, so that the batches in flight behind it get the same answer
+ * (plog/producer.h). */
+void broker_idem_refused(struct broker_partition *p, const uint8_t *data, size_t size);
+
 bool broker_idem_duplicate_waits(struct broker_core *core, struct broker_partition *p,
                                  const struct broker_idem *idem, bool for_isr);
 /* After a successful plog_append. */
