@@ -401,16 +401,15 @@ struct broker_idem {
  * to answer broker_idem_duplicate's offset without appending). */
 int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
                           size_t size, struct broker_idem *idem);
+/* A produce to leader p refused before the append for too few in-sync
+ * replicas: an idempotent producer's batch that was next in sequence is
+ * marked, so that the batches in flight behind it get the same answer
+ * (plog/producer.h; broker_idem_check then answers NOT_ENOUGH_REPLICAS). */
+void broker_idem_refused(struct broker_partition *p, const uint8_t *data, size_t size);
 /* For a duplicate (answered with idem->duplicate.first_offset): true when
  * the answer must wait for the next sync (the original is not durable yet,
  * or, for_isr (acks=all), the high watermark does not cover it yet; p is
  * marked dirty, and the produce then waits for the ISR as any does). */
-/* A produce to leader p refused before the append for too few in-sync
- * replicas: an idempotent producer's batch that was next in sequence is
- * marked, so that the batches in flight behind it get the same answer
- * (plog/producer.h). */
-void broker_idem_refused(struct broker_partition *p, const uint8_t *data, size_t size);
-
 bool broker_idem_duplicate_waits(struct broker_core *core, struct broker_partition *p,
                                  const struct broker_idem *idem, bool for_isr);
 /* After a successful plog_append. */
