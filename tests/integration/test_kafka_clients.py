@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from kbrokers import KCAT, kcat, running_brokers
+from kafka_fixture import KCAT, kcat, running_brokers
 from test_controller import describe_topic, keel, wait_active, wait_partitions
 
 

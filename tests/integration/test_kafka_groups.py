@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from harness import Cluster
-from kbrokers import running_brokers
+from kafka_fixture import running_brokers
 from test_controller import SERVER_ARGS, Broker, describe_topic, keel, wait_active
 from test_kafka_clients import KCAT, create
 

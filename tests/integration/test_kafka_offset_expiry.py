@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from kbrokers import running_brokers
+from kafka_fixture import running_brokers
 from test_controller import keel, wait_active
 from test_kafka_clients import create
 from test_kafka_groups import committed, consumer, coordinator_of, poll_until, produce

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from harness import KEEL, Cluster, make_secret
-from kbrokers import running_brokers
+from kafka_fixture import running_brokers
 from test_controller import SERVER_ARGS, Broker, keel, wait_active, wait_partitions
 from test_kafka_clients import closed, read_frame, request
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from kbrokers import running_brokers
+from kafka_fixture import running_brokers
 from test_controller import keel, wait_partitions
 from test_tls import Pki
 
