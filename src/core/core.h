@@ -100,7 +100,6 @@
 #include "core/tracker.h"
 #include "raft/raft.h"
 
-struct node_client; /* a client connection: the host's, opaque here */
 struct node_fsm;
 struct node_core;
 struct zk_server;
@@ -144,6 +143,7 @@ enum core_log_level {
 };
 
 struct zk_result;
+struct zk_ids;
 
 struct core_host_ops {
 	enum keel_err (*persist)(void *ctx, const struct raft_ready *rd);
@@ -152,17 +152,13 @@ struct core_host_ops {
 	void (*peer_end)(void *ctx, uint64_t to, size_t mark);
 	bool (*peer_connected)(void *ctx, uint64_t to);
 
-	struct keel_wbuf *(*client_begin)(void *ctx, struct node_client *c, size_t *mark);
-	void (*client_end)(void *ctx, struct node_client *c, size_t mark);
-	void (*client_send)(void *ctx, struct node_client *c, const void *payload, size_t size);
-	void (*client_pause)(void *ctx, struct node_client *c, bool paused);
-	void (*client_close)(void *ctx, struct node_client *c, enum keel_err reason, bool flush);
-	bool (*client_paused)(void *ctx, const struct node_client *c);
-	/* "HOST:PORT" of the client, valid while the connection is. */
-	const char *(*client_peer_addr)(void *ctx, const struct node_client *c);
-	/* Optional: the subject DN of the certificate the client proved on a
-	 * TLS port (net_conn_tls_subject); false when none. */
-	bool (*client_tls_subject)(void *ctx, const struct node_client *c, char *buf, size_t size);
+	/* A client connection is named by the host's id (never 0). */
+	struct keel_wbuf *(*client_begin)(void *ctx, uint64_t conn, size_t *mark);
+	void (*client_end)(void *ctx, uint64_t conn, size_t mark);
+	void (*client_send)(void *ctx, uint64_t conn, const void *payload, size_t size);
+	void (*client_pause)(void *ctx, uint64_t conn, bool paused);
+	void (*client_close)(void *ctx, uint64_t conn, enum keel_err reason, bool flush);
+	bool (*client_paused)(void *ctx, uint64_t conn);
 
 	uint64_t (*now_ms)(void *ctx);
 	int64_t (*wall_ms)(void *ctx);
@@ -184,31 +180,36 @@ struct core_host_ops {
 	/* The core cannot go on (c->failed): stop the server. */
 	void (*on_failed)(void *ctx);
 
-	/* The server parts the ready loop notifies that have not moved into
-	 * the core yet: the ZooKeeper clients, the controller glue, the admin
-	 * operations and the snapshotter (node/). Each becomes a direct call
-	 * when its part moves in (docs/simulator.md). Called from inside
-	 * core_drive (on_applied, on_reads, on_leader_change: between ready
-	 * and advance, so they must not call Raft; after_apply: after
-	 * advance), core_on_durable, core_on_peer_frame and core_tick. */
-	void (*on_applied)(void *ctx, const struct raft_entry *entry,
-	                   const struct fsm_applied *applied);
-	void (*on_reads)(void *ctx, const struct raft_read_result *reads, size_t count);
+	/* The address book changed (a NODE_ENTRY_CLUSTER entry applied):
+	 * the host updates its peer links. */
+	void (*book_changed)(void *ctx);
+	/* Entries were applied (after raft_advance): the host may start a
+	 * snapshot of the state (it forks: node/snapshot.c). */
+	void (*maybe_snapshot)(void *ctx);
+	/* The ZooKeeper session credential (addauth "keel"): true when
+	 * `proof` is the cluster secret's proof for (session_id, passwd).
+	 * The secret and its HMAC stay in the host. */
+	bool (*session_proof_ok)(void *ctx, uint64_t session_id, const uint8_t passwd[16],
+	                         const uint8_t *proof, size_t size);
+
+	/* Parts still in the shell (transitional, docs/simulator.md):
+	 *   feed_serve, feed_applied  the change feed (node/feed.c): a feed
+	 *       request of connection `conn` at its turn (`ids` stay valid
+	 *       until the connection's close), and every applied ZooKeeper
+	 *       txn, after its watches fired;
+	 *   member_change, on_request(TRACK_ADMIN), on_leader_change, tick
+	 *       the admin operations (node/admin.c); member_change runs one
+	 *       step of a ZooKeeper reconfig, which ends with
+	 *       zk_clients_reconfig_step_done(). */
+	void (*feed_serve)(void *ctx, uint64_t conn, const struct zk_ids *ids, int32_t xid,
+	                   const uint8_t *body, size_t size);
+	void (*feed_applied)(void *ctx, const struct zk_result *res);
+	void (*member_change)(void *ctx, uint64_t zk_request_id, uint8_t change, uint64_t id,
+	                      const char *peer_addr, const char *zk_tail);
 	void (*on_leader_change)(void *ctx, uint64_t old_leader, uint64_t new_leader);
-	void (*after_apply)(void *ctx);
-	void (*on_snapshot_installed)(void *ctx);
 	void (*on_request)(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
 	                   const uint8_t *body, size_t size);
-	/* PEER_FRAME_SESSION_TOUCH and PEER_FRAME_SESSION_MOVED (`type`). */
-	void (*on_session_frame)(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-	                         size_t size);
 	void (*tick)(void *ctx, uint64_t now_ms);
-	/* From the controller (core/controller.c) to the ZooKeeper clients:
-	 * the answer to a client's controller request (exactly once), and the
-	 * watches fired by the metadata znodes it wrote in an apply. */
-	void (*ctl_complete)(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
-	                     size_t size);
-	void (*fire_system)(void *ctx, const struct zk_result *res);
 };
 
 struct core_host {
@@ -361,17 +362,12 @@ struct keel_wbuf *core_peer_begin(struct node_core *c, uint64_t to, uint8_t type
 void core_peer_end(struct node_core *c, uint64_t to, size_t mark);
 bool core_peer_connected(struct node_core *c, uint64_t to);
 enum keel_err core_random(struct node_core *c, void *buf, size_t size);
-struct keel_wbuf *core_client_begin(struct node_core *c, struct node_client *conn, size_t *mark);
-void core_client_end(struct node_core *c, struct node_client *conn, size_t mark);
-void core_client_send(struct node_core *c, struct node_client *conn, const void *payload,
-                      size_t size);
-void core_client_pause(struct node_core *c, struct node_client *conn, bool paused);
-void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason,
-                       bool flush);
-bool core_client_paused(const struct node_core *c, const struct node_client *conn);
-const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn);
-bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
-			     size_t size);
+struct keel_wbuf *core_client_begin(struct node_core *c, uint64_t conn, size_t *mark);
+void core_client_end(struct node_core *c, uint64_t conn, size_t mark);
+void core_client_send(struct node_core *c, uint64_t conn, const void *payload, size_t size);
+void core_client_pause(struct node_core *c, uint64_t conn, bool paused);
+void core_client_close(struct node_core *c, uint64_t conn, enum keel_err reason, bool flush);
+bool core_client_paused(const struct node_core *c, uint64_t conn);
 
 /* ---- inputs ---- */
 
@@ -393,11 +389,6 @@ void core_tick(struct node_core *c, uint64_t now_ms);
 void core_stop(struct node_core *c);
 
 /* ---- requests of the parts ---- */
-
-/* The parts callbacks above, for the core's own files. */
-void core_ctl_complete(struct node_core *c, uint64_t request_id, int32_t zk_err,
-                       const uint8_t *body, size_t size);
-void core_fire_system(struct node_core *c, const struct zk_result *res);
 
 /* Proposes `data` (an encoded envelope) on the leader. Not between ready
  * and advance. */

@@ -29,7 +29,7 @@
 
 #include "base/assert.h"
 #include "node/client.h"
-#include "node/client_zk.h"
+#include "core/client_zk.h"
 #include "core/entry.h"
 #include "core/fsm.h"
 #include "node/snapshot.h"
@@ -85,7 +85,8 @@ static struct node_admin *admin_of(struct node *n)
 	return n->admin;
 }
 
-static void wprintf(struct keel_wbuf *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 
 static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
 {
@@ -122,12 +123,12 @@ static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_
 		return;
 	}
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+	struct keel_wbuf *w = core_client_begin(&n->core, c->id, &mark);
 	if (w == NULL) {
 		return;
 	}
 	admin_encode_reply_header(w, op, req_id, err, msg);
-	core_client_end(&n->core, c, mark);
+	core_client_end(&n->core, c->id, mark);
 }
 
 /* Answers whoever waits for `req` and frees it. */
@@ -166,7 +167,7 @@ static void req_finish(struct node *n, struct admin_req *req, enum keel_err err,
 	free(req);
 	if (zk_request_id != 0) {
 		/* Last: the reconfig may start its next step from here. */
-		zk_clients_reconfig_step_done(n, zk_request_id, err, msg);
+		zk_clients_reconfig_step_done(&n->core, zk_request_id, err, msg);
 	}
 }
 
@@ -206,7 +207,8 @@ static void on_committed(struct node_core *c, struct node_waiter *w, enum keel_e
 			/* Best effort: forget its address so nobody dials it. */
 			struct keel_wbuf e;
 			keel_wbuf_init_dynamic(&e, 64, 1024);
-			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
+			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0,
+			                         core_wall_ms(&n->core));
 			keel_wbuf_u8(&e, NODE_CLUSTER_DEL_ADDR);
 			keel_wbuf_u64(&e, req->target);
 			uint64_t idx, term;
@@ -318,8 +320,9 @@ static void step(struct node *n, struct admin_req *req)
 		break;
 	case ADMIN_CHANGE:
 		rc = raft_change_member(n->core.raft,
-					req->change == ADMIN_MEMBER_REMOVE ? RAFT_REMOVE : RAFT_PROMOTE,
-					req->target, &index, &term);
+		                        req->change == ADMIN_MEMBER_REMOVE ? RAFT_REMOVE
+		                                                           : RAFT_PROMOTE,
+		                        req->target, &index, &term);
 		break;
 	case ADMIN_TRANSFER:
 		if (n->core.leader == req->target) {
@@ -426,7 +429,8 @@ static void forward_to_leader(struct node *n, struct admin_req *req, const uint8
 	req->track.request_id = tracker_next_id(&n->core.tracker);
 	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ADMIN, req->track.request_id, &to, &mark);
+	struct keel_wbuf *w =
+	        core_request_begin(&n->core, TRACK_ADMIN, req->track.request_id, &to, &mark);
 	if (w == NULL) {
 		req_finish(n, req, KEEL_NOLEADER, "no link to the leader (%llu)",
 			   (unsigned long long)n->core.leader);
@@ -438,8 +442,8 @@ static void forward_to_leader(struct node *n, struct admin_req *req, const uint8
 	req->state = ADMIN_FORWARDED;
 	uint64_t now = core_now_ms(&n->core);
 	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
-	if (tracker_add(&n->core.tracker, &req->track, TRACK_ADMIN, timeout, to, n->core.term, now) !=
-	    KEEL_OK) {
+	if (tracker_add(&n->core.tracker, &req->track, TRACK_ADMIN, timeout, to, n->core.term,
+	                now) != KEEL_OK) {
 		req_finish(n, req, KEEL_NOMEM, "out of memory");
 	}
 }
@@ -510,18 +514,18 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 	uint8_t op = keel_rbuf_u8(&r);
 	uint64_t req_id = keel_rbuf_u64(&r);
 	if (!keel_rbuf_ok(&r) || magic != ADMIN_MAGIC || version != ADMIN_VERSION) {
-		core_client_close(&n->core, c, KEEL_PROTO, false);
+		core_client_close(&n->core, c->id, KEEL_PROTO, false);
 		return;
 	}
 	size_t body_size = keel_rbuf_remaining(&r);
 	const uint8_t *body = keel_rbuf_bytes(&r, body_size);
 	if (op == ADMIN_OP_STATUS) {
 		size_t mark;
-		struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+		struct keel_wbuf *w = core_client_begin(&n->core, c->id, &mark);
 		if (w != NULL) {
 			admin_encode_reply_header(w, op, req_id, KEEL_OK, "");
 			admin_status_json(n, w);
-			core_client_end(&n->core, c, mark);
+			core_client_end(&n->core, c->id, mark);
 		}
 		return;
 	}
@@ -531,10 +535,11 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 	}
 	if (!admin_auth_allowed(n, c)) {
 		KEEL_WARN("admin op %u from %s refused: not authenticated", op,
-			  core_client_peer_addr(&n->core, c));
-		reply_client(n, c->id, op, req_id, KEEL_AUTH,
-			     "not authorized: membership changes, leadership transfer and snapshots "
-			     "need an operator (--cluster-secret-file, or the super digest)");
+			  c->conn.peer_addr);
+		reply_client(
+		        n, c->id, op, req_id, KEEL_AUTH,
+		        "not authorized: membership changes, leadership transfer and snapshots "
+		        "need an operator (--cluster-secret-file, or the super digest)");
 		return;
 	}
 	if (op == ADMIN_OP_SNAPSHOT) {
@@ -567,12 +572,13 @@ void admin_member_change_for_zk(struct node *n, uint64_t zk_request_id, uint8_t 
 	keel_wbuf_u16(&w, (uint16_t)tlen);
 	keel_wbuf_bytes(&w, zk_tail, tlen);
 	if (!keel_wbuf_ok(&w)) {
-		zk_clients_reconfig_step_done(n, zk_request_id, KEEL_INVAL, "address too long");
+		zk_clients_reconfig_step_done(&n->core, zk_request_id, KEEL_INVAL,
+		                              "address too long");
 		return;
 	}
 	struct admin_req *req = req_new(n, ADMIN_OP_MEMBER_CHANGE);
 	if (req == NULL) {
-		zk_clients_reconfig_step_done(n, zk_request_id, KEEL_NOMEM, "out of memory");
+		zk_clients_reconfig_step_done(&n->core, zk_request_id, KEEL_NOMEM, "out of memory");
 		return;
 	}
 	req->zk_request_id = zk_request_id;
@@ -630,14 +636,15 @@ void admin_on_leader_change(struct node *n)
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
 		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
 		bool transferred = req->op == ADMIN_OP_TRANSFER && n->core.leader == req->target;
-		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
+		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) &&
+		    transferred) {
 			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
 				   (unsigned long long)req->target);
 		} else if (req->state == ADMIN_FORWARDED) {
 			/* The old leader may still answer (its reply crosses the
 			 * change): the tracker keeps it in doubt for a while. */
 		} else if (req->state != ADMIN_TRANSFER && n->core.role != RAFT_LEADER &&
-			   req->waiter.index == 0) {
+		           req->waiter.index == 0) {
 			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
 		}
 	}
@@ -710,14 +717,15 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 			(unsigned long long)m->id, member_role_name(m->role),
 			a != NULL ? a->peer_addr : "");
 		if (st.role == RAFT_LEADER) {
-			uint64_t lag = st.last_index > m->match_index ? st.last_index - m->match_index
-								      : 0;
+			uint64_t lag =
+			        st.last_index > m->match_index ? st.last_index - m->match_index : 0;
 			wprintf(w,
-				",\"match_index\":%llu,\"next_index\":%llu,\"state\":\"%s\","
-				"\"lag\":%llu,\"active\":%s",
-				(unsigned long long)m->match_index, (unsigned long long)m->next_index,
-				m->id == st.id ? "self" : raft_progress_state_name(m->state),
-				(unsigned long long)lag, m->recent_active ? "true" : "false");
+			        ",\"match_index\":%llu,\"next_index\":%llu,\"state\":\"%s\","
+			        "\"lag\":%llu,\"active\":%s",
+			        (unsigned long long)m->match_index,
+			        (unsigned long long)m->next_index,
+			        m->id == st.id ? "self" : raft_progress_state_name(m->state),
+			        (unsigned long long)lag, m->recent_active ? "true" : "false");
 		}
 		if (m->id != st.id) {
 			wprintf(w, ",\"connected\":%s",
@@ -756,13 +764,13 @@ static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
 		wprintf(out, "\n");
 	}
 	wprintf(out,
-		"Latency min/avg/max: %llu/%.4f/%llu\nReceived: %llu\nSent: %llu\n"
-		"Connections: %zu\nOutstanding: %llu\nZxid: 0x%llx\nMode: %s\nNode count: %llu\n",
-		(unsigned long long)cs.latency_min_ms, cs.latency_avg_ms,
-		(unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
-		(unsigned long long)cs.packets_sent, node_clients_count(n),
-		(unsigned long long)cs.outstanding, (unsigned long long)n->core.applied_index, zk_mode(n),
-		(unsigned long long)fsm_znode_count(n->core.fsm));
+	        "Latency min/avg/max: %llu/%.4f/%llu\nReceived: %llu\nSent: %llu\n"
+	        "Connections: %zu\nOutstanding: %llu\nZxid: 0x%llx\nMode: %s\nNode count: %llu\n",
+	        (unsigned long long)cs.latency_min_ms, cs.latency_avg_ms,
+	        (unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
+	        (unsigned long long)cs.packets_sent, node_clients_count(n),
+	        (unsigned long long)cs.outstanding, (unsigned long long)n->core.applied_index,
+	        zk_mode(n), (unsigned long long)fsm_znode_count(n->core.fsm));
 	if (!with_clients) {
 		wprintf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
 	}
@@ -852,8 +860,8 @@ static void four_conf(struct node *n, struct keel_wbuf *out)
 		wprintf(out, "server.%llu=%s\n", (unsigned long long)n->core.book.addrs[i].id,
 			n->core.book.addrs[i].peer_addr);
 	}
-	wprintf(out, "jute.maxbuffer=%u\nelectionTimeoutMs=%u\nheartbeatMs=%u\n", c->max_packet_bytes,
-		c->election_timeout_ms, c->heartbeat_ms);
+	wprintf(out, "jute.maxbuffer=%u\nelectionTimeoutMs=%u\nheartbeatMs=%u\n",
+	        c->max_packet_bytes, c->election_timeout_ms, c->heartbeat_ms);
 }
 
 /* The words keel answers (when the whitelist allows). */
@@ -891,7 +899,7 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 		node_clients_describe(n, out, true);
 		wprintf(out, "\n");
 	} else if (memcmp(word, "isro", 4) == 0) {
-		wprintf(out, zk_clients_read_only(n) ? "ro" : "rw");
+		wprintf(out, zk_clients_read_only(&n->core) ? "ro" : "rw");
 	} else if (memcmp(word, "envi", 4) == 0) {
 		char host[256] = "";
 		gethostname(host, sizeof(host) - 1);

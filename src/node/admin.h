@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "core/membership.h"
 #include "node/node.h"
 
 #define ADMIN_MAGIC 0x4b45454cu /* "KEEL" */
@@ -62,12 +63,6 @@ enum admin_auth_method {
 	ADMIN_AUTH_DIGEST = 2,
 };
 
-enum admin_member_change {
-	ADMIN_MEMBER_ADD = 1,         /* learner, catch up, promote */
-	ADMIN_MEMBER_ADD_LEARNER = 2,
-	ADMIN_MEMBER_PROMOTE = 3,
-	ADMIN_MEMBER_REMOVE = 4,
-};
 
 struct node_client;
 
@@ -81,9 +76,10 @@ void admin_auth_on_frame(struct node *n, struct node_client *c, uint8_t op, uint
 /* True when c may run operator requests. */
 bool admin_auth_allowed(const struct node *n, const struct node_client *c);
 
-/* A membership change a ZooKeeper reconfig asks for (client_zk.c): runs as
+/* A membership change a ZooKeeper reconfig asks for (core/client_zk.c): runs as
  * ADMIN_OP_MEMBER_CHANGE does (here on the leader, else forwarded to it)
- * and ends with zk_clients_reconfig_step_done(n, zk_request_id, err, msg).
+ * and ends with zk_clients_reconfig_step_done(&n->core, zk_request_id, err,
+ * msg).
  * `zk_tail` is kept in the address book as the server's ZooKeeper view
  * (zk_reconfig.h); "" for none. */
 void admin_member_change_for_zk(struct node *n, uint64_t zk_request_id, uint8_t change,

@@ -117,7 +117,7 @@ static void send_frame(struct node *n, struct node_client *c, int32_t xid, int64
 		       int32_t err, const struct keel_wbuf *body)
 {
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+	struct keel_wbuf *w = core_client_begin(&n->core, c->id, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -125,8 +125,7 @@ static void send_frame(struct node *n, struct node_client *c, int32_t xid, int64
 	if (err == ZK_OK) {
 		keel_wbuf_bytes(w, body->data, body->size);
 	}
-	core_client_end(&n->core, c, mark);
-	c->packets_sent++;
+	core_client_end(&n->core, c->id, mark);
 }
 
 static bool output_full(const struct node_client *c)
@@ -143,8 +142,8 @@ static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk
 	zk_feed_event_encode(&f->scratch, &ev);
 	if (!keel_wbuf_ok(&f->scratch)) {
 		KEEL_WARN("feed to %s: the event at zxid %lld is larger than a frame",
-			  core_client_peer_addr(&f->n->core, s->client), (long long)ch->zxid);
-		core_client_close(&f->n->core, s->client, KEEL_TOOBIG, true);
+			  s->client->conn.peer_addr, (long long)ch->zxid);
+		core_client_close(&f->n->core, s->client->id, KEEL_TOOBIG, true);
 		return;
 	}
 	send_frame(f->n, s->client, ZK_XID_FEED, ch->zxid, ZK_OK, &f->scratch);
@@ -154,7 +153,7 @@ static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk
 static void end_compacted(struct node_feeds *f, struct feed_sub *s)
 {
 	KEEL_INFO("feed to %s fell behind the history (oldest zxid held %lld): closing",
-		  core_client_peer_addr(&f->n->core, s->client),
+		  s->client->conn.peer_addr,
 		  (long long)zk_feed_log_oldest(&f->log));
 	struct zk_feed_event ev = {
 		.status = ZK_FEED_COMPACTED,
@@ -165,7 +164,7 @@ static void end_compacted(struct node_feeds *f, struct feed_sub *s)
 	keel_wbuf_reset(&f->scratch);
 	zk_feed_event_encode(&f->scratch, &ev);
 	send_frame(f->n, s->client, ZK_XID_FEED, ev.zxid, ZK_OK, &f->scratch);
-	core_client_close(&f->n->core, s->client, KEEL_LIMIT, true);
+	core_client_close(&f->n->core, s->client->id, KEEL_LIMIT, true);
 	sub_free(f, s);
 }
 
@@ -249,13 +248,13 @@ static int32_t check_request(struct node_feeds *f, struct node_client *c,
 	struct zk_path_error perr;
 	size_t len = zk_bytes_len(rq->path);
 	if (!zk_path_validate((const char *)rq->path.data, len, &perr)) {
-		KEEL_DEBUG("feed from %s: bad path (%s)", core_client_peer_addr(&f->n->core, c),
+		KEEL_DEBUG("feed from %s: bad path (%s)", c->conn.peer_addr,
 			   zk_path_reason_message(perr.reason));
 		return ZK_BAD_ARGUMENTS;
 	}
 	if (sub_of(f, c) != NULL) {
 		KEEL_DEBUG("feed from %s: the connection already has a feed",
-			   core_client_peer_addr(&f->n->core, c));
+			   c->conn.peer_addr);
 		return ZK_BAD_ARGUMENTS;
 	}
 	return ZK_OK;
@@ -293,7 +292,7 @@ void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids 
 	if (s == NULL || prefix == NULL) {
 		free(s);
 		free(prefix);
-		core_client_close(&n->core, c, KEEL_NOMEM, false);
+		core_client_close(&n->core, c->id, KEEL_NOMEM, false);
 		return;
 	}
 	memcpy(prefix, rq.path.data, len);
@@ -385,8 +384,8 @@ void node_feed_metrics(struct node *n, struct keel_wbuf *w)
 	}
 	metrics_gauge(w, "keel_feed_subscriptions", "Change feed subscriptions on this server",
 		      (double)f->sub_count);
-	metrics_gauge(w, "keel_feed_history_changes", "Transactions held in the change feed history",
-		      (double)f->log.count);
+	metrics_gauge(w, "keel_feed_history_changes",
+	              "Transactions held in the change feed history", (double)f->log.count);
 	metrics_gauge(w, "keel_feed_history_bytes", "Bytes of the change feed history",
 		      (double)f->log.bytes);
 	metrics_gauge(w, "keel_feed_oldest_zxid", "Oldest start the change feed accepts",

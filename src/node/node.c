@@ -18,7 +18,7 @@
 #include "core/fsm.h"
 #include "node/admin.h"
 #include "node/client.h"
-#include "node/client_zk.h"
+#include "core/client_zk.h"
 #include "core/controller.h"
 #include "node/host.h"
 #include "node/sasl_load.h"
@@ -101,6 +101,7 @@ static void on_tick(uv_timer_t *t)
 	struct node *n = t->data;
 	uint64_t now = node_now_ms(n);
 	core_tick(&n->core, now);
+	node_clients_sweep(n, now);
 	peers_tick(&n->peers, now);
 	snapshot_tick(n);
 	core_drive(&n->core);
@@ -287,7 +288,7 @@ static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size,
 static void tracker_kinds(struct node *n)
 {
 	struct tracker_kind_ops ops = zk_write_track_ops;
-	ops.ctx = n;
+	ops.ctx = &n->core;
 	tracker_set_kind(&n->core.tracker, TRACK_ZK_WRITE, &ops);
 	ops = admin_track_ops;
 	ops.ctx = n;

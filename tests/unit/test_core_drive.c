@@ -27,7 +27,6 @@ struct fake_host {
 	bool drive_due;
 	bool failed;
 	size_t applied_book;
-	size_t applied_total;
 };
 
 static enum keel_err fh_persist(void *ctx, const struct raft_ready *rd)
@@ -102,25 +101,14 @@ static void fh_on_failed(void *ctx)
 	((struct fake_host *)ctx)->failed = true;
 }
 
-static void fh_on_applied(void *ctx, const struct raft_entry *entry,
-                          const struct fsm_applied *applied)
+static void fh_book_changed(void *ctx)
 {
-	struct fake_host *h = ctx;
-	(void)entry;
-	h->applied_total++;
-	if (applied->kind == FSM_APPLIED_BOOK) {
-		h->applied_book++;
-	}
+	((struct fake_host *)ctx)->applied_book++;
 }
 
 static void fh_nothing(void *ctx)
 {
 	(void)ctx;
-}
-
-static void fh_on_reads(void *ctx, const struct raft_read_result *reads, size_t count)
-{
-	(void)ctx, (void)reads, (void)count;
 }
 
 static void fh_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
@@ -135,29 +123,9 @@ static void fh_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint
 	fail_msg("no peer sends requests here");
 }
 
-static void fh_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-                                size_t size)
-{
-	(void)ctx, (void)from, (void)type, (void)body, (void)size;
-	fail_msg("no peer touches sessions here");
-}
-
 static void fh_tick(void *ctx, uint64_t now_ms)
 {
 	(void)ctx, (void)now_ms;
-}
-
-static void fh_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
-                            size_t size)
-{
-	(void)ctx, (void)request_id, (void)zk_err, (void)body, (void)size;
-	fail_msg("no controller here");
-}
-
-static void fh_fire_system(void *ctx, const struct zk_result *res)
-{
-	(void)ctx, (void)res;
-	fail_msg("no controller here");
 }
 
 static const struct core_host_ops fake_ops = {
@@ -173,16 +141,11 @@ static const struct core_host_ops fake_ops = {
         .snapshot_load = fh_snapshot_load,
         .schedule_drive = fh_schedule_drive,
         .on_failed = fh_on_failed,
-        .on_applied = fh_on_applied,
-        .on_reads = fh_on_reads,
+        .book_changed = fh_book_changed,
+        .maybe_snapshot = fh_nothing,
         .on_leader_change = fh_on_leader_change,
-        .after_apply = fh_nothing,
         .on_request = fh_on_request,
-        .on_session_frame = fh_on_session_frame,
-        .on_snapshot_installed = fh_nothing,
         .tick = fh_tick,
-        .ctl_complete = fh_ctl_complete,
-        .fire_system = fh_fire_system,
 };
 
 static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
