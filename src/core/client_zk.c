@@ -1386,15 +1386,6 @@ struct zk_reconfig_run {
 
 static const char config_path[] = "/zookeeper/config";
 
-/* One membership step, run as an admin membership change; it ends with
- * zk_clients_reconfig_step_done(core, zk_request_id, ...). */
-static void member_change(struct node_core *core, uint64_t zk_request_id, uint8_t change,
-			  uint64_t id, const char *peer_addr, const char *zk_tail)
-{
-	core->host.ops->member_change(core->host.ctx, zk_request_id, change, id, peer_addr,
-				      zk_tail);
-}
-
 static int32_t reconfig_error(enum keel_err err)
 {
 	switch (err) {
@@ -1462,7 +1453,7 @@ static void reconfig_end(struct node_core *core, struct zk_reconfig_run *run, en
 	if (undo != 0) {
 		/* A voter that never caught up stays out: take back its learner
 		 * (no one waits for that; KEEL_NOENT if it was never added). */
-		member_change(core, 0, ADMIN_MEMBER_REMOVE, undo, "", "");
+		admin_member_change_for_zk(core, 0, ADMIN_MEMBER_REMOVE, undo, "", "");
 	}
 	if (err == KEEL_OK && p->zc != NULL) {
 		/* Served once this server has applied what the leader committed. */
@@ -1489,8 +1480,8 @@ static void reconfig_next(struct node_core *core, struct zk_reconfig_run *run)
 			 : st->kind == ZK_STEP_PROMOTE         ? ADMIN_MEMBER_PROMOTE
 							       : ADMIN_MEMBER_REMOVE;
 	/* May end the step (and call back) before it returns. */
-	member_change(core, run->p->request_id, change, st->server.id,
-				   st->server.peer_addr, st->server.tail);
+	admin_member_change_for_zk(core, run->p->request_id, change, st->server.id,
+	                           st->server.peer_addr, st->server.tail);
 }
 
 void zk_clients_reconfig_step_done(struct node_core *core, uint64_t request_id, enum keel_err err,
@@ -2101,6 +2092,9 @@ enum keel_err zk_clients_open(struct node_core *core, const struct zk_clients_op
 	keel_list_init(&zs->conns);
 	keel_list_init(&zs->barriers);
 	zs->tracker = &core->tracker;
+	struct tracker_kind_ops track_ops = zk_write_track_ops;
+	track_ops.ctx = core;
+	tracker_set_kind(zs->tracker, TRACK_ZK_WRITE, &track_ops);
 	zs->leaderless_since_ms = KEEL_MAX(core_now_ms(core), 1); /* none known at start */
 	uint64_t seed = core_seed_next(core);
 	if (zk_watches_init(&zs->watches, o->max_watches_per_connection, seed, on_watch_fire,

@@ -110,7 +110,7 @@ void zk_clients_on_peer_frame(struct node_core *core, uint64_t from, uint8_t typ
  * proposed when this server leads, else refused in a PEER_FRAME_REPLY. */
 void zk_clients_on_forward(struct node_core *core, uint64_t from, uint64_t request_id,
                            const uint8_t *body, size_t size);
-/* The tracker's callbacks for TRACK_ZK_WRITE (ctx: the core). */
+/* The tracker's callbacks for TRACK_ZK_WRITE (ctx: the core; set by zk_clients_open). */
 extern const struct tracker_kind_ops zk_write_track_ops;
 void zk_clients_tick(struct node_core *core, uint64_t now_ms);
 void zk_clients_after_apply(struct node_core *core);

@@ -240,6 +240,9 @@ enum keel_err node_ctl_create(struct node_core *core, const struct node_ctl_opti
 	uint64_t seed = core_seed_next(core);
 	keel_rng_seed(&c->rng, seed);
 	core->ctl = c;
+	struct tracker_kind_ops track_ops = node_ctl_track_ops;
+	track_ops.ctx = core;
+	tracker_set_kind(&core->tracker, TRACK_META, &track_ops);
 	return KEEL_OK;
 }
 

@@ -12,6 +12,7 @@
 #include "base/fmt.h"
 #include "base/rng.h"
 #include "core/fsm.h"
+#include "core/membership.h"
 
 void core_init(struct node_core *c, uint64_t id, const struct core_host *host, uint64_t seed)
 {
@@ -31,15 +32,13 @@ void core_init(struct node_core *c, uint64_t id, const struct core_host *host, u
 	KEEL_ASSERT(ops->on_failed != NULL);
 	KEEL_ASSERT(ops->book_changed != NULL);
 	KEEL_ASSERT(ops->maybe_snapshot != NULL);
-	KEEL_ASSERT(ops->on_leader_change != NULL);
-	KEEL_ASSERT(ops->on_request != NULL);
-	KEEL_ASSERT(ops->tick != NULL);
 	memset(c, 0, sizeof(*c));
 	c->host = *host;
 	c->id = id;
 	c->seed_state = seed;
 	keel_list_init(&c->waiters);
 	keel_list_init(&c->done);
+	keel_list_init(&c->admin_reqs);
 }
 
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
@@ -64,6 +63,9 @@ enum keel_err core_open(struct node_core *c, const struct core_options *o, char 
 		keel_fmt(err, err_size, "out of memory");
 		return rc;
 	}
+	struct tracker_kind_ops admin_ops = admin_track_ops;
+	admin_ops.ctx = c;
+	tracker_set_kind(&c->tracker, TRACK_ADMIN, &admin_ops);
 	c->raft_opts.heartbeat_interval_ms = o->heartbeat_ms;
 	c->raft_opts.snapshot_chunk_bytes = o->snapshot_chunk_bytes;
 	c->raft_opts.snapshot_trailing_entries = o->snapshot_trailing;

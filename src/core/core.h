@@ -10,14 +10,17 @@
  * simulator (docs/simulator.md, "the real server core under the
  * simulator").
  *
- * In the core today (src/core): the ready loop and the peer, storage and
- * tick inputs (drive.c), the state machine (fsm.c), the request tracker
- * (tracker.c), the entry envelope (entry.c), latency histograms (hist.c).
- * Still in the shell and reached through the "parts" entries of the host
- * table: the ZooKeeper sessions and requests (node/client_zk.c), the
- * controller glue (node/controller.c), the admin operations
- * (node/admin.c) and the snapshotter (node/snapshot.c). They already do
- * their clock, randomness, peer and client I/O through this table.
+ * In the core (src/core): the ready loop and the peer, storage and tick
+ * inputs (drive.c), the state machine (fsm.c), the request tracker
+ * (tracker.c), the entry envelope (entry.c), latency histograms (hist.c),
+ * the ZooKeeper clients (client_zk.c: sessions, requests, watches,
+ * forwarding, reconfig, read-only mode, SASL), membership changes and
+ * leadership transfers (membership.c) and the controller glue
+ * (controller.c). The ready loop calls each of them directly. In the
+ * shell, for good: sockets and the client port's classification (ZooKeeper,
+ * admin or four-letter word), the admin protocol's credential check, TLS,
+ * the storage thread and the forked snapshotter (node/); for now also the
+ * change feed (node/feed.c), reached through two transitional entries.
  *
  * Effects (core -> host), through `host.ops`, `host.ctx` first. None of
  * them calls back into the core, except snapshot_load (which reads the file
@@ -39,13 +42,15 @@
  *                  effect.
  *   peer_connected whether a link to `to` is up now.
  *   client_*       a frame to, pause/resume of, and close of one client
- *                  connection (struct node_client, the host's, opaque
- *                  here). client_begin/end pair like peer_begin/end;
+ *                  connection, named by the host's 64-bit id (never 0;
+ *                  the core keeps its own state per id: core/client_zk.h).
+ *                  client_begin/end pair like peer_begin/end (begin is
+ *                  NULL once the connection is gone or closing);
  *                  client_send copies `payload`; after client_close the
  *                  host delivers the connection's close later, from its
  *                  loop, never from inside client_close. client_paused:
  *                  reading is paused (by the core or by the host's
- *                  limits); client_peer_addr: its address, for logs.
+ *                  limits), or the connection is gone.
  *   now_ms         monotonic milliseconds (deadlines, session timeouts);
  *   wall_ms        the wall clock in ms (znode ctime/mtime, entry times);
  *   mono_ns        monotonic nanoseconds (latency histograms only);
@@ -59,12 +64,29 @@
  *   snapshot_load  a received snapshot is durable: load it into c->fsm.
  *   schedule_drive run core_drive() soon, after the inputs already queued.
  *   on_failed      c->failed became true: stop the server.
+ *   book_changed   the address book changed (an applied CLUSTER entry):
+ *                  update the peer links. Runs between raft_ready and
+ *                  raft_advance; a link it drops may be reported
+ *                  (core_on_peer_link) before it returns.
+ *   maybe_snapshot entries were applied (after raft_advance): the host may
+ *                  start a snapshot of c->fsm (it forks, node/snapshot.c).
+ *   addr_ok        whether "HOST:PORT" is an address the host can dial (a
+ *                  new member's peer address).
+ *   session_proof_ok  the ZooKeeper session credential (addauth "keel"):
+ *                  the cluster secret's HMAC, which stays in the host.
+ *   feed_serve, feed_applied  (transitional) the change feed, still in
+ *                  the shell: a feed request at its turn on connection
+ *                  `conn` (the identities stay valid until the
+ *                  connection's close), and each applied ZooKeeper txn,
+ *                  after its watches fired (between ready and advance).
  *
  * Inputs (host -> core): one thread, one at a time. core_drive may be
- * called from inside a parts callback (it folds into the running drive);
- * no other input may be.
+ * called from inside an effect (it folds into the running drive); no other
+ * input may be, except as said above.
  *   core_init / core_open   the start seed and options; then the host
- *                    restores Raft from its storage (raft_restore).
+ *                    restores Raft from its storage (raft_restore) and
+ *                    opens the parts: node_ctl_create (controller.h),
+ *                    zk_clients_open (client_zk.h).
  *   core_on_durable  persist batch `persist_id` is durable, or storage
  *                    failed (err). In persist order, once per batch.
  *   core_on_peer_frame   a frame from authenticated peer `from` (body
@@ -75,15 +97,15 @@
  *   core_drive       runs the ready loop; the host calls it after inputs it
  *                    batched (schedule_drive).
  *   core_stop        shutdown: later inputs are not acted on.
- * Client frames and closes still enter through node/client.c and
- * node/client_zk.c (zk_conn_on_frame, zk_conn_on_close) until the
- * ZooKeeper part moves in.
+ *   zk_conn_open, zk_conn_on_frame, zk_conn_on_close   a ZooKeeper
+ *                    connection of the client port (core/client_zk.h).
+ *   admin_request, admin_on_conn_closed   an operator's membership change
+ *                    or transfer on an admin connection, after the host
+ *                    checked the credential (core/membership.h).
  *
- * Parts callbacks (core -> the shell's parts, transitional): on_applied,
- * on_reads and on_leader_change run between raft_ready and raft_advance
- * and must not call core_propose (asserted); after_apply runs after
- * raft_advance and may. on_request, on_session_frame and tick run from
- * the matching input.
+ * Inside the ready loop, the parts' apply, read and leader-change entries
+ * run between raft_ready and raft_advance and must not call core_propose
+ * (asserted); the after-apply entries run after raft_advance and may.
  */
 #ifndef KEEL_CORE_CORE_H
 #define KEEL_CORE_CORE_H
@@ -189,6 +211,9 @@ struct core_host_ops {
 	/* The ZooKeeper session credential (addauth "keel"): true when
 	 * `proof` is the cluster secret's proof for (session_id, passwd).
 	 * The secret and its HMAC stay in the host. */
+	/* Whether `addr` ("HOST:PORT") is an address the host can dial (a
+	 * new member's peer address). */
+	bool (*addr_ok)(void *ctx, const char *addr);
 	bool (*session_proof_ok)(void *ctx, uint64_t session_id, const uint8_t passwd[16],
 	                         const uint8_t *proof, size_t size);
 
@@ -197,19 +222,10 @@ struct core_host_ops {
 	 *       request of connection `conn` at its turn (`ids` stay valid
 	 *       until the connection's close), and every applied ZooKeeper
 	 *       txn, after its watches fired;
-	 *   member_change, on_request(TRACK_ADMIN), on_leader_change, tick
-	 *       the admin operations (node/admin.c); member_change runs one
-	 *       step of a ZooKeeper reconfig, which ends with
-	 *       zk_clients_reconfig_step_done(). */
+ */
 	void (*feed_serve)(void *ctx, uint64_t conn, const struct zk_ids *ids, int32_t xid,
 	                   const uint8_t *body, size_t size);
 	void (*feed_applied)(void *ctx, const struct zk_result *res);
-	void (*member_change)(void *ctx, uint64_t zk_request_id, uint8_t change, uint64_t id,
-	                      const char *peer_addr, const char *zk_tail);
-	void (*on_leader_change)(void *ctx, uint64_t old_leader, uint64_t new_leader);
-	void (*on_request)(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-	                   const uint8_t *body, size_t size);
-	void (*tick)(void *ctx, uint64_t now_ms);
 };
 
 struct core_host {
@@ -302,6 +318,8 @@ struct node_core {
 
 	/* Admin waiters (leader) in index order. */
 	struct keel_list waiters; /* of node_waiter */
+	/* Membership changes and transfers being run (core/membership.c). */
+	struct keel_list admin_reqs;
 
 	/* Requests decided by the leader, of every kind (core/tracker.h). */
 	struct tracker tracker;
@@ -333,9 +351,11 @@ struct core_options {
 };
 
 /* After core_init: creates the Raft core, the request tracker (request ids
- * start at a seeded random point) and the state machine. The caller then
- * sets the tracker's kinds and restores Raft (raft_restore on c->raft). On
- * error `err` says why; core_close() frees what was made. */
+ * start at a seeded random point; its TRACK_ADMIN kind is the core's
+ * membership.c, TRACK_ZK_WRITE and TRACK_META are set by zk_clients_open
+ * and node_ctl_create) and the state machine. The caller then restores
+ * Raft (raft_restore on c->raft). On error `err` says why; core_close()
+ * frees what was made. */
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
                         size_t err_size);
 void core_close(struct node_core *c);

@@ -20,6 +20,7 @@
 #include "core/client_zk.h"
 #include "core/controller.h"
 #include "core/fsm.h"
+#include "core/membership.h"
 
 #define PERSIST_RING 256
 _Static_assert(PERSIST_RING == KEEL_ARRAY_SIZE(((struct node_core *)0)->persist_submitted_ns),
@@ -167,7 +168,7 @@ static void on_soft_state(struct node_core *c, const struct raft_ready *rd)
 		}
 		/* The parts first (admin before the tracker: transfers succeed). */
 		zk_clients_on_leader_change(c, old_leader, rd->leader);
-		c->host.ops->on_leader_change(c->host.ctx, old_leader, rd->leader);
+		admin_on_leader_change(c);
 		if (c->ctl != NULL) {
 			node_ctl_on_leader_change(c);
 		}
@@ -432,8 +433,7 @@ static void on_tracked_request(struct node_core *c, uint64_t from, const uint8_t
 		zk_clients_on_forward(c, from, request_id, rest, rest_size);
 		return;
 	case TRACK_ADMIN:
-		c->host.ops->on_request(c->host.ctx, from, TRACK_ADMIN, request_id, rest,
-		                        rest_size);
+		admin_on_forward(c, from, request_id, rest, rest_size);
 		return;
 	case TRACK_META:
 		if (c->ctl != NULL) {
@@ -537,7 +537,7 @@ void core_tick(struct node_core *c, uint64_t now_ms)
 {
 	raft_tick(c->raft, now_ms);
 	zk_clients_tick(c, now_ms);
-	c->host.ops->tick(c->host.ctx, now_ms);
+	admin_tick(c, now_ms);
 	if (c->ctl != NULL) {
 		node_ctl_tick(c, now_ms);
 	}

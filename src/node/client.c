@@ -109,7 +109,7 @@ static void on_close(struct net_conn *conn, enum keel_err reason)
 		KEEL_DEBUG("client %s closed: %s", conn->peer_addr, keel_strerror(reason));
 	}
 	if (c->mode == CLIENT_ADMIN) {
-		admin_on_client_closed(n, c);
+		admin_on_conn_closed(&n->core, c->id);
 	}
 	if (c->mode == CLIENT_ZK) {
 		/* The feed first: it holds the session's identities (the core's). */

@@ -10,7 +10,6 @@
 #include <uv.h>
 
 #include "core/fsm.h"
-#include "node/admin.h"
 #include "node/client.h"
 #include "node/feed.h"
 #include "node/node.h"
@@ -197,6 +196,13 @@ static void host_maybe_snapshot(void *ctx)
 	snapshot_maybe_start(ctx);
 }
 
+static bool host_addr_ok(void *ctx, const char *addr)
+{
+	(void)ctx;
+	struct sockaddr_storage ss;
+	return net_parse_addr(addr, &ss) == KEEL_OK;
+}
+
 static bool host_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t passwd[16],
                                   const uint8_t *proof, size_t size)
 {
@@ -218,31 +224,6 @@ static void host_feed_serve(void *ctx, uint64_t conn, const struct zk_ids *ids, 
 static void host_feed_applied(void *ctx, const struct zk_result *res)
 {
 	node_feed_on_applied(ctx, res);
-}
-
-static void host_member_change(void *ctx, uint64_t zk_request_id, uint8_t change, uint64_t id,
-                               const char *peer_addr, const char *zk_tail)
-{
-	admin_member_change_for_zk(ctx, zk_request_id, change, id, peer_addr, zk_tail);
-}
-
-static void host_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
-{
-	(void)old_leader;
-	(void)new_leader;
-	admin_on_leader_change(ctx);
-}
-
-static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-                            const uint8_t *body, size_t size)
-{
-	KEEL_ASSERT(kind == TRACK_ADMIN); /* the others are the core's */
-	admin_on_forward(ctx, from, request_id, body, size);
-}
-
-static void host_tick(void *ctx, uint64_t now_ms)
-{
-	admin_tick(ctx, now_ms);
 }
 
 static const struct core_host_ops host_ops = {
@@ -267,13 +248,10 @@ static const struct core_host_ops host_ops = {
         .on_failed = host_on_failed,
         .book_changed = host_book_changed,
         .maybe_snapshot = host_maybe_snapshot,
+        .addr_ok = host_addr_ok,
         .session_proof_ok = host_session_proof_ok,
         .feed_serve = host_feed_serve,
         .feed_applied = host_feed_applied,
-        .member_change = host_member_change,
-        .on_leader_change = host_on_leader_change,
-        .on_request = host_on_request,
-        .tick = host_tick,
 };
 
 struct core_host node_host(struct node *n)

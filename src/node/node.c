@@ -283,21 +283,6 @@ static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size,
 	return node_ctl_load_image(&n->core, data, size, err, err_size);
 }
 
-/* The request tracker's three kinds: ZooKeeper writes, admin operations,
- * controller requests. */
-static void tracker_kinds(struct node *n)
-{
-	struct tracker_kind_ops ops = zk_write_track_ops;
-	ops.ctx = &n->core;
-	tracker_set_kind(&n->core.tracker, TRACK_ZK_WRITE, &ops);
-	ops = admin_track_ops;
-	ops.ctx = n;
-	tracker_set_kind(&n->core.tracker, TRACK_ADMIN, &ops);
-	ops = node_ctl_track_ops;
-	ops.ctx = &n->core;
-	tracker_set_kind(&n->core.tracker, TRACK_META, &ops);
-}
-
 enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
 			size_t err_size)
 {
@@ -351,7 +336,6 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	if (rc != KEEL_OK) {
 		return rc;
 	}
-	tracker_kinds(n);
 	struct node_ctl_options ctl_opts = {
 		.broker_session_timeout_ms = cfg->broker_session_timeout_ms,
 		.leader_rebalance_interval_ms = cfg->leader_rebalance_interval_ms,
@@ -451,7 +435,7 @@ void node_close(struct node *n)
 	core_stop(&n->core);
 	uv_timer_stop(&n->tick_timer);
 	node_clients_close(n);
-	admin_close(n);
+	admin_close(&n->core);
 	peers_close(&n->peers);
 	if (n->http_running) {
 		http_server_close(&n->http);

@@ -40,7 +40,6 @@
 #include "raft/raft.h"
 
 struct node_client;
-struct node_admin_conn;
 struct node_ctl;
 struct sasl_users;
 
@@ -69,7 +68,6 @@ struct node {
 
 	/* Our own snapshots (node/snapshot.c). */
 	struct node_snapshotter *snapshotter;
-	struct node_admin *admin;
 
 	/* Client side. */
 	struct node_clients *clients;
