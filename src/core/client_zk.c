@@ -50,6 +50,7 @@
 #include "base/fmt.h"
 #include "core/controller.h"
 #include "core/core.h"
+#include "core/feed.h"
 #include "core/fsm.h"
 #include "core/membership.h"
 #include "sasl/sasl_digest.h"
@@ -1050,13 +1051,11 @@ static bool on_connect_frame(struct node_core *core, struct zk_conn *zc, const u
 
 /* ---- requests ---- */
 
-/* The change feed (the host's, feed_serve): answered and started at its
- * turn. */
+/* The change feed (core/feed.h): answered and started at its turn. */
 static void serve_feed(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
-	core->host.ops->feed_serve(core->host.ctx, zc->conn_id, &zc->auth.ids, p->xid,
-				   p->frame + ZK_REQUEST_HEADER_SIZE,
-				   p->frame_size - ZK_REQUEST_HEADER_SIZE);
+	node_feed_serve(core, zc->conn_id, zc->peer_addr, &zc->auth.ids, p->xid,
+			p->frame + ZK_REQUEST_HEADER_SIZE, p->frame_size - ZK_REQUEST_HEADER_SIZE);
 	record_latency(core, zc, p);
 }
 
@@ -1359,7 +1358,7 @@ void zk_clients_fire_system(struct node_core *core, const struct zk_result *res)
 	struct zk_server *zs = server_of(core);
 	if (zs != NULL) {
 		zk_watches_fire(&zs->watches, fsm_zk(core->fsm), res);
-		core->host.ops->feed_applied(core->host.ctx, res);
+		node_feed_on_applied(core, res);
 	}
 }
 
@@ -1674,6 +1673,7 @@ void zk_conn_on_close(struct node_core *core, uint64_t conn)
 	if (zc->attached) {
 		zk_watches_detach(&zs->watches, &zc->wconn);
 	}
+	node_feed_on_close(core, conn); /* it holds the session's identities */
 	session_map_remove(zs, zc);
 	zk_auth_info_close(&zc->auth);
 	free(zc->sasl);
@@ -1694,7 +1694,7 @@ void zk_clients_on_applied(struct node_core *core, const struct node_entry *ne,
 	struct zk_state *st = fsm_zk(core->fsm);
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&zs->watches, st, res);
-	core->host.ops->feed_applied(core->host.ctx, res);
+	node_feed_on_applied(core, res);
 	if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0 && zs->expiry_active) {
 		zk_expiry_add(&zs->expiry, res->new_session_id, res->new_session_timeout_ms,
 			      (int64_t)core_now_ms(core));
@@ -2074,6 +2074,7 @@ void zk_clients_on_snapshot_installed(struct node_core *core)
 	}
 	/* Watches cannot see what a snapshot changed: drop every ZooKeeper
 	 * connection; clients reconnect and setWatches reports the changes. */
+	node_feed_on_snapshot_installed(core, core->applied_index);
 	close_zk_clients(core, KEEL_CANCELED);
 }
 
@@ -2108,6 +2109,10 @@ enum keel_err zk_clients_open(struct node_core *core, const struct zk_clients_op
 	}
 	zk_watches_set_max_bytes(&zs->watches, o->max_watch_bytes_per_connection);
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * o->max_packet_bytes + 65536u);
+	if (node_feeds_init(core, o->feed_retain_bytes, o->max_packet_bytes) != KEEL_OK) {
+		keel_fmt(err, err_size, "out of memory");
+		return KEEL_NOMEM;
+	}
 	return KEEL_OK;
 }
 
@@ -2137,6 +2142,7 @@ void zk_clients_close(struct node_core *core)
 	keel_wbuf_free(&zs->scratch);
 	free(zs);
 	core->zk_server = NULL;
+	node_feeds_close(core);
 }
 
 void zk_conn_describe(struct node_core *core, uint64_t conn, struct keel_wbuf *out, bool detailed,

@@ -46,6 +46,7 @@ struct zk_clients_options {
 	uint32_t max_watches_per_connection;
 	uint64_t max_watch_bytes_per_connection; /* 0: unlimited */
 	uint32_t housekeeping_ms;                /* container/TTL scan interval */
+	uint64_t feed_retain_bytes;              /* the change feed's history (core/feed.h) */
 	bool no_read_only;                       /* readonlymode.enabled=false */
 	bool insecure_peers;                     /* no cluster secret: no credential asked */
 	char super_digest[256];                  /* "super:BASE64" or empty */

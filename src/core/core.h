@@ -14,13 +14,13 @@
  * inputs (drive.c), the state machine (fsm.c), the request tracker
  * (tracker.c), the entry envelope (entry.c), latency histograms (hist.c),
  * the ZooKeeper clients (client_zk.c: sessions, requests, watches,
- * forwarding, reconfig, read-only mode, SASL), membership changes and
+ * forwarding, reconfig, read-only mode, SASL), the change feed (feed.c),
+ * membership changes and
  * leadership transfers (membership.c) and the controller glue
  * (controller.c). The ready loop calls each of them directly. In the
  * shell, for good: sockets and the client port's classification (ZooKeeper,
  * admin or four-letter word), the admin protocol's credential check, TLS,
- * the storage thread and the forked snapshotter (node/); for now also the
- * change feed (node/feed.c), reached through two transitional entries.
+ * the storage thread and the forked snapshotter (node/).
  *
  * Effects (core -> host), through `host.ops`, `host.ctx` first. None of
  * them calls back into the core, except snapshot_load (which reads the file
@@ -74,11 +74,10 @@
  *                  new member's peer address).
  *   session_proof_ok  the ZooKeeper session credential (addauth "keel"):
  *                  the cluster secret's HMAC, which stays in the host.
- *   feed_serve, feed_applied  (transitional) the change feed, still in
- *                  the shell: a feed request at its turn on connection
- *                  `conn` (the identities stay valid until the
- *                  connection's close), and each applied ZooKeeper txn,
- *                  after its watches fired (between ready and advance).
+ *   client_output_bytes  the unsent output of a client connection (the
+ *                  change feed waits while it is above its high water).
+ *   feed_wait      (true) call node_feed_pump() once per turn of the host's
+ *                  loop, after its I/O, until (false).
  *
  * Inputs (host -> core): one thread, one at a time. core_drive may be
  * called from inside an effect (it folds into the running drive); no other
@@ -99,6 +98,8 @@
  *   core_stop        shutdown: later inputs are not acted on.
  *   zk_conn_open, zk_conn_on_frame, zk_conn_on_close   a ZooKeeper
  *                    connection of the client port (core/client_zk.h).
+ *   node_feed_pump   while feed_wait is on (core/feed.h);
+ *   node_feed_on_snapshot_taken   the host's snapshotter compacted the log.
  *   admin_request, admin_on_conn_closed   an operator's membership change
  *                    or transfer on an admin connection, after the host
  *                    checked the credential (core/membership.h).
@@ -125,6 +126,7 @@
 struct node_fsm;
 struct node_core;
 struct zk_server;
+struct node_feeds;
 struct node_ctl;
 
 /* Servers an address book holds at most, and the longest address. */
@@ -217,15 +219,12 @@ struct core_host_ops {
 	bool (*session_proof_ok)(void *ctx, uint64_t session_id, const uint8_t passwd[16],
 	                         const uint8_t *proof, size_t size);
 
-	/* Parts still in the shell (transitional, docs/simulator.md):
-	 *   feed_serve, feed_applied  the change feed (node/feed.c): a feed
-	 *       request of connection `conn` at its turn (`ids` stay valid
-	 *       until the connection's close), and every applied ZooKeeper
-	 *       txn, after its watches fired;
- */
-	void (*feed_serve)(void *ctx, uint64_t conn, const struct zk_ids *ids, int32_t xid,
-	                   const uint8_t *body, size_t size);
-	void (*feed_applied)(void *ctx, const struct zk_result *res);
+	/* The change feed (core/feed.c): the unsent output bytes of client
+	 * connection `conn` (0 when it is gone), and feed_wait(true): a
+	 * subscriber waits for its output to drain, call node_feed_pump()
+	 * once per turn of the host's loop until feed_wait(false). */
+	size_t (*client_output_bytes)(void *ctx, uint64_t conn);
+	void (*feed_wait)(void *ctx, bool waiting);
 };
 
 struct core_host {
@@ -326,6 +325,8 @@ struct node_core {
 
 	/* The ZooKeeper sessions and requests of this server's clients. */
 	struct zk_server *zk_server;
+	/* The change feed's history and subscriptions (core/feed.h). */
+	struct node_feeds *feeds;
 	/* The cluster controller's glue. */
 	struct node_ctl *ctl;
 

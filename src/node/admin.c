@@ -6,7 +6,7 @@
  */
 #include "node/admin.h"
 #include "core/controller.h"
-#include "node/feed.h"
+#include "core/feed.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -338,6 +338,20 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 
 /* ---- metrics ---- */
 
+static void feed_metrics(struct node *n, struct keel_wbuf *w)
+{
+	struct node_feed_stats fs;
+	node_feed_stats(&n->core, &fs);
+	metrics_gauge(w, "keel_feed_subscriptions", "Change feed subscriptions on this server",
+		      (double)fs.subscriptions);
+	metrics_gauge(w, "keel_feed_history_changes",
+	              "Transactions held in the change feed history", (double)fs.history_changes);
+	metrics_gauge(w, "keel_feed_history_bytes", "Bytes of the change feed history",
+		      (double)fs.history_bytes);
+	metrics_gauge(w, "keel_feed_oldest_zxid", "Oldest start the change feed accepts",
+		      (double)fs.oldest_zxid);
+}
+
 static void metrics_text(struct node *n, struct keel_wbuf *w)
 {
 	struct raft_status st;
@@ -402,7 +416,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 			"or record",
 			n->nl.tls_failures);
 	node_limits_metrics(n, w);
-	node_feed_metrics(n, w);
+	feed_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -12,7 +12,6 @@
 
 #include "base/assert.h"
 #include "node/admin.h"
-#include "node/feed.h"
 #include "os/log.h"
 
 struct node_clients {
@@ -112,8 +111,6 @@ static void on_close(struct net_conn *conn, enum keel_err reason)
 		admin_on_conn_closed(&n->core, c->id);
 	}
 	if (c->mode == CLIENT_ZK) {
-		/* The feed first: it holds the session's identities (the core's). */
-		node_feed_on_close(n, c);
 		zk_conn_on_close(&n->core, c->id);
 	}
 	if (c->admitted) {
@@ -229,6 +226,7 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 		.max_watches_per_connection = cfg->max_watches_per_connection,
 		.max_watch_bytes_per_connection = cfg->max_watch_bytes_per_connection,
 		.housekeeping_ms = cfg->housekeeping_ms,
+		.feed_retain_bytes = cfg->feed_retain_bytes,
 		.no_read_only = cfg->no_read_only,
 		.insecure_peers = cfg->insecure_peers,
 		.sasl_users = n->sasl_users,
@@ -243,10 +241,7 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 	if (rc != KEEL_OK) {
 		return rc;
 	}
-	if (node_feeds_init(n) != KEEL_OK) {
-		snprintf(err, err_size, "out of memory");
-		return KEEL_NOMEM;
-	}
+
 	rc = net_listen(&cl->listener, n->loop, n->cfg.listen, on_connection, n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -295,7 +290,6 @@ void node_clients_free(struct node *n)
 	}
 	KEEL_ASSERT(cl->count == 0); /* every connection's on_close has run */
 	zk_clients_close(&n->core);
-	node_feeds_close(n);
 	keel_hmap_close(&cl->by_id);
 	free(cl);
 	n->clients = NULL;

@@ -11,7 +11,7 @@
 
 #include "core/fsm.h"
 #include "node/client.h"
-#include "node/feed.h"
+#include "core/feed.h"
 #include "node/node.h"
 #include "node/peer_auth.h"
 #include "node/snapshot.h"
@@ -108,6 +108,29 @@ static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bo
 	}
 }
 
+static size_t host_client_output_bytes(void *ctx, uint64_t conn)
+{
+	struct node_client *c = client_of(ctx, conn);
+	return c != NULL ? net_conn_pending_output(&c->conn) : 0;
+}
+
+static void on_feed_check(uv_check_t *check)
+{
+	struct node *n = check->data;
+	node_feed_pump(&n->core);
+}
+
+static void host_feed_wait(void *ctx, bool waiting)
+{
+	struct node *n = ctx;
+	n->feed_check.data = n;
+	if (waiting) {
+		uv_check_start(&n->feed_check, on_feed_check);
+	} else {
+		uv_check_stop(&n->feed_check);
+	}
+}
+
 static bool host_client_paused(void *ctx, uint64_t conn)
 {
 	struct node_client *c = client_of(ctx, conn);
@@ -167,11 +190,8 @@ static enum keel_err host_snapshot_load(void *ctx, const struct raft_snapshot_me
 	enum keel_err rc = fsm_snapshot_load(n, path, meta->index, msg, sizeof(msg));
 	if (rc != KEEL_OK) {
 		KEEL_ERROR("cannot load installed snapshot %s: %s", path, msg);
-		return rc;
 	}
-	/* The change feed's history cannot bridge the snapshot. */
-	node_feed_on_snapshot_installed(n, meta->index);
-	return KEEL_OK;
+	return rc;
 }
 
 static void host_schedule_drive(void *ctx)
@@ -210,22 +230,6 @@ static bool host_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t 
 	return peer_auth_session_verify(&n->peers.keys, session_id, passwd, proof, size);
 }
 
-/* ---- the parts not yet in the core ---- */
-
-static void host_feed_serve(void *ctx, uint64_t conn, const struct zk_ids *ids, int32_t xid,
-                            const uint8_t *body, size_t size)
-{
-	struct node_client *c = client_of(ctx, conn);
-	if (c != NULL) {
-		node_feed_serve(ctx, c, ids, xid, body, size);
-	}
-}
-
-static void host_feed_applied(void *ctx, const struct zk_result *res)
-{
-	node_feed_on_applied(ctx, res);
-}
-
 static const struct core_host_ops host_ops = {
         .persist = host_persist,
         .peer_begin = host_peer_begin,
@@ -250,8 +254,8 @@ static const struct core_host_ops host_ops = {
         .maybe_snapshot = host_maybe_snapshot,
         .addr_ok = host_addr_ok,
         .session_proof_ok = host_session_proof_ok,
-        .feed_serve = host_feed_serve,
-        .feed_applied = host_feed_applied,
+        .client_output_bytes = host_client_output_bytes,
+        .feed_wait = host_feed_wait,
 };
 
 struct core_host node_host(struct node *n)

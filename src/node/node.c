@@ -313,6 +313,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	/* libuv runs check handles newest first: started after net's flush
 	 * hook, the drive runs before it, so its messages leave this turn. */
 	uv_check_init(loop, &n->drive_check);
+	uv_check_init(loop, &n->feed_check);
 	uv_idle_init(loop, &n->drive_idle);
 	n->drive_check.data = n;
 	uv_check_start(&n->drive_check, on_drive_check);

@@ -18,6 +18,7 @@
 #include "core/client_zk.h"
 #include "core/core.h"
 #include "core/entry.h"
+#include "core/feed.h"
 #include "core/fsm.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_jute.h"
@@ -42,7 +43,6 @@ struct fake_host {
 	size_t n_frames;
 	bool paused;
 	bool closed;
-	size_t feed_applied;
 };
 
 static enum keel_err fh_persist(void *ctx, const struct raft_ready *rd)
@@ -197,17 +197,16 @@ static bool fh_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t pa
 	return false;
 }
 
-static void fh_feed_serve(void *ctx, uint64_t conn, const struct zk_ids *ids, int32_t xid,
-                          const uint8_t *body, size_t size)
+static size_t fh_client_output_bytes(void *ctx, uint64_t conn)
 {
-	(void)ctx, (void)conn, (void)ids, (void)xid, (void)body, (void)size;
-	fail_msg("no feed here");
+	(void)ctx, (void)conn;
+	return 0; /* written at once */
 }
 
-static void fh_feed_applied(void *ctx, const struct zk_result *res)
+static void fh_feed_wait(void *ctx, bool waiting)
 {
-	(void)res;
-	((struct fake_host *)ctx)->feed_applied++;
+	(void)ctx, (void)waiting;
+	fail_msg("nothing waits on a feed here");
 }
 
 static const struct core_host_ops fake_ops = {
@@ -232,8 +231,8 @@ static const struct core_host_ops fake_ops = {
         .random_bytes = fh_random,
         .addr_ok = fh_addr_ok,
         .session_proof_ok = fh_session_proof_ok,
-        .feed_serve = fh_feed_serve,
-        .feed_applied = fh_feed_applied,
+        .client_output_bytes = fh_client_output_bytes,
+        .feed_wait = fh_feed_wait,
         .book_changed = fh_book_changed,
         .maybe_snapshot = fh_nothing,
 };
@@ -442,13 +441,16 @@ static void test_zk_client_by_id(void **state)
 	zk_write_str(&w, "anyone");
 	keel_wbuf_i32(&w, 0);
 	assert_true(keel_wbuf_ok(&w));
-	size_t fed_before = h->feed_applied;
+	struct node_feed_stats fs;
+	node_feed_stats(&f->core, &fs);
+	uint64_t held_before = fs.history_changes;
 	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
 	core_drive(&f->core);
 	assert_int_equal(h->n_frames, 1);
 	make_durable(f);
 	assert_int_equal(h->n_frames, 2);
-	assert_true(h->feed_applied > fed_before);
+	node_feed_stats(&f->core, &fs);
+	assert_int_equal(fs.history_changes, held_before + 1); /* the feed saw the create */
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, h->frames[1], h->frame_sizes[1]);
 	struct zk_reply_header rh;
