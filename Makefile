@@ -32,7 +32,9 @@ deps:
 	@scripts/install-deps.sh
 
 # The whole suite: unit, sim and fuzz under sanitizers (debug build), then
-# unit, sim, integration and compat on the release build that ships.
+# unit, sim, integration and compat on the release build that ships. The
+# integration and compat tests (keel clusters) run one at a time, beside
+# unit and simulator tests (the resource lock in tests/CMakeLists.txt).
 test: deps
 	@$(MAKE) --no-print-directory test-debug
 	@$(MAKE) --no-print-directory test-release
@@ -41,7 +43,7 @@ test-debug: debug
 	cd $(DEBUG) && $(CTEST) -L 'unit|sim|fuzz'
 
 test-release: build
-	cd $(BUILD) && $(CTEST) -L 'unit|sim|integration|compat' -j 1
+	cd $(BUILD) && $(CTEST) -L 'unit|sim|integration|compat'
 
 check-%: build
 	cd $(BUILD) && $(CTEST) -L $*

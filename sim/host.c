@@ -21,10 +21,21 @@
  *                  files; the server's own snapshots are the fsm's stream
  *                  (fsm_snapshot_write) saved like the snapshotter does,
  *                  then raft_snapshot_taken and a compaction batch;
- *   ctl_complete   controller mode: the controller glue's answer to a
- *                  broker's request (handed in with node_ctl_submit);
- *   client_*       not used yet (the ZooKeeper client part of the core
- *                  comes next): each stub fails the run loudly.
+ *   after apply    maybe_snapshot: reads whose index is applied are
+ *                  served, and the server may take its snapshot;
+ *   book, addrs    book_changed does nothing and addr_ok says yes: the
+ *                  simulated network reaches servers by id;
+ *   client_*       not used yet (no simulated ZooKeeper connections), nor
+ *                  are session_proof_ok, client_output_bytes and feed_wait:
+ *                  each stub fails the run loudly.
+ *
+ * The checkers see what the core hands its own parts through its observer
+ * (core.h, struct core_observer): each applied entry with what it produced
+ * (apply order, the committed-log checks, the register writes' outcomes),
+ * the ReadIndex results, and in controller mode the controller glue's
+ * answers to the brokers' requests (handed in with node_ctl_submit under a
+ * tracker id; the core's ZooKeeper clients find no connection waiting for
+ * them).
  *
  * The register workload of client.c runs as ZooKeeper transactions: key K
  * is the znode /kK holding its value as 8 big-endian bytes (a missing
@@ -103,6 +114,7 @@ struct sim_host {
 	} *ctl_reqs;
 	size_t n_ctl_reqs, cap_ctl_reqs;
 	bool ctl_active; /* as of the last process: counts controller starts */
+	struct core_observer observer; /* host_observer_ops on this host */
 };
 
 static struct sim_host *host_of(void *ctx)
@@ -316,8 +328,21 @@ static enum keel_err host_snapshot_load(void *ctx, const struct raft_snapshot_me
 		KEEL_ASSERT(h->n->disk->ops->failed(h->n->disk));
 		return KEEL_IO;
 	}
-	h->n->sm.config = meta->config;
-	return load_payload(h, bytes, (size_t)size);
+	struct sim *s = h->s;
+	struct sim_node *n = h->n;
+	n->sm.config = meta->config;
+	enum keel_err err = load_payload(h, bytes, (size_t)size);
+	if (err != KEEL_OK) {
+		return err;
+	}
+	n->sm.applied = meta->index;
+	n->sm.applied_term = meta->term;
+	h->core.applied_config = meta->config;
+	sim_check_snapshot_loaded(s, n);
+	n->last_snapshot_index = meta->index;
+	s->stat_snap_installs++;
+	sim_node_writes_unknown_below(s, n, meta->index);
+	return KEEL_OK;
 }
 
 /* ---- effects: peers ---- */
@@ -378,66 +403,79 @@ static void no_client(const char *what)
 	keel_assert_fail(what, __FILE__, __LINE__, "sim host: no ZooKeeper clients yet");
 }
 
-static struct keel_wbuf *host_client_begin(void *ctx, struct node_client *c, size_t *mark)
+static struct keel_wbuf *host_client_begin(void *ctx, uint64_t conn, size_t *mark)
 {
-	(void)ctx, (void)c, (void)mark;
+	(void)ctx, (void)conn, (void)mark;
 	no_client("client_begin");
 	return NULL;
 }
 
-static void host_client_end(void *ctx, struct node_client *c, size_t mark)
+static void host_client_end(void *ctx, uint64_t conn, size_t mark)
 {
-	(void)ctx, (void)c, (void)mark;
+	(void)ctx, (void)conn, (void)mark;
 	no_client("client_end");
 }
 
-static void host_client_send(void *ctx, struct node_client *c, const void *payload, size_t size)
+static void host_client_send(void *ctx, uint64_t conn, const void *payload, size_t size)
 {
-	(void)ctx, (void)c, (void)payload, (void)size;
+	(void)ctx, (void)conn, (void)payload, (void)size;
 	no_client("client_send");
 }
 
-static void host_client_pause(void *ctx, struct node_client *c, bool paused)
+static void host_client_pause(void *ctx, uint64_t conn, bool paused)
 {
-	(void)ctx, (void)c, (void)paused;
+	(void)ctx, (void)conn, (void)paused;
 	no_client("client_pause");
 }
 
-static void host_client_close(void *ctx, struct node_client *c, enum keel_err reason, bool flush)
+static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bool flush)
 {
-	(void)ctx, (void)c, (void)reason, (void)flush;
+	(void)ctx, (void)conn, (void)reason, (void)flush;
 	no_client("client_close");
 }
 
-static bool host_client_paused(void *ctx, const struct node_client *c)
+static bool host_client_paused(void *ctx, uint64_t conn)
 {
-	(void)ctx, (void)c;
+	(void)ctx, (void)conn;
 	no_client("client_paused");
 	return false;
 }
 
-static const char *host_client_peer_addr(void *ctx, const struct node_client *c)
+static size_t host_client_output_bytes(void *ctx, uint64_t conn)
 {
-	(void)ctx, (void)c;
-	no_client("client_peer_addr");
-	return "";
+	(void)ctx, (void)conn;
+	no_client("client_output_bytes");
+	return 0;
 }
 
-static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-			    const uint8_t *body, size_t size)
+static void host_feed_wait(void *ctx, bool waiting)
 {
-	(void)ctx, (void)from, (void)kind, (void)request_id, (void)body, (void)size;
-	no_client("on_request (a forwarded client request)");
+	(void)ctx, (void)waiting;
+	no_client("feed_wait");
 }
 
-static void host_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-				  size_t size)
+static bool host_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t passwd[16],
+				  const uint8_t *proof, size_t size)
 {
-	(void)ctx, (void)from, (void)type, (void)body, (void)size;
-	no_client("on_session_frame");
+	(void)ctx, (void)session_id, (void)passwd, (void)proof, (void)size;
+	no_client("session_proof_ok");
+	return false;
 }
 
-/* The controller glue's answer to a broker's request (controller mode). */
+static bool host_addr_ok(void *ctx, const char *addr)
+{
+	(void)ctx, (void)addr;
+	return true; /* the simulated network reaches any server by id */
+}
+
+static void host_book_changed(void *ctx)
+{
+	(void)ctx; /* the simulated network links servers by id, not address */
+}
+
+/* The controller glue's answer to a broker's request (controller mode),
+ * seen through the core's observer: the core's ZooKeeper clients get it
+ * too and find no connection waiting for it. */
 static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
 			      size_t size)
 {
@@ -456,11 +494,6 @@ static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, co
 	}
 	sim_fail(h->s, "node %llu: an answer to controller request %llu nobody asked",
 		 (unsigned long long)h->n->id, (unsigned long long)request_id);
-}
-
-static void host_fire_system(void *ctx, const struct zk_result *res)
-{
-	(void)ctx, (void)res; /* the metadata znodes' watches: no clients watch yet */
 }
 
 /* ---- effects: time, randomness, logs ---- */
@@ -523,11 +556,6 @@ static void host_on_failed(void *ctx)
 	h->n->stop_pending = true;
 }
 
-static void host_tick(void *ctx, uint64_t now_ms)
-{
-	(void)ctx, (void)now_ms;
-}
-
 /* ---- the register workload over the ZooKeeper state ---- */
 
 static void key_path(uint32_t key, char out[8])
@@ -585,11 +613,6 @@ static void host_on_reads(void *ctx, const struct raft_read_result *reads, size_
 {
 	struct sim_host *h = host_of(ctx);
 	sim_node_take_reads(h->s, h->n, reads, count);
-}
-
-static void host_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
-{
-	(void)ctx, (void)old_leader, (void)new_leader;
 }
 
 static void serve_reads(struct sim_host *h)
@@ -666,25 +689,13 @@ static void maybe_snapshot(struct sim_host *h)
 	}
 }
 
-static void host_after_apply(void *ctx)
+/* After an apply: reads whose index is applied are served, and the
+ * server may take its snapshot. */
+static void host_maybe_snapshot(void *ctx)
 {
 	struct sim_host *h = host_of(ctx);
 	serve_reads(h);
 	maybe_snapshot(h);
-}
-
-static void host_on_snapshot_installed(void *ctx)
-{
-	struct sim_host *h = host_of(ctx);
-	struct sim *s = h->s;
-	struct sim_node *n = h->n;
-	n->sm.applied = h->core.applied_index;
-	n->sm.applied_term = h->core.applied_term;
-	h->core.applied_config = n->sm.config;
-	sim_check_snapshot_loaded(s, n);
-	n->last_snapshot_index = n->sm.applied;
-	s->stat_snap_installs++;
-	sim_node_writes_unknown_below(s, n, n->sm.applied);
 }
 
 /* ---- the metadata image section ---- */
@@ -728,8 +739,6 @@ static const struct core_host_ops host_ops = {
 	.client_pause = host_client_pause,
 	.client_close = host_client_close,
 	.client_paused = host_client_paused,
-	.client_peer_addr = host_client_peer_addr,
-	.client_tls_subject = NULL,
 	.now_ms = host_now_ms,
 	.wall_ms = host_wall_ms,
 	.mono_ns = host_mono_ns,
@@ -739,16 +748,19 @@ static const struct core_host_ops host_ops = {
 	.snapshot_load = host_snapshot_load,
 	.schedule_drive = host_schedule_drive,
 	.on_failed = host_on_failed,
-	.on_applied = host_on_applied,
-	.on_reads = host_on_reads,
-	.on_leader_change = host_on_leader_change,
-	.after_apply = host_after_apply,
-	.on_snapshot_installed = host_on_snapshot_installed,
-	.on_request = host_on_request,
-	.on_session_frame = host_on_session_frame,
-	.tick = host_tick,
-	.ctl_complete = host_ctl_complete,
-	.fire_system = host_fire_system,
+	.book_changed = host_book_changed,
+	.maybe_snapshot = host_maybe_snapshot,
+	.addr_ok = host_addr_ok,
+	.session_proof_ok = host_session_proof_ok,
+	.client_output_bytes = host_client_output_bytes,
+	.feed_wait = host_feed_wait,
+};
+
+/* What the core hands its own parts, seen by the checkers. */
+static const struct core_observer host_observer_ops = {
+	.applied = host_on_applied,
+	.reads = host_on_reads,
+	.ext_complete = host_ctl_complete,
 };
 
 /* ---- lifecycle ---- */
@@ -767,9 +779,6 @@ static void ctl_open(struct sim_host *h)
 	char why[256];
 	enum keel_err err = node_ctl_create(&h->core, &o, why, sizeof(why));
 	KEEL_ASSERT(err == KEEL_OK);
-	struct tracker_kind_ops ops = node_ctl_track_ops;
-	ops.ctx = &h->core;
-	tracker_set_kind(&h->core.tracker, TRACK_META, &ops);
 	/* The stand-in's image field shows the glue's committed image to the
 	 * brokers and checkers (read-only; the glue owns it). */
 	h->n->sm.image = (struct meta_image *)node_ctl_image(&h->core);
@@ -786,6 +795,9 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 	n->host = h;
 	struct core_host host = {&host_ops, h};
 	core_init(&h->core, n->id, &host, keel_rng_next(&s->rng));
+	h->observer = host_observer_ops;
+	h->observer.ctx = h;
+	h->core.observer = &h->observer;
 	if (s->cfg.controller) {
 		h->image = (struct fsm_image_ops){image_ctl_save, image_ctl_load, &h->core};
 	} else {

@@ -233,7 +233,12 @@ static int16_t produce_one(struct broker_core *core, struct kafka_str topic, int
 		return code;
 	}
 	if (acks == -1 && p->isr_count < p->min_isr) {
-		return KAFKA_NOT_ENOUGH_REPLICAS; /* Kafka's check, before the append */
+		/* Kafka's check, before the append (and before the duplicate
+		 * check: a retry is refused too, and retried again later). */
+		if (pp->records.data != NULL && pp->records.size > 0) {
+			broker_idem_refused(p, pp->records.data, (size_t)pp->records.size);
+		}
+		return KAFKA_NOT_ENOUGH_REPLICAS;
 	}
 	if (pp->records.data == NULL || pp->records.size <= 0) {
 		return KAFKA_CORRUPT_MESSAGE;
@@ -421,7 +426,9 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic, int32_t 
 	out->log_start_offset = -1;
 	out->aborted_transaction_count = -1;
 	out->preferred_read_replica = -1;
-	out->records = (struct kafka_records){NULL, -1};
+	/* Empty, not null, also for an error (Kafka's MemoryRecords.EMPTY):
+	 * librdkafka 2.0.2 fails a whole Fetch response on a null one. */
+	out->records = (struct kafka_records){NULL, 0};
 	struct broker_partition *p = NULL;
 	out->error_code = (int16_t)lookup(core, topic, fp->partition, fp->current_leader_epoch, &p);
 	if (p == NULL) {
@@ -429,7 +436,6 @@ static void fetch_one(struct broker_core *core, struct kafka_str topic, int32_t 
 	}
 	int64_t start = plog_log_start_offset(&p->log);
 	out->log_start_offset = start;
-	out->records = (struct kafka_records){NULL, 0};
 	bool in_range =
 	        fp->fetch_offset >= start && fp->fetch_offset <= plog_log_end_offset(&p->log);
 	if (replica_id >= 0) {

@@ -148,6 +148,7 @@ struct broker_core {
 	int64_t producer_id_next;
 	int64_t producer_id_end;
 	uint64_t duplicates; /* retried batches answered with their first offsets */
+	uint64_t refused_after; /* batches refused like the refused one before them */
 	struct broker_groups *groups; /* consumer groups (groups.h) */
 	/* Replication (replica.c). Time comes in through broker_core_set_time. */
 	int64_t now_ms;
@@ -400,6 +401,11 @@ struct broker_idem {
  * to answer broker_idem_duplicate's offset without appending). */
 int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
                           size_t size, struct broker_idem *idem);
+/* A produce to leader p refused before the append for too few in-sync
+ * replicas: an idempotent producer's batch that was next in sequence is
+ * marked, so that the batches in flight behind it get the same answer
+ * (plog/producer.h; broker_idem_check then answers NOT_ENOUGH_REPLICAS). */
+void broker_idem_refused(struct broker_partition *p, const uint8_t *data, size_t size);
 /* For a duplicate (answered with idem->duplicate.first_offset): true when
  * the answer must wait for the next sync (the original is not durable yet,
  * or, for_isr (acks=all), the high watermark does not cover it yet; p is

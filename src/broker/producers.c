@@ -108,44 +108,68 @@ static void mark_dirty(struct broker_core *core, struct broker_partition *p)
 	}
 }
 
-int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
-                          size_t size, struct broker_idem *idem)
+/* The one batch of an idempotent producer in `data` (one partition's
+ * records): KAFKA_NONE with *idempotent false for other producers' data
+ * (or a malformed one, which plog_append refuses), else its checks. */
+static int16_t idem_batch(const uint8_t *data, size_t size, struct plog_batch *b, bool *idempotent)
 {
-	memset(idem, 0, sizeof(*idem));
-	struct plog_batch b;
 	uint32_t batches = 0;
-	bool idempotent = false;
+	*idempotent = false;
 	for (size_t pos = 0; pos < size;) {
 		struct plog_batch next;
 		if (plog_batch_parse_header(data + pos, size - pos, UINT32_MAX, &next) !=
 		            PLOG_BATCH_OK ||
 		    next.size > size - pos) {
+			*idempotent = false;
 			return KAFKA_NONE; /* malformed: plog_append refuses it */
 		}
 		if (batches++ == 0) {
-			b = next;
+			*b = next;
 		}
-		idempotent |= next.producer_id >= 0;
+		*idempotent |= next.producer_id >= 0;
 		pos += next.size;
 	}
-	if (!idempotent) {
+	if (!*idempotent) {
 		return KAFKA_NONE;
 	}
 	if (batches != 1) {
 		return KAFKA_INVALID_RECORD; /* Kafka: one batch per partition (v3+) */
 	}
-	if (b.attributes & PLOG_ATTR_TRANSACTIONAL) {
+	if (b->attributes & PLOG_ATTR_TRANSACTIONAL) {
 		return KAFKA_INVALID_TXN_STATE; /* no transactions here */
 	}
-	if (b.producer_epoch < 0 || b.base_sequence < 0 || (b.attributes & PLOG_ATTR_CONTROL)) {
+	if (b->producer_epoch < 0 || b->base_sequence < 0 || (b->attributes & PLOG_ATTR_CONTROL)) {
 		return KAFKA_INVALID_RECORD;
 	}
+	return KAFKA_NONE;
+}
+
+/* The partition's producer state, rebuilt from the log when it is not
+ * current: false on an I/O error. */
+static bool producers_ready(struct broker_partition *p)
+{
 	if (!p->producers_ready) {
 		if (plog_producers_rebuild(&p->log, &p->producers, NULL) != KEEL_OK) {
-			return KAFKA_KAFKA_STORAGE_ERROR;
+			return false;
 		}
 		p->producers_ready = true;
 		p->snapshot_segment = last_segment_base(&p->log);
+	}
+	return true;
+}
+
+int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, const uint8_t *data,
+                          size_t size, struct broker_idem *idem)
+{
+	memset(idem, 0, sizeof(*idem));
+	struct plog_batch b;
+	bool idempotent = false;
+	int16_t code = idem_batch(data, size, &b, &idempotent);
+	if (code != KAFKA_NONE || !idempotent) {
+		return code;
+	}
+	if (!producers_ready(p)) {
+		return KAFKA_KAFKA_STORAGE_ERROR;
 	}
 	idem->active = true;
 	idem->producer_id = b.producer_id;
@@ -162,9 +186,24 @@ int16_t broker_idem_check(struct broker_core *core, struct broker_partition *p, 
 		return KAFKA_NONE;
 	case PLOG_SEQ_OLD_EPOCH:
 		return KAFKA_INVALID_PRODUCER_EPOCH;
+	case PLOG_SEQ_AFTER_REFUSED:
+		/* The batch before it was refused for the ISR: so is this one. */
+		core->refused_after++;
+		return KAFKA_NOT_ENOUGH_REPLICAS;
 	default:
 		return KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER;
 	}
+}
+
+void broker_idem_refused(struct broker_partition *p, const uint8_t *data, size_t size)
+{
+	struct plog_batch b;
+	bool idempotent = false;
+	if (idem_batch(data, size, &b, &idempotent) != KAFKA_NONE || !idempotent ||
+	    !producers_ready(p)) {
+		return;
+	}
+	plog_producers_refuse(&p->producers, b.producer_id, b.producer_epoch, b.base_sequence);
 }
 
 bool broker_idem_duplicate_waits(struct broker_core *core, struct broker_partition *p,

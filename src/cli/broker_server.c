@@ -1776,6 +1776,11 @@ void broker_server_stop(struct broker_server *s)
 		          " retried idempotent batches with their first offsets",
 		          s->core.duplicates);
 	}
+	if (s->core.refused_after > 0) {
+		KEEL_INFO("refused %" PRIu64 " idempotent batches for too few in-sync replicas"
+		          " behind a batch refused so",
+		          s->core.refused_after);
+	}
 	struct broker_fetcher_totals ft;
 	broker_fetchers_totals(s->fetchers, &ft);
 	const struct broker_replication_stats *rs = &s->core.stats;

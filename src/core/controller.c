@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "core/client_zk.h"
 #include "meta/controller.h"
 #include "meta/proto.h"
 #include "meta/record.h"
@@ -243,6 +244,9 @@ enum keel_err node_ctl_create(struct node_core *core, const struct node_ctl_opti
 	uint64_t seed = core_seed_next(core);
 	keel_rng_seed(&c->rng, seed);
 	core->ctl = c;
+	struct tracker_kind_ops track_ops = node_ctl_track_ops;
+	track_ops.ctx = core;
+	tracker_set_kind(&core->tracker, TRACK_META, &track_ops);
 	return KEEL_OK;
 }
 
@@ -384,7 +388,7 @@ static void apply_zk_view(struct node_core *core, uint64_t index, int64_t time_m
 			          (unsigned long long)index, op->path, keel_strerror(rc));
 		}
 	}
-	core_fire_system(core, &c->zk_res);
+	zk_clients_fire_system(core, &c->zk_res);
 }
 
 void node_ctl_apply(struct node_core *core, const struct raft_entry *entry,
@@ -631,7 +635,11 @@ static void deliver(struct node_core *core, uint64_t peer, uint64_t request_id, 
                     int32_t zk_err, const uint8_t *body, size_t size)
 {
 	if (peer == 0) {
-		core_ctl_complete(core, request_id, zk_err, body, size);
+		zk_clients_ext_complete(core, request_id, zk_err, body, size);
+		if (core->observer != NULL) {
+			core->observer->ext_complete(core->observer->ctx, request_id, zk_err, body,
+			                             size);
+		}
 	} else {
 		send_peer_reply(core, peer, request_id, wait_index, zk_err, body, size);
 	}

@@ -110,7 +110,7 @@ void node_ctl_on_leader_change(struct node_core *core);
  * the log index the response depends on as its wait index. */
 void node_ctl_on_forward(struct node_core *core, uint64_t from, uint64_t request_id,
                          const uint8_t *body, size_t size);
-/* The tracker's callbacks for TRACK_META (ctx: the node). */
+/* The tracker's callbacks for TRACK_META (ctx: the core; set by node_ctl_create). */
 extern const struct tracker_kind_ops node_ctl_track_ops;
 
 /* ---- extension requests (called from client_zk.c) ---- */

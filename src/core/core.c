@@ -12,6 +12,7 @@
 #include "base/fmt.h"
 #include "base/rng.h"
 #include "core/fsm.h"
+#include "core/membership.h"
 
 void core_init(struct node_core *c, uint64_t id, const struct core_host *host, uint64_t seed)
 {
@@ -29,22 +30,15 @@ void core_init(struct node_core *c, uint64_t id, const struct core_host *host, u
 	KEEL_ASSERT(ops->snapshot_load != NULL);
 	KEEL_ASSERT(ops->schedule_drive != NULL);
 	KEEL_ASSERT(ops->on_failed != NULL);
-	KEEL_ASSERT(ops->on_applied != NULL);
-	KEEL_ASSERT(ops->on_reads != NULL);
-	KEEL_ASSERT(ops->on_leader_change != NULL);
-	KEEL_ASSERT(ops->after_apply != NULL);
-	KEEL_ASSERT(ops->on_snapshot_installed != NULL);
-	KEEL_ASSERT(ops->on_request != NULL);
-	KEEL_ASSERT(ops->on_session_frame != NULL);
-	KEEL_ASSERT(ops->tick != NULL);
-	KEEL_ASSERT(ops->ctl_complete != NULL);
-	KEEL_ASSERT(ops->fire_system != NULL);
+	KEEL_ASSERT(ops->book_changed != NULL);
+	KEEL_ASSERT(ops->maybe_snapshot != NULL);
 	memset(c, 0, sizeof(*c));
 	c->host = *host;
 	c->id = id;
 	c->seed_state = seed;
 	keel_list_init(&c->waiters);
 	keel_list_init(&c->done);
+	keel_list_init(&c->admin_reqs);
 }
 
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
@@ -73,6 +67,9 @@ enum keel_err core_open(struct node_core *c, const struct core_options *o, char 
 		keel_fmt(err, err_size, "out of memory");
 		return rc;
 	}
+	struct tracker_kind_ops admin_ops = admin_track_ops;
+	admin_ops.ctx = c;
+	tracker_set_kind(&c->tracker, TRACK_ADMIN, &admin_ops);
 	c->raft_opts.heartbeat_interval_ms = o->heartbeat_ms;
 	c->raft_opts.snapshot_chunk_bytes = o->snapshot_chunk_bytes;
 	c->raft_opts.snapshot_trailing_entries = o->snapshot_trailing;
@@ -172,57 +169,32 @@ bool core_peer_connected(struct node_core *c, uint64_t to)
 	return c->host.ops->peer_connected(c->host.ctx, to);
 }
 
-struct keel_wbuf *core_client_begin(struct node_core *c, struct node_client *conn, size_t *mark)
+struct keel_wbuf *core_client_begin(struct node_core *c, uint64_t conn, size_t *mark)
 {
 	return c->host.ops->client_begin(c->host.ctx, conn, mark);
 }
 
-void core_client_end(struct node_core *c, struct node_client *conn, size_t mark)
+void core_client_end(struct node_core *c, uint64_t conn, size_t mark)
 {
 	c->host.ops->client_end(c->host.ctx, conn, mark);
 }
 
-void core_client_send(struct node_core *c, struct node_client *conn, const void *payload,
-                      size_t size)
+void core_client_send(struct node_core *c, uint64_t conn, const void *payload, size_t size)
 {
 	c->host.ops->client_send(c->host.ctx, conn, payload, size);
 }
 
-void core_client_pause(struct node_core *c, struct node_client *conn, bool paused)
+void core_client_pause(struct node_core *c, uint64_t conn, bool paused)
 {
 	c->host.ops->client_pause(c->host.ctx, conn, paused);
 }
 
-void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason,
-                       bool flush)
+void core_client_close(struct node_core *c, uint64_t conn, enum keel_err reason, bool flush)
 {
 	c->host.ops->client_close(c->host.ctx, conn, reason, flush);
 }
 
-bool core_client_paused(const struct node_core *c, const struct node_client *conn)
+bool core_client_paused(const struct node_core *c, uint64_t conn)
 {
 	return c->host.ops->client_paused(c->host.ctx, conn);
-}
-
-const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn)
-{
-	return c->host.ops->client_peer_addr(c->host.ctx, conn);
-}
-
-void core_ctl_complete(struct node_core *c, uint64_t request_id, int32_t zk_err,
-                       const uint8_t *body, size_t size)
-{
-	c->host.ops->ctl_complete(c->host.ctx, request_id, zk_err, body, size);
-}
-
-void core_fire_system(struct node_core *c, const struct zk_result *res)
-{
-	c->host.ops->fire_system(c->host.ctx, res);
-}
-
-bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
-			     size_t size)
-{
-	return c->host.ops->client_tls_subject != NULL &&
-	       c->host.ops->client_tls_subject(c->host.ctx, conn, buf, size);
 }

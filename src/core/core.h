@@ -9,14 +9,17 @@
  * shell of `keel server` (node/host.c, node/node.c) and the simulator
  * (sim/host.c, docs/simulator.md).
  *
- * In the core today (src/core): the ready loop and the peer, storage and
- * tick inputs (drive.c), the state machine (fsm.c), the request tracker
- * (tracker.c), the entry envelope (entry.c), latency histograms (hist.c).
- * Still in the shell and reached through the "parts" entries of the host
- * table: the ZooKeeper sessions and requests (node/client_zk.c), the
- * controller glue (node/controller.c), the admin operations
- * (node/admin.c) and the snapshotter (node/snapshot.c). They already do
- * their clock, randomness, peer and client I/O through this table.
+ * In the core (src/core): the ready loop and the peer, storage and tick
+ * inputs (drive.c), the state machine (fsm.c), the request tracker
+ * (tracker.c), the entry envelope (entry.c), latency histograms (hist.c),
+ * the ZooKeeper clients (client_zk.c: sessions, requests, watches,
+ * forwarding, reconfig, read-only mode, SASL), the change feed (feed.c),
+ * membership changes and
+ * leadership transfers (membership.c) and the controller glue
+ * (controller.c). The ready loop calls each of them directly. In the
+ * shell, for good: sockets and the client port's classification (ZooKeeper,
+ * admin or four-letter word), the admin protocol's credential check, TLS,
+ * the storage thread and the forked snapshotter (node/).
  *
  * Effects (core -> host), through `host.ops`, `host.ctx` first. None of
  * them calls back into the core, except snapshot_load (which reads the file
@@ -38,13 +41,15 @@
  *                  effect.
  *   peer_connected whether a link to `to` is up now.
  *   client_*       a frame to, pause/resume of, and close of one client
- *                  connection (struct node_client, the host's, opaque
- *                  here). client_begin/end pair like peer_begin/end;
+ *                  connection, named by the host's 64-bit id (never 0;
+ *                  the core keeps its own state per id: core/client_zk.h).
+ *                  client_begin/end pair like peer_begin/end (begin is
+ *                  NULL once the connection is gone or closing);
  *                  client_send copies `payload`; after client_close the
  *                  host delivers the connection's close later, from its
  *                  loop, never from inside client_close. client_paused:
  *                  reading is paused (by the core or by the host's
- *                  limits); client_peer_addr: its address, for logs.
+ *                  limits), or the connection is gone.
  *   now_ms         monotonic milliseconds (deadlines, session timeouts);
  *   wall_ms        the wall clock in ms (znode ctime/mtime, entry times);
  *   mono_ns        monotonic nanoseconds (latency histograms only);
@@ -58,12 +63,28 @@
  *   snapshot_load  a received snapshot is durable: load it into c->fsm.
  *   schedule_drive run core_drive() soon, after the inputs already queued.
  *   on_failed      c->failed became true: stop the server.
+ *   book_changed   the address book changed (an applied CLUSTER entry):
+ *                  update the peer links. Runs between raft_ready and
+ *                  raft_advance; a link it drops may be reported
+ *                  (core_on_peer_link) before it returns.
+ *   maybe_snapshot entries were applied (after raft_advance): the host may
+ *                  start a snapshot of c->fsm (it forks, node/snapshot.c).
+ *   addr_ok        whether "HOST:PORT" is an address the host can dial (a
+ *                  new member's peer address).
+ *   session_proof_ok  the ZooKeeper session credential (addauth "keel"):
+ *                  the cluster secret's HMAC, which stays in the host.
+ *   client_output_bytes  the unsent output of a client connection (the
+ *                  change feed waits while it is above its high water).
+ *   feed_wait      (true) call node_feed_pump() once per turn of the host's
+ *                  loop, after its I/O, until (false).
  *
  * Inputs (host -> core): one thread, one at a time. core_drive may be
- * called from inside a parts callback (it folds into the running drive);
- * no other input may be.
+ * called from inside an effect (it folds into the running drive); no other
+ * input may be, except as said above.
  *   core_init / core_open   the start seed and options; then the host
- *                    restores Raft from its storage (raft_restore).
+ *                    restores Raft from its storage (raft_restore) and
+ *                    opens the parts: node_ctl_create (controller.h),
+ *                    zk_clients_open (client_zk.h).
  *   core_on_durable  persist batch `persist_id` is durable, or storage
  *                    failed (err). In persist order, once per batch.
  *   core_on_peer_frame   a frame from authenticated peer `from` (body
@@ -74,15 +95,17 @@
  *   core_drive       runs the ready loop; the host calls it after inputs it
  *                    batched (schedule_drive).
  *   core_stop        shutdown: later inputs are not acted on.
- * Client frames and closes still enter through node/client.c and
- * node/client_zk.c (zk_conn_on_frame, zk_conn_on_close) until the
- * ZooKeeper part moves in.
+ *   zk_conn_open, zk_conn_on_frame, zk_conn_on_close   a ZooKeeper
+ *                    connection of the client port (core/client_zk.h).
+ *   node_feed_pump   while feed_wait is on (core/feed.h);
+ *   node_feed_on_snapshot_taken   the host's snapshotter compacted the log.
+ *   admin_request, admin_on_conn_closed   an operator's membership change
+ *                    or transfer on an admin connection, after the host
+ *                    checked the credential (core/membership.h).
  *
- * Parts callbacks (core -> the shell's parts, transitional): on_applied,
- * on_reads and on_leader_change run between raft_ready and raft_advance
- * and must not call core_propose (asserted); after_apply runs after
- * raft_advance and may. on_request, on_session_frame and tick run from
- * the matching input.
+ * Inside the ready loop, the parts' apply, read and leader-change entries
+ * run between raft_ready and raft_advance and must not call core_propose
+ * (asserted); the after-apply entries run after raft_advance and may.
  */
 #ifndef KEEL_CORE_CORE_H
 #define KEEL_CORE_CORE_H
@@ -99,10 +122,10 @@
 #include "core/tracker.h"
 #include "raft/raft.h"
 
-struct node_client; /* a client connection: the host's, opaque here */
 struct node_fsm;
 struct node_core;
 struct zk_server;
+struct node_feeds;
 struct node_ctl;
 
 /* Servers an address book holds at most, and the longest address. */
@@ -143,6 +166,7 @@ enum core_log_level {
 };
 
 struct zk_result;
+struct zk_ids;
 
 struct core_host_ops {
 	enum keel_err (*persist)(void *ctx, const struct raft_ready *rd);
@@ -151,17 +175,13 @@ struct core_host_ops {
 	void (*peer_end)(void *ctx, uint64_t to, size_t mark);
 	bool (*peer_connected)(void *ctx, uint64_t to);
 
-	struct keel_wbuf *(*client_begin)(void *ctx, struct node_client *c, size_t *mark);
-	void (*client_end)(void *ctx, struct node_client *c, size_t mark);
-	void (*client_send)(void *ctx, struct node_client *c, const void *payload, size_t size);
-	void (*client_pause)(void *ctx, struct node_client *c, bool paused);
-	void (*client_close)(void *ctx, struct node_client *c, enum keel_err reason, bool flush);
-	bool (*client_paused)(void *ctx, const struct node_client *c);
-	/* "HOST:PORT" of the client, valid while the connection is. */
-	const char *(*client_peer_addr)(void *ctx, const struct node_client *c);
-	/* Optional: the subject DN of the certificate the client proved on a
-	 * TLS port (net_conn_tls_subject); false when none. */
-	bool (*client_tls_subject)(void *ctx, const struct node_client *c, char *buf, size_t size);
+	/* A client connection is named by the host's id (never 0). */
+	struct keel_wbuf *(*client_begin)(void *ctx, uint64_t conn, size_t *mark);
+	void (*client_end)(void *ctx, uint64_t conn, size_t mark);
+	void (*client_send)(void *ctx, uint64_t conn, const void *payload, size_t size);
+	void (*client_pause)(void *ctx, uint64_t conn, bool paused);
+	void (*client_close)(void *ctx, uint64_t conn, enum keel_err reason, bool flush);
+	bool (*client_paused)(void *ctx, uint64_t conn);
 
 	uint64_t (*now_ms)(void *ctx);
 	int64_t (*wall_ms)(void *ctx);
@@ -183,35 +203,46 @@ struct core_host_ops {
 	/* The core cannot go on (c->failed): stop the server. */
 	void (*on_failed)(void *ctx);
 
-	/* The server parts the ready loop notifies that have not moved into
-	 * the core yet: the ZooKeeper clients, the controller glue, the admin
-	 * operations and the snapshotter (node/). Each becomes a direct call
-	 * when its part moves in (docs/simulator.md). Called from inside
-	 * core_drive (on_applied, on_reads, on_leader_change: between ready
-	 * and advance, so they must not call Raft; after_apply: after
-	 * advance), core_on_durable, core_on_peer_frame and core_tick. */
-	void (*on_applied)(void *ctx, const struct raft_entry *entry,
-	                   const struct fsm_applied *applied);
-	void (*on_reads)(void *ctx, const struct raft_read_result *reads, size_t count);
-	void (*on_leader_change)(void *ctx, uint64_t old_leader, uint64_t new_leader);
-	void (*after_apply)(void *ctx);
-	void (*on_snapshot_installed)(void *ctx);
-	void (*on_request)(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-	                   const uint8_t *body, size_t size);
-	/* PEER_FRAME_SESSION_TOUCH and PEER_FRAME_SESSION_MOVED (`type`). */
-	void (*on_session_frame)(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-	                         size_t size);
-	void (*tick)(void *ctx, uint64_t now_ms);
-	/* From the controller (core/controller.c) to the ZooKeeper clients:
-	 * the answer to a client's controller request (exactly once), and the
-	 * watches fired by the metadata znodes it wrote in an apply. */
-	void (*ctl_complete)(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
-	                     size_t size);
-	void (*fire_system)(void *ctx, const struct zk_result *res);
+	/* The address book changed (a NODE_ENTRY_CLUSTER entry applied):
+	 * the host updates its peer links. */
+	void (*book_changed)(void *ctx);
+	/* Entries were applied (after raft_advance): the host may start a
+	 * snapshot of the state (it forks: node/snapshot.c). */
+	void (*maybe_snapshot)(void *ctx);
+	/* The ZooKeeper session credential (addauth "keel"): true when
+	 * `proof` is the cluster secret's proof for (session_id, passwd).
+	 * The secret and its HMAC stay in the host. */
+	/* Whether `addr` ("HOST:PORT") is an address the host can dial (a
+	 * new member's peer address). */
+	bool (*addr_ok)(void *ctx, const char *addr);
+	bool (*session_proof_ok)(void *ctx, uint64_t session_id, const uint8_t passwd[16],
+	                         const uint8_t *proof, size_t size);
+
+	/* The change feed (core/feed.c): the unsent output bytes of client
+	 * connection `conn` (0 when it is gone), and feed_wait(true): a
+	 * subscriber waits for its output to drain, call node_feed_pump()
+	 * once per turn of the host's loop until feed_wait(false). */
+	size_t (*client_output_bytes)(void *ctx, uint64_t conn);
+	void (*feed_wait)(void *ctx, bool waiting);
 };
 
 struct core_host {
 	const struct core_host_ops *ops;
+	void *ctx;
+};
+
+/* A test host's view of what the ready loop hands its own parts (the
+ * simulator's checkers; NULL in the server, which needs none of it):
+ * each applied entry with what it produced, the ReadIndex results, and
+ * the controller's answers to this server's own requests (those of the
+ * ZooKeeper clients' keel extension frames). Called after the core's
+ * parts got the same. */
+struct core_observer {
+	void (*applied)(void *ctx, const struct raft_entry *entry,
+	                const struct fsm_applied *applied);
+	void (*reads)(void *ctx, const struct raft_read_result *reads, size_t count);
+	void (*ext_complete)(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
+	                     size_t size);
 	void *ctx;
 };
 
@@ -250,6 +281,7 @@ struct node_stats {
  * and by nothing that needs the host's handles. */
 struct node_core {
 	struct core_host host;
+	const struct core_observer *observer; /* NULL but in a test host */
 	uint64_t id;         /* this server's id */
 	uint64_t seed_state; /* core_seed_next() */
 	/* The replicated state machine (core/fsm.h) and the address book,
@@ -300,12 +332,16 @@ struct node_core {
 
 	/* Admin waiters (leader) in index order. */
 	struct keel_list waiters; /* of node_waiter */
+	/* Membership changes and transfers being run (core/membership.c). */
+	struct keel_list admin_reqs;
 
 	/* Requests decided by the leader, of every kind (core/tracker.h). */
 	struct tracker tracker;
 
 	/* The ZooKeeper sessions and requests of this server's clients. */
 	struct zk_server *zk_server;
+	/* The change feed's history and subscriptions (core/feed.h). */
+	struct node_feeds *feeds;
 	/* The cluster controller's glue. */
 	struct node_ctl *ctl;
 
@@ -335,9 +371,11 @@ struct core_options {
 };
 
 /* After core_init: creates the Raft core, the request tracker (request ids
- * start at a seeded random point) and the state machine. The caller then
- * sets the tracker's kinds and restores Raft (raft_restore on c->raft). On
- * error `err` says why; core_close() frees what was made. */
+ * start at a seeded random point; its TRACK_ADMIN kind is the core's
+ * membership.c, TRACK_ZK_WRITE and TRACK_META are set by zk_clients_open
+ * and node_ctl_create) and the state machine. The caller then restores
+ * Raft (raft_restore on c->raft). On error `err` says why; core_close()
+ * frees what was made. */
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
                         size_t err_size);
 void core_close(struct node_core *c);
@@ -364,17 +402,12 @@ struct keel_wbuf *core_peer_begin(struct node_core *c, uint64_t to, uint8_t type
 void core_peer_end(struct node_core *c, uint64_t to, size_t mark);
 bool core_peer_connected(struct node_core *c, uint64_t to);
 enum keel_err core_random(struct node_core *c, void *buf, size_t size);
-struct keel_wbuf *core_client_begin(struct node_core *c, struct node_client *conn, size_t *mark);
-void core_client_end(struct node_core *c, struct node_client *conn, size_t mark);
-void core_client_send(struct node_core *c, struct node_client *conn, const void *payload,
-                      size_t size);
-void core_client_pause(struct node_core *c, struct node_client *conn, bool paused);
-void core_client_close(struct node_core *c, struct node_client *conn, enum keel_err reason,
-                       bool flush);
-bool core_client_paused(const struct node_core *c, const struct node_client *conn);
-const char *core_client_peer_addr(const struct node_core *c, const struct node_client *conn);
-bool core_client_tls_subject(const struct node_core *c, const struct node_client *conn, char *buf,
-			     size_t size);
+struct keel_wbuf *core_client_begin(struct node_core *c, uint64_t conn, size_t *mark);
+void core_client_end(struct node_core *c, uint64_t conn, size_t mark);
+void core_client_send(struct node_core *c, uint64_t conn, const void *payload, size_t size);
+void core_client_pause(struct node_core *c, uint64_t conn, bool paused);
+void core_client_close(struct node_core *c, uint64_t conn, enum keel_err reason, bool flush);
+bool core_client_paused(const struct node_core *c, uint64_t conn);
 
 /* ---- inputs ---- */
 
@@ -396,11 +429,6 @@ void core_tick(struct node_core *c, uint64_t now_ms);
 void core_stop(struct node_core *c);
 
 /* ---- requests of the parts ---- */
-
-/* The parts callbacks above, for the core's own files. */
-void core_ctl_complete(struct node_core *c, uint64_t request_id, int32_t zk_err,
-                       const uint8_t *body, size_t size);
-void core_fire_system(struct node_core *c, const struct zk_result *res);
 
 /* Proposes `data` (an encoded envelope) on the leader. Not between ready
  * and advance. */

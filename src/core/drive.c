@@ -17,8 +17,10 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "core/client_zk.h"
 #include "core/controller.h"
 #include "core/fsm.h"
+#include "core/membership.h"
 
 #define PERSIST_RING 256
 _Static_assert(PERSIST_RING == KEEL_ARRAY_SIZE(((struct node_core *)0)->persist_submitted_ns),
@@ -165,7 +167,8 @@ static void on_soft_state(struct node_core *c, const struct raft_ready *rd)
 			waiters_fail_uncommitted(c, rd->commit, KEEL_NOTLEADER);
 		}
 		/* The parts first (admin before the tracker: transfers succeed). */
-		c->host.ops->on_leader_change(c->host.ctx, old_leader, rd->leader);
+		zk_clients_on_leader_change(c, old_leader, rd->leader);
+		admin_on_leader_change(c);
 		if (c->ctl != NULL) {
 			node_ctl_on_leader_change(c);
 		}
@@ -174,6 +177,31 @@ static void on_soft_state(struct node_core *c, const struct raft_ready *rd)
 }
 
 /* ---- the ready loop ---- */
+
+/* Hands what an applied entry produced to whoever waits for it: the
+ * ZooKeeper clients (watches, the waiting request), the host's peer links
+ * (the address book). The controller's META entries were applied by
+ * node_ctl_apply. */
+static void on_applied(struct node_core *c, const struct fsm_applied *applied)
+{
+	switch (applied->kind) {
+	case FSM_APPLIED_ZK:
+		zk_clients_on_applied(c, &applied->entry, applied->zk);
+		return;
+	case FSM_APPLIED_ZK_FAILED:
+		zk_clients_on_apply_failed(c, &applied->entry);
+		return;
+	case FSM_APPLIED_BOOK:
+		c->host.ops->book_changed(c->host.ctx);
+		return;
+	case FSM_APPLIED_ZK_SYSTEM:
+		zk_clients_fire_system(c, applied->zk);
+		return;
+	case FSM_APPLIED_META:
+	case FSM_APPLIED_NOTHING:
+		return;
+	}
+}
 
 static void handle_ready(struct node_core *c, struct raft_ready *rd)
 {
@@ -217,7 +245,10 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 		if (applied.kind == FSM_APPLIED_META && c->ctl != NULL) {
 			node_ctl_apply(c, e, &applied.entry);
 		}
-		c->host.ops->on_applied(c->host.ctx, e, &applied);
+		on_applied(c, &applied);
+		if (c->observer != NULL) {
+			c->observer->applied(c->observer->ctx, e, &applied);
+		}
 		c->bytes_since_snapshot += e->size;
 		c->applied_index = e->index;
 		c->applied_term = e->term;
@@ -225,7 +256,10 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 		waiters_on_commit(c, e->index, e->term);
 	}
 	if (rd->n_reads > 0) {
-		c->host.ops->on_reads(c->host.ctx, rd->reads, rd->n_reads);
+		zk_clients_on_reads(c, rd->reads, rd->n_reads);
+		if (c->observer != NULL) {
+			c->observer->reads(c->observer->ctx, rd->reads, rd->n_reads);
+		}
 	}
 	c->commit_index = rd->commit;
 	if (rd->soft_state_changed) {
@@ -281,7 +315,8 @@ static void after_advance(struct node_core *c)
 	if (c->ctl != NULL) {
 		node_ctl_after_apply(c);
 	}
-	c->host.ops->after_apply(c->host.ctx);
+	zk_clients_after_apply(c);
+	c->host.ops->maybe_snapshot(c->host.ctx);
 }
 
 enum keel_err core_propose(struct node_core *c, const void *data, uint32_t size, uint64_t *index,
@@ -332,7 +367,7 @@ void core_on_durable(struct node_core *c, uint64_t persist_id, enum keel_err err
 		c->bytes_since_snapshot = 0;
 		c->commit_index = KEEL_MAX(c->commit_index, c->applied_index);
 		c->stats.snapshots_installed++;
-		c->host.ops->on_snapshot_installed(c->host.ctx);
+		zk_clients_on_snapshot_installed(c);
 		CORE_INFO(c, "snapshot %llu installed", (unsigned long long)meta.index);
 	}
 	enum keel_err rc = raft_persisted(c->raft, persist_id);
@@ -401,12 +436,10 @@ static void on_tracked_request(struct node_core *c, uint64_t from, const uint8_t
 	}
 	switch ((enum tracker_kind)kind) {
 	case TRACK_ZK_WRITE:
-		c->host.ops->on_request(c->host.ctx, from, TRACK_ZK_WRITE, request_id, rest,
-		                        rest_size);
+		zk_clients_on_forward(c, from, request_id, rest, rest_size);
 		return;
 	case TRACK_ADMIN:
-		c->host.ops->on_request(c->host.ctx, from, TRACK_ADMIN, request_id, rest,
-		                        rest_size);
+		admin_on_forward(c, from, request_id, rest, rest_size);
 		return;
 	case TRACK_META:
 		if (c->ctl != NULL) {
@@ -471,7 +504,7 @@ void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const 
 	}
 	case PEER_FRAME_SESSION_TOUCH:
 	case PEER_FRAME_SESSION_MOVED:
-		c->host.ops->on_session_frame(c->host.ctx, from, type, body, size);
+		zk_clients_on_peer_frame(c, from, type, body, size);
 		return;
 	case PEER_FRAME_REQUEST:
 		on_tracked_request(c, from, body, size);
@@ -509,7 +542,8 @@ void core_on_peer_link(struct node_core *c, uint64_t id, bool up)
 void core_tick(struct node_core *c, uint64_t now_ms)
 {
 	raft_tick(c->raft, now_ms);
-	c->host.ops->tick(c->host.ctx, now_ms);
+	zk_clients_tick(c, now_ms);
+	admin_tick(c, now_ms);
 	if (c->ctl != NULL) {
 		node_ctl_tick(c, now_ms);
 	}

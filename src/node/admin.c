@@ -1,23 +1,12 @@
 /*
- * admin.c — the admin protocol, four-letter words and metrics (admin.h).
- *
- * An admin request that changes the cluster lives in a struct admin_req
- * until it is answered. On the leader it walks these states:
- *
- *   ADDR --SET_ADDR committed--> LEARNER --config committed--> CATCHUP
- *     --learner caught up--> PROMOTE --config committed--> DONE
- *   (add-learner stops after LEARNER; promote/remove start at CHANGE;
- *    transfer waits in TRANSFER until the target leads)
- *
- * On a follower a request is FORWARDED to the leader and the reply relayed:
- * a tracked request (tracker.h, kind TRACK_ADMIN), whose deadline, leader
- * change and link loss the tracker handles. On the leader every request has
- * a deadline; the leader losing leadership answers KEEL_NOTLEADER. A
- * request whose client went away is answered to no one.
+ * admin.c — the admin protocol's connections, four-letter words and
+ * metrics (admin.h). Membership changes and transfers are the core's
+ * (core/membership.c): this file checks the operator credential and hands
+ * them over with the connection's id.
  */
 #include "node/admin.h"
 #include "core/controller.h"
-#include "node/feed.h"
+#include "core/feed.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -29,63 +18,14 @@
 
 #include "base/assert.h"
 #include "node/client.h"
-#include "node/client_zk.h"
-#include "core/entry.h"
+#include "core/client_zk.h"
 #include "core/fsm.h"
 #include "node/snapshot.h"
 #include "core/core.h"
 #include "os/log.h"
 
-#define ADMIN_DEADLINE_MS 300000u
-#define TRANSFER_DEADLINE_MS 10000u
-#define CATCHUP_MARGIN 1000u
-/* A reconfig's step: a ZooKeeper client waits for it (NewConfigNoQuorum
- * past this, as ZooKeeper answers when the new servers are not there). */
-#define ZK_STEP_DEADLINE_MS 30000u
-
-enum admin_state {
-	ADMIN_FORWARDED = 1,
-	ADMIN_ADDR,
-	ADMIN_LEARNER,
-	ADMIN_CATCHUP,
-	ADMIN_PROMOTE,
-	ADMIN_CHANGE,
-	ADMIN_TRANSFER,
-};
-
-struct admin_req {
-	struct tracker_req track; /* FORWARDED: the leader decides */
-	uint64_t client_id; /* local connection waiting, 0: none */
-	uint64_t from_peer; /* peer waiting (forwarded to us), 0: none */
-	uint64_t peer_req_id; /* the client's request id, or the origin's tracked id */
-	uint8_t op;
-	uint8_t change;
-	uint64_t target;
-	char addr[NODE_ADDR_SIZE];
-	char zk_tail[CORE_ADDR_SIZE]; /* the address book's client_addr (zk_reconfig.h) */
-	uint64_t zk_request_id; /* a ZooKeeper reconfig waiting (client_zk.c), 0: none */
-	enum admin_state state;
-	bool retry; /* the current step got KEEL_BUSY: try again on tick */
-	uint64_t deadline_ms;
-	struct node_waiter waiter;
-	struct keel_list link; /* in node_admin.reqs */
-};
-
-struct node_admin {
-	struct keel_list reqs; /* of admin_req */
-};
-
-static struct node_admin *admin_of(struct node *n)
-{
-	if (n->admin == NULL) {
-		n->admin = calloc(1, sizeof(*n->admin));
-		KEEL_ASSERT(n->admin != NULL);
-		keel_list_init(&n->admin->reqs);
-	}
-	return n->admin;
-}
-
-static void wprintf(struct keel_wbuf *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 
 static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
 {
@@ -99,406 +39,17 @@ static void wprintf(struct keel_wbuf *w, const char *fmt, ...)
 	}
 }
 
-/* ---- replies ---- */
-
-void admin_encode_reply_header(struct keel_wbuf *w, uint8_t op, uint64_t req_id, enum keel_err err,
-			       const char *msg)
-{
-	keel_wbuf_u32(w, ADMIN_MAGIC);
-	keel_wbuf_u8(w, ADMIN_VERSION);
-	keel_wbuf_u8(w, op);
-	keel_wbuf_u64(w, req_id);
-	keel_wbuf_u32(w, (uint32_t)err);
-	size_t len = strlen(msg);
-	keel_wbuf_u16(w, (uint16_t)KEEL_MIN(len, 65535u));
-	keel_wbuf_bytes(w, msg, KEEL_MIN(len, 65535u));
-}
-
-static void reply_client(struct node *n, uint64_t client_id, uint8_t op, uint64_t req_id,
+/* An answer on admin connection `c` (header only). */
+static void reply_client(struct node *n, struct node_client *c, uint8_t op, uint64_t req_id,
 			 enum keel_err err, const char *msg)
 {
-	struct node_client *c = node_client_find(n, client_id);
-	if (c == NULL) {
-		return;
-	}
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+	struct keel_wbuf *w = core_client_begin(&n->core, c->id, &mark);
 	if (w == NULL) {
 		return;
 	}
 	admin_encode_reply_header(w, op, req_id, err, msg);
-	core_client_end(&n->core, c, mark);
-}
-
-/* Answers whoever waits for `req` and frees it. */
-static void req_finish(struct node *n, struct admin_req *req, enum keel_err err, const char *fmt,
-		       ...) __attribute__((format(printf, 4, 5)));
-
-static void req_finish(struct node *n, struct admin_req *req, enum keel_err err, const char *fmt,
-		       ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (req->client_id != 0) {
-		reply_client(n, req->client_id, req->op, req->peer_req_id, err, msg);
-	}
-	if (req->from_peer != 0) {
-		struct tracker_reply hdr = {TRACK_ADMIN, req->from_peer, req->peer_req_id, err, 0};
-		size_t mark;
-		struct keel_wbuf *w = core_reply_begin(&n->core, &hdr, &mark);
-		if (w != NULL) {
-			size_t len = strlen(msg);
-			keel_wbuf_u16(w, (uint16_t)len);
-			keel_wbuf_bytes(w, msg, len);
-			core_peer_end(&n->core, req->from_peer, mark);
-		}
-	}
-	if (err == KEEL_OK) {
-		KEEL_INFO("admin: %s", msg);
-	}
-	uint64_t zk_request_id = req->zk_request_id;
-	keel_list_remove(&req->link);
-	keel_list_remove(&req->waiter.link);
-	tracker_finish(&n->core.tracker, &req->track);
-	free(req);
-	if (zk_request_id != 0) {
-		/* Last: the reconfig may start its next step from here. */
-		zk_clients_reconfig_step_done(n, zk_request_id, err, msg);
-	}
-}
-
-/* ---- the leader's state machine for membership ---- */
-
-static void step(struct node *n, struct admin_req *req);
-
-static void on_committed(struct node_core *c, struct node_waiter *w, enum keel_err err)
-{
-	struct node *n = node_of(c);
-	struct admin_req *req = w->ctx;
-	if (err != KEEL_OK) {
-		req_finish(n, req, err == KEEL_CANCELED ? KEEL_NOTLEADER : err,
-			   "leadership changed before the change committed; retry");
-		return;
-	}
-	switch (req->state) {
-	case ADMIN_ADDR:
-		req->state = ADMIN_LEARNER;
-		step(n, req);
-		return;
-	case ADMIN_LEARNER:
-		if (req->change == ADMIN_MEMBER_ADD_LEARNER) {
-			req_finish(n, req, KEEL_OK, "server %llu added as a learner",
-				   (unsigned long long)req->target);
-			return;
-		}
-		req->state = ADMIN_CATCHUP;
-		step(n, req);
-		return;
-	case ADMIN_PROMOTE:
-		req_finish(n, req, KEEL_OK, "server %llu is a voter",
-			   (unsigned long long)req->target);
-		return;
-	case ADMIN_CHANGE:
-		if (req->change == ADMIN_MEMBER_REMOVE) {
-			/* Best effort: forget its address so nobody dials it. */
-			struct keel_wbuf e;
-			keel_wbuf_init_dynamic(&e, 64, 1024);
-			node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
-			keel_wbuf_u8(&e, NODE_CLUSTER_DEL_ADDR);
-			keel_wbuf_u64(&e, req->target);
-			uint64_t idx, term;
-			if (n->core.role == RAFT_LEADER) {
-				(void)core_propose(&n->core, e.data, (uint32_t)e.size, &idx, &term);
-			}
-			keel_wbuf_free(&e);
-			req_finish(n, req, KEEL_OK, "server %llu removed",
-				   (unsigned long long)req->target);
-		} else {
-			req_finish(n, req, KEEL_OK, "server %llu promoted to voter",
-				   (unsigned long long)req->target);
-		}
-		return;
-	default:
-		req_finish(n, req, KEEL_INVAL, "internal: unexpected state");
-	}
-}
-
-static void wait_for(struct node *n, struct admin_req *req, uint64_t index, uint64_t term)
-{
-	KEEL_ASSERT(!keel_list_linked(&req->waiter.link));
-	memset(&req->waiter, 0, sizeof(req->waiter));
-	req->waiter.index = index;
-	req->waiter.term = term;
-	req->waiter.done = on_committed;
-	req->waiter.ctx = req;
-	core_wait_commit(&n->core, &req->waiter);
-}
-
-static const char *change_error(enum keel_err rc)
-{
-	switch (rc) {
-	case KEEL_EXIST:
-		return "the server already has that role";
-	case KEEL_NOENT:
-		return "no such member";
-	case KEEL_INVAL:
-		return "not allowed (e.g. removing the last voter, promoting a voter)";
-	case KEEL_LIMIT:
-		return "too many members";
-	case KEEL_NOTLEADER:
-		return "this server is no longer the leader";
-	default:
-		return keel_strerror(rc);
-	}
-}
-
-static bool learner_caught_up(struct node *n, uint64_t id)
-{
-	struct raft_status st;
-	raft_status(n->core.raft, &st);
-	for (uint32_t i = 0; i < st.n_members; i++) {
-		if (st.members[i].id == id) {
-			return st.members[i].match_index + CATCHUP_MARGIN >= st.commit_index &&
-			       st.members[i].state == RAFT_PROGRESS_REPLICATE;
-		}
-	}
-	return false;
-}
-
-static void step(struct node *n, struct admin_req *req)
-{
-	uint64_t index = 0, term = 0;
-	enum keel_err rc = KEEL_OK;
-	req->retry = false;
-	if (n->core.role != RAFT_LEADER) {
-		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader");
-		return;
-	}
-	switch (req->state) {
-	case ADMIN_ADDR: {
-		struct keel_wbuf e;
-		keel_wbuf_init_dynamic(&e, 128, 4096);
-		node_entry_encode_header(&e, NODE_ENTRY_CLUSTER, 0, 0, core_wall_ms(&n->core));
-		keel_wbuf_u8(&e, NODE_CLUSTER_SET_ADDR);
-		keel_wbuf_u64(&e, req->target);
-		size_t len = strlen(req->addr);
-		keel_wbuf_u16(&e, (uint16_t)len);
-		keel_wbuf_bytes(&e, req->addr, len);
-		len = strlen(req->zk_tail); /* ZooKeeper's view (reconfig), or none */
-		keel_wbuf_u16(&e, (uint16_t)len);
-		keel_wbuf_bytes(&e, req->zk_tail, len);
-		rc = core_propose(&n->core, e.data, (uint32_t)e.size, &index, &term);
-		keel_wbuf_free(&e);
-		break;
-	}
-	case ADMIN_LEARNER:
-		rc = raft_change_member(n->core.raft, RAFT_ADD_LEARNER, req->target, &index, &term);
-		if (rc == KEEL_EXIST) {
-			/* Already a learner (a retried add): go on. */
-			req->state = ADMIN_LEARNER;
-			struct node_waiter w = {.ctx = req};
-			keel_list_init(&w.link);
-			on_committed(&n->core, &w, KEEL_OK);
-			return;
-		}
-		break;
-	case ADMIN_CATCHUP:
-		if (!learner_caught_up(n, req->target)) {
-			req->retry = true; /* checked again on tick */
-			return;
-		}
-		req->state = ADMIN_PROMOTE;
-		rc = raft_change_member(n->core.raft, RAFT_PROMOTE, req->target, &index, &term);
-		break;
-	case ADMIN_PROMOTE:
-		rc = raft_change_member(n->core.raft, RAFT_PROMOTE, req->target, &index, &term);
-		break;
-	case ADMIN_CHANGE:
-		rc = raft_change_member(n->core.raft,
-					req->change == ADMIN_MEMBER_REMOVE ? RAFT_REMOVE : RAFT_PROMOTE,
-					req->target, &index, &term);
-		break;
-	case ADMIN_TRANSFER:
-		if (n->core.leader == req->target) {
-			req_finish(n, req, KEEL_OK, "server %llu is the leader",
-				   (unsigned long long)req->target);
-			return;
-		}
-		rc = raft_transfer_leader(n->core.raft, req->target);
-		if (rc == KEEL_OK) {
-			return; /* admin_on_leader_change / tick finish it */
-		}
-		break;
-	default:
-		KEEL_UNREACHABLE();
-	}
-	if (rc == KEEL_BUSY) {
-		req->retry = true;
-		return;
-	}
-	if (rc != KEEL_OK) {
-		req_finish(n, req, rc, "%s", change_error(rc));
-		return;
-	}
-	wait_for(n, req, index, term);
-	core_drive(&n->core);
-}
-
-/* ---- requests arriving ---- */
-
-static struct admin_req *req_new(struct node *n, uint8_t op)
-{
-	struct admin_req *req = calloc(1, sizeof(*req));
-	if (req == NULL) {
-		return NULL;
-	}
-	struct node_admin *a = admin_of(n);
-	req->op = op;
-	req->deadline_ms = core_now_ms(&n->core) + ADMIN_DEADLINE_MS;
-	keel_list_init(&req->waiter.link);
-	keel_list_init(&req->link);
-	keel_list_init(&req->track.link);
-	keel_list_push_front(&a->reqs, &req->link);
-	return req;
-}
-
-/* Parses an op body into req; false on a malformed body. */
-static bool parse_body(struct admin_req *req, const uint8_t *body, size_t size)
-{
-	struct keel_rbuf r;
-	keel_rbuf_init(&r, body, size);
-	if (req->op == ADMIN_OP_MEMBER_CHANGE) {
-		req->change = keel_rbuf_u8(&r);
-		req->target = keel_rbuf_u64(&r);
-		uint16_t len = keel_rbuf_u16(&r);
-		const uint8_t *a = keel_rbuf_bytes(&r, len);
-		if (keel_rbuf_ok(&r) && keel_rbuf_remaining(&r) > 0) {
-			/* Optional: the ZooKeeper tail of a reconfig. */
-			uint16_t tail_len = keel_rbuf_u16(&r);
-			const uint8_t *t = keel_rbuf_bytes(&r, tail_len);
-			if (t == NULL || tail_len >= sizeof(req->zk_tail)) {
-				return false;
-			}
-			memcpy(req->zk_tail, t, tail_len);
-			req->zk_tail[tail_len] = '\0';
-		}
-		if (!keel_rbuf_done(&r) || len >= sizeof(req->addr) || req->target == 0 ||
-		    req->target > 254 || req->change < ADMIN_MEMBER_ADD ||
-		    req->change > ADMIN_MEMBER_REMOVE) {
-			return false;
-		}
-		memcpy(req->addr, a, len);
-		req->addr[len] = '\0';
-		switch (req->change) {
-		case ADMIN_MEMBER_ADD:
-		case ADMIN_MEMBER_ADD_LEARNER: {
-			struct sockaddr_storage ss;
-			if (net_parse_addr(req->addr, &ss) != KEEL_OK) {
-				return false;
-			}
-			req->state = ADMIN_ADDR;
-			break;
-		}
-		case ADMIN_MEMBER_PROMOTE:
-		case ADMIN_MEMBER_REMOVE:
-			req->state = ADMIN_CHANGE;
-			break;
-		default:
-			return false;
-		}
-		return true;
-	}
-	if (req->op == ADMIN_OP_TRANSFER) {
-		req->target = keel_rbuf_u64(&r);
-		req->state = ADMIN_TRANSFER;
-		req->deadline_ms = req->deadline_ms - ADMIN_DEADLINE_MS + TRANSFER_DEADLINE_MS;
-		return keel_rbuf_done(&r) && req->target != 0;
-	}
-	return false;
-}
-
-static void forward_to_leader(struct node *n, struct admin_req *req, const uint8_t *body,
-			      size_t size)
-{
-	req->track.request_id = tracker_next_id(&n->core.tracker);
-	uint64_t to;
-	size_t mark;
-	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ADMIN, req->track.request_id, &to, &mark);
-	if (w == NULL) {
-		req_finish(n, req, KEEL_NOLEADER, "no link to the leader (%llu)",
-			   (unsigned long long)n->core.leader);
-		return;
-	}
-	keel_wbuf_u8(w, req->op);
-	keel_wbuf_bytes(w, body, size);
-	core_peer_end(&n->core, to, mark);
-	req->state = ADMIN_FORWARDED;
-	uint64_t now = core_now_ms(&n->core);
-	uint64_t timeout = req->deadline_ms > now ? req->deadline_ms - now : 1;
-	if (tracker_add(&n->core.tracker, &req->track, TRACK_ADMIN, timeout, to, n->core.term, now) !=
-	    KEEL_OK) {
-		req_finish(n, req, KEEL_NOMEM, "out of memory");
-	}
-}
-
-/* The leader's answer to a request we forwarded: u16 length + message. */
-static void track_reply(void *ctx, struct tracker_req *treq, const struct tracker_reply *hdr,
-			const uint8_t *body, size_t size)
-{
-	struct node *n = ctx;
-	struct admin_req *req = KEEL_CONTAINER_OF(treq, struct admin_req, track);
-	struct keel_rbuf r;
-	keel_rbuf_init(&r, body, size);
-	uint16_t len = keel_rbuf_u16(&r);
-	const uint8_t *msg = keel_rbuf_bytes(&r, len);
-	if (!keel_rbuf_ok(&r)) {
-		req_finish(n, req, KEEL_PROTO, "the leader's reply was malformed");
-		return;
-	}
-	char text[512];
-	size_t l = KEEL_MIN((size_t)len, sizeof(text) - 1);
-	memcpy(text, msg, l);
-	text[l] = '\0';
-	req_finish(n, req, hdr->err, "%s", text);
-}
-
-static void track_fail(void *ctx, struct tracker_req *treq, enum keel_err err)
-{
-	struct node *n = ctx;
-	struct admin_req *req = KEEL_CONTAINER_OF(treq, struct admin_req, track);
-	if (err == KEEL_TIMEOUT) {
-		req_finish(n, req, err, "timed out");
-	} else {
-		req_finish(n, req, err, "no answer from the leader (link lost or leader changed); "
-					"retry");
-	}
-}
-
-const struct tracker_kind_ops admin_track_ops = {
-	.fail = track_fail,
-	.reply = track_reply,
-	.resend = NULL, /* not held: fails at once without a leader */
-};
-
-/* Parses a new request's body and runs it here (leader), forwards it, or
- * refuses it (no leader). */
-static void start_request(struct node *n, struct admin_req *req, const uint8_t *body,
-			  size_t size)
-{
-	if (!parse_body(req, body, size)) {
-		req_finish(n, req, KEEL_INVAL, "malformed admin request");
-		return;
-	}
-	if (n->core.role == RAFT_LEADER) {
-		step(n, req);
-	} else if (n->core.leader != 0) {
-		forward_to_leader(n, req, body, size);
-	} else {
-		req_finish(n, req, KEEL_NOLEADER, "no leader is known right now; retry");
-	}
+	core_client_end(&n->core, c->id, mark);
 }
 
 void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
@@ -510,18 +61,18 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 	uint8_t op = keel_rbuf_u8(&r);
 	uint64_t req_id = keel_rbuf_u64(&r);
 	if (!keel_rbuf_ok(&r) || magic != ADMIN_MAGIC || version != ADMIN_VERSION) {
-		core_client_close(&n->core, c, KEEL_PROTO, false);
+		core_client_close(&n->core, c->id, KEEL_PROTO, false);
 		return;
 	}
 	size_t body_size = keel_rbuf_remaining(&r);
 	const uint8_t *body = keel_rbuf_bytes(&r, body_size);
 	if (op == ADMIN_OP_STATUS) {
 		size_t mark;
-		struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+		struct keel_wbuf *w = core_client_begin(&n->core, c->id, &mark);
 		if (w != NULL) {
 			admin_encode_reply_header(w, op, req_id, KEEL_OK, "");
 			admin_status_json(n, w);
-			core_client_end(&n->core, c, mark);
+			core_client_end(&n->core, c->id, mark);
 		}
 		return;
 	}
@@ -530,154 +81,20 @@ void admin_on_frame(struct node *n, struct node_client *c, const uint8_t *payloa
 		return;
 	}
 	if (!admin_auth_allowed(n, c)) {
-		KEEL_WARN("admin op %u from %s refused: not authenticated", op,
-			  core_client_peer_addr(&n->core, c));
-		reply_client(n, c->id, op, req_id, KEEL_AUTH,
-			     "not authorized: membership changes, leadership transfer and snapshots "
-			     "need an operator (--cluster-secret-file, or the super digest)");
+		KEEL_WARN("admin op %u from %s refused: not authenticated", op, c->conn.peer_addr);
+		reply_client(
+		        n, c, op, req_id, KEEL_AUTH,
+		        "not authorized: membership changes, leadership transfer and snapshots "
+		        "need an operator (--cluster-secret-file, or the super digest)");
 		return;
 	}
 	if (op == ADMIN_OP_SNAPSHOT) {
 		enum keel_err rc = snapshot_request(n);
-		reply_client(n, c->id, op, req_id, rc,
+		reply_client(n, c, op, req_id, rc,
 			     rc == KEEL_OK ? "snapshot started" : "a snapshot is already running");
 		return;
 	}
-	struct admin_req *req = req_new(n, op);
-	if (req == NULL) {
-		reply_client(n, c->id, op, req_id, KEEL_NOMEM, "out of memory");
-		return;
-	}
-	req->client_id = c->id;
-	req->peer_req_id = req_id;
-	start_request(n, req, body, body_size);
-}
-
-void admin_member_change_for_zk(struct node *n, uint64_t zk_request_id, uint8_t change,
-				uint64_t id, const char *peer_addr, const char *zk_tail)
-{
-	uint8_t body[1 + 8 + 2 + NODE_ADDR_SIZE + 2 + CORE_ADDR_SIZE];
-	struct keel_wbuf w;
-	keel_wbuf_init_fixed(&w, body, sizeof(body));
-	size_t plen = strlen(peer_addr), tlen = strlen(zk_tail);
-	keel_wbuf_u8(&w, change);
-	keel_wbuf_u64(&w, id);
-	keel_wbuf_u16(&w, (uint16_t)plen);
-	keel_wbuf_bytes(&w, peer_addr, plen);
-	keel_wbuf_u16(&w, (uint16_t)tlen);
-	keel_wbuf_bytes(&w, zk_tail, tlen);
-	if (!keel_wbuf_ok(&w)) {
-		zk_clients_reconfig_step_done(n, zk_request_id, KEEL_INVAL, "address too long");
-		return;
-	}
-	struct admin_req *req = req_new(n, ADMIN_OP_MEMBER_CHANGE);
-	if (req == NULL) {
-		zk_clients_reconfig_step_done(n, zk_request_id, KEEL_NOMEM, "out of memory");
-		return;
-	}
-	req->zk_request_id = zk_request_id;
-	req->deadline_ms = core_now_ms(&n->core) + ZK_STEP_DEADLINE_MS;
-	start_request(n, req, w.data, w.size);
-}
-
-void admin_on_client_closed(struct node *n, struct node_client *c)
-{
-	struct keel_list *it;
-	KEEL_LIST_FOR_EACH (it, &admin_of(n)->reqs) {
-		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
-		if (req->client_id == c->id) {
-			req->client_id = 0; /* finish the work, answer nobody */
-		}
-	}
-}
-
-void admin_on_forward(struct node *n, uint64_t from, uint64_t request_id, const uint8_t *body,
-		      size_t size)
-{
-	struct keel_rbuf r;
-	keel_rbuf_init(&r, body, size);
-	uint8_t op = keel_rbuf_u8(&r);
-	if (!keel_rbuf_ok(&r)) {
-		return;
-	}
-	size_t rest = keel_rbuf_remaining(&r);
-	const uint8_t *b = keel_rbuf_bytes(&r, rest);
-	struct admin_req *req = req_new(n, op);
-	if (req == NULL) {
-		return; /* the origin's deadline answers */
-	}
-	req->from_peer = from;
-	req->peer_req_id = request_id;
-	if (!parse_body(req, b, rest)) {
-		req_finish(n, req, KEEL_INVAL, "malformed admin request");
-	} else if (n->core.role != RAFT_LEADER) {
-		req_finish(n, req, KEEL_NOTLEADER, "this server is not the leader; retry");
-	} else {
-		step(n, req);
-	}
-}
-
-void admin_on_reads(struct node *n, const struct raft_read_result *reads, size_t count)
-{
-	(void)n;
-	(void)reads;
-	(void)count;
-}
-
-void admin_on_leader_change(struct node *n)
-{
-	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
-		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
-		bool transferred = req->op == ADMIN_OP_TRANSFER && n->core.leader == req->target;
-		if ((req->state == ADMIN_TRANSFER || req->state == ADMIN_FORWARDED) && transferred) {
-			req_finish(n, req, KEEL_OK, "leadership transferred to server %llu",
-				   (unsigned long long)req->target);
-		} else if (req->state == ADMIN_FORWARDED) {
-			/* The old leader may still answer (its reply crosses the
-			 * change): the tracker keeps it in doubt for a while. */
-		} else if (req->state != ADMIN_TRANSFER && n->core.role != RAFT_LEADER &&
-			   req->waiter.index == 0) {
-			req_finish(n, req, KEEL_NOTLEADER, "this server is no longer the leader");
-		}
-	}
-}
-
-void admin_tick(struct node *n, uint64_t now_ms)
-{
-	struct keel_list *it, *next;
-	KEEL_LIST_FOR_EACH_SAFE (it, next, &admin_of(n)->reqs) {
-		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
-		if (req->state == ADMIN_FORWARDED) {
-			continue; /* the tracker times it */
-		}
-		if (now_ms >= req->deadline_ms) {
-			if (keel_list_linked(&req->waiter.link)) {
-				/* Still waiting for a commit: let it decide. */
-				req->deadline_ms = now_ms + 1000;
-			} else {
-				req_finish(n, req, KEEL_TIMEOUT, "timed out");
-			}
-		} else if (req->retry) {
-			step(n, req);
-		}
-	}
-}
-
-void admin_close(struct node *n)
-{
-	if (n->admin == NULL) {
-		return;
-	}
-	struct keel_list *it;
-	while ((it = keel_list_pop_front(&n->admin->reqs)) != NULL) {
-		struct admin_req *req = KEEL_LIST_ITEM(it, struct admin_req, link);
-		keel_list_remove(&req->waiter.link);
-		tracker_finish(&n->core.tracker, &req->track);
-		free(req);
-	}
-	free(n->admin);
-	n->admin = NULL;
+	admin_request(&n->core, c->id, op, req_id, body, body_size);
 }
 
 /* ---- status ---- */
@@ -710,14 +127,15 @@ void admin_status_json(struct node *n, struct keel_wbuf *w)
 			(unsigned long long)m->id, member_role_name(m->role),
 			a != NULL ? a->peer_addr : "");
 		if (st.role == RAFT_LEADER) {
-			uint64_t lag = st.last_index > m->match_index ? st.last_index - m->match_index
-								      : 0;
+			uint64_t lag =
+			        st.last_index > m->match_index ? st.last_index - m->match_index : 0;
 			wprintf(w,
-				",\"match_index\":%llu,\"next_index\":%llu,\"state\":\"%s\","
-				"\"lag\":%llu,\"active\":%s",
-				(unsigned long long)m->match_index, (unsigned long long)m->next_index,
-				m->id == st.id ? "self" : raft_progress_state_name(m->state),
-				(unsigned long long)lag, m->recent_active ? "true" : "false");
+			        ",\"match_index\":%llu,\"next_index\":%llu,\"state\":\"%s\","
+			        "\"lag\":%llu,\"active\":%s",
+			        (unsigned long long)m->match_index,
+			        (unsigned long long)m->next_index,
+			        m->id == st.id ? "self" : raft_progress_state_name(m->state),
+			        (unsigned long long)lag, m->recent_active ? "true" : "false");
 		}
 		if (m->id != st.id) {
 			wprintf(w, ",\"connected\":%s",
@@ -756,13 +174,13 @@ static void four_srvr(struct node *n, struct keel_wbuf *out, bool with_clients)
 		wprintf(out, "\n");
 	}
 	wprintf(out,
-		"Latency min/avg/max: %llu/%.4f/%llu\nReceived: %llu\nSent: %llu\n"
-		"Connections: %zu\nOutstanding: %llu\nZxid: 0x%llx\nMode: %s\nNode count: %llu\n",
-		(unsigned long long)cs.latency_min_ms, cs.latency_avg_ms,
-		(unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
-		(unsigned long long)cs.packets_sent, node_clients_count(n),
-		(unsigned long long)cs.outstanding, (unsigned long long)n->core.applied_index, zk_mode(n),
-		(unsigned long long)fsm_znode_count(n->core.fsm));
+	        "Latency min/avg/max: %llu/%.4f/%llu\nReceived: %llu\nSent: %llu\n"
+	        "Connections: %zu\nOutstanding: %llu\nZxid: 0x%llx\nMode: %s\nNode count: %llu\n",
+	        (unsigned long long)cs.latency_min_ms, cs.latency_avg_ms,
+	        (unsigned long long)cs.latency_max_ms, (unsigned long long)cs.packets_received,
+	        (unsigned long long)cs.packets_sent, node_clients_count(n),
+	        (unsigned long long)cs.outstanding, (unsigned long long)n->core.applied_index,
+	        zk_mode(n), (unsigned long long)fsm_znode_count(n->core.fsm));
 	if (!with_clients) {
 		wprintf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
 	}
@@ -852,8 +270,8 @@ static void four_conf(struct node *n, struct keel_wbuf *out)
 		wprintf(out, "server.%llu=%s\n", (unsigned long long)n->core.book.addrs[i].id,
 			n->core.book.addrs[i].peer_addr);
 	}
-	wprintf(out, "jute.maxbuffer=%u\nelectionTimeoutMs=%u\nheartbeatMs=%u\n", c->max_packet_bytes,
-		c->election_timeout_ms, c->heartbeat_ms);
+	wprintf(out, "jute.maxbuffer=%u\nelectionTimeoutMs=%u\nheartbeatMs=%u\n",
+	        c->max_packet_bytes, c->election_timeout_ms, c->heartbeat_ms);
 }
 
 /* The words keel answers (when the whitelist allows). */
@@ -891,7 +309,7 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 		node_clients_describe(n, out, true);
 		wprintf(out, "\n");
 	} else if (memcmp(word, "isro", 4) == 0) {
-		wprintf(out, zk_clients_read_only(n) ? "ro" : "rw");
+		wprintf(out, zk_clients_read_only(&n->core) ? "ro" : "rw");
 	} else if (memcmp(word, "envi", 4) == 0) {
 		char host[256] = "";
 		gethostname(host, sizeof(host) - 1);
@@ -919,6 +337,20 @@ bool admin_four_letter(struct node *n, const char word[4], struct keel_wbuf *out
 }
 
 /* ---- metrics ---- */
+
+static void feed_metrics(struct node *n, struct keel_wbuf *w)
+{
+	struct node_feed_stats fs;
+	node_feed_stats(&n->core, &fs);
+	metrics_gauge(w, "keel_feed_subscriptions", "Change feed subscriptions on this server",
+		      (double)fs.subscriptions);
+	metrics_gauge(w, "keel_feed_history_changes",
+	              "Transactions held in the change feed history", (double)fs.history_changes);
+	metrics_gauge(w, "keel_feed_history_bytes", "Bytes of the change feed history",
+		      (double)fs.history_bytes);
+	metrics_gauge(w, "keel_feed_oldest_zxid", "Oldest start the change feed accepts",
+		      (double)fs.oldest_zxid);
+}
 
 static void metrics_text(struct node *n, struct keel_wbuf *w)
 {
@@ -984,7 +416,7 @@ static void metrics_text(struct node *n, struct keel_wbuf *w)
 			"or record",
 			n->nl.tls_failures);
 	node_limits_metrics(n, w);
-	node_feed_metrics(n, w);
+	feed_metrics(n, w);
 }
 
 int admin_http_handler(void *ctx, const char *path, struct keel_wbuf *body,

@@ -12,7 +12,6 @@
 
 #include "base/assert.h"
 #include "node/admin.h"
-#include "node/client_zk.h"
 #include "os/log.h"
 
 struct node_clients {
@@ -40,7 +39,8 @@ struct node_client *node_client_find(struct node *n, uint64_t id)
 	if (n->clients == NULL || id == 0) {
 		return NULL;
 	}
-	struct node_client *c = keel_hmap_find(&n->clients->by_id, keel_hash_u64(id), client_eq, &id);
+	struct node_client *c =
+	        keel_hmap_find(&n->clients->by_id, keel_hash_u64(id), client_eq, &id);
 	return c != NULL && !c->conn.closing ? c : NULL;
 }
 
@@ -70,6 +70,15 @@ static bool on_bad_prefix(struct net_conn *conn, const uint8_t prefix[4])
 	return true;
 }
 
+/* Hands a ZooKeeper connection to the core, with what it keeps of the
+ * socket: the peer address and the certificate's subject on a TLS port. */
+static void open_zk(struct node *n, struct node_client *c)
+{
+	char dn[512];
+	bool has_dn = net_conn_tls_subject(&c->conn, dn, sizeof(dn));
+	zk_conn_open(&n->core, c->id, c->conn.peer_addr, has_dn ? dn : NULL);
+}
+
 static bool on_frame(struct net_conn *conn, const uint8_t *payload, size_t size)
 {
 	struct node_client *c = conn->user;
@@ -80,14 +89,14 @@ static bool on_frame(struct net_conn *conn, const uint8_t *payload, size_t size)
 			c->mode = CLIENT_ADMIN;
 		} else {
 			c->mode = CLIENT_ZK;
-			return zk_conn_on_connect_frame(n, c, payload, size);
+			open_zk(n, c);
 		}
 	}
 	if (c->mode == CLIENT_ADMIN) {
 		admin_on_frame(n, c, payload, size);
 		return !conn->closing;
 	}
-	return zk_conn_on_frame(n, c, payload, size);
+	return zk_conn_on_frame(&n->core, c->id, payload, size);
 }
 
 static void on_close(struct net_conn *conn, enum keel_err reason)
@@ -99,10 +108,10 @@ static void on_close(struct net_conn *conn, enum keel_err reason)
 		KEEL_DEBUG("client %s closed: %s", conn->peer_addr, keel_strerror(reason));
 	}
 	if (c->mode == CLIENT_ADMIN) {
-		admin_on_client_closed(n, c);
+		admin_on_conn_closed(&n->core, c->id);
 	}
 	if (c->mode == CLIENT_ZK) {
-		zk_conn_on_close(n, c);
+		zk_conn_on_close(&n->core, c->id);
 	}
 	if (c->admitted) {
 		node_limits_release(&n->limits, &c->ip);
@@ -210,10 +219,29 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 	cl->cfg.output_budget = &n->limits.output_budget;
 	cl->cfg.max_frames_per_turn = n->cfg.client_frames_per_turn;
 	cl->cfg.max_output_per_turn = n->cfg.client_output_per_turn_bytes;
-	enum keel_err rc = zk_clients_init(n, err, err_size);
+	const struct node_config *cfg = &n->cfg;
+	struct zk_clients_options zo = {
+		.max_packet_bytes = cfg->max_packet_bytes,
+		.max_pending_per_connection = cfg->max_pending_per_connection,
+		.max_watches_per_connection = cfg->max_watches_per_connection,
+		.max_watch_bytes_per_connection = cfg->max_watch_bytes_per_connection,
+		.housekeeping_ms = cfg->housekeeping_ms,
+		.feed_retain_bytes = cfg->feed_retain_bytes,
+		.no_read_only = cfg->no_read_only,
+		.insecure_peers = cfg->insecure_peers,
+		.sasl_users = n->sasl_users,
+	};
+	_Static_assert(sizeof(zo.super_digest) == sizeof(cfg->super_digest), "one size");
+	_Static_assert(sizeof(zo.sasl_super_user) == sizeof(cfg->sasl_super_user), "one size");
+	_Static_assert(sizeof(zo.x509_super_user) == sizeof(cfg->x509_super_user), "one size");
+	memcpy(zo.super_digest, cfg->super_digest, sizeof(zo.super_digest));
+	memcpy(zo.sasl_super_user, cfg->sasl_super_user, sizeof(zo.sasl_super_user));
+	memcpy(zo.x509_super_user, cfg->x509_super_user, sizeof(zo.x509_super_user));
+	enum keel_err rc = zk_clients_open(&n->core, &zo, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
 	}
+
 	rc = net_listen(&cl->listener, n->loop, n->cfg.listen, on_connection, n, err, err_size);
 	if (rc != KEEL_OK) {
 		return rc;
@@ -222,8 +250,8 @@ enum keel_err node_clients_init(struct node *n, char *err, size_t err_size)
 	if (n->client_tls != NULL) {
 		cl->secure_cfg = cl->cfg;
 		cl->secure_cfg.tls = n->client_tls;
-		rc = net_listen(&cl->secure_listener, n->loop, n->cfg.secure_listen, on_connection, n,
-				err, err_size);
+		rc = net_listen(&cl->secure_listener, n->loop, n->cfg.secure_listen, on_connection,
+		                n, err, err_size);
 		if (rc != KEEL_OK) {
 			return rc;
 		}
@@ -261,7 +289,7 @@ void node_clients_free(struct node *n)
 		return;
 	}
 	KEEL_ASSERT(cl->count == 0); /* every connection's on_close has run */
-	zk_clients_close(n);
+	zk_clients_close(&n->core);
 	keel_hmap_close(&cl->by_id);
 	free(cl);
 	n->clients = NULL;
@@ -280,7 +308,7 @@ void node_clients_stats(struct node *n, struct node_client_stats *out)
 		out->packets_received += c->packets_received;
 		out->packets_sent += c->packets_sent;
 	}
-	zk_clients_stats(n, out);
+	zk_clients_stats(&n->core, out);
 }
 
 void node_clients_reset_stats(struct node *n)
@@ -295,7 +323,7 @@ void node_clients_reset_stats(struct node *n)
 		c->packets_received = 0;
 		c->packets_sent = 0;
 	}
-	zk_clients_reset_stats(n);
+	zk_clients_reset_stats(&n->core);
 }
 
 void node_clients_describe(struct node *n, struct keel_wbuf *out, bool detailed)
@@ -308,40 +336,14 @@ void node_clients_describe(struct node *n, struct keel_wbuf *out, bool detailed)
 		if (c->mode != CLIENT_ZK) {
 			continue;
 		}
-		zk_conn_describe(n, c, out, detailed);
+		zk_conn_describe(&n->core, c->id, out, detailed, c->packets_received,
+				 c->packets_sent, c->connected_ms);
 	}
 }
 
-void node_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
-{
-	zk_clients_on_leader_change(n, old_leader, new_leader);
-}
-
-void node_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count)
-{
-	zk_clients_on_reads(n, reads, count);
-}
-
-void node_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-				size_t size)
-{
-	zk_clients_on_peer_frame(n, from, type, body, size);
-}
-
-void node_clients_tick(struct node *n, uint64_t now_ms)
+void node_clients_sweep(struct node *n, uint64_t now_ms)
 {
 	if (n->clients != NULL) {
 		sweep_deadlines(n, now_ms);
 	}
-	zk_clients_tick(n, now_ms);
-}
-
-void node_clients_after_apply(struct node *n)
-{
-	zk_clients_after_apply(n);
-}
-
-void node_clients_on_snapshot_installed(struct node *n)
-{
-	zk_clients_on_snapshot_installed(n);
 }

@@ -4,7 +4,8 @@
  * A new connection's first bytes decide what it is: a four-letter word
  * (answered and closed), an admin connection (first frame starts with
  * ADMIN_MAGIC, see admin.h) or a ZooKeeper client (first frame is a
- * ConnectRequest). ZooKeeper connections are served in client_zk.c.
+ * ConnectRequest). ZooKeeper connections are served by the core
+ * (core/client_zk.h), which names them by their id.
  *
  * Connections are found by id (never by pointer across callbacks), so a
  * reply for a connection that has gone away is simply dropped.
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "core/client_zk.h"
 #include "net/limits.h"
 #include "net/net.h"
 #include "node/node.h"
@@ -28,8 +30,6 @@ enum node_client_mode {
 	CLIENT_FOUR_LETTER = 3,
 };
 
-struct zk_conn; /* the ZooKeeper side of a connection (client_zk.c) */
-
 struct node_client {
 	struct net_conn conn;
 	struct node *node;
@@ -38,7 +38,6 @@ struct node_client {
 	uint64_t connected_ms;
 	uint64_t packets_received;
 	uint64_t packets_sent;
-	struct zk_conn *zk;
 	/* Admin connections (admin_auth.c): an authenticated operator, and
 	 * the nonce of the last AUTH_NONCE (good for one AUTH). */
 	bool operator_authenticated;
@@ -48,17 +47,6 @@ struct node_client {
 	bool admitted;      /* ... when admitted (node_limits_admit) */
 	struct node_client *prev;
 	struct node_client *next;
-};
-
-struct node_client_stats {
-	uint64_t packets_received;
-	uint64_t packets_sent;
-	uint64_t outstanding;
-	uint64_t latency_min_ms;
-	uint64_t latency_max_ms;
-	double latency_avg_ms;
-	uint64_t watches;
-	uint64_t watched_paths;
 };
 
 enum keel_err node_clients_init(struct node *n, char *err, size_t err_size);
@@ -76,13 +64,7 @@ void node_clients_reset_stats(struct node *n);
 /* One line per connection, as ZooKeeper's `cons` (detailed) or `stat`. */
 void node_clients_describe(struct node *n, struct keel_wbuf *out, bool detailed);
 
-/* Hooks from the node. */
-void node_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader);
-void node_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count);
-void node_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-				size_t size);
-void node_clients_tick(struct node *n, uint64_t now_ms);
-void node_clients_after_apply(struct node *n);
-void node_clients_on_snapshot_installed(struct node *n);
+/* Closes connections past the client port's deadlines (from the tick). */
+void node_clients_sweep(struct node *n, uint64_t now_ms);
 
 #endif

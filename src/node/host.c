@@ -1,7 +1,8 @@
 /*
  * host.c — the libuv shell's implementation of the core's host (core.h):
  * persist batches go to node/storage.c, peer frames to node/peers.c,
- * client frames to the connection's net_conn; time is the loop's clock
+ * client frames to the connection's net_conn (found by its id); time is
+ * the loop's clock
  * and the process clocks, randomness the OS source.
  */
 #include "node/host.h"
@@ -9,10 +10,10 @@
 #include <uv.h>
 
 #include "core/fsm.h"
-#include "node/admin.h"
 #include "node/client.h"
-#include "node/client_zk.h"
+#include "core/feed.h"
 #include "node/node.h"
+#include "node/peer_auth.h"
 #include "node/snapshot.h"
 #include "os/clock.h"
 #include "os/log.h"
@@ -41,27 +42,52 @@ static bool host_peer_connected(void *ctx, uint64_t to)
 	return peers_connected(&n->peers, to);
 }
 
-static struct keel_wbuf *host_client_begin(void *ctx, struct node_client *c, size_t *mark)
+/* The client connection `id` of the shell (NULL once it is closing: what
+ * the core does to it then is dropped, as net_conn drops it). */
+static struct node_client *client_of(void *ctx, uint64_t id)
 {
-	(void)ctx;
-	return net_conn_frame_begin(&c->conn, mark);
+	return node_client_find(ctx, id);
 }
 
-static void host_client_end(void *ctx, struct node_client *c, size_t mark)
+static struct keel_wbuf *host_client_begin(void *ctx, uint64_t conn, size_t *mark)
 {
-	(void)ctx;
+	struct node_client *c = client_of(ctx, conn);
+	return c != NULL ? net_conn_frame_begin(&c->conn, mark) : NULL;
+}
+
+/* Frames the core sends to ZooKeeper clients are counted as sent packets
+ * (mntr, cons). */
+static void count_sent(struct node_client *c)
+{
+	if (c->mode == CLIENT_ZK) {
+		c->packets_sent++;
+	}
+}
+
+static void host_client_end(void *ctx, uint64_t conn, size_t mark)
+{
+	struct node_client *c = client_of(ctx, conn);
+	KEEL_ASSERT(c != NULL); /* begin found it, and nothing ran in between */
 	net_conn_frame_end(&c->conn, mark);
+	count_sent(c);
 }
 
-static void host_client_send(void *ctx, struct node_client *c, const void *payload, size_t size)
+static void host_client_send(void *ctx, uint64_t conn, const void *payload, size_t size)
 {
-	(void)ctx;
-	net_conn_send(&c->conn, payload, size);
+	struct node_client *c = client_of(ctx, conn);
+	if (c != NULL) {
+		net_conn_send(&c->conn, payload, size);
+		count_sent(c);
+	}
 }
 
-static void host_client_pause(void *ctx, struct node_client *c, bool paused)
+static void host_client_pause(void *ctx, uint64_t conn, bool paused)
 {
 	struct node *n = ctx;
+	struct node_client *c = client_of(ctx, conn);
+	if (c == NULL) {
+		return;
+	}
 	if (paused) {
 		net_conn_pause(&c->conn);
 	} else if (n->core.in_ready) {
@@ -74,29 +100,41 @@ static void host_client_pause(void *ctx, struct node_client *c, bool paused)
 	}
 }
 
-static void host_client_close(void *ctx, struct node_client *c, enum keel_err reason, bool flush)
+static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bool flush)
 {
-	(void)ctx;
-	net_conn_close(&c->conn, reason, flush);
+	struct node_client *c = client_of(ctx, conn);
+	if (c != NULL) {
+		net_conn_close(&c->conn, reason, flush);
+	}
 }
 
-static bool host_client_paused(void *ctx, const struct node_client *c)
+static size_t host_client_output_bytes(void *ctx, uint64_t conn)
 {
-	(void)ctx;
-	return c->conn.paused;
+	struct node_client *c = client_of(ctx, conn);
+	return c != NULL ? net_conn_pending_output(&c->conn) : 0;
 }
 
-static const char *host_client_peer_addr(void *ctx, const struct node_client *c)
+static void on_feed_check(uv_check_t *check)
 {
-	(void)ctx;
-	return c->conn.peer_addr;
+	struct node *n = check->data;
+	node_feed_pump(&n->core);
 }
 
-static bool host_client_tls_subject(void *ctx, const struct node_client *c, char *buf,
-				    size_t size)
+static void host_feed_wait(void *ctx, bool waiting)
 {
-	(void)ctx;
-	return net_conn_tls_subject(&c->conn, buf, size);
+	struct node *n = ctx;
+	n->feed_check.data = n;
+	if (waiting) {
+		uv_check_start(&n->feed_check, on_feed_check);
+	} else {
+		uv_check_stop(&n->feed_check);
+	}
+}
+
+static bool host_client_paused(void *ctx, uint64_t conn)
+{
+	struct node_client *c = client_of(ctx, conn);
+	return c == NULL || c->conn.paused;
 }
 
 static uint64_t host_now_ms(void *ctx)
@@ -168,101 +206,28 @@ static void host_on_failed(void *ctx)
 	uv_stop(n->loop);
 }
 
-/* ---- the parts not yet in the core ---- */
-
-/* Hands what an applied entry produced to whoever waits for it: the
- * ZooKeeper clients (watches, the waiting request), the peer links, the
- * controller glue (the metadata image is its). */
-static void host_on_applied(void *ctx, const struct raft_entry *entry,
-                            const struct fsm_applied *applied)
+static void host_book_changed(void *ctx)
 {
-	(void)entry;
-	struct node *n = ctx;
-	switch (applied->kind) {
-	case FSM_APPLIED_ZK:
-		zk_clients_on_applied(n, &applied->entry, applied->zk);
-		return;
-	case FSM_APPLIED_ZK_FAILED:
-		zk_clients_on_apply_failed(n, &applied->entry);
-		return;
-	case FSM_APPLIED_BOOK:
-		node_book_changed(n);
-		return;
-	case FSM_APPLIED_ZK_SYSTEM:
-		zk_clients_fire_system(n, applied->zk);
-		return;
-	case FSM_APPLIED_META: /* the controller (core/controller.c) applied it */
-		return;
-	case FSM_APPLIED_NOTHING:
-		return;
-	}
+	node_book_changed(ctx);
 }
 
-static void host_on_reads(void *ctx, const struct raft_read_result *reads, size_t count)
+static void host_maybe_snapshot(void *ctx)
+{
+	snapshot_maybe_start(ctx);
+}
+
+static bool host_addr_ok(void *ctx, const char *addr)
+{
+	(void)ctx;
+	struct sockaddr_storage ss;
+	return net_parse_addr(addr, &ss) == KEEL_OK;
+}
+
+static bool host_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t passwd[16],
+                                  const uint8_t *proof, size_t size)
 {
 	struct node *n = ctx;
-	node_clients_on_reads(n, reads, count);
-	admin_on_reads(n, reads, count);
-}
-
-static void host_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
-{
-	struct node *n = ctx;
-	node_clients_on_leader_change(n, old_leader, new_leader);
-	admin_on_leader_change(n);
-}
-
-static void host_after_apply(void *ctx)
-{
-	struct node *n = ctx;
-	node_clients_after_apply(n);
-	snapshot_maybe_start(n);
-}
-
-static void host_on_snapshot_installed(void *ctx)
-{
-	node_clients_on_snapshot_installed(ctx);
-}
-
-static void host_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-                            const uint8_t *body, size_t size)
-{
-	struct node *n = ctx;
-	switch (kind) {
-	case TRACK_ZK_WRITE:
-		zk_clients_on_forward(n, from, request_id, body, size);
-		return;
-	case TRACK_ADMIN:
-		admin_on_forward(n, from, request_id, body, size);
-		return;
-	case TRACK_META: /* the controller's (core/controller.c) */
-		break;
-	}
-	KEEL_UNREACHABLE();
-}
-
-static void host_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-                                  size_t size)
-{
-	node_clients_on_peer_frame(ctx, from, type, body, size);
-}
-
-static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err,
-                              const uint8_t *body, size_t size)
-{
-	zk_clients_ext_complete(ctx, request_id, zk_err, body, size);
-}
-
-static void host_fire_system(void *ctx, const struct zk_result *res)
-{
-	zk_clients_fire_system(ctx, res);
-}
-
-static void host_tick(void *ctx, uint64_t now_ms)
-{
-	struct node *n = ctx;
-	node_clients_tick(n, now_ms);
-	admin_tick(n, now_ms);
+	return peer_auth_session_verify(&n->peers.keys, session_id, passwd, proof, size);
 }
 
 static const struct core_host_ops host_ops = {
@@ -276,8 +241,6 @@ static const struct core_host_ops host_ops = {
         .client_pause = host_client_pause,
         .client_close = host_client_close,
         .client_paused = host_client_paused,
-        .client_peer_addr = host_client_peer_addr,
-        .client_tls_subject = host_client_tls_subject,
         .now_ms = host_now_ms,
         .wall_ms = host_wall_ms,
         .mono_ns = host_mono_ns,
@@ -287,16 +250,12 @@ static const struct core_host_ops host_ops = {
         .snapshot_load = host_snapshot_load,
         .schedule_drive = host_schedule_drive,
         .on_failed = host_on_failed,
-        .on_applied = host_on_applied,
-        .on_reads = host_on_reads,
-        .on_leader_change = host_on_leader_change,
-        .after_apply = host_after_apply,
-        .on_snapshot_installed = host_on_snapshot_installed,
-        .on_request = host_on_request,
-        .on_session_frame = host_on_session_frame,
-        .tick = host_tick,
-        .ctl_complete = host_ctl_complete,
-        .fire_system = host_fire_system,
+        .book_changed = host_book_changed,
+        .maybe_snapshot = host_maybe_snapshot,
+        .addr_ok = host_addr_ok,
+        .session_proof_ok = host_session_proof_ok,
+        .client_output_bytes = host_client_output_bytes,
+        .feed_wait = host_feed_wait,
 };
 
 struct core_host node_host(struct node *n)

@@ -18,7 +18,7 @@
 #include "core/fsm.h"
 #include "node/admin.h"
 #include "node/client.h"
-#include "node/client_zk.h"
+#include "core/client_zk.h"
 #include "core/controller.h"
 #include "node/host.h"
 #include "node/sasl_load.h"
@@ -101,6 +101,7 @@ static void on_tick(uv_timer_t *t)
 	struct node *n = t->data;
 	uint64_t now = node_now_ms(n);
 	core_tick(&n->core, now);
+	node_clients_sweep(n, now);
 	peers_tick(&n->peers, now);
 	snapshot_tick(n);
 	core_drive(&n->core);
@@ -282,21 +283,6 @@ static enum keel_err ctl_image_load(void *ctx, const uint8_t *data, size_t size,
 	return node_ctl_load_image(&n->core, data, size, err, err_size);
 }
 
-/* The request tracker's three kinds: ZooKeeper writes, admin operations,
- * controller requests. */
-static void tracker_kinds(struct node *n)
-{
-	struct tracker_kind_ops ops = zk_write_track_ops;
-	ops.ctx = n;
-	tracker_set_kind(&n->core.tracker, TRACK_ZK_WRITE, &ops);
-	ops = admin_track_ops;
-	ops.ctx = n;
-	tracker_set_kind(&n->core.tracker, TRACK_ADMIN, &ops);
-	ops = node_ctl_track_ops;
-	ops.ctx = &n->core;
-	tracker_set_kind(&n->core.tracker, TRACK_META, &ops);
-}
-
 enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_config *cfg, char *err,
 			size_t err_size)
 {
@@ -327,6 +313,7 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	/* libuv runs check handles newest first: started after net's flush
 	 * hook, the drive runs before it, so its messages leave this turn. */
 	uv_check_init(loop, &n->drive_check);
+	uv_check_init(loop, &n->feed_check);
 	uv_idle_init(loop, &n->drive_idle);
 	n->drive_check.data = n;
 	uv_check_start(&n->drive_check, on_drive_check);
@@ -350,7 +337,6 @@ enum keel_err node_init(struct node *n, uv_loop_t *loop, const struct node_confi
 	if (rc != KEEL_OK) {
 		return rc;
 	}
-	tracker_kinds(n);
 	struct node_ctl_options ctl_opts = {
 		.broker_session_timeout_ms = cfg->broker_session_timeout_ms,
 		.leader_rebalance_interval_ms = cfg->leader_rebalance_interval_ms,
@@ -450,7 +436,7 @@ void node_close(struct node *n)
 	core_stop(&n->core);
 	uv_timer_stop(&n->tick_timer);
 	node_clients_close(n);
-	admin_close(n);
+	admin_close(&n->core);
 	peers_close(&n->peers);
 	if (n->http_running) {
 		http_server_close(&n->http);

@@ -40,7 +40,6 @@
 #include "raft/raft.h"
 
 struct node_client;
-struct node_admin_conn;
 struct node_ctl;
 struct sasl_users;
 
@@ -66,14 +65,13 @@ struct node {
 	bool drive_scheduled;
 	uv_check_t drive_check; /* runs a scheduled drive once per loop turn */
 	uv_idle_t drive_idle;   /* keeps the loop from blocking while one is due */
+	uv_check_t feed_check;  /* pumps the change feed while it waits (feed_wait) */
 
 	/* Our own snapshots (node/snapshot.c). */
 	struct node_snapshotter *snapshotter;
-	struct node_admin *admin;
 
 	/* Client side. */
 	struct node_clients *clients;
-	struct node_feeds *feeds; /* the change feed (node/feed.h) */
 
 	struct node_limits limits; /* connection, fd and byte limits (limits.h) */
 	struct sasl_users *sasl_users; /* ZooKeeper SASL users; NULL: no mechanism */

@@ -60,6 +60,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "core/client_zk.h" /* CORE_ZK_CLUSTER_SCHEME */
 
 #define PEER_AUTH_NONCE_SIZE 32
 #define PEER_AUTH_MAC_SIZE 32
@@ -168,7 +169,7 @@ bool peer_auth_admin_verify(const struct peer_auth_keys *keys, uint64_t server_i
 			    const uint8_t mac[PEER_AUTH_MAC_SIZE]);
 
 #define PEER_AUTH_SESSION_PASSWD_SIZE 16 /* a ZooKeeper session password */
-#define PEER_AUTH_SESSION_SCHEME "keel"  /* its addauth scheme */
+#define PEER_AUTH_SESSION_SCHEME CORE_ZK_CLUSTER_SCHEME /* its addauth scheme */
 
 /* The session credential (current key), and its check under any accepted
  * key (false for a mac of another size). */

@@ -24,7 +24,7 @@
 
 #include "base/assert.h"
 #include "core/fsm.h"
-#include "node/feed.h"
+#include "core/feed.h"
 #include "os/clock.h"
 #include "os/log.h"
 #include "wal/snapshot.h"
@@ -175,7 +175,7 @@ static void finished(struct node *n, struct node_snapshotter *s, int status)
 	n->core.stats.snapshots_taken++;
 	node_storage_note_snapshot(n->storage, s->index, s->term);
 	node_storage_compact(n->storage, s->index);
-	node_feed_on_snapshot_taken(n, s->index);
+	node_feed_on_snapshot_taken(&n->core, s->index);
 	KEEL_INFO("snapshot at %llu written (%llu bytes, %llu ms)", (unsigned long long)s->index,
 		  (unsigned long long)meta.size_bytes,
 		  (unsigned long long)(node_now_ms(n) - s->started_ms));

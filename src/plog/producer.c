@@ -77,6 +77,17 @@ static bool in_sequence(int32_t last_seq, int32_t next_seq)
 	return (int64_t)next_seq == (int64_t)last_seq + 1 || (next_seq == 0 && last_seq == INT32_MAX);
 }
 
+/* Whether seq comes after `from` (less than half the sequence space ahead,
+ * sequences wrapping after INT32_MAX to 0). */
+static bool seq_after(int32_t from, int32_t seq)
+{
+	int64_t d = (int64_t)seq - from;
+	if (d < 0) {
+		d += (int64_t)INT32_MAX + 1;
+	}
+	return d > 0 && d <= INT32_MAX / 2;
+}
+
 enum plog_seq_verdict plog_producers_check(const struct plog_producers *ps, int64_t producer_id,
 					   int16_t epoch, int32_t first_seq, int32_t last_seq,
 					   struct plog_producer_batch *dup)
@@ -99,8 +110,29 @@ enum plog_seq_verdict plog_producers_check(const struct plog_producers *ps, int6
 			return PLOG_SEQ_DUPLICATE;
 		}
 	}
-	return in_sequence(p->batches[p->count - 1].last_seq, first_seq) ? PLOG_SEQ_APPEND
-									 : PLOG_SEQ_OUT_OF_ORDER;
+	int32_t last = p->batches[p->count - 1].last_seq;
+	if (in_sequence(last, first_seq)) {
+		return PLOG_SEQ_APPEND;
+	}
+	if (p->refused_seq >= 0 && in_sequence(last, p->refused_seq) &&
+	    seq_after(p->refused_seq, first_seq)) {
+		return PLOG_SEQ_AFTER_REFUSED;
+	}
+	return PLOG_SEQ_OUT_OF_ORDER;
+}
+
+void plog_producers_refuse(struct plog_producers *ps, int64_t producer_id, int16_t epoch,
+			   int32_t first_seq)
+{
+	uint32_t at = lower_bound(ps, producer_id);
+	if (at >= ps->count || ps->items[at].producer_id != producer_id) {
+		return; /* unknown: its next batch is taken at any sequence */
+	}
+	struct plog_producer *p = &ps->items[at];
+	if (p->count > 0 && epoch == p->epoch &&
+	    in_sequence(p->batches[p->count - 1].last_seq, first_seq)) {
+		p->refused_seq = first_seq;
+	}
 }
 
 /* Forgets the producer whose last batch is oldest (the table is full). */
@@ -146,6 +178,7 @@ static struct plog_producer *entry_for(struct plog_producers *ps, int64_t produc
 	struct plog_producer *p = &ps->items[at];
 	memset(p, 0, sizeof(*p));
 	p->producer_id = producer_id;
+	p->refused_seq = -1;
 	return p;
 }
 
@@ -160,6 +193,7 @@ enum keel_err plog_producers_update(struct plog_producers *ps, int64_t producer_
 		p->count = 0;
 		p->epoch = epoch;
 	}
+	p->refused_seq = -1; /* the sequence moved on */
 	KEEL_ASSERT(p->count <= PLOG_PRODUCER_BATCHES);
 	if (p->count == PLOG_PRODUCER_BATCHES) {
 		memmove(&p->batches[0], &p->batches[1],

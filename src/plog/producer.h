@@ -17,6 +17,15 @@
  *     after INT32_MAX to 0), else OUT_OF_ORDER_SEQUENCE_NUMBER.
  *   - a producer the partition does not know (never seen, or its batches
  *     gone with retention): any sequence is accepted (KIP-360).
+ *   - the next batch in sequence was refused unwritten with a retriable
+ *     error (plog_producers_refuse: the broker's NOT_ENOUGH_REPLICAS):
+ *     a later batch of the same epoch, which can only be a gap until that
+ *     one is written, gets PLOG_SEQ_AFTER_REFUSED — the same retriable
+ *     answer — rather than OUT_OF_ORDER_SEQUENCE_NUMBER. It was in flight
+ *     behind the refused one; the client retries both in order. (Kafka
+ *     answers out of order here, which librdkafka before 2.3.0 can take as
+ *     fatal: docs/brokers.md.) The mark is in memory only, and goes with
+ *     the next batch written or a new epoch.
  *
  * The state is a function of the log: plog_producers_rebuild() recomputes
  * it from the newest usable snapshot file and the batches after it (batch
@@ -65,6 +74,7 @@ struct plog_producer {
 	int16_t epoch;
 	uint8_t count; /* batches kept, oldest first */
 	struct plog_producer_batch batches[PLOG_PRODUCER_BATCHES];
+	int32_t refused_seq; /* first sequence of the refused next batch; -1: none */
 };
 
 struct plog_producers {
@@ -78,6 +88,7 @@ enum plog_seq_verdict {
 	PLOG_SEQ_DUPLICATE,    /* a retry of a kept batch: *dup says where it is */
 	PLOG_SEQ_OUT_OF_ORDER, /* OUT_OF_ORDER_SEQUENCE_NUMBER */
 	PLOG_SEQ_OLD_EPOCH,    /* INVALID_PRODUCER_EPOCH */
+	PLOG_SEQ_AFTER_REFUSED, /* a gap that starts at a refused batch: refuse it alike */
 };
 
 void plog_producers_init(struct plog_producers *ps);
@@ -98,8 +109,14 @@ enum plog_seq_verdict plog_producers_check(const struct plog_producers *ps, int6
 					   int16_t epoch, int32_t first_seq, int32_t last_seq,
 					   struct plog_producer_batch *dup);
 
+/* Marks a batch the leader refused unwritten with a retriable error, when
+ * it was the producer's next batch in sequence (else nothing). */
+void plog_producers_refuse(struct plog_producers *ps, int64_t producer_id, int16_t epoch,
+			   int32_t first_seq);
+
 /* Records a batch in the log (appended by this leader, or found by a
- * rebuild): a new epoch forgets the older epoch's batches. KEEL_NOMEM. */
+ * rebuild): a new epoch forgets the older epoch's batches, and any batch
+ * the refused mark. KEEL_NOMEM. */
 enum keel_err plog_producers_update(struct plog_producers *ps, int64_t producer_id, int16_t epoch,
 				    const struct plog_producer_batch *batch);
 

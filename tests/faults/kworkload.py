@@ -9,6 +9,10 @@ History records ("kproduce"): args {"p", "seq", "v", "part"}; outcome ok with
 result {"offset"} when the delivery report said delivered, unknown when it
 said anything else (a timed-out or failed batch may still be in the log) or
 never came.
+
+KEEL_FAULTS_RDKAFKA_DEBUG=PREFIX writes each producer's librdkafka debug log
+(eos, msg, protocol, broker, topic) to PREFIX-<producer>.log: what the client
+sent and was answered, for a fatal producer error (a few MB a minute).
 """
 import glob
 import os
@@ -110,6 +114,18 @@ class Producer(threading.Thread):
             if err.fatal():
                 self.run_.errors.append("%s: fatal producer error: %s" % (self.name, err))
         conf["error_cb"] = on_error
+        debug_prefix = os.environ.get("KEEL_FAULTS_RDKAFKA_DEBUG")
+        if debug_prefix:
+            import logging
+            lg = logging.getLogger(self.name)
+            lg.propagate = False
+            fh = logging.FileHandler(debug_prefix + "-" + self.name + ".log")
+            fh.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            lg.addHandler(fh)
+            lg.setLevel(logging.DEBUG)
+            conf["debug"] = "eos,msg,protocol,broker,topic"
+            conf["log_level"] = 7
+            conf["logger"] = lg
         try:
             p = CP(conf)
         except KafkaException as e:

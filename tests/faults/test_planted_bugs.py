@@ -1,8 +1,8 @@
 """The checkers bite: servers built with a deliberately planted bug must be
-caught. Each test builds keel with -DKEEL_PLANT_BUG=NAME into its own
-build directory next to the normal one (incremental after the first time),
-runs the fault suite against it with the faults that expose the bug, and
-passes only if the named checker reports an anomaly.
+caught. Each test takes keel built with KEEL_PLANT_BUG_NAME defined
+(build/keel-plant-name, see build_planted), runs the fault suite against
+it with the faults that expose the bug, and passes only if the named
+checker reports an anomaly.
 
   SYNC_NO_BARRIER   (src/node/client_zk.c) sync answers at once, without
                     the ReadIndex barrier: a server cut off from the others
@@ -57,7 +57,13 @@ KEEL = os.path.abspath(os.environ.get("KEEL", os.path.join(SRC, "build", "keel")
 
 
 def build_planted(bug):
-    """Builds keel with the bug planted; returns the binary's path."""
+    """The path of a keel with the bug planted: keel-plant-<bug> next to
+    keel, which the normal build makes (tests/faults/CMakeLists.txt), or,
+    for a bug it has no target for, a whole keel built with the bug into its
+    own build directory (incremental after the first time)."""
+    planted = os.path.join(os.path.dirname(KEEL), "keel-plant-" + bug.lower().replace("_", "-"))
+    if os.path.exists(planted):
+        return planted
     out = os.path.join(os.path.dirname(KEEL), "plant-" + bug)
     cfg = ["cmake", "-S", SRC, "-B", out, "-DCMAKE_BUILD_TYPE=Release",
            "-DKEEL_PLANT_BUG=" + bug]

@@ -577,10 +577,22 @@ def make_workers(run):
     return workers
 
 
+def children_or_none(zk, path):
+    """path's children, or None if the node is gone."""
+    try:
+        return zk.get_children(path)
+    except NoNodeError:
+        return None
+
+
 def read_final(cluster, run, timeout=120.0):
     """After the cluster is healed: the set, the counter, the sequential
     parents, and /eph once every session is over (ephemerals of crashed
-    clients go when their sessions expire). Retries through hiccups."""
+    clients go when their sessions expire). Retries through hiccups. A node
+    of the tree that is gone (a server that loses acknowledged writes can
+    lose the whole tree) is read as it is: a set with no members, no
+    counter, no listing of a sequential parent, no /eph; the checkers
+    report what that loses."""
     stop = threading.Event()
     zk = new_client(cluster.connect_string(), 10.0)
     zk.start(timeout=60)
@@ -591,13 +603,20 @@ def read_final(cluster, run, timeout=120.0):
             try:
                 zk.sync("/")
                 members = []
-                for g in zk.get_children("/set"):
-                    members += zk.get_children("/set/" + g)
+                for g in children_or_none(zk, "/set") or []:
+                    members += children_or_none(zk, "/set/" + g) or []
                 final["set"] = sorted(members)
-                data, stat = zk.get(CounterWorker.PATH)
-                final["counter"] = (int(data), stat.version)
-                final["seq"] = {"/seq/" + p: sorted(zk.get_children("/seq/" + p))
-                                for p in zk.get_children("/seq")}
+                try:
+                    data, stat = zk.get(CounterWorker.PATH)
+                    final["counter"] = (int(data), stat.version)
+                except NoNodeError:
+                    final.pop("counter", None)
+                seq = {}
+                for p in children_or_none(zk, "/seq") or []:
+                    kids = children_or_none(zk, "/seq/" + p)
+                    if kids is not None:
+                        seq["/seq/" + p] = sorted(kids)
+                final["seq"] = seq
                 break
             except KazooException:
                 if time.monotonic() > deadline:
@@ -609,6 +628,9 @@ def read_final(cluster, run, timeout=120.0):
             try:
                 zk.sync("/eph")
                 left = zk.get_children("/eph")
+            except NoNodeError:
+                left = None
+                break
             except KazooException:
                 left = None
             if left == [] or time.monotonic() > eph_deadline:

@@ -185,18 +185,28 @@ class Server:
         self.paused = False
 
     def stop(self, timeout=15):
+        """SIGTERM, then the exit status (None if it was not running)."""
+        if not self.alive():
+            return None
+        self.signal_stop()
+        return self.wait_stopped(timeout)
+
+    def signal_stop(self):
+        """SIGTERM (with SIGCONT first if paused); wait_stopped waits."""
         if self.alive():
             if self.paused:
                 self.proc.send_signal(signal.SIGCONT)
                 self.paused = False
             self.proc.terminate()
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise AssertionError("server %d did not stop on SIGTERM" % self.id)
-        return None
+
+    def wait_stopped(self, timeout=15):
+        """The exit status; kill -9 and AssertionError after `timeout`."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("server %d did not stop on SIGTERM" % self.id)
 
     def pause(self):
         self.proc.send_signal(signal.SIGSTOP)
@@ -341,9 +351,14 @@ class Cluster:
         raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
     def stop(self):
-        for s in self.servers.values():
+        """SIGTERM to every server at once, then waits for each (a server's
+        shutdown does not wait for its peers)."""
+        live = [s for s in self.servers.values() if s.alive()]
+        for s in live:
+            s.signal_stop()
+        for s in live:
             try:
-                s.stop()
+                s.wait_stopped()
             except AssertionError:
                 pass
             if s.alive():

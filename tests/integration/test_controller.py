@@ -13,6 +13,7 @@ import re
 import signal
 import struct
 import subprocess
+import threading
 import time
 import uuid
 
@@ -1004,12 +1005,23 @@ def test_broker_start_messages(kafka):
                              os.path.join(c.root, "lonely"), "--port",
                              str(free_ports(1)[0])] + BROKER_ARGS,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    want = "cannot reach the quorum at %s" % dead
+    lines = []
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(8)
+        c.wait(lambda: any(want in line for line in lines), timeout=30,
+               what="the broker saying it cannot reach the quorum")
     finally:
         proc.send_signal(signal.SIGTERM)
-        text = proc.communicate(timeout=20)[0]
-    assert "cannot reach the quorum at %s" % dead in text, text
+        proc.wait(timeout=20)
+        reader.join(20)
+    text = "".join(lines)
+    assert want in text, text
 
 
 def test_configs_and_unregister(kafka):

@@ -17,38 +17,16 @@ import uuid
 
 import pytest
 
-from harness import Cluster
-from test_controller import (SERVER_ARGS, Broker, describe_topic, keel, wait_active,
-                             wait_partitions)
-
-KCAT = "/usr/bin/kcat"
+from kafka_fixture import KCAT, kcat, running_brokers
+from test_controller import describe_topic, keel, wait_active, wait_partitions
 
 
 @pytest.fixture(scope="module")
 def kc():
     """(cluster, {id: Broker}, bootstrap) with 3 active brokers."""
-    c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i, rack="r%d" % i, extra_args=["--retention-check-interval-ms", "300"])
-               for i in (1, 2, 3)}
-    ok = False
-    try:
-        c.start()
-        c.wait_leader()
-        for b in brokers.values():
-            b.start()
-        wait_active(c, (1, 2, 3))
-        c.kafka_brokers = brokers
-        for b in brokers.values():  # each broker's own image lists all three
-            c.wait(lambda: "3 brokers" in kcat("-b", "127.0.0.1:%d" % b.port, "-L"),
-                   timeout=15, what="broker %d lists 3 brokers" % b.id)
-        ok = True
-        yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
-    finally:
-        for b in brokers.values():
-            b.kill()
-            if not ok:
-                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
-        c.cleanup()
+    with running_brokers(rack=lambda i: "r%d" % i,
+                         broker_args=lambda c, i: ["--retention-check-interval-ms", "300"]) as k:
+        yield k
 
 
 def create(c, name, partitions=1, rf=1):
@@ -84,13 +62,6 @@ def wait_brokers_see(c, brokers, topic, parts):
         if b.alive():
             c.wait(lambda: broker_metadata(b.port, topic) == want, timeout=15,
                    what="broker %d serves %s" % (b.id, topic), interval=0.1)
-
-
-def kcat(*args, stdin=None, timeout=60):
-    out = subprocess.run([KCAT] + list(args), input=stdin, capture_output=True,
-                         timeout=timeout)
-    assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-2000:])
-    return out.stdout.decode()
 
 
 def broker_with_leader(brokers, parts, p=0):

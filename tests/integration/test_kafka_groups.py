@@ -17,8 +17,9 @@ import uuid
 import pytest
 
 from harness import Cluster
+from kafka_fixture import running_brokers
 from test_controller import SERVER_ARGS, Broker, describe_topic, keel, wait_active
-from test_kafka_clients import KCAT, create, kcat
+from test_kafka_clients import KCAT, create
 
 PY = "/usr/bin/python3"
 SESSION_MS = 6000
@@ -28,32 +29,14 @@ SEGMENT_BYTES = 16384  # small offsets segments: compaction runs in the tests
 @pytest.fixture(scope="module")
 def gc():
     """(cluster, {id: Broker}, bootstrap) with 3 active brokers."""
-    c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i) for i in (1, 2, 3)}
-    ok = False
-    try:
-        c.start()
-        c.wait_leader()
+    def setup(c):
         rc, out, err = keel("configs", "alter", "--cluster", "--add-config",
                             "offsets.topic.replication.factor=1,offsets.topic.num.partitions=6,"
                             "offsets.topic.segment.bytes=%d" % SEGMENT_BYTES,
                             "--servers", c.connect_string())
         assert rc == 0, (out, err)
-        for b in brokers.values():
-            b.start()
-        wait_active(c, (1, 2, 3))
-        c.kafka_brokers = brokers
-        for b in brokers.values():
-            c.wait(lambda: "3 brokers" in kcat("-b", "127.0.0.1:%d" % b.port, "-L"),
-                   timeout=15, what="broker %d lists 3 brokers" % b.id)
-        ok = True
-        yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
-    finally:
-        for b in brokers.values():
-            b.kill()
-            if not ok:
-                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
-        c.cleanup()
+    with running_brokers(setup=setup) as k:
+        yield k
 
 
 def produce(boot, topic, values, partitions):

@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from harness import Cluster
-from test_controller import SERVER_ARGS, Broker, keel, wait_active
-from test_kafka_clients import create, kcat
+from kafka_fixture import running_brokers
+from test_controller import keel, wait_active
+from test_kafka_clients import create
 from test_kafka_groups import committed, consumer, coordinator_of, poll_until, produce
 
 RETENTION_MS = 8000
@@ -25,29 +25,11 @@ CHECK_MS = 300
 
 @pytest.fixture(scope="module")
 def ec():
-    c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i) for i in (1, 2, 3)}
-    ok = False
-    try:
-        c.start()
-        c.wait_leader()
+    def setup(c):
         set_cluster_config(c, "offsets.topic.num.partitions=3,offsets.retention.ms=%d,"
                            "offsets.retention.check.interval.ms=%d" % (RETENTION_MS, CHECK_MS))
-        for b in brokers.values():
-            b.start()
-        wait_active(c, (1, 2, 3))
-        c.kafka_brokers = brokers
-        for b in brokers.values():
-            c.wait(lambda: "3 brokers" in kcat("-b", "127.0.0.1:%d" % b.port, "-L"),
-                   timeout=15, what="broker %d lists 3 brokers" % b.id)
-        ok = True
-        yield c, brokers, ",".join("127.0.0.1:%d" % b.port for b in brokers.values())
-    finally:
-        for b in brokers.values():
-            b.kill()
-            if not ok:
-                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
-        c.cleanup()
+    with running_brokers(setup=setup) as k:
+        yield k
 
 
 def set_cluster_config(c, configs):

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from harness import KEEL, Cluster, make_secret
+from kafka_fixture import running_brokers
 from test_controller import SERVER_ARGS, Broker, keel, wait_active, wait_partitions
 from test_kafka_clients import closed, read_frame, request
 
@@ -26,25 +27,16 @@ MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 @pytest.fixture(scope="module")
 def kc():
     """(cluster, broker, bootstrap): one server, one broker with SASL."""
-    c = Cluster(1, server_args=SERVER_ARGS)
-    users = os.path.join(c.root, "kafka.users")
-    with open(users, "w") as f:
-        f.write(USERS)
-    os.chmod(users, 0o600)
-    b = Broker(c, 1, extra_args=["--sasl-users-file", users])
-    ok = False
-    try:
-        c.start()
-        c.wait_leader()
-        b.start()
-        wait_active(c, (1,))
-        ok = True
-        yield c, b, "127.0.0.1:%d" % b.port
-    finally:
-        b.kill()
-        if not ok:
-            print("---- broker ----\n%s" % b.log()[-4000:])
-        c.cleanup()
+    def sasl_args(c, bid):
+        users = os.path.join(c.root, "kafka.users")
+        with open(users, "w") as f:
+            f.write(USERS)
+        os.chmod(users, 0o600)
+        return ["--sasl-users-file", users]
+    # kcat -L there would need SASL settings: no "lists" wait.
+    with running_brokers(servers=1, ids=(1,), broker_args=sasl_args, listed=False) as (
+            c, brokers, boot):
+        yield c, brokers[1], boot
 
 
 def sasl_conf(boot, mech, user="alice", password="alice-secret"):

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from harness import Cluster
-from test_controller import SERVER_ARGS, Broker, keel, wait_active, wait_partitions
+from kafka_fixture import running_brokers
+from test_controller import keel, wait_partitions
 from test_tls import Pki
 
 KCAT = "/usr/bin/kcat"
@@ -28,23 +28,12 @@ def ktls():
     pki = Pki(root)
     tls = ["--listener-tls-cert", pki.path("server.crt"), "--listener-tls-key",
            pki.path("server.key"), "--listener-tls-ca", pki.path("ca.crt")]
-    c = Cluster(3, server_args=SERVER_ARGS)
-    brokers = {i: Broker(c, i, extra_args=tls) for i in (1, 2)}
-    ok = False
     try:
-        c.start()
-        c.wait_leader()
-        for b in brokers.values():
-            b.start()
-        wait_active(c, (1, 2))
-        ok = True
-        yield c, brokers, pki
+        # kcat -L there would need the TLS settings: no "lists" wait.
+        with running_brokers(ids=(1, 2), broker_args=lambda c, i: tls, listed=False) as (
+                c, brokers, _):
+            yield c, brokers, pki
     finally:
-        for b in brokers.values():
-            b.kill()
-            if not ok:
-                print("---- broker %d ----\n%s" % (b.id, b.log()[-4000:]))
-        c.cleanup()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -17,8 +17,8 @@ import pytest
 from harness import Cluster, free_ports
 from test_controller import (BROKER_ARGS, KEEL, SERVER_ARGS, Broker, keel, wait_active,
                              wait_partitions)
-from test_kafka_clients import (closed, connect, kafka_python_batch, produce_error, produce_v3,
-                                read_frame, request, wait_brokers_see)
+from test_kafka_clients import (closed, connect, kafka_python_batch, produce_error,
+                                produce_v3, read_frame, request, wait_brokers_see)
 
 LAG_MS = 2000
 SESSION_MS = 8000  # brokers are fenced well after a lagging follower leaves the ISR
@@ -374,6 +374,86 @@ def test_acks_all_below_min_insync_is_refused(rc):
     s.sendall(produce_v3("rep-m", 0, kafka_python_batch(b"y"), acks=1, corr=8))
     assert produce_error(read_frame(s)) == 0  # acks=1 does not need the ISR
     s.close()
+
+
+def broker_isr(port, topic):
+    """Partition 0's ISR as this broker's own image has it (Metadata v1 to
+    that broker; kcat may ask another one)."""
+    t = topic.encode()
+    s = connect(port)
+    try:
+        s.sendall(request(3, 1, 5, struct.pack(">ih", 1, len(t)) + t))
+        r = read_frame(s)
+    finally:
+        s.close()
+    pos = 4
+    (n,) = struct.unpack_from(">i", r, pos)
+    pos += 4
+    for _ in range(n):  # brokers: id, host, port, rack
+        (hl,) = struct.unpack_from(">h", r, pos + 4)
+        pos += 4 + 2 + hl + 4
+        (rl,) = struct.unpack_from(">h", r, pos)
+        pos += 2 + max(rl, 0)
+    pos += 4  # controller id
+    (n,) = struct.unpack_from(">i", r, pos)
+    pos += 4
+    for _ in range(n):
+        (_err, nl) = struct.unpack_from(">hh", r, pos)
+        name = r[pos + 4:pos + 4 + nl]
+        pos += 4 + nl + 1
+        (np_,) = struct.unpack_from(">i", r, pos)
+        pos += 4
+        for _ in range(np_):
+            _perr, index, _leader, nr = struct.unpack_from(">hiii", r, pos)
+            pos += 14 + 4 * nr
+            (ni,) = struct.unpack_from(">i", r, pos)
+            isr = list(struct.unpack_from(">%di" % ni, r, pos + 4))
+            pos += 4 + 4 * ni
+            if name == t and index == 0:
+                return sorted(isr)
+    return []
+
+
+def test_idempotent_batch_behind_one_refused_for_the_isr(rc):
+    """docs/brokers.md: the leader refuses an idempotent producer's next
+    batch for too few in-sync replicas; the batch behind it, read once the
+    ISR is whole again, is refused the same way -- not with
+    OUT_OF_ORDER_SEQUENCE_NUMBER, which killed librdkafka 2.0.2 in the
+    fault run -- and both, retried in order, are written once."""
+    from test_kafka_idempotence import idem_batch, init_producer_id, produce, values_of
+    c, brokers, boot = rc
+    parts = create(c, "rep-i", rf=3, min_isr=3)
+    lead_id = parts[0]["leader"]
+    lead = brokers[lead_id]
+    follower = [r for r in parts[0]["replicas"] if r != lead_id][0]
+    c.wait(lambda: len(broker_isr(lead.port, "rep-i")) == 3, timeout=30,
+           what="the leader sees the full ISR", interval=0.2)
+    err, pid, epoch = init_producer_id(lead.port)
+    assert err == 0
+    s = connect(lead.port)
+    try:
+        assert produce(s, "rep-i", idem_batch(pid, epoch, 0, [b"a0"]), 1) == (0, 0)
+        first = idem_batch(pid, epoch, 1, [b"b1"])
+        second = idem_batch(pid, epoch, 2, [b"c2"])
+        brokers[follower].proc.send_signal(signal.SIGSTOP)
+        try:
+            c.wait(lambda: follower not in broker_isr(lead.port, "rep-i"), timeout=30,
+                   what="the ISR shrinks without broker %d" % follower, interval=0.2)
+            assert produce(s, "rep-i", first, 2)[0] == 19  # NOT_ENOUGH_REPLICAS
+        finally:
+            brokers[follower].proc.send_signal(signal.SIGCONT)
+        c.wait(lambda: len(broker_isr(lead.port, "rep-i")) == 3, timeout=30,
+               what="broker %d back in the ISR" % follower, interval=0.2)
+        assert produce(s, "rep-i", second, 3)[0] == 19  # Kafka: 45, OUT_OF_ORDER
+        assert produce(s, "rep-i", first, 4) == (0, 1)
+        assert produce(s, "rep-i", second, 5) == (0, 2)
+        assert produce(s, "rep-i", first, 6) == (0, 1)  # a retry: its offset, one copy
+        gap = idem_batch(pid, epoch, 5, [b"gap"])
+        assert produce(s, "rep-i", gap, 7)[0] == 45  # a real gap is still refused so
+    finally:
+        s.close()
+    assert values_of(boot, "rep-i") == ["a0", "b1", "c2"]
+    wait_active(c, (1, 2, 3), timeout=30)
 
 
 def test_controlled_shutdown_of_a_follower_and_leader_logs_totals(rc):

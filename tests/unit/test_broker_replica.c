@@ -238,6 +238,68 @@ static void test_acks_all_errors(void **state)
 	assert_int_equal(pr.out.topics[0].partitions[0].error_code, KAFKA_NOT_LEADER_OR_FOLLOWER);
 }
 
+/* The same produce with f->batch made an idempotent producer's batch
+ * (3 records: sequences seq..seq+2). */
+static int16_t produce_seq(struct fx *f, struct broker_core *core, struct produce *p, int64_t pid,
+                           int32_t seq)
+{
+	uint8_t saved[4096];
+	memcpy(saved, f->batch, f->batch_size);
+	keel_store_be64(f->batch + 43, (uint64_t)pid);
+	keel_store_be16(f->batch + 51, 0);
+	keel_store_be32(f->batch + 53, (uint32_t)seq);
+	plog_batch_seal(f->batch, f->batch_size);
+	int16_t err = produce(f, core, p, -1);
+	memcpy(f->batch, saved, f->batch_size);
+	return err;
+}
+
+/* The fault run that killed librdkafka 2.0.2 (issue 15): the producer had
+ * batches 0, 3 and 6 in flight to a new leader whose ISR was short. The
+ * first got NOT_ENOUGH_REPLICAS; the second was read only after the ISR
+ * had grown back (it waited behind another partition's acks=all produce on
+ * the same connection). Answered OUT_OF_ORDER_SEQUENCE_NUMBER, it is fatal
+ * to a client whose next expected sequence had moved past it (librdkafka
+ * before 2.3.0 advances it on a "possibly persisted" error such as a lost
+ * connection); answered like the batch it follows, the client retries
+ * both in order and nothing is lost or written twice. */
+static void test_idempotent_batch_after_one_refused_for_the_isr(void **state)
+{
+	struct fx *f = *state;
+	static const int32_t isr1[] = {1}, isr12[] = {1, 2};
+	struct broker_partition *p = broker_core_partition(&f->a, kafka_str("t"), 0);
+	struct produce pr;
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 0), KAFKA_NONE);
+	set_image(&f->a, 1, 0, isr1, 1, "2");
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 3), KAFKA_NOT_ENOUGH_REPLICAS);
+	set_image(&f->a, 1, 0, isr12, 2, "2");
+	/* Batch 6 after the refused 3: refused the same way, not out of order. */
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 6), KAFKA_NOT_ENOUGH_REPLICAS);
+	assert_false(pr.wait.needs_sync);
+	assert_int_equal(plog_log_end_offset(&p->log), 3);
+	/* The retries in order: both written, once. */
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 3), KAFKA_NONE);
+	assert_int_equal(pr.out.topics[0].partitions[0].base_offset, 3);
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 6), KAFKA_NONE);
+	assert_int_equal(pr.out.topics[0].partitions[0].base_offset, 6);
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 3), KAFKA_NONE); /* a retry */
+	assert_int_equal(pr.out.topics[0].partitions[0].base_offset, 3);
+	assert_int_equal(plog_log_end_offset(&p->log), 9);
+	/* Once the refused batch is written, a real gap is out of order again. */
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 12), KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER);
+	/* Refused again at 9: a later batch is answered the same way; another
+	 * producer is not concerned. */
+	set_image(&f->a, 1, 0, isr1, 1, "2");
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 9), KAFKA_NOT_ENOUGH_REPLICAS);
+	set_image(&f->a, 1, 0, isr12, 2, "2");
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 15), KAFKA_NOT_ENOUGH_REPLICAS);
+	assert_int_equal(produce_seq(f, &f->a, &pr, 43, 5), KAFKA_NONE); /* another producer */
+	/* A new leader epoch forgets it (the state is rebuilt from the log). */
+	set_image(&f->a, 1, 1, isr12, 2, "2");
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 15), KAFKA_OUT_OF_ORDER_SEQUENCE_NUMBER);
+	assert_int_equal(produce_seq(f, &f->a, &pr, 42, 9), KAFKA_NONE);
+}
+
 /* Decodes an encoded AlterPartition request's one item. */
 static void decode_alter(struct fx *f, struct keel_wbuf *w, struct meta_alter_partition_request *rq)
 {
@@ -680,6 +742,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_hw_is_the_isr_minimum_and_acks_all_waits,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_acks_all_errors, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_idempotent_batch_after_one_refused_for_the_isr,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_isr_follows_lag, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_follower_truncates_by_epoch_then_fetches,
 	                                        setup, teardown),

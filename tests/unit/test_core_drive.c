@@ -2,7 +2,10 @@
  * fake host. A one-server cluster elects itself, and a proposed entry is
  * applied only after the host reported its persist batch durable (the
  * leader counts itself only after its own fsync); durability reports
- * come in persist order; randomness comes only from the start seed. */
+ * come in persist order; randomness comes only from the start seed. A
+ * ZooKeeper client connection, named only by its id, gets its session and
+ * its write answered by the core's own client code (core/client_zk.h),
+ * each only once its entry is durable and applied. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,9 +15,14 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/client_zk.h"
 #include "core/core.h"
 #include "core/entry.h"
+#include "core/feed.h"
 #include "core/fsm.h"
+#include "zk/zk_codes.h"
+#include "zk/zk_jute.h"
+#include "zk/zk_proto.h"
 #include "zk/zk_state.h"
 
 #define MAX_PENDING 64
@@ -27,7 +35,14 @@ struct fake_host {
 	bool drive_due;
 	bool failed;
 	size_t applied_book;
-	size_t applied_total;
+	/* The one client connection the tests open (its id: conn). */
+	uint64_t conn;
+	struct keel_wbuf out;  /* the frame being written (client_begin) */
+	uint8_t *frames[8];    /* every frame sent to it, in order */
+	size_t frame_sizes[8];
+	size_t n_frames;
+	bool paused;
+	bool closed;
 };
 
 static enum keel_err fh_persist(void *ctx, const struct raft_ready *rd)
@@ -102,15 +117,9 @@ static void fh_on_failed(void *ctx)
 	((struct fake_host *)ctx)->failed = true;
 }
 
-static void fh_on_applied(void *ctx, const struct raft_entry *entry,
-                          const struct fsm_applied *applied)
+static void fh_book_changed(void *ctx)
 {
-	struct fake_host *h = ctx;
-	(void)entry;
-	h->applied_total++;
-	if (applied->kind == FSM_APPLIED_BOOK) {
-		h->applied_book++;
-	}
+	((struct fake_host *)ctx)->applied_book++;
 }
 
 static void fh_nothing(void *ctx)
@@ -118,46 +127,86 @@ static void fh_nothing(void *ctx)
 	(void)ctx;
 }
 
-static void fh_on_reads(void *ctx, const struct raft_read_result *reads, size_t count)
+static struct keel_wbuf *fh_client_begin(void *ctx, uint64_t conn, size_t *mark)
 {
-	(void)ctx, (void)reads, (void)count;
+	struct fake_host *h = ctx;
+	assert_int_equal(conn, h->conn);
+	keel_wbuf_reset(&h->out);
+	*mark = 0;
+	return h->closed ? NULL : &h->out;
 }
 
-static void fh_on_leader_change(void *ctx, uint64_t old_leader, uint64_t new_leader)
+static void fh_client_send(void *ctx, uint64_t conn, const void *payload, size_t size)
 {
-	(void)ctx, (void)old_leader, (void)new_leader;
+	struct fake_host *h = ctx;
+	assert_int_equal(conn, h->conn);
+	assert_true(h->n_frames < KEEL_ARRAY_SIZE(h->frames));
+	h->frames[h->n_frames] = malloc(size);
+	assert_non_null(h->frames[h->n_frames]);
+	memcpy(h->frames[h->n_frames], payload, size);
+	h->frame_sizes[h->n_frames++] = size;
 }
 
-static void fh_on_request(void *ctx, uint64_t from, enum tracker_kind kind, uint64_t request_id,
-                          const uint8_t *body, size_t size)
+static void fh_client_end(void *ctx, uint64_t conn, size_t mark)
 {
-	(void)ctx, (void)from, (void)kind, (void)request_id, (void)body, (void)size;
-	fail_msg("no peer sends requests here");
+	struct fake_host *h = ctx;
+	assert_int_equal(mark, 0);
+	assert_true(keel_wbuf_ok(&h->out));
+	fh_client_send(ctx, conn, h->out.data, h->out.size);
 }
 
-static void fh_on_session_frame(void *ctx, uint64_t from, uint8_t type, const uint8_t *body,
-                                size_t size)
+static void fh_client_pause(void *ctx, uint64_t conn, bool paused)
 {
-	(void)ctx, (void)from, (void)type, (void)body, (void)size;
-	fail_msg("no peer touches sessions here");
+	struct fake_host *h = ctx;
+	assert_int_equal(conn, h->conn);
+	h->paused = paused;
 }
 
-static void fh_tick(void *ctx, uint64_t now_ms)
+static void fh_client_close(void *ctx, uint64_t conn, enum keel_err reason, bool flush)
 {
-	(void)ctx, (void)now_ms;
+	struct fake_host *h = ctx;
+	(void)reason, (void)flush;
+	assert_int_equal(conn, h->conn);
+	h->closed = true;
 }
 
-static void fh_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
-                            size_t size)
+static bool fh_client_paused(void *ctx, uint64_t conn)
 {
-	(void)ctx, (void)request_id, (void)zk_err, (void)body, (void)size;
-	fail_msg("no controller here");
+	struct fake_host *h = ctx;
+	assert_int_equal(conn, h->conn);
+	return h->paused;
 }
 
-static void fh_fire_system(void *ctx, const struct zk_result *res)
+static enum keel_err fh_random(void *ctx, void *buf, size_t size)
 {
-	(void)ctx, (void)res;
-	fail_msg("no controller here");
+	(void)ctx;
+	memset(buf, 0x5a, size);
+	return KEEL_OK;
+}
+
+static bool fh_addr_ok(void *ctx, const char *addr)
+{
+	(void)ctx;
+	return strchr(addr, ':') != NULL;
+}
+
+static bool fh_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t passwd[16],
+                                const uint8_t *proof, size_t size)
+{
+	(void)ctx, (void)session_id, (void)passwd, (void)proof, (void)size;
+	return false;
+}
+
+static size_t fh_client_output_bytes(void *ctx, uint64_t conn)
+{
+	(void)ctx, (void)conn;
+	return 0; /* written at once */
+}
+
+static void fh_feed_wait(void *ctx, bool waiting)
+{
+	(void)ctx, (void)waiting;
+	fail_msg("nothing waits on a feed here");
 }
 
 static const struct core_host_ops fake_ops = {
@@ -173,16 +222,19 @@ static const struct core_host_ops fake_ops = {
         .snapshot_load = fh_snapshot_load,
         .schedule_drive = fh_schedule_drive,
         .on_failed = fh_on_failed,
-        .on_applied = fh_on_applied,
-        .on_reads = fh_on_reads,
-        .on_leader_change = fh_on_leader_change,
-        .after_apply = fh_nothing,
-        .on_request = fh_on_request,
-        .on_session_frame = fh_on_session_frame,
-        .on_snapshot_installed = fh_nothing,
-        .tick = fh_tick,
-        .ctl_complete = fh_ctl_complete,
-        .fire_system = fh_fire_system,
+        .client_begin = fh_client_begin,
+        .client_end = fh_client_end,
+        .client_send = fh_client_send,
+        .client_pause = fh_client_pause,
+        .client_close = fh_client_close,
+        .client_paused = fh_client_paused,
+        .random_bytes = fh_random,
+        .addr_ok = fh_addr_ok,
+        .session_proof_ok = fh_session_proof_ok,
+        .client_output_bytes = fh_client_output_bytes,
+        .feed_wait = fh_feed_wait,
+        .book_changed = fh_book_changed,
+        .maybe_snapshot = fh_nothing,
 };
 
 static enum keel_err image_save(void *ctx, fsm_write_fn write, void *write_ctx)
@@ -331,6 +383,100 @@ static void test_storage_failure_stops(void **state)
 	free(f);
 }
 
+/* A ZooKeeper client of the core, by connection id only: its
+ * ConnectRequest becomes a session and its create a znode, each answered
+ * on the connection only once the entry is durable and applied. */
+static void test_zk_client_by_id(void **state)
+{
+	(void)state;
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	open_core(f, 44);
+	struct fake_host *h = &f->host;
+	keel_wbuf_init_dynamic(&h->out, 256, 1 << 16);
+	h->conn = 7;
+	struct zk_clients_options zo = {
+	        .max_packet_bytes = 1 << 20,
+	        .max_pending_per_connection = 100,
+	        .max_watches_per_connection = 100,
+	        .housekeeping_ms = 1000,
+	        .insecure_peers = true,
+	};
+	char err[128];
+	assert_int_equal(zk_clients_open(&f->core, &zo, err, sizeof(err)), KEEL_OK);
+	elect(f);
+
+	zk_conn_open(&f->core, 7, "10.0.0.1:4000", NULL);
+	uint8_t passwd[16] = {0};
+	struct zk_connect_request cr = {
+	        .timeout_ms = 10000,
+	        .passwd = zk_bytes_of(passwd, sizeof(passwd)),
+	};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 256, 4096);
+	zk_connect_request_encode(&w, &cr);
+	assert_false(zk_conn_on_frame(&f->core, 7, w.data, w.size));
+	core_drive(&f->core);
+	/* Proposed, not durable: no answer yet, and no request is read. */
+	assert_true(h->paused);
+	assert_int_equal(h->n_frames, 0);
+	make_durable(f);
+	assert_int_equal(h->n_frames, 1);
+	struct zk_connect_response rsp;
+	assert_int_equal(zk_connect_response_decode(&rsp, h->frames[0], h->frame_sizes[0]),
+	                 KEEL_OK);
+	assert_int_not_equal(rsp.session_id, 0);
+	assert_int_equal(rsp.timeout_ms, 10000);
+	assert_false(h->paused);
+
+	/* create /a: answered after its entry is applied, with its path. */
+	keel_wbuf_reset(&w);
+	keel_wbuf_i32(&w, 1);
+	keel_wbuf_i32(&w, ZK_OP_CREATE);
+	zk_write_str(&w, "/a");
+	zk_write_bytes(&w, zk_bytes_of("x", 1));
+	keel_wbuf_i32(&w, 1);
+	keel_wbuf_i32(&w, ZK_PERM_ALL);
+	zk_write_str(&w, "world");
+	zk_write_str(&w, "anyone");
+	keel_wbuf_i32(&w, 0);
+	assert_true(keel_wbuf_ok(&w));
+	struct node_feed_stats fs;
+	node_feed_stats(&f->core, &fs);
+	uint64_t held_before = fs.history_changes;
+	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
+	core_drive(&f->core);
+	assert_int_equal(h->n_frames, 1);
+	make_durable(f);
+	assert_int_equal(h->n_frames, 2);
+	node_feed_stats(&f->core, &fs);
+	assert_int_equal(fs.history_changes, held_before + 1); /* the feed saw the create */
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, h->frames[1], h->frame_sizes[1]);
+	struct zk_reply_header rh;
+	assert_int_equal(zk_reply_header_decode(&rh, &r), KEEL_OK);
+	assert_int_equal(rh.xid, 1);
+	assert_int_equal(rh.err, ZK_OK);
+	assert_int_equal(rh.zxid, (int64_t)f->core.applied_index);
+	struct zk_bytes path = zk_read_bytes(&r);
+	assert_true(keel_rbuf_ok(&r));
+	assert_true(zk_bytes_eq_str(path, "/a"));
+	assert_int_not_equal(zk_state_lookup(fsm_zk(f->core.fsm), zk_bytes_str("/a")),
+	                     ZK_NODE_NONE);
+	assert_false(h->closed);
+
+	zk_conn_on_close(&f->core, 7);
+	zk_clients_close(&f->core);
+	core_stop(&f->core);
+	core_close(&f->core);
+	for (size_t i = 0; i < h->n_frames; i++) {
+		free(h->frames[i]);
+	}
+	keel_wbuf_free(&h->out);
+	keel_wbuf_free(&w);
+	free(f);
+}
+
 /* The same seed gives the same derived seeds; another seed others. */
 static void test_seeded(void **state)
 {
@@ -355,6 +501,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_applies_only_after_durable),
 	        cmocka_unit_test(test_storage_failure_stops),
+	        cmocka_unit_test(test_zk_client_by_id),
 	        cmocka_unit_test(test_seeded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

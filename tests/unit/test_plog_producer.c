@@ -87,6 +87,61 @@ static void test_sequence_rules(void **state)
 	plog_producers_close(&ps);
 }
 
+/* A refused next batch (plog_producers_refuse): the gap behind it is
+ * answered like it until a batch is written or the epoch changes. */
+static void test_refused_batch_rules(void **state)
+{
+	(void)state;
+	struct plog_producers ps;
+	plog_producers_init(&ps);
+	struct plog_producer_batch b = pb(0, 2, 100, 102);
+	assert_int_equal(plog_producers_update(&ps, 7, 0, &b), KEEL_OK);
+	/* Not next in sequence, another epoch, an unknown producer: no mark. */
+	plog_producers_refuse(&ps, 7, 0, 5);
+	plog_producers_refuse(&ps, 7, 1, 3);
+	plog_producers_refuse(&ps, 8, 0, 3);
+	assert_int_equal(plog_producers_find(&ps, 7)->refused_seq, -1);
+	assert_null(plog_producers_find(&ps, 8));
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 6, 8, NULL), PLOG_SEQ_OUT_OF_ORDER);
+	/* Batch 3..5 refused: 6..8 behind it is refused alike, 3..5 itself
+	 * still goes in, older sequences and other epochs are unchanged. */
+	plog_producers_refuse(&ps, 7, 0, 3);
+	assert_int_equal(plog_producers_find(&ps, 7)->refused_seq, 3);
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 6, 8, NULL), PLOG_SEQ_AFTER_REFUSED);
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 30, 30, NULL), PLOG_SEQ_AFTER_REFUSED);
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 3, 5, NULL), PLOG_SEQ_APPEND);
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 0, 2, NULL), PLOG_SEQ_DUPLICATE);
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 1, 1, NULL), PLOG_SEQ_OUT_OF_ORDER);
+	assert_int_equal(plog_producers_check(&ps, 7, 1, 6, 8, NULL), PLOG_SEQ_OUT_OF_ORDER);
+	/* Written: the mark is gone, a gap is out of order again. */
+	b = pb(3, 5, 103, 105);
+	assert_int_equal(plog_producers_update(&ps, 7, 0, &b), KEEL_OK);
+	assert_int_equal(plog_producers_find(&ps, 7)->refused_seq, -1);
+	assert_int_equal(plog_producers_check(&ps, 7, 0, 9, 9, NULL), PLOG_SEQ_OUT_OF_ORDER);
+	/* Across the wrap after INT32_MAX. */
+	b = pb(INT32_MAX - 2, INT32_MAX, 300, 302);
+	assert_int_equal(plog_producers_update(&ps, 9, 0, &b), KEEL_OK);
+	plog_producers_refuse(&ps, 9, 0, 0);
+	assert_int_equal(plog_producers_check(&ps, 9, 0, 4, 4, NULL), PLOG_SEQ_AFTER_REFUSED);
+	assert_int_equal(plog_producers_check(&ps, 9, 0, INT32_MAX - 5, INT32_MAX - 3, NULL),
+			 PLOG_SEQ_OUT_OF_ORDER);
+	/* A snapshot does not carry the mark (memory only). */
+	size_t size = 0;
+	uint8_t *data = plog_producers_encode(&ps, 400, 3, topic_a, &size);
+	assert_non_null(data);
+	struct plog_producers back;
+	plog_producers_init(&back);
+	int64_t at;
+	int32_t epoch;
+	uint8_t id[PLOG_TOPIC_ID_SIZE];
+	assert_int_equal(plog_producers_decode(&back, data, size, &at, &epoch, id), KEEL_OK);
+	assert_int_equal(plog_producers_find(&back, 9)->refused_seq, -1);
+	assert_int_equal(plog_producers_check(&back, 9, 0, 4, 4, NULL), PLOG_SEQ_OUT_OF_ORDER);
+	free(data);
+	plog_producers_close(&back);
+	plog_producers_close(&ps);
+}
+
 static uint8_t *encode(const struct plog_producers *ps, int64_t offset, size_t *size)
 {
 	uint8_t *data = plog_producers_encode(ps, offset, 3, topic_a, size);
@@ -400,6 +455,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sequence_rules),
+		cmocka_unit_test(test_refused_batch_rules),
 		cmocka_unit_test(test_snapshot_codec),
 		cmocka_unit_test(test_rebuild_uses_snapshots_and_ignores_stale_ones),
 		cmocka_unit_test(test_crash_at_every_point),

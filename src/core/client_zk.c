@@ -41,23 +41,20 @@
  * every SESSION_REPORT_MS; the leader proposes CLOSE_SESSION for sessions
  * silent past their timeout.
  */
-#include "node/client_zk.h"
+#include "core/client_zk.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/assert.h"
+#include "base/fmt.h"
 #include "core/controller.h"
-#include "node/feed.h"
-#include "core/fsm.h"
-#include "node/peer_auth.h"
-#include "node/peers.h"
-#include "sasl/sasl_digest.h"
 #include "core/core.h"
-#include "os/log.h"
+#include "core/feed.h"
+#include "core/fsm.h"
+#include "core/membership.h"
+#include "sasl/sasl_digest.h"
 #include "zk/zk_housekeeping.h"
-#include "node/admin.h"
 #include "zk/zk_read.h"
 #include "zk/zk_reconfig.h"
 #include "zk/zk_session.h"
@@ -123,7 +120,11 @@ struct zk_pending {
 };
 
 struct zk_conn {
-	struct node_client *client;
+	struct node_core *core;
+	uint64_t conn_id;              /* the host's connection id */
+	struct keel_list link;         /* in zs->conns */
+	char peer_addr[CORE_ADDR_SIZE]; /* "HOST:PORT", copied at open */
+	bool connect_seen;             /* its first frame (ConnectRequest) came */
 	enum conn_state state;
 	int64_t session_id;
 	int32_t timeout_ms;
@@ -159,6 +160,9 @@ struct zk_conn {
 };
 
 struct zk_server {
+	struct zk_clients_options opts;
+	struct keel_list conns;      /* of zk_conn: every open ZooKeeper connection */
+	struct keel_hmap by_conn;    /* host connection id -> zk_conn */
 	struct tracker *tracker;     /* the node's (request ids, writes in flight) */
 	struct keel_list barriers;   /* of zk_pending: syncs and handshakes behind a barrier */
 	struct zk_watches watches;
@@ -183,9 +187,14 @@ struct zk_server {
 	uint64_t outstanding;
 };
 
-static struct zk_server *server_of(struct node *n)
+static struct zk_server *server_of(const struct node_core *core)
 {
-	return n->core.zk_server;
+	return core->zk_server;
+}
+
+static void core_schedule_drive(struct node_core *core)
+{
+	core->host.ops->schedule_drive(core->host.ctx);
 }
 
 /* ---- maps ---- */
@@ -277,7 +286,7 @@ static struct zk_pending *pending_new(struct zk_server *zs, struct zk_conn *zc, 
 	p->kind = kind;
 	p->xid = xid;
 	p->opcode = opcode;
-	p->start_ns = core_mono_ns(&zc->client->node->core);
+	p->start_ns = core_mono_ns(zc->core);
 	zs->outstanding++;
 	return p;
 }
@@ -298,9 +307,16 @@ static enum keel_err pending_map_add(struct zk_server *zs, struct zk_pending *p)
 
 /* ---- connection helpers ---- */
 
-static struct zk_conn *zc_of(struct node_client *c)
+static bool conn_id_eq(const void *item, const void *key)
 {
-	return c->zk;
+	return ((const struct zk_conn *)item)->conn_id == *(const uint64_t *)key;
+}
+
+static struct zk_conn *zc_of(struct node_core *core, uint64_t conn)
+{
+	struct zk_server *zs = server_of(core);
+	return zs != NULL ? keel_hmap_find(&zs->by_conn, keel_hash_u64(conn), conn_id_eq, &conn)
+			  : NULL;
 }
 
 static void conn_close(struct zk_conn *zc, enum keel_err reason, bool flush)
@@ -309,15 +325,15 @@ static void conn_close(struct zk_conn *zc, enum keel_err reason, bool flush)
 		return;
 	}
 	zc->state = ZC_CLOSING;
-	core_client_close(&zc->client->node->core, zc->client, reason, flush);
+	core_client_close(zc->core, zc->conn_id, reason, flush);
 }
 
-static void record_latency(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+static void record_latency(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
-	struct zk_server *zs = server_of(n);
-	uint64_t us = (core_mono_ns(&n->core) - p->start_ns) / 1000u;
+	struct zk_server *zs = server_of(core);
+	uint64_t us = (core_mono_ns(core) - p->start_ns) / 1000u;
 	uint64_t ms = us / 1000u;
-	metrics_hist_observe(&n->core.stats.request_latency, us);
+	metrics_hist_observe(&core->stats.request_latency, us);
 	if (zs->latency_count == 0 || ms < zs->latency_min_ms) {
 		zs->latency_min_ms = ms;
 	}
@@ -338,7 +354,7 @@ static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t er
 		       const uint8_t *body, size_t body_size)
 {
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(&zc->client->node->core, zc->client, &mark);
+	struct keel_wbuf *w = core_client_begin(zc->core, zc->conn_id, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -346,25 +362,23 @@ static void send_reply(struct zk_conn *zc, int32_t xid, int64_t zxid, int32_t er
 	if (err == 0 && body_size > 0) {
 		keel_wbuf_bytes(w, body, body_size);
 	}
-	core_client_end(&zc->client->node->core, zc->client, mark);
-	zc->client->packets_sent++;
+	core_client_end(zc->core, zc->conn_id, mark);
 	zc->last_zxid = zxid;
 }
 
 static void send_raw_payload(struct zk_conn *zc, const uint8_t *payload, size_t size)
 {
-	core_client_send(&zc->client->node->core, zc->client, payload, size);
-	zc->client->packets_sent++;
+	core_client_send(zc->core, zc->conn_id, payload, size);
 }
 
 static void fifo_push(struct zk_conn *zc, struct zk_pending *p)
 {
 	keel_list_push_back(&zc->fifo, &p->fifo_link);
 	zc->pending_count++;
-	if (zc->pending_count >= zc->client->node->cfg.max_pending_per_connection &&
+	if (zc->pending_count >= zc->core->zk_server->opts.max_pending_per_connection &&
 	    !zc->paused_for_backlog) {
 		zc->paused_for_backlog = true;
-		core_client_pause(&zc->client->node->core, zc->client, true);
+		core_client_pause(zc->core, zc->conn_id, true);
 	}
 }
 
@@ -383,11 +397,11 @@ static struct zk_pending *fifo_head(const struct zk_conn *zc)
 	return first != NULL ? KEEL_LIST_ITEM(first, struct zk_pending, fifo_link) : NULL;
 }
 
-static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p);
-static void fifo_advance(struct node *n, struct zk_conn *zc);
+static void serve_read(struct node_core *core, struct zk_conn *zc, struct zk_pending *p);
+static void fifo_advance(struct node_core *core, struct zk_conn *zc);
 
 /* Completes `p` with a reply payload: sent now if it is the head, else kept. */
-static void complete(struct node *n, struct zk_pending *p, int32_t err, int64_t zxid,
+static void complete(struct node_core *core, struct zk_pending *p, int32_t err, int64_t zxid,
 		     const uint8_t *body, size_t body_size)
 {
 	struct zk_conn *zc = p->zc;
@@ -396,10 +410,10 @@ static void complete(struct node *n, struct zk_pending *p, int32_t err, int64_t 
 	}
 	if (fifo_head(zc) == p) {
 		send_reply(zc, p->xid, zxid, err, body, body_size);
-		record_latency(n, zc, p);
+		record_latency(core, zc, p);
 		fifo_pop(zc);
-		pending_free(server_of(n), p);
-		fifo_advance(n, zc);
+		pending_free(server_of(core), p);
+		fifo_advance(core, zc);
 		return;
 	}
 	struct keel_wbuf w;
@@ -418,32 +432,32 @@ static void complete(struct node *n, struct zk_pending *p, int32_t err, int64_t 
 
 /* Sends what is ready at the head of the FIFO: kept replies, and reads
  * whose turn has come. Stops at a write or sync still in flight. */
-static void fifo_advance(struct node *n, struct zk_conn *zc)
+static void fifo_advance(struct node_core *core, struct zk_conn *zc)
 {
 	struct zk_pending *p;
 	while ((p = fifo_head(zc)) != NULL && zc->state == ZC_ACTIVE) {
 		if (p->reply != NULL) {
 			send_raw_payload(zc, p->reply, p->reply_size);
-			record_latency(n, zc, p);
+			record_latency(core, zc, p);
 			fifo_pop(zc);
-			pending_free(server_of(n), p);
+			pending_free(server_of(core), p);
 			continue;
 		}
 		if (p->kind == PK_READ || p->kind == PK_EXT_READ ||
 		    ((p->kind == PK_SYNC || p->kind == PK_RECONFIG) &&
 		     p->barrier == BARRIER_CONFIRMED &&
-		     n->core.applied_index >= p->read_index)) {
+		     core->applied_index >= p->read_index)) {
 			fifo_pop(zc);
-			serve_read(n, zc, p);
-			pending_free(server_of(n), p);
+			serve_read(core, zc, p);
+			pending_free(server_of(core), p);
 			continue;
 		}
 		break;
 	}
 	if (zc->paused_for_backlog &&
-	    zc->pending_count < zc->client->node->cfg.max_pending_per_connection / 2) {
+	    zc->pending_count < zc->core->zk_server->opts.max_pending_per_connection / 2) {
 		zc->paused_for_backlog = false;
-		core_client_pause(&zc->client->node->core, zc->client, false);
+		core_client_pause(zc->core, zc->conn_id, false);
 	}
 }
 
@@ -457,7 +471,7 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 		return;
 	}
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(&zc->client->node->core, zc->client, &mark);
+	struct keel_wbuf *w = core_client_begin(zc->core, zc->conn_id, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -465,21 +479,20 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 	zk_reply_header_encode(w, -1, -1, 0);
 	struct zk_watcher_event we = {ev->type, ZK_STATE_SYNC_CONNECTED, ev->path};
 	zk_watcher_event_encode(w, &we);
-	core_client_end(&zc->client->node->core, zc->client, mark);
-	zc->client->packets_sent++;
+	core_client_end(zc->core, zc->conn_id, mark);
 }
 
 /* ---- sessions ---- */
 
-static void touch(struct node *n, struct zk_conn *zc)
+static void touch(struct node_core *core, struct zk_conn *zc)
 {
-	zc->last_heard_ms = core_now_ms(&n->core);
+	zc->last_heard_ms = core_now_ms(core);
 	if (zc->session_id == 0) {
 		return;
 	}
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs->expiry_active) {
-		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)core_now_ms(&n->core));
+		zk_expiry_touch(&zs->expiry, zc->session_id, (int64_t)core_now_ms(core));
 	} else {
 		zc->touched = true;
 	}
@@ -498,9 +511,9 @@ static void touch(struct node *n, struct zk_conn *zc)
  */
 static void mark_moved(struct zk_conn *zc)
 {
-	KEEL_INFO("client %s: session 0x%llx was resumed on another connection: its next "
+	CORE_INFO(zc->core, "client %s: session 0x%llx was resumed on another connection: its next "
 		  "request here gets SessionMoved",
-		  core_client_peer_addr(&zc->client->node->core, zc->client),
+		  zc->peer_addr,
 		  (unsigned long long)zc->session_id);
 	zc->moved = true;
 	zc->session_id = 0;
@@ -508,30 +521,31 @@ static void mark_moved(struct zk_conn *zc)
 }
 
 /* Tells every other server that `session_id` now lives here. */
-static void broadcast_session_moved(struct node *n, int64_t session_id)
+static void broadcast_session_moved(struct node_core *core, int64_t session_id)
 {
-	const struct node_addr_book *book = &n->core.book;
+	const struct node_addr_book *book = &core->book;
 	for (size_t i = 0; i < book->count; i++) {
 		uint64_t to = book->addrs[i].id;
 		size_t mark;
 		struct keel_wbuf *w;
-		if (to == n->cfg.id || !core_peer_connected(&n->core, to) ||
-		    (w = core_peer_begin(&n->core, to, PEER_FRAME_SESSION_MOVED, &mark)) == NULL) {
+		if (to == core->id || !core_peer_connected(core, to) ||
+		    (w = core_peer_begin(core, to, PEER_FRAME_SESSION_MOVED, &mark)) == NULL) {
 			continue;
 		}
 		keel_wbuf_i64(w, session_id);
-		core_peer_end(&n->core, to, mark);
+		core_peer_end(core, to, mark);
 	}
 }
 
-static void on_session_moved_frame(struct zk_server *zs, uint64_t from, const uint8_t *body,
+static void on_session_moved_frame(struct node_core *core, uint64_t from, const uint8_t *body,
 				   size_t size)
 {
+	struct zk_server *zs = server_of(core);
 	struct keel_rbuf r;
 	keel_rbuf_init(&r, body, size);
 	int64_t sid = keel_rbuf_i64(&r);
 	if (!keel_rbuf_ok(&r) || sid == 0) {
-		KEEL_WARN("peer %llu: malformed session-moved frame, ignored",
+		CORE_WARN(core, "peer %llu: malformed session-moved frame, ignored",
 			  (unsigned long long)from);
 		return;
 	}
@@ -543,10 +557,10 @@ static void on_session_moved_frame(struct zk_server *zs, uint64_t from, const ui
 }
 
 /* A request on a connection whose session moved: SessionMoved, then close. */
-static void refuse_moved(struct node *n, struct zk_conn *zc, int32_t xid)
+static void refuse_moved(struct node_core *core, struct zk_conn *zc, int32_t xid)
 {
 	if (keel_list_empty(&zc->fifo)) {
-		send_reply(zc, xid, (int64_t)n->core.applied_index, ZK_SESSION_MOVED, NULL, 0);
+		send_reply(zc, xid, (int64_t)core->applied_index, ZK_SESSION_MOVED, NULL, 0);
 	}
 	conn_close(zc, KEEL_EXIST, true);
 }
@@ -554,8 +568,8 @@ static void refuse_moved(struct node *n, struct zk_conn *zc, int32_t xid)
 static void session_map_add(struct zk_server *zs, struct zk_conn *zc)
 {
 	int64_t id = zc->session_id;
-	struct zk_conn *old =
-		keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)id), conn_session_eq, &id);
+	struct zk_conn *old = keel_hmap_remove(&zs->by_session, keel_hash_u64((uint64_t)id),
+	                                       conn_session_eq, &id);
 	if (old != NULL && old != zc) {
 		mark_moved(old); /* the session moved to a new connection */
 	}
@@ -569,19 +583,20 @@ static void session_map_remove(struct zk_server *zs, struct zk_conn *zc)
 	}
 }
 
-static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int32_t timeout_ms)
+static void activate(struct node_core *core, struct zk_conn *zc, int64_t session_id,
+                     int32_t timeout_ms)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	zc->session_id = session_id;
 	zc->timeout_ms = timeout_ms;
 	zc->state = ZC_ACTIVE;
 	session_map_add(zs, zc);
 	if (!zc->attached &&
-	    zk_watches_attach(&zs->watches, &zc->wconn, zc->client->id, &zc->auth.ids) == KEEL_OK) {
+	    zk_watches_attach(&zs->watches, &zc->wconn, zc->conn_id, &zc->auth.ids) == KEEL_OK) {
 		zc->attached = true;
 	}
-	touch(n, zc);
-	core_client_pause(&zc->client->node->core, zc->client, false);
+	touch(core, zc);
+	core_client_pause(zc->core, zc->conn_id, false);
 }
 
 /* ---- proposing ---- */
@@ -589,45 +604,45 @@ static void activate(struct node *n, struct zk_conn *zc, int64_t session_id, int
 /* Hands an encoded entry to Raft (leader) or to the leader (follower).
  * Returns where it went (this server's id when proposed here), or 0 when it
  * cannot be sent now (no leader, link down, proposal refused). */
-static uint64_t submit_entry(struct node *n, struct zk_pending *p, const uint8_t *entry,
+static uint64_t submit_entry(struct node_core *core, struct zk_pending *p, const uint8_t *entry,
 			     size_t size)
 {
-	if (n->core.role == RAFT_LEADER) {
+	if (core->role == RAFT_LEADER) {
 		uint64_t index, term;
-		enum keel_err rc = core_propose(&n->core, entry, (uint32_t)size, &index, &term);
+		enum keel_err rc = core_propose(core, entry, (uint32_t)size, &index, &term);
 		if (rc != KEEL_OK) {
-			KEEL_DEBUG("propose failed: %s", keel_strerror(rc));
+			CORE_DEBUG(core, "propose failed: %s", keel_strerror(rc));
 			return 0;
 		}
-		node_schedule_drive(n);
-		return n->cfg.id;
+		core_schedule_drive(core);
+		return core->id;
 	}
 	uint64_t to;
 	size_t mark;
-	struct keel_wbuf *w = core_request_begin(&n->core, TRACK_ZK_WRITE, p->request_id, &to, &mark);
+	struct keel_wbuf *w = core_request_begin(core, TRACK_ZK_WRITE, p->request_id, &to, &mark);
 	if (w == NULL) {
 		return 0;
 	}
 	keel_wbuf_bytes(w, entry, size);
-	core_peer_end(&n->core, to, mark);
+	core_peer_end(core, to, mark);
 	return to;
 }
 
 /* Builds the envelope + txn for `p` in the scratch writer. */
-static void encode_entry_header(struct node *n, struct zk_pending *p, struct keel_wbuf *w)
+static void encode_entry_header(struct node_core *core, struct zk_pending *p, struct keel_wbuf *w)
 {
 	keel_wbuf_reset(w);
-	node_entry_encode_header(w, NODE_ENTRY_ZK, n->cfg.id, p->request_id, core_wall_ms(&n->core));
+	node_entry_encode_header(w, NODE_ENTRY_ZK, core->id, p->request_id, core_wall_ms(core));
 }
 
 /* Proposes now or keeps the entry until a leader is known; either way the
  * tracker follows it from here. */
-static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wbuf *entry)
+static void propose_or_hold(struct node_core *core, struct zk_pending *p, struct keel_wbuf *entry)
 {
-	struct zk_server *zs = server_of(n);
-	uint64_t sent_to = submit_entry(n, p, entry->data, entry->size);
-	if (sent_to == 0 && (n->core.role == RAFT_LEADER ||
-			     (n->core.leader != 0 && core_peer_connected(&n->core, n->core.leader)))) {
+	struct zk_server *zs = server_of(core);
+	uint64_t sent_to = submit_entry(core, p, entry->data, entry->size);
+	if (sent_to == 0 && (core->role == RAFT_LEADER ||
+			     (core->leader != 0 && core_peer_connected(core, core->leader)))) {
 		/* A leader that refused (busy, transferring): give up on it. */
 		if (p->zc != NULL) {
 			conn_close(p->zc, KEEL_BUSY, true);
@@ -645,8 +660,8 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 		memcpy(p->frame, entry->data, entry->size);
 		p->frame_size = entry->size;
 	}
-	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, n->core.term,
-			core_now_ms(&n->core)) != KEEL_OK &&
+	if (tracker_add(zs->tracker, &p->track, TRACK_ZK_WRITE, 0, sent_to, core->term,
+			core_now_ms(core)) != KEEL_OK &&
 	    p->zc != NULL) {
 		conn_close(p->zc, KEEL_NOMEM, false);
 	}
@@ -655,10 +670,10 @@ static void propose_or_hold(struct node *n, struct zk_pending *p, struct keel_wb
 /* The tracker's resend: a held entry, now that a leader is known. */
 static bool track_resend(void *ctx, struct tracker_req *req)
 {
-	struct node *n = ctx;
+	struct node_core *core = ctx;
 	struct zk_pending *p = KEEL_CONTAINER_OF(req, struct zk_pending, track);
 	KEEL_ASSERT(p->frame != NULL);
-	if (submit_entry(n, p, p->frame, p->frame_size) == 0) {
+	if (submit_entry(core, p, p->frame, p->frame_size) == 0) {
 		return false;
 	}
 	free(p->frame);
@@ -672,12 +687,12 @@ static bool track_resend(void *ctx, struct tracker_req *req)
  * so the connection closes (ConnectionLoss; the client decides). */
 static void track_fail(void *ctx, struct tracker_req *req, enum keel_err err)
 {
-	struct node *n = ctx;
-	struct zk_server *zs = server_of(n);
+	struct node_core *core = ctx;
+	struct zk_server *zs = server_of(core);
 	struct zk_pending *p = KEEL_CONTAINER_OF(req, struct zk_pending, track);
 	pending_map_remove(zs, p);
 	if (p->zc != NULL) {
-		KEEL_DEBUG("client %s: write not decided (%s)", core_client_peer_addr(&n->core, p->zc->client),
+		CORE_DEBUG(core, "client %s: write not decided (%s)", p->zc->peer_addr,
 			   keel_strerror(err));
 		conn_close(p->zc, err, true);
 	}
@@ -696,39 +711,38 @@ const struct tracker_kind_ops zk_write_track_ops = {
 
 /* Asks for a ReadIndex barrier; refused now, it is asked again on tick
  * within the tracker's deadline policy. */
-static void ask_barrier(struct node *n, struct zk_pending *p)
+static void ask_barrier(struct node_core *core, struct zk_pending *p)
 {
-	if (raft_read_index(n->core.raft, p->request_id) != KEEL_OK) {
+	if (raft_read_index(core->raft, p->request_id) != KEEL_OK) {
 		if (p->barrier != BARRIER_RETRY) {
 			p->barrier = BARRIER_RETRY;
 			p->barrier_deadline_ms =
-				core_now_ms(&n->core) + server_of(n)->tracker->policy.leader_wait_ms;
+				core_now_ms(core) + server_of(core)->tracker->policy.leader_wait_ms;
 		}
 		return;
 	}
 	p->barrier = BARRIER_ASKED;
 	p->barrier_deadline_ms = 0;
-	node_schedule_drive(n);
+	core_schedule_drive(core);
 }
 
-static void start_barrier(struct node *n, struct zk_pending *p)
+static void start_barrier(struct node_core *core, struct zk_pending *p)
 {
-	barrier_link(server_of(n), p);
+	barrier_link(server_of(core), p);
 	p->barrier = BARRIER_NONE;
-	ask_barrier(n, p);
+	ask_barrier(core, p);
 }
 
 static void send_connect_response(struct zk_conn *zc, const struct zk_connect_response *rsp)
 {
 	struct keel_wbuf *w;
 	size_t mark;
-	w = core_client_begin(&zc->client->node->core, zc->client, &mark);
+	w = core_client_begin(zc->core, zc->conn_id, &mark);
 	if (w == NULL) {
 		return;
 	}
 	zk_connect_response_encode(w, rsp);
-	core_client_end(&zc->client->node->core, zc->client, mark);
-	zc->client->packets_sent++;
+	core_client_end(zc->core, zc->conn_id, mark);
 }
 
 /*
@@ -739,22 +753,25 @@ static void send_connect_response(struct zk_conn *zc, const struct zk_connect_re
  * move to a server in the quorum while their sessions live — instead of
  * holding them with pings answered here while the leader expires them.
  */
-static uint64_t leaderless_limit(const struct node *n)
+static uint64_t leaderless_limit(const struct node_core *core)
 {
-	return 2 * (uint64_t)n->cfg.election_timeout_ms;
+	return 2 * (uint64_t)core->raft_opts.election_timeout_ms;
 }
 
-static bool leaderless_too_long(const struct node *n, const struct zk_server *zs, uint64_t now)
+static bool leaderless_too_long(const struct node_core *core, const struct zk_server *zs,
+                                uint64_t now)
 {
-	return zs->leaderless_since_ms != 0 && now - zs->leaderless_since_ms >= leaderless_limit(n);
+	return zs->leaderless_since_ms != 0 &&
+	       now - zs->leaderless_since_ms >= leaderless_limit(core);
 }
 
-static void close_zk_clients(struct node *n, enum keel_err why)
+static void close_zk_clients(struct node_core *core, enum keel_err why)
 {
-	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
-		if (c->mode == CLIENT_ZK && c->zk != NULL) {
-			conn_close(c->zk, why, true);
-		}
+	struct zk_server *zs = server_of(core);
+	struct keel_list *it;
+	/* conn_close only marks a connection: the host's close comes later. */
+	KEEL_LIST_FOR_EACH (it, &zs->conns) {
+		conn_close(KEEL_LIST_ITEM(it, struct zk_conn, link), why, true);
 	}
 }
 
@@ -777,35 +794,36 @@ static void close_zk_clients(struct node *n, enum keel_err why)
  *     `isro` says "rw").
  * Clients without canBeReadOnly are refused, as before.
  */
-static bool read_only_allowed(const struct node *n, const struct zk_conn *zc)
+static bool read_only_allowed(const struct node_core *core, const struct zk_conn *zc)
 {
-	return !n->cfg.no_read_only && zc->connect.has_read_only && zc->connect.read_only;
+	return !server_of(core)->opts.no_read_only && zc->connect.has_read_only &&
+	       zc->connect.read_only;
 }
 
 /* A session id this server makes in read-only mode: bit 62 set (zxids, the
  * ids of committed sessions, never reach it), the server id, a counter. */
-static int64_t local_session_id(struct node *n)
+static int64_t local_session_id(struct node_core *core)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	zs->local_sessions++;
-	return (int64_t)((UINT64_C(1) << 62) | ((n->cfg.id & 0xffu) << 48) |
+	return (int64_t)((UINT64_C(1) << 62) | ((core->id & 0xffu) << 48) |
 			 (zs->local_sessions & ((UINT64_C(1) << 48) - 1)));
 }
 
-static void connect_read_only(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+static void connect_read_only(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
 	struct zk_connect_response rsp;
 	int32_t timeout = 0;
 	enum zk_connect_action action =
-		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
-				   (int64_t)n->core.applied_index, &rsp, &timeout);
-	pending_free(server_of(n), p);
+		zk_session_connect(fsm_zk(core->fsm), fsm_zk_config(core->fsm), &zc->connect,
+				   (int64_t)core->applied_index, &rsp, &timeout);
+	pending_free(server_of(core), p);
 	switch (action) {
 	case ZK_CONNECT_REFUSE:
-		KEEL_INFO("client %s saw zxid 0x%llx, this read-only server is at 0x%llx: refused",
-			  core_client_peer_addr(&n->core, zc->client),
-			  (unsigned long long)zc->connect.last_zxid_seen,
-			  (unsigned long long)n->core.applied_index);
+		CORE_INFO(core,
+		          "client %s saw zxid 0x%llx, this read-only server is at 0x%llx: refused",
+		          zc->peer_addr, (unsigned long long)zc->connect.last_zxid_seen,
+		          (unsigned long long)core->applied_index);
 		conn_close(zc, KEEL_STALE, false);
 		return;
 	case ZK_CONNECT_EXPIRED:
@@ -813,37 +831,38 @@ static void connect_read_only(struct node *n, struct zk_conn *zc, struct zk_pend
 		conn_close(zc, KEEL_OK, true);
 		return;
 	case ZK_CONNECT_NEW:
-		if (core_random(&n->core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+		if (core_random(core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);
 			return;
 		}
-		rsp.session_id = local_session_id(n);
+		rsp.session_id = local_session_id(core);
 		rsp.timeout_ms = timeout;
 		rsp.passwd = zk_bytes_of(zc->connect_passwd, ZK_PASSWD_SIZE);
 		break;
 	case ZK_CONNECT_RESUME:
 		break;
 	}
-	KEEL_INFO("client %s: session 0x%llx served read-only (no quorum)",
-		  core_client_peer_addr(&n->core, zc->client), (unsigned long long)rsp.session_id);
+	CORE_INFO(core, "client %s: session 0x%llx served read-only (no quorum)",
+		  zc->peer_addr, (unsigned long long)rsp.session_id);
 	rsp.read_only = true;
 	zc->read_only = true;
 	int64_t sid = rsp.session_id;
 	send_connect_response(zc, &rsp);
-	activate(n, zc, sid, rsp.timeout_ms);
+	activate(core, zc, sid, rsp.timeout_ms);
 }
 
 /* A request a read-only connection may not make: answered here (true). */
-static bool refuse_read_only(struct node *n, struct zk_conn *zc, const struct zk_request *req,
-			     enum keel_err decoded)
+static bool refuse_read_only(struct node_core *core, struct zk_conn *zc,
+                             const struct zk_request *req, enum keel_err decoded)
 {
 	bool refused;
 	if (decoded == KEEL_UNSUPPORTED) {
-		refused = node_ctl_opcode_known(req->opcode) && !node_ctl_opcode_is_read(req->opcode);
+		refused =
+		        node_ctl_opcode_known(req->opcode) && !node_ctl_opcode_is_read(req->opcode);
 	} else {
 		enum zk_op_class cls = zk_op_classify(req->opcode);
 		if (cls == ZK_CLASS_CLOSE) {
-			send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_OK, NULL, 0);
+			send_reply(zc, req->xid, (int64_t)core->applied_index, ZK_OK, NULL, 0);
 			conn_close(zc, KEEL_OK, true);
 			return true;
 		}
@@ -851,40 +870,44 @@ static bool refuse_read_only(struct node *n, struct zk_conn *zc, const struct zk
 			  req->opcode == ZK_OP_RECONFIG;
 	}
 	if (refused) {
-		send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_NOT_READ_ONLY, NULL, 0);
+		send_reply(zc, req->xid, (int64_t)core->applied_index, ZK_NOT_READ_ONLY, NULL, 0);
 	}
 	return refused;
 }
 
-static void close_read_only_clients(struct node *n)
+static void close_read_only_clients(struct node_core *core)
 {
-	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
-		if (c->mode == CLIENT_ZK && c->zk != NULL && c->zk->read_only) {
-			conn_close(c->zk, KEEL_NOTLEADER, true);
+	struct zk_server *zs = server_of(core);
+	struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &zs->conns) {
+		struct zk_conn *zc = KEEL_LIST_ITEM(it, struct zk_conn, link);
+		if (zc->read_only) {
+			conn_close(zc, KEEL_NOTLEADER, true);
 		}
 	}
 }
 
-bool zk_clients_read_only(struct node *n)
+bool zk_clients_read_only(const struct node_core *core)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	return zs != NULL && zs->leaderless_since_ms != 0;
 }
 
 /* Decides a handshake. `final` after a barrier: EXPIRED/REFUSE stand. */
-static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending *p, bool final)
+static void decide_connect(struct node_core *core, struct zk_conn *zc, struct zk_pending *p,
+                           bool final)
 {
-	struct zk_server *zs = server_of(n);
-	uint64_t now = core_now_ms(&n->core);
-	if (!final && leaderless_too_long(n, zs, now) && read_only_allowed(n, zc)) {
-		connect_read_only(n, zc, p);
+	struct zk_server *zs = server_of(core);
+	uint64_t now = core_now_ms(core);
+	if (!final && leaderless_too_long(core, zs, now) && read_only_allowed(core, zc)) {
+		connect_read_only(core, zc, p);
 		return;
 	}
-	if (!final && leaderless_too_long(n, zs, now)) {
-		KEEL_INFO("client %s: no leader for %llu ms: refused, so that it connects to a "
-			  "server in the quorum",
-			  core_client_peer_addr(&n->core, zc->client),
-			  (unsigned long long)(now - zs->leaderless_since_ms));
+	if (!final && leaderless_too_long(core, zs, now)) {
+		CORE_INFO(core,
+		          "client %s: no leader for %llu ms: refused, so that it connects to a "
+		          "server in the quorum",
+		          zc->peer_addr, (unsigned long long)(now - zs->leaderless_since_ms));
 		pending_free(zs, p);
 		conn_close(zc, KEEL_NOTLEADER, false);
 		return;
@@ -892,22 +915,22 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	struct zk_connect_response rsp;
 	int32_t timeout = 0;
 	enum zk_connect_action action =
-		zk_session_connect(fsm_zk(n->core.fsm), fsm_zk_config(n->core.fsm), &zc->connect,
-				   (int64_t)n->core.applied_index, &rsp, &timeout);
+		zk_session_connect(fsm_zk(core->fsm), fsm_zk_config(core->fsm), &zc->connect,
+				   (int64_t)core->applied_index, &rsp, &timeout);
 	if (!final && (action == ZK_CONNECT_REFUSE || action == ZK_CONNECT_EXPIRED)) {
 		/* This server may be behind: look again after a barrier. */
 		if (pending_map_add(zs, p) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);
 			return;
 		}
-		start_barrier(n, p);
+		start_barrier(core, p);
 		return;
 	}
 	switch (action) {
 	case ZK_CONNECT_REFUSE:
-		KEEL_INFO("client %s saw zxid 0x%llx, this server is at 0x%llx: refused",
-			  core_client_peer_addr(&n->core, zc->client), (unsigned long long)zc->connect.last_zxid_seen,
-			  (unsigned long long)n->core.applied_index);
+		CORE_INFO(core, "client %s saw zxid 0x%llx, this server is at 0x%llx: refused",
+			  zc->peer_addr, (unsigned long long)zc->connect.last_zxid_seen,
+			  (unsigned long long)core->applied_index);
 		conn_close(zc, KEEL_STALE, false);
 		break;
 	case ZK_CONNECT_EXPIRED:
@@ -917,23 +940,23 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 	case ZK_CONNECT_RESUME: {
 		int64_t sid = rsp.session_id;
 		send_connect_response(zc, &rsp);
-		activate(n, zc, sid, rsp.timeout_ms);
-		broadcast_session_moved(n, sid);
+		activate(core, zc, sid, rsp.timeout_ms);
+		broadcast_session_moved(core, sid);
 		break;
 	}
 	case ZK_CONNECT_NEW: {
 		if (pending_map_add(zs, p) != KEEL_OK ||
-		    core_random(&n->core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
+		    core_random(core, zc->connect_passwd, ZK_PASSWD_SIZE) != KEEL_OK) {
 			conn_close(zc, KEEL_NOMEM, false);
 			return;
 		}
 		p->kind = PK_CONNECT;
 		zc->timeout_ms = timeout;
 		struct keel_wbuf *w = &zs->scratch;
-		encode_entry_header(n, p, w);
-		struct zk_txn_meta meta = {core_wall_ms(&n->core), n->cfg.id, 0, 0};
+		encode_entry_header(core, p, w);
+		struct zk_txn_meta meta = {core_wall_ms(core), core->id, 0, 0};
 		zk_txn_encode_create_session(w, &meta, timeout, zc->connect_passwd);
-		propose_or_hold(n, p, w);
+		propose_or_hold(core, p, w);
 		return; /* p stays in the map until applied */
 	}
 	}
@@ -944,49 +967,62 @@ static void decide_connect(struct node *n, struct zk_conn *zc, struct zk_pending
 
 /* A client certificate verified on the secure port is the connection's
  * x509 identity: its subject DN, as ZooKeeper's X509AuthenticationProvider. */
-static void add_x509_identity(struct node *n, struct node_client *c, struct zk_conn *zc)
+static void add_x509_identity(struct node_core *core, struct zk_conn *zc, const char *dn)
 {
-	char dn[512];
-	if (!core_client_tls_subject(&n->core, c, dn, sizeof(dn))) {
-		return;
+	const char *super_dn = server_of(core)->opts.x509_super_user;
+	if (zk_auth_info_add(&zc->auth, zk_bytes_str(ZK_X509_SCHEME),
+	                     zk_bytes_of(dn, strlen(dn))) == KEEL_OK) {
+		CORE_DEBUG(core, "client %s: x509 identity '%s'", zc->peer_addr, dn);
 	}
-	if (zk_auth_info_add(&zc->auth, zk_bytes_str(ZK_X509_SCHEME), zk_bytes_of(dn, strlen(dn))) ==
-	    KEEL_OK) {
-		KEEL_DEBUG("client %s: x509 identity '%s'", core_client_peer_addr(&n->core, c), dn);
-	}
-	if (n->cfg.x509_super_user[0] != '\0' && strcmp(dn, n->cfg.x509_super_user) == 0 &&
+	if (super_dn[0] != '\0' && strcmp(dn, super_dn) == 0 &&
 	    zk_auth_info_add(&zc->auth, zk_bytes_str("super"), zk_bytes_of(dn, strlen(dn))) ==
 		    KEEL_OK) {
-		KEEL_INFO("client %s: certificate '%s' is the x509 super user",
-			  core_client_peer_addr(&n->core, c), dn);
+		CORE_INFO(core, "client %s: certificate '%s' is the x509 super user", zc->peer_addr,
+			  dn);
 	}
 }
 
-bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8_t *payload,
-			      size_t size)
+void zk_conn_open(struct node_core *core, uint64_t conn, const char *peer_addr,
+		  const char *tls_subject)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
+	KEEL_ASSERT(conn != 0);
+	KEEL_ASSERT(zc_of(core, conn) == NULL);
 	struct zk_conn *zc = calloc(1, sizeof(*zc));
-	if (zc == NULL) {
-		core_client_close(&n->core, c, KEEL_NOMEM, false);
-		return false;
+	if (zc == NULL || keel_hmap_insert(&zs->by_conn, keel_hash_u64(conn), zc) != KEEL_OK) {
+		free(zc);
+		core_client_close(core, conn, KEEL_NOMEM, false);
+		return;
 	}
-	c->zk = zc;
-	zc->client = c;
+	zc->core = core;
+	zc->conn_id = conn;
+	keel_list_init(&zc->link);
+	keel_list_push_front(&zs->conns, &zc->link);
+	keel_fmt(zc->peer_addr, sizeof(zc->peer_addr), "%s", peer_addr);
 	keel_list_init(&zc->fifo);
 	zc->state = ZC_HANDSHAKE;
 	zk_auth_info_init(&zc->auth);
 	/* Every connection carries its ip identity (ACL scheme "ip"). */
-	char ip[64];
-	snprintf(ip, sizeof(ip), "%s", core_client_peer_addr(&n->core, c));
+	char ip[CORE_ADDR_SIZE];
+	keel_fmt(ip, sizeof(ip), "%s", peer_addr);
 	char *colon = strrchr(ip, ':');
 	if (colon != NULL) {
 		*colon = '\0';
 	}
 	zk_auth_info_add(&zc->auth, zk_bytes_of("ip", 2), zk_bytes_of(ip, strlen(ip)));
-	add_x509_identity(n, c, zc);
+	if (tls_subject != NULL) {
+		add_x509_identity(core, zc, tls_subject);
+	}
+}
+
+/* The first frame of a ZooKeeper connection (a ConnectRequest). */
+static bool on_connect_frame(struct node_core *core, struct zk_conn *zc, const uint8_t *payload,
+			     size_t size)
+{
+	struct zk_server *zs = server_of(core);
+	zc->connect_seen = true;
 	if (zk_connect_request_decode(&zc->connect, payload, size) != KEEL_OK) {
-		KEEL_DEBUG("client %s: malformed ConnectRequest", core_client_peer_addr(&n->core, c));
+		CORE_DEBUG(core, "client %s: malformed ConnectRequest", zc->peer_addr);
 		conn_close(zc, KEEL_PROTO, false);
 		return false;
 	}
@@ -1007,59 +1043,59 @@ bool zk_conn_on_connect_frame(struct node *n, struct node_client *c, const uint8
 		return false;
 	}
 	/* No request is read before the handshake is decided. */
-	core_client_pause(&n->core, c, true);
+	core_client_pause(core, zc->conn_id, true);
 	zc->connect_pending = p;
-	decide_connect(n, zc, p, false);
+	decide_connect(core, zc, p, false);
 	return false;
 }
 
 /* ---- requests ---- */
 
-/* The change feed (node/feed.h): answered and started at its turn. */
-static void serve_feed(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+/* The change feed (core/feed.h): answered and started at its turn. */
+static void serve_feed(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
-	node_feed_serve(n, zc->client, &zc->auth.ids, p->xid, p->frame + ZK_REQUEST_HEADER_SIZE,
-			p->frame_size - ZK_REQUEST_HEADER_SIZE);
-	record_latency(n, zc, p);
+	node_feed_serve(core, zc->conn_id, zc->peer_addr, &zc->auth.ids, p->xid,
+			p->frame + ZK_REQUEST_HEADER_SIZE, p->frame_size - ZK_REQUEST_HEADER_SIZE);
+	record_latency(core, zc, p);
 }
 
 /* A keel extension read (DescribeCluster, FetchMetadata): controller.c. */
-static void serve_ext_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+static void serve_ext_read(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
 	if (p->opcode == ZK_OP_KEEL_FEED) {
-		serve_feed(n, zc, p);
+		serve_feed(core, zc, p);
 		return;
 	}
-	struct keel_wbuf *body = &server_of(n)->scratch;
+	struct keel_wbuf *body = &server_of(core)->scratch;
 	keel_wbuf_reset(body);
-	int32_t err = node_ctl_serve_read(&n->core, p->opcode, p->frame + ZK_REQUEST_HEADER_SIZE,
+	int32_t err = node_ctl_serve_read(core, p->opcode, p->frame + ZK_REQUEST_HEADER_SIZE,
 					  p->frame_size - ZK_REQUEST_HEADER_SIZE, body);
 	if (!keel_wbuf_ok(body)) {
 		conn_close(zc, KEEL_TOOBIG, false);
 		return;
 	}
-	send_reply(zc, p->xid, (int64_t)n->core.applied_index, err, body->data, body->size);
-	record_latency(n, zc, p);
+	send_reply(zc, p->xid, (int64_t)core->applied_index, err, body->data, body->size);
+	record_latency(core, zc, p);
 }
 
-static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *p);
+static void serve_config(struct node_core *core, struct zk_conn *zc, struct zk_pending *p);
 
-static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+static void serve_read(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (p->kind == PK_EXT_READ) {
-		serve_ext_read(n, zc, p);
+		serve_ext_read(core, zc, p);
 		return;
 	}
 	if (p->kind == PK_RECONFIG) {
-		serve_config(n, zc, p);
+		serve_config(core, zc, p);
 		return;
 	}
 	struct zk_request req;
 	enum keel_err rc = zk_request_decode(&req, p->frame, p->frame_size);
 	KEEL_ASSERT(rc == KEEL_OK); /* decoded once already */
 	struct zk_read_ctx ctx = {
-		.state = fsm_zk(n->core.fsm),
+		.state = fsm_zk(core->fsm),
 		.watches = zc->attached ? &zs->watches : NULL,
 		.conn = &zc->wconn,
 		.ids = &zc->auth.ids,
@@ -1075,31 +1111,44 @@ static void serve_read(struct node *n, struct zk_conn *zc, struct zk_pending *p)
 	if (zc->state == ZC_CLOSING) {
 		return;
 	}
-	send_reply(zc, p->xid, (int64_t)n->core.applied_index, err, body->data, body->size);
-	record_latency(n, zc, p);
+	send_reply(zc, p->xid, (int64_t)core->applied_index, err, body->data, body->size);
+	record_latency(core, zc, p);
 }
 
-static void handle_write(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+/* A request decided later (a write, a controller request): a pending with
+ * a request id, at the end of the connection's FIFO. NULL when out of
+ * memory (the connection is then closing). */
+static struct zk_pending *pending_queue(struct zk_server *zs, struct zk_conn *zc, uint8_t kind,
+					const struct zk_request *req)
 {
-	struct zk_server *zs = server_of(n);
-	struct zk_pending *p = pending_new(zs, zc, PK_WRITE, req->xid, req->opcode);
+	struct zk_pending *p = pending_new(zs, zc, kind, req->xid, req->opcode);
 	if (p == NULL || pending_map_add(zs, p) != KEEL_OK) {
 		if (p != NULL) {
 			pending_free(zs, p);
 		}
 		conn_close(zc, KEEL_NOMEM, false);
-		return;
+		return NULL;
 	}
 	fifo_push(zc, p);
+	return p;
+}
+
+static void handle_write(struct node_core *core, struct zk_conn *zc, const struct zk_request *req)
+{
+	struct zk_server *zs = server_of(core);
+	struct zk_pending *p = pending_queue(zs, zc, PK_WRITE, req);
+	if (p == NULL) {
+		return;
+	}
 	struct keel_wbuf *w = &zs->scratch;
-	encode_entry_header(n, p, w);
-	struct zk_txn_meta meta = {core_wall_ms(&n->core), n->cfg.id, req->xid, zc->session_id};
+	encode_entry_header(core, p, w);
+	struct zk_txn_meta meta = {core_wall_ms(core), core->id, req->xid, zc->session_id};
 	zk_txn_encode_request(w, &meta, &zc->auth.ids, req->opcode, req->body, req->body_size);
 	if (!keel_wbuf_ok(w)) {
 		conn_close(zc, KEEL_TOOBIG, false);
 		return;
 	}
-	propose_or_hold(n, p, w);
+	propose_or_hold(core, p, w);
 }
 
 /* A reconfig may wait long for its membership steps (a new voter catching
@@ -1111,10 +1160,10 @@ static bool ping_jumps_queue(const struct zk_conn *zc, const struct zk_request *
 	return req->opcode == ZK_OP_PING && head != NULL && head->kind == PK_RECONFIG;
 }
 
-static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_request *req,
+static void queue_read(struct node_core *core, struct zk_conn *zc, const struct zk_request *req,
 		       const uint8_t *frame, size_t size, uint8_t kind)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	struct zk_pending *p = pending_new(zs, zc, kind, req->xid, req->opcode);
 	if (p == NULL) {
 		conn_close(zc, KEEL_NOMEM, false);
@@ -1125,7 +1174,7 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 		/* Nothing before it: serve straight from the frame. */
 		p->frame = (uint8_t *)frame;
 		p->frame_size = size;
-		serve_read(n, zc, p);
+		serve_read(core, zc, p);
 		p->frame = NULL;
 		pending_free(zs, p);
 		return;
@@ -1147,7 +1196,7 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 	if (kind == PK_SYNC) {
 		p->barrier = BARRIER_CONFIRMED;
 		p->read_index = 0;
-		fifo_advance(n, zc);
+		fifo_advance(core, zc);
 		return;
 	}
 #endif
@@ -1156,26 +1205,28 @@ static void queue_read(struct node *n, struct zk_conn *zc, const struct zk_reque
 			conn_close(zc, KEEL_NOMEM, false);
 			return;
 		}
-		start_barrier(n, p);
+		start_barrier(core, p);
 	}
 }
 
-/* addauth "keel": the session credential of node/peer_auth.h, made with
- * the cluster secret for this session. Without a secret (--insecure-peers)
- * there is nothing to prove and it is taken as given. */
-static int32_t cluster_auth(struct node *n, struct zk_conn *zc, const struct zk_auth_request *auth)
+/* addauth "keel": the session credential, made with the cluster secret for
+ * this session and checked by the host (session_proof_ok). Without a
+ * secret (--insecure-peers) there is nothing to prove and it is taken as
+ * given. */
+static int32_t cluster_auth(struct node_core *core, struct zk_conn *zc,
+                            const struct zk_auth_request *auth)
 {
-	bool ok = n->cfg.insecure_peers ||
+	bool ok = server_of(core)->opts.insecure_peers ||
 		  (zc->session_id != 0 &&
-		   peer_auth_session_verify(&n->peers.keys, (uint64_t)zc->session_id,
-					    zc->connect_passwd, auth->auth.data,
-					    zk_bytes_len(auth->auth)));
+		   core->host.ops->session_proof_ok(core->host.ctx, (uint64_t)zc->session_id,
+						    zc->connect_passwd, auth->auth.data,
+						    zk_bytes_len(auth->auth)));
 	if (!ok) {
-		KEEL_WARN("client %s: the cluster credential (addauth %s) was refused",
-			  core_client_peer_addr(&n->core, zc->client), PEER_AUTH_SESSION_SCHEME);
+		CORE_WARN(core, "client %s: the cluster credential (addauth %s) was refused",
+			  zc->peer_addr, CORE_ZK_CLUSTER_SCHEME);
 		return ZK_AUTH_FAILED;
 	}
-	return zk_auth_info_add(&zc->auth, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
+	return zk_auth_info_add(&zc->auth, zk_bytes_str(CORE_ZK_CLUSTER_SCHEME),
 				zk_bytes_str("cluster")) == KEEL_OK
 		       ? ZK_OK
 		       : ZK_AUTH_FAILED;
@@ -1183,17 +1234,17 @@ static int32_t cluster_auth(struct node *n, struct zk_conn *zc, const struct zk_
 
 /* SASL DIGEST-MD5 succeeded: the session gets the identity sasl:USER
  * (and super, for --sasl-super-user), as ZooKeeper's processSasl. */
-static void sasl_authenticated(struct node *n, struct zk_conn *zc, const char *user,
+static void sasl_authenticated(struct node_core *core, struct zk_conn *zc, const char *user,
 			       size_t user_size)
 {
 	enum keel_err rc = zk_auth_info_add(&zc->auth, zk_bytes_str("sasl"),
 					    zk_bytes_of(user, user_size));
-	if (rc == KEEL_OK && n->cfg.sasl_super_user[0] != '\0' &&
-	    strcmp(n->cfg.sasl_super_user, user) == 0) {
+	if (rc == KEEL_OK && server_of(core)->opts.sasl_super_user[0] != '\0' &&
+	    strcmp(server_of(core)->opts.sasl_super_user, user) == 0) {
 		rc = zk_auth_info_add(&zc->auth, zk_bytes_str("super"), zk_bytes_str(""));
 	}
-	KEEL_INFO("client %s: session 0x%llx authenticated as sasl:%s%s",
-		  core_client_peer_addr(&n->core, zc->client), (unsigned long long)zc->session_id,
+	CORE_INFO(core, "client %s: session 0x%llx authenticated as sasl:%s%s",
+		  zc->peer_addr, (unsigned long long)zc->session_id,
 		  user, rc == KEEL_OK ? "" : " (but the identity could not be added)");
 }
 
@@ -1201,12 +1252,13 @@ static void sasl_authenticated(struct node *n, struct zk_conn *zc, const char *u
  * OK and no token; otherwise one DIGEST-MD5 step (sasl/sasl_digest.h), and
  * a failed exchange answers AuthFailed and closes the connection. Returns
  * false when the connection is closing. */
-static bool handle_sasl(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+static bool handle_sasl(struct node_core *core, struct zk_conn *zc, const struct zk_request *req)
 {
 	uint8_t token[4 + 512];
 	struct keel_wbuf w;
 	keel_wbuf_init_fixed(&w, token, sizeof(token));
-	if (n->sasl_users == NULL) {
+	const struct sasl_users *users = server_of(core)->opts.sasl_users;
+	if (users == NULL) {
 		keel_wbuf_i32(&w, -1);
 		send_reply(zc, req->xid, 0, ZK_OK, token, w.size);
 		return true;
@@ -1222,15 +1274,15 @@ static bool handle_sasl(struct node *n, struct zk_conn *zc, const struct zk_requ
 		sasl_digest_server_init(zc->sasl, params);
 	}
 	uint8_t random[SASL_DIGEST_NONCE_BYTES];
-	enum keel_err rc = peer_auth_random(random, sizeof(random));
+	enum keel_err rc = core_random(core, random, sizeof(random));
 	keel_wbuf_i32(&w, 0); /* the token's length, set below */
 	if (rc == KEEL_OK) {
-		rc = sasl_digest_step(zc->sasl, n->sasl_users, req->u.sasl.token.data,
+		rc = sasl_digest_step(zc->sasl, users, req->u.sasl.token.data,
 				      zk_bytes_len(req->u.sasl.token), random, &w);
 	}
 	if (rc != KEEL_OK || !keel_wbuf_ok(&w)) {
-		KEEL_WARN("client %s: SASL DIGEST-MD5 authentication failed: %s; closing",
-			  core_client_peer_addr(&n->core, zc->client),
+		CORE_WARN(core, "client %s: SASL DIGEST-MD5 authentication failed: %s; closing",
+			  zc->peer_addr,
 			  zc->sasl->why != NULL ? zc->sasl->why : keel_strerror(rc));
 		/* As ZooKeeper: AuthFailed with SetSASLResponse(null), then close. */
 		keel_wbuf_init_fixed(&w, token, sizeof(token));
@@ -1242,7 +1294,7 @@ static bool handle_sasl(struct node *n, struct zk_conn *zc, const struct zk_requ
 	}
 	keel_store_be32(token, (uint32_t)(w.size - 4));
 	if (zc->sasl->state == SASL_DIGEST_DONE) {
-		sasl_authenticated(n, zc, zc->sasl->user, zc->sasl->user_size);
+		sasl_authenticated(core, zc, zc->sasl->user, zc->sasl->user_size);
 	}
 	send_reply(zc, req->xid, 0, ZK_OK, token, w.size);
 	return true;
@@ -1251,10 +1303,10 @@ static bool handle_sasl(struct node *n, struct zk_conn *zc, const struct zk_requ
 /* Whether the session may send the controller requests that only brokers
  * and operators send (node_ctl_opcode_needs_cluster): it proved the cluster
  * credential or authenticated as super, or the servers run without one. */
-static bool cluster_member(const struct node *n, const struct zk_conn *zc)
+static bool cluster_member(const struct node_core *core, const struct zk_conn *zc)
 {
-	return n->cfg.insecure_peers ||
-	       zk_ids_contains(&zc->auth.ids, zk_bytes_str(PEER_AUTH_SESSION_SCHEME),
+	return server_of(core)->opts.insecure_peers ||
+	       zk_ids_contains(&zc->auth.ids, zk_bytes_str(CORE_ZK_CLUSTER_SCHEME),
 			       zk_bytes_str("cluster")) ||
 	       zk_ids_is_super(&zc->auth.ids);
 }
@@ -1262,39 +1314,33 @@ static bool cluster_member(const struct node *n, const struct zk_conn *zc)
 /* A keel extension request (core/controller.h). Reads take their turn in
  * the FIFO like ZooKeeper reads; controller requests complete through
  * zk_clients_ext_complete. */
-static void handle_ext(struct node *n, struct zk_conn *zc, const struct zk_request *req,
+static void handle_ext(struct node_core *core, struct zk_conn *zc, const struct zk_request *req,
 		       const uint8_t *frame, size_t size)
 {
 	if (node_ctl_opcode_is_read(req->opcode)) {
-		queue_read(n, zc, req, frame, size, PK_EXT_READ);
+		queue_read(core, zc, req, frame, size, PK_EXT_READ);
 		return;
 	}
-	if (node_ctl_opcode_needs_cluster(req->opcode) && !cluster_member(n, zc)) {
-		KEEL_INFO("client %s: %s refused: the session has not proved the cluster "
+	if (node_ctl_opcode_needs_cluster(req->opcode) && !cluster_member(core, zc)) {
+		CORE_INFO(core, "client %s: %s refused: the session has not proved the cluster "
 			  "credential",
-			  core_client_peer_addr(&n->core, zc->client),
+			  zc->peer_addr,
 			  node_ctl_opcode_name(req->opcode));
-		send_reply(zc, req->xid, (int64_t)n->core.applied_index, ZK_NO_AUTH, NULL, 0);
+		send_reply(zc, req->xid, (int64_t)core->applied_index, ZK_NO_AUTH, NULL, 0);
 		return;
 	}
-	struct zk_server *zs = server_of(n);
-	struct zk_pending *p = pending_new(zs, zc, PK_EXT, req->xid, req->opcode);
-	if (p == NULL || pending_map_add(zs, p) != KEEL_OK) {
-		if (p != NULL) {
-			pending_free(zs, p);
-		}
-		conn_close(zc, KEEL_NOMEM, false);
+	struct zk_pending *p = pending_queue(server_of(core), zc, PK_EXT, req);
+	if (p == NULL) {
 		return;
 	}
-	fifo_push(zc, p);
 	/* May complete (and free) p before it returns. */
-	node_ctl_submit(&n->core, p->request_id, req->opcode, req->body, req->body_size);
+	node_ctl_submit(core, p->request_id, req->opcode, req->body, req->body_size);
 }
 
-void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
+void zk_clients_ext_complete(struct node_core *core, uint64_t request_id, int32_t err,
 			     const uint8_t *body, size_t size)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
 	}
@@ -1303,16 +1349,16 @@ void zk_clients_ext_complete(struct node *n, uint64_t request_id, int32_t err,
 		return;
 	}
 	if (pending_decided(zs, p)) {
-		complete(n, p, err, (int64_t)n->core.applied_index, body, size);
+		complete(core, p, err, (int64_t)core->applied_index, body, size);
 	}
 }
 
-void zk_clients_fire_system(struct node *n, const struct zk_result *res)
+void zk_clients_fire_system(struct node_core *core, const struct zk_result *res)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs != NULL) {
-		zk_watches_fire(&zs->watches, fsm_zk(n->core.fsm), res);
-		node_feed_on_applied(n, res);
+		zk_watches_fire(&zs->watches, fsm_zk(core->fsm), res);
+		node_feed_on_applied(core, res);
 	}
 }
 
@@ -1358,9 +1404,9 @@ static int32_t reconfig_error(enum keel_err err)
 
 /* The version of the configuration in force: the zxid that wrote
  * /zookeeper/config (its text ends with the same number). */
-static int64_t config_version(struct node *n)
+static int64_t config_version(struct node_core *core)
 {
-	const struct zk_state *st = fsm_zk(n->core.fsm);
+	const struct zk_state *st = fsm_zk(core->fsm);
 	uint32_t id = zk_state_lookup(st, zk_bytes_of(config_path, sizeof(config_path) - 1));
 	struct zk_stat stat;
 	memset(&stat, 0, sizeof(stat));
@@ -1371,7 +1417,7 @@ static int64_t config_version(struct node *n)
 }
 
 /* The reply: getData("/zookeeper/config") with the caller's identities. */
-static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *p)
+static void serve_config(struct node_core *core, struct zk_conn *zc, struct zk_pending *p)
 {
 	uint8_t frame[64];
 	struct keel_wbuf w;
@@ -1386,16 +1432,16 @@ static void serve_config(struct node *n, struct zk_conn *zc, struct zk_pending *
 	p->frame = frame;
 	p->frame_size = w.size;
 	p->kind = PK_READ;
-	serve_read(n, zc, p);
+	serve_read(core, zc, p);
 	p->kind = PK_RECONFIG;
 	p->frame = saved;
 	p->frame_size = saved_size;
 }
 
-static void reconfig_end(struct node *n, struct zk_reconfig_run *run, enum keel_err err,
+static void reconfig_end(struct node_core *core, struct zk_reconfig_run *run, enum keel_err err,
 			 const char *msg)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	struct zk_pending *p = run->p;
 	const struct zk_reconfig_step *last = run->next > 0 ? &run->steps[run->next - 1] : NULL;
 	uint64_t undo = err != KEEL_OK && last != NULL && last->kind == ZK_STEP_ADD_PARTICIPANT
@@ -1406,25 +1452,25 @@ static void reconfig_end(struct node *n, struct zk_reconfig_run *run, enum keel_
 	if (undo != 0) {
 		/* A voter that never caught up stays out: take back its learner
 		 * (no one waits for that; KEEL_NOENT if it was never added). */
-		admin_member_change_for_zk(n, 0, ADMIN_MEMBER_REMOVE, undo, "", "");
+		admin_member_change_for_zk(core, 0, ADMIN_MEMBER_REMOVE, undo, "", "");
 	}
 	if (err == KEEL_OK && p->zc != NULL) {
 		/* Served once this server has applied what the leader committed. */
-		start_barrier(n, p);
+		start_barrier(core, p);
 		return;
 	}
 	if (!pending_decided(zs, p)) {
 		return;
 	}
-	KEEL_INFO("client %s: reconfig failed: %s",
-		  core_client_peer_addr(&n->core, p->zc->client), msg);
-	complete(n, p, reconfig_error(err), (int64_t)n->core.applied_index, NULL, 0);
+	CORE_INFO(core, "client %s: reconfig failed: %s",
+		  p->zc->peer_addr, msg);
+	complete(core, p, reconfig_error(err), (int64_t)core->applied_index, NULL, 0);
 }
 
-static void reconfig_next(struct node *n, struct zk_reconfig_run *run)
+static void reconfig_next(struct node_core *core, struct zk_reconfig_run *run)
 {
 	if (run->next == run->count) {
-		reconfig_end(n, run, KEEL_OK, "");
+		reconfig_end(core, run, KEEL_OK, "");
 		return;
 	}
 	const struct zk_reconfig_step *st = &run->steps[run->next++];
@@ -1433,33 +1479,33 @@ static void reconfig_next(struct node *n, struct zk_reconfig_run *run)
 			 : st->kind == ZK_STEP_PROMOTE         ? ADMIN_MEMBER_PROMOTE
 							       : ADMIN_MEMBER_REMOVE;
 	/* May end the step (and call back) before it returns. */
-	admin_member_change_for_zk(n, run->p->request_id, change, st->server.id,
-				   st->server.peer_addr, st->server.tail);
+	admin_member_change_for_zk(core, run->p->request_id, change, st->server.id,
+	                           st->server.peer_addr, st->server.tail);
 }
 
-void zk_clients_reconfig_step_done(struct node *n, uint64_t request_id, enum keel_err err,
+void zk_clients_reconfig_step_done(struct node_core *core, uint64_t request_id, enum keel_err err,
 				   const char *msg)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	struct zk_reconfig_run *run = zs != NULL ? zs->reconfig : NULL;
 	if (run == NULL || run->p->request_id != request_id) {
 		return;
 	}
 	if (err != KEEL_OK) {
-		reconfig_end(n, run, err, msg);
+		reconfig_end(core, run, err, msg);
 	} else {
-		reconfig_next(n, run);
+		reconfig_next(core, run);
 	}
 }
 
 /* The plan for `req` against the members in force; ZooKeeper's error. */
-static int32_t reconfig_plan(struct node *n, const struct zk_reconfig_request *req,
+static int32_t reconfig_plan(struct node_core *core, const struct zk_reconfig_request *req,
 			     struct zk_reconfig_run *run)
 {
-	if (req->cur_config_id != -1 && req->cur_config_id != config_version(n)) {
+	if (req->cur_config_id != -1 && req->cur_config_id != config_version(core)) {
 		return ZK_BAD_VERSION;
 	}
-	const struct raft_config *config = raft_config(n->core.raft);
+	const struct raft_config *config = raft_config(core->raft);
 	struct zk_member_role members[RAFT_MAX_MEMBERS];
 	for (uint32_t i = 0; i < config->count; i++) {
 		members[i].id = config->members[i].id;
@@ -1472,14 +1518,16 @@ static int32_t reconfig_plan(struct node *n, const struct zk_reconfig_request *r
 	return rc == KEEL_OK ? ZK_OK : ZK_BAD_ARGUMENTS;
 }
 
-static void handle_reconfig(struct node *n, struct zk_conn *zc, const struct zk_request *req)
+static void handle_reconfig(struct node_core *core, struct zk_conn *zc,
+                            const struct zk_request *req)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	int32_t err = ZK_OK;
 	struct zk_reconfig_run *run = NULL;
-	if (!cluster_member(n, zc)) {
-		KEEL_INFO("client %s: reconfig refused: neither super nor the cluster credential",
-			  core_client_peer_addr(&n->core, zc->client));
+	if (!cluster_member(core, zc)) {
+		CORE_INFO(core,
+		          "client %s: reconfig refused: neither super nor the cluster credential",
+		          zc->peer_addr);
 		err = ZK_NO_AUTH;
 	} else if (zs->reconfig != NULL) {
 		err = ZK_RECONFIG_IN_PROGRESS;
@@ -1487,7 +1535,7 @@ static void handle_reconfig(struct node *n, struct zk_conn *zc, const struct zk_
 		conn_close(zc, KEEL_NOMEM, false);
 		return;
 	} else {
-		err = reconfig_plan(n, &req->u.reconfig, run);
+		err = reconfig_plan(core, &req->u.reconfig, run);
 	}
 	struct zk_pending *p = pending_new(zs, zc, PK_RECONFIG, req->xid, req->opcode);
 	if (p == NULL || (err == ZK_OK && pending_map_add(zs, p) != KEEL_OK)) {
@@ -1501,23 +1549,26 @@ static void handle_reconfig(struct node *n, struct zk_conn *zc, const struct zk_
 	fifo_push(zc, p);
 	if (err != ZK_OK) {
 		free(run);
-		complete(n, p, err, (int64_t)n->core.applied_index, NULL, 0);
+		complete(core, p, err, (int64_t)core->applied_index, NULL, 0);
 		return;
 	}
-	KEEL_INFO("client %s: reconfig of %zu membership steps",
-		  core_client_peer_addr(&n->core, zc->client), run->count);
+	CORE_INFO(core, "client %s: reconfig of %zu membership steps",
+		  zc->peer_addr, run->count);
 	run->p = p;
 	zs->reconfig = run;
-	reconfig_next(n, run);
+	reconfig_next(core, run);
 }
 
-bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payload, size_t size)
+bool zk_conn_on_frame(struct node_core *core, uint64_t conn, const uint8_t *payload, size_t size)
 {
-	struct zk_conn *zc = zc_of(c);
+	struct zk_conn *zc = zc_of(core, conn);
+	if (zc != NULL && zc->state == ZC_HANDSHAKE && !zc->connect_seen) {
+		return on_connect_frame(core, zc, payload, size);
+	}
 	if (zc == NULL || zc->state != ZC_ACTIVE) {
 		return false;
 	}
-	n->core.stats.requests++;
+	core->stats.requests++;
 	struct zk_request req;
 	enum keel_err rc = zk_request_decode(&req, payload, size);
 	if (rc == KEEL_SHORT) {
@@ -1527,56 +1578,57 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 	zc->last_cxid = req.xid;
 	zc->last_op = req.opcode;
 	if (zc->moved) {
-		refuse_moved(n, zc, req.xid);
+		refuse_moved(core, zc, req.xid);
 		return false;
 	}
-	touch(n, zc);
-	if (zc->read_only && refuse_read_only(n, zc, &req, rc)) {
-		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	touch(core, zc);
+	if (zc->read_only && refuse_read_only(core, zc, &req, rc)) {
+		return zc->state == ZC_ACTIVE && !core_client_paused(core, conn);
 	}
 	if (rc == KEEL_OK && req.opcode == ZK_OP_RECONFIG) {
-		handle_reconfig(n, zc, &req);
-		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+		handle_reconfig(core, zc, &req);
+		return zc->state == ZC_ACTIVE && !core_client_paused(core, conn);
 	}
 	if (rc == KEEL_UNSUPPORTED && req.opcode == ZK_OP_KEEL_FEED) {
-		queue_read(n, zc, &req, payload, size, PK_EXT_READ);
-		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+		queue_read(core, zc, &req, payload, size, PK_EXT_READ);
+		return zc->state == ZC_ACTIVE && !core_client_paused(core, conn);
 	}
 	if (rc == KEEL_UNSUPPORTED && node_ctl_opcode_known(req.opcode)) {
-		handle_ext(n, zc, &req, payload, size);
-		return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+		handle_ext(core, zc, &req, payload, size);
+		return zc->state == ZC_ACTIVE && !core_client_paused(core, conn);
 	}
 	if (rc == KEEL_UNSUPPORTED) {
-		KEEL_DEBUG("client %s: unknown opcode %d", core_client_peer_addr(&n->core, c), req.opcode);
+		CORE_DEBUG(core, "client %s: unknown opcode %d", zc->peer_addr, req.opcode);
 		send_reply(zc, req.xid, -1, ZK_UNIMPLEMENTED, NULL, 0);
 		conn_close(zc, KEEL_PROTO, true);
 		return false;
 	}
 	if (rc != KEEL_OK) {
-		send_reply(zc, req.xid, (int64_t)n->core.applied_index, ZK_MARSHALLING_ERROR, NULL, 0);
+		send_reply(zc, req.xid, (int64_t)core->applied_index, ZK_MARSHALLING_ERROR, NULL,
+		           0);
 		return true;
 	}
 	if (req.opcode == ZK_OP_SASL) {
-		return handle_sasl(n, zc, &req) && !core_client_paused(&n->core, c);
+		return handle_sasl(core, zc, &req) && !core_client_paused(core, conn);
 	}
 	switch (zk_op_classify(req.opcode)) {
 	case ZK_CLASS_READ:
 	case ZK_CLASS_PING:
-		queue_read(n, zc, &req, payload, size, PK_READ);
+		queue_read(core, zc, &req, payload, size, PK_READ);
 		break;
 	case ZK_CLASS_SYNC:
-		queue_read(n, zc, &req, payload, size, PK_SYNC);
+		queue_read(core, zc, &req, payload, size, PK_SYNC);
 		break;
 	case ZK_CLASS_WRITE:
 	case ZK_CLASS_CLOSE:
-		handle_write(n, zc, &req);
+		handle_write(core, zc, &req);
 		break;
 	case ZK_CLASS_AUTH: {
-		int32_t err = zk_bytes_eq_str(req.u.auth.scheme, PEER_AUTH_SESSION_SCHEME)
-				      ? cluster_auth(n, zc, &req.u.auth)
+		int32_t err = zk_bytes_eq_str(req.u.auth.scheme, CORE_ZK_CLUSTER_SCHEME)
+				      ? cluster_auth(core, zc, &req.u.auth)
 				      : zk_auth_handle(&zc->auth, &req.u.auth,
-						       n->cfg.super_digest[0] != '\0'
-							       ? n->cfg.super_digest
+						       server_of(core)->opts.super_digest[0] != '\0'
+							       ? server_of(core)->opts.super_digest
 							       : NULL);
 		send_reply(zc, -4, 0, err, NULL, 0);
 		if (err != 0) {
@@ -1586,8 +1638,8 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		break;
 	}
 	case ZK_CLASS_REFUSE:
-		send_reply(zc, req.xid, (int64_t)n->core.applied_index, zk_op_refusal(req.opcode), NULL,
-			   0);
+		send_reply(zc, req.xid, (int64_t)core->applied_index, zk_op_refusal(req.opcode),
+		           NULL, 0);
 		break;
 	case ZK_CLASS_UNKNOWN:
 	default:
@@ -1595,13 +1647,13 @@ bool zk_conn_on_frame(struct node *n, struct node_client *c, const uint8_t *payl
 		conn_close(zc, KEEL_PROTO, true);
 		return false;
 	}
-	return zc->state == ZC_ACTIVE && !core_client_paused(&n->core, c);
+	return zc->state == ZC_ACTIVE && !core_client_paused(core, conn);
 }
 
-void zk_conn_on_close(struct node *n, struct node_client *c)
+void zk_conn_on_close(struct node_core *core, uint64_t conn)
 {
-	struct zk_server *zs = server_of(n);
-	struct zk_conn *zc = zc_of(c);
+	struct zk_server *zs = server_of(core);
+	struct zk_conn *zc = zc_of(core, conn);
 	if (zc == NULL) {
 		return;
 	}
@@ -1621,36 +1673,40 @@ void zk_conn_on_close(struct node *n, struct node_client *c)
 	if (zc->attached) {
 		zk_watches_detach(&zs->watches, &zc->wconn);
 	}
-	node_feed_on_close(n, c);
+	node_feed_on_close(core, conn); /* it holds the session's identities */
 	session_map_remove(zs, zc);
 	zk_auth_info_close(&zc->auth);
 	free(zc->sasl);
+	keel_list_remove(&zc->link);
+	keel_hmap_remove_item(&zs->by_conn, keel_hash_u64(zc->conn_id), zc);
 	free(zc);
-	c->zk = NULL;
 }
 
 /* ---- apply ---- */
 
-void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
+void zk_clients_on_applied(struct node_core *core, const struct node_entry *ne,
 			   const struct zk_result *res)
 {
-	struct zk_server *zs = server_of(n);
-	struct zk_state *st = fsm_zk(n->core.fsm);
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL) {
+		return;
+	}
+	struct zk_state *st = fsm_zk(core->fsm);
 	/* Events first: they precede any reply made after this entry. */
 	zk_watches_fire(&zs->watches, st, res);
-	node_feed_on_applied(n, res);
+	node_feed_on_applied(core, res);
 	if (res->kind == ZK_TXN_CREATE_SESSION && res->err == 0 && zs->expiry_active) {
 		zk_expiry_add(&zs->expiry, res->new_session_id, res->new_session_timeout_ms,
-			      (int64_t)core_now_ms(&n->core));
+			      (int64_t)core_now_ms(core));
 	}
 	if (res->closed_session_id != 0) {
 		if (zs->expiry_active) {
 			zk_expiry_remove(&zs->expiry, res->closed_session_id);
 		}
 		int64_t sid = res->closed_session_id;
-		struct zk_conn *owner = keel_hmap_find(&zs->by_session, keel_hash_u64((uint64_t)sid),
-						       conn_session_eq, &sid);
-		bool own_close = ne->origin == n->cfg.id && res->kind == ZK_TXN_REQUEST;
+		struct zk_conn *owner = keel_hmap_find(
+		        &zs->by_session, keel_hash_u64((uint64_t)sid), conn_session_eq, &sid);
+		bool own_close = ne->origin == core->id && res->kind == ZK_TXN_REQUEST;
 		if (owner != NULL && !own_close) {
 			/* Expired (or closed through another server): the client
 			 * learns it when it reconnects. */
@@ -1659,7 +1715,7 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 			conn_close(owner, KEEL_OK, true);
 		}
 	}
-	if (ne->origin != n->cfg.id || ne->request_id == 0) {
+	if (ne->origin != core->id || ne->request_id == 0) {
 		return;
 	}
 	struct zk_pending *p = pending_lookup(zs, ne->request_id);
@@ -1676,7 +1732,8 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 			if (rsp.timeout_ms <= 0) {
 				conn_close(zc, KEEL_LIMIT, true);
 			} else {
-				activate(n, zc, res->new_session_id, res->new_session_timeout_ms);
+				activate(core, zc, res->new_session_id,
+				         res->new_session_timeout_ms);
 			}
 		}
 		pending_free(zs, p);
@@ -1692,17 +1749,20 @@ void zk_clients_on_applied(struct node *n, const struct node_entry *ne,
 	if (closing) {
 		session_map_remove(zs, zc);
 	}
-	complete(n, p, res->err, (int64_t)res->zxid, res->body.data, res->body.size);
+	complete(core, p, res->err, (int64_t)res->zxid, res->body.data, res->body.size);
 	if (closing) {
 		zc->session_id = 0;
 		conn_close(zc, KEEL_OK, true);
 	}
 }
 
-void zk_clients_on_apply_failed(struct node *n, const struct node_entry *ne)
+void zk_clients_on_apply_failed(struct node_core *core, const struct node_entry *ne)
 {
-	struct zk_server *zs = server_of(n);
-	if (ne->origin != n->cfg.id) {
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL) {
+		return;
+	}
+	if (ne->origin != core->id) {
 		return;
 	}
 	struct zk_pending *p = pending_lookup(zs, ne->request_id);
@@ -1720,16 +1780,16 @@ void zk_clients_on_apply_failed(struct node *n, const struct node_entry *ne)
 
 /* Serves syncs and handshake barriers whose index is now applied, and
  * advances FIFOs. Runs after every applied batch. */
-void zk_clients_after_apply(struct node *n)
+void zk_clients_after_apply(struct node_core *core)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
 	}
 	struct keel_list *it = keel_list_first(&zs->barriers);
 	while (it != NULL) {
 		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, barrier_link);
-		if (p->barrier != BARRIER_CONFIRMED || n->core.applied_index < p->read_index) {
+		if (p->barrier != BARRIER_CONFIRMED || core->applied_index < p->read_index) {
 			it = it->next != &zs->barriers ? it->next : NULL;
 			continue;
 		}
@@ -1737,7 +1797,7 @@ void zk_clients_after_apply(struct node *n)
 		struct zk_conn *zc = p->zc;
 		if (p->kind == PK_CONNECT) {
 			if (zc != NULL && zc->state == ZC_HANDSHAKE) {
-				decide_connect(n, zc, p, true);
+				decide_connect(core, zc, p, true);
 			} else {
 				pending_free(zs, p);
 			}
@@ -1746,16 +1806,19 @@ void zk_clients_after_apply(struct node *n)
 				pending_free(zs, p);
 			}
 		} else {
-			fifo_advance(n, zc);
+			fifo_advance(core, zc);
 		}
 		/* The list may have changed under us (decide_connect): restart. */
 		it = keel_list_first(&zs->barriers);
 	}
 }
 
-void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, size_t count)
+void zk_clients_on_reads(struct node_core *core, const struct raft_read_result *reads, size_t count)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL) {
+		return;
+	}
 	for (size_t i = 0; i < count; i++) {
 		struct zk_pending *p = pending_lookup(zs, reads[i].ctx);
 		if (p == NULL ||
@@ -1770,7 +1833,8 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 			/* Not confirmed (leadership moved, lost messages): ask again
 			 * on the next tick, within the deadline. */
 			p->barrier = BARRIER_RETRY;
-			p->barrier_deadline_ms = core_now_ms(&n->core) + zs->tracker->policy.leader_wait_ms;
+			p->barrier_deadline_ms =
+			        core_now_ms(core) + zs->tracker->policy.leader_wait_ms;
 		}
 	}
 	/* Served after the ready (they may already be applied). */
@@ -1780,47 +1844,50 @@ void zk_clients_on_reads(struct node *n, const struct raft_read_result *reads, s
 
 static void reap_emit(void *ctx, enum zk_txn_kind kind, struct zk_bytes path)
 {
-	struct node *n = ctx;
-	struct zk_server *zs = server_of(n);
+	struct node_core *core = ctx;
+	struct zk_server *zs = server_of(core);
 	struct keel_wbuf *w = &zs->scratch;
 	keel_wbuf_reset(w);
-	int64_t now = core_wall_ms(&n->core);
+	int64_t now = core_wall_ms(core);
 	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
 	zk_txn_encode_delete(w, kind, now, (const char *)path.data, (size_t)path.size);
 	uint64_t index, term;
 	if (keel_wbuf_ok(w)) {
-		(void)core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
+		(void)core_propose(core, w->data, (uint32_t)w->size, &index, &term);
 	}
 }
 
-static void propose_session_close(struct node *n, int64_t session_id)
+static void propose_session_close(struct node_core *core, int64_t session_id)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	struct keel_wbuf *w = &zs->scratch;
 	keel_wbuf_reset(w);
-	int64_t now = core_wall_ms(&n->core);
+	int64_t now = core_wall_ms(core);
 	node_entry_encode_header(w, NODE_ENTRY_ZK, 0, 0, now);
 	struct zk_txn_meta meta = {now, 0, 0, session_id};
 	zk_txn_encode_close_session(w, &meta, ZK_CLOSE_EXPIRED);
 	uint64_t index, term;
-	(void)core_propose(&n->core, w->data, (uint32_t)w->size, &index, &term);
+	(void)core_propose(core, w->data, (uint32_t)w->size, &index, &term);
 }
 
-void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t new_leader)
+void zk_clients_on_leader_change(struct node_core *core, uint64_t old_leader, uint64_t new_leader)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL) {
+		return;
+	}
 	(void)old_leader;
 	if (new_leader == 0 && zs->leaderless_since_ms == 0) {
-		zs->leaderless_since_ms = core_now_ms(&n->core);
+		zs->leaderless_since_ms = core_now_ms(core);
 	} else if (new_leader != 0) {
 		zs->leaderless_since_ms = 0;
 		zs->leaderless_closed = false;
-		close_read_only_clients(n);
+		close_read_only_clients(core);
 	}
-	if (new_leader == n->cfg.id && n->core.role == RAFT_LEADER) {
-		zk_expiry_rebuild(&zs->expiry, fsm_zk(n->core.fsm), (int64_t)core_now_ms(&n->core));
+	if (new_leader == core->id && core->role == RAFT_LEADER) {
+		zk_expiry_rebuild(&zs->expiry, fsm_zk(core->fsm), (int64_t)core_now_ms(core));
 		zs->expiry_active = true;
-		zs->last_housekeeping_ms = core_now_ms(&n->core);
+		zs->last_housekeeping_ms = core_now_ms(core);
 	} else if (zs->expiry_active) {
 		zs->expiry_active = false;
 		zk_expiry_close(&zs->expiry);
@@ -1833,30 +1900,33 @@ void zk_clients_on_leader_change(struct node *n, uint64_t old_leader, uint64_t n
 
 /* A follower's client write, forwarded to us as the leader: stamp our
  * time, propose; refuse it in a reply when we cannot. */
-void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
+void zk_clients_on_forward(struct node_core *core, uint64_t from, uint64_t request_id,
 			   const uint8_t *body, size_t size)
 {
+	if (server_of(core) == NULL) {
+		return; /* the origin's deadline answers */
+	}
 	struct node_entry ne;
 	if (node_entry_decode(body, size, &ne) != KEEL_OK || ne.kind != NODE_ENTRY_ZK ||
 	    ne.origin != from || ne.request_id != request_id) {
-		KEEL_WARN("peer %llu: forwarded write does not match its frame, ignored",
+		CORE_WARN(core, "peer %llu: forwarded write does not match its frame, ignored",
 			  (unsigned long long)from);
 		return;
 	}
 	enum keel_err rc = KEEL_NOTLEADER;
-	if (n->core.role == RAFT_LEADER) {
+	if (core->role == RAFT_LEADER) {
 		uint8_t *copy = malloc(size);
 		if (copy == NULL) {
 			rc = KEEL_NOMEM;
 		} else {
 			memcpy(copy, body, size);
-			int64_t now = core_wall_ms(&n->core);
+			int64_t now = core_wall_ms(core);
 			keel_store_be64(copy + NODE_ENTRY_TIME_OFFSET, (uint64_t)now);
 			size_t off = NODE_ENTRY_HEADER_SIZE;
 			rc = zk_txn_set_time(copy + off, size - off, now);
 			if (rc == KEEL_OK) {
 				uint64_t index, term;
-				rc = core_propose(&n->core, copy, (uint32_t)size, &index, &term);
+				rc = core_propose(core, copy, (uint32_t)size, &index, &term);
 			}
 			free(copy);
 		}
@@ -1864,26 +1934,29 @@ void zk_clients_on_forward(struct node *n, uint64_t from, uint64_t request_id,
 	if (rc != KEEL_OK) {
 		struct tracker_reply hdr = {TRACK_ZK_WRITE, from, request_id, rc, 0};
 		size_t mark;
-		if (core_reply_begin(&n->core, &hdr, &mark) != NULL) {
-			core_peer_end(&n->core, from, mark);
+		if (core_reply_begin(core, &hdr, &mark) != NULL) {
+			core_peer_end(core, from, mark);
 		}
 	}
-	node_schedule_drive(n);
+	core_schedule_drive(core);
 }
 
-void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const uint8_t *body,
-			      size_t size)
+void zk_clients_on_peer_frame(struct node_core *core, uint64_t from, uint8_t type,
+                              const uint8_t *body, size_t size)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL) {
+		return;
+	}
 	if (type == PEER_FRAME_SESSION_MOVED) {
-		on_session_moved_frame(zs, from, body, size);
+		on_session_moved_frame(core, from, body, size);
 		return;
 	}
 	if (type == PEER_FRAME_SESSION_TOUCH && zs->expiry_active) {
 		struct keel_rbuf r;
 		keel_rbuf_init(&r, body, size);
 		uint32_t count = keel_rbuf_u32(&r);
-		int64_t now = (int64_t)core_now_ms(&n->core);
+		int64_t now = (int64_t)core_now_ms(core);
 		for (uint32_t i = 0; i < count && keel_rbuf_ok(&r); i++) {
 			int64_t sid = keel_rbuf_i64(&r);
 			if (keel_rbuf_ok(&r)) {
@@ -1893,27 +1966,28 @@ void zk_clients_on_peer_frame(struct node *n, uint64_t from, uint8_t type, const
 	}
 }
 
-static void report_sessions(struct node *n, uint64_t now)
+static void report_sessions(struct node_core *core, uint64_t now)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (now < zs->last_report_ms + SESSION_REPORT_MS) {
 		return;
 	}
 	zs->last_report_ms = now;
-	if (n->core.role == RAFT_LEADER || n->core.leader == 0) {
+	if (core->role == RAFT_LEADER || core->leader == 0) {
 		return;
 	}
 	size_t mark;
 	struct keel_wbuf *w = NULL;
 	size_t count_pos = 0;
 	uint32_t count = 0;
-	for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
-		struct zk_conn *zc = c->zk;
-		if (c->mode != CLIENT_ZK || zc == NULL || !zc->touched || zc->session_id == 0) {
+	struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &zs->conns) {
+		struct zk_conn *zc = KEEL_LIST_ITEM(it, struct zk_conn, link);
+		if (!zc->touched || zc->session_id == 0) {
 			continue;
 		}
 		if (w == NULL) {
-			w = core_peer_begin(&n->core, n->core.leader, PEER_FRAME_SESSION_TOUCH, &mark);
+			w = core_peer_begin(core, core->leader, PEER_FRAME_SESSION_TOUCH, &mark);
 			if (w == NULL) {
 				return; /* retried next time; flags stay set */
 			}
@@ -1928,29 +2002,30 @@ static void report_sessions(struct node *n, uint64_t now)
 	}
 	if (w != NULL) {
 		keel_wbuf_patch_u32(w, count_pos, count);
-		core_peer_end(&n->core, n->core.leader, mark);
+		core_peer_end(core, core->leader, mark);
 	}
 }
 
 /* Asks again for barriers that were refused, and gives up on those past
  * their deadline. (Held writes are the tracker's: node.c ticks it.) */
-static void retry_barriers(struct node *n, uint64_t now)
+static void retry_barriers(struct node_core *core, uint64_t now)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	struct keel_list *it, *next;
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &zs->barriers) {
 		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, barrier_link);
 		if (p->barrier != BARRIER_RETRY) {
 			continue;
 		}
-		ask_barrier(n, p);
+		ask_barrier(core, p);
 		if (p->barrier != BARRIER_RETRY || now < p->barrier_deadline_ms) {
 			continue;
 		}
 		pending_map_remove(zs, p);
 		if (p->zc != NULL) {
-			KEEL_DEBUG("client %s: request not served in time after a leader change",
-				   core_client_peer_addr(&n->core, p->zc->client));
+			CORE_DEBUG(core,
+			           "client %s: request not served in time after a leader change",
+			           p->zc->peer_addr);
 			conn_close(p->zc, KEEL_NOLEADER, true);
 		}
 		if (!in_fifo(p)) {
@@ -1959,84 +2034,96 @@ static void retry_barriers(struct node *n, uint64_t now)
 	}
 }
 
-void zk_clients_tick(struct node *n, uint64_t now_ms)
+void zk_clients_tick(struct node_core *core, uint64_t now_ms)
 {
-	struct zk_server *zs = server_of(n);
-	if (leaderless_too_long(n, zs, now_ms) && !zs->leaderless_closed) {
-		zs->leaderless_closed = true;
-		size_t count = 0;
-		for (struct node_client *c = node_clients_head(n); c != NULL; c = c->next) {
-			count += c->mode == CLIENT_ZK && c->zk != NULL;
-		}
-		KEEL_WARN("no leader for %llu ms: closing %zu client connections so that they move "
-			  "to a server in the quorum (their sessions live on there)",
-			  (unsigned long long)(now_ms - zs->leaderless_since_ms), count);
-		close_zk_clients(n, KEEL_NOTLEADER);
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL) {
+		return;
 	}
-	retry_barriers(n, now_ms);
-	report_sessions(n, now_ms);
-	if (zs->expiry_active && n->core.role == RAFT_LEADER) {
+	if (leaderless_too_long(core, zs, now_ms) && !zs->leaderless_closed) {
+		zs->leaderless_closed = true;
+		size_t count = keel_hmap_count(&zs->by_conn);
+		CORE_WARN(core,
+		          "no leader for %llu ms: closing %zu client connections so that they move "
+		          "to a server in the quorum (their sessions live on there)",
+		          (unsigned long long)(now_ms - zs->leaderless_since_ms), count);
+		close_zk_clients(core, KEEL_NOTLEADER);
+	}
+	retry_barriers(core, now_ms);
+	report_sessions(core, now_ms);
+	if (zs->expiry_active && core->role == RAFT_LEADER) {
 		int64_t ids[MAX_EXPIRE_PER_TICK];
 		size_t count = zk_expiry_expired(&zs->expiry, (int64_t)now_ms, ids,
 						 KEEL_ARRAY_SIZE(ids));
 		for (size_t i = 0; i < count; i++) {
-			KEEL_INFO("session 0x%llx expired", (unsigned long long)ids[i]);
-			propose_session_close(n, ids[i]);
+			CORE_INFO(core, "session 0x%llx expired", (unsigned long long)ids[i]);
+			propose_session_close(core, ids[i]);
 		}
-		if (now_ms >= zs->last_housekeeping_ms + n->cfg.housekeeping_ms) {
+		if (now_ms >= zs->last_housekeeping_ms + server_of(core)->opts.housekeeping_ms) {
 			zs->last_housekeeping_ms = now_ms;
-			zk_housekeeping_scan(fsm_zk(n->core.fsm), core_wall_ms(&n->core), MAX_REAP_PER_SCAN,
-					     reap_emit, n);
+			zk_housekeeping_scan(fsm_zk(core->fsm), core_wall_ms(core),
+			                     MAX_REAP_PER_SCAN, reap_emit, core);
 		}
 	}
 }
 
-void zk_clients_on_snapshot_installed(struct node *n)
+void zk_clients_on_snapshot_installed(struct node_core *core)
 {
+	if (server_of(core) == NULL) {
+		return;
+	}
 	/* Watches cannot see what a snapshot changed: drop every ZooKeeper
 	 * connection; clients reconnect and setWatches reports the changes. */
-	node_feed_on_snapshot_installed(n, n->core.applied_index);
-	close_zk_clients(n, KEEL_CANCELED);
+	node_feed_on_snapshot_installed(core, core->applied_index);
+	close_zk_clients(core, KEEL_CANCELED);
 }
 
 /* ---- set-up, stats ---- */
 
-enum keel_err zk_clients_init(struct node *n, char *err, size_t err_size)
+enum keel_err zk_clients_open(struct node_core *core, const struct zk_clients_options *o, char *err,
+			      size_t err_size)
 {
 	struct zk_server *zs = calloc(1, sizeof(*zs));
 	if (zs == NULL) {
-		snprintf(err, err_size, "out of memory");
+		keel_fmt(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
-	n->core.zk_server = zs;
-	zs->leaderless_since_ms = KEEL_MAX(core_now_ms(&n->core), 1); /* none known at start */
-	uint64_t seed = core_seed_next(&n->core);
-	if (zk_watches_init(&zs->watches, n->cfg.max_watches_per_connection, seed, on_watch_fire,
-			    n) != KEEL_OK ||
+	core->zk_server = zs;
+	zs->opts = *o;
+	keel_list_init(&zs->conns);
+	keel_list_init(&zs->barriers);
+	zs->tracker = &core->tracker;
+	struct tracker_kind_ops track_ops = zk_write_track_ops;
+	track_ops.ctx = core;
+	tracker_set_kind(zs->tracker, TRACK_ZK_WRITE, &track_ops);
+	zs->leaderless_since_ms = KEEL_MAX(core_now_ms(core), 1); /* none known at start */
+	uint64_t seed = core_seed_next(core);
+	if (zk_watches_init(&zs->watches, o->max_watches_per_connection, seed, on_watch_fire,
+			    core) != KEEL_OK ||
 	    zk_expiry_init(&zs->expiry, 0) != KEEL_OK ||
 	    keel_hmap_init(&zs->by_request, 1024) != KEEL_OK ||
-	    keel_hmap_init(&zs->by_session, 1024) != KEEL_OK) {
-		snprintf(err, err_size, "out of memory");
+	    keel_hmap_init(&zs->by_session, 1024) != KEEL_OK ||
+	    keel_hmap_init(&zs->by_conn, 64) != KEEL_OK) {
+		keel_fmt(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
-	zk_watches_set_max_bytes(&zs->watches, n->cfg.max_watch_bytes_per_connection);
-	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * n->cfg.max_packet_bytes + 65536u);
-	zs->tracker = &n->core.tracker;
-	keel_list_init(&zs->barriers);
-	if (node_feeds_init(n) != KEEL_OK) {
-		snprintf(err, err_size, "out of memory");
+	zk_watches_set_max_bytes(&zs->watches, o->max_watch_bytes_per_connection);
+	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * o->max_packet_bytes + 65536u);
+	if (node_feeds_init(core, o->feed_retain_bytes, o->max_packet_bytes) != KEEL_OK) {
+		keel_fmt(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}
 	return KEEL_OK;
 }
 
-void zk_clients_close(struct node *n)
+void zk_clients_close(struct node_core *core)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
 	}
 	/* Every connection is closed: what is left is only in the map. */
+	KEEL_ASSERT(keel_list_empty(&zs->conns));
 	size_t cursor = 0;
 	struct zk_pending *p;
 	while ((p = keel_hmap_next(&zs->by_request, &cursor)) != NULL) {
@@ -2049,68 +2136,68 @@ void zk_clients_close(struct node *n)
 	free(zs->reconfig);
 	keel_hmap_close(&zs->by_request);
 	keel_hmap_close(&zs->by_session);
+	keel_hmap_close(&zs->by_conn);
 	zk_watches_close(&zs->watches);
 	zk_expiry_close(&zs->expiry);
 	keel_wbuf_free(&zs->scratch);
 	free(zs);
-	n->core.zk_server = NULL;
-	node_feeds_close(n);
+	core->zk_server = NULL;
+	node_feeds_close(core);
 }
 
-void zk_conn_describe(struct node *n, struct node_client *c, struct keel_wbuf *out, bool detailed)
+void zk_conn_describe(struct node_core *core, uint64_t conn, struct keel_wbuf *out, bool detailed,
+		      uint64_t packets_received, uint64_t packets_sent, uint64_t connected_ms)
 {
-	(void)n;
-	struct zk_conn *zc = c->zk;
+	struct zk_conn *zc = zc_of(core, conn);
 	char line[512];
-	int len;
+	size_t len;
 	if (zc == NULL) {
 		return;
 	}
 	if (!detailed) {
-		len = snprintf(line, sizeof(line), " /%s[1](queued=%u,recved=%llu,sent=%llu)\n",
-			       core_client_peer_addr(&n->core, c), zc->pending_count,
-			       (unsigned long long)c->packets_received,
-			       (unsigned long long)c->packets_sent);
+		len = keel_fmt(line, sizeof(line), " /%s[1](queued=%u,recved=%llu,sent=%llu)\n",
+			       zc->peer_addr, zc->pending_count,
+			       (unsigned long long)packets_received,
+			       (unsigned long long)packets_sent);
 	} else {
 		uint64_t avg = zc->replies > 0 ? zc->total_latency_ms / zc->replies : 0;
-		len = snprintf(line, sizeof(line),
+		len = keel_fmt(line, sizeof(line),
 			       " /%s[1](queued=%u,recved=%llu,sent=%llu,sid=0x%llx,lop=%s,est=%llu,"
 			       "to=%d,lcxid=0x%x,lzxid=0x%llx,lresp=%llu,llat=%llu,minlat=%llu,"
 			       "avglat=%llu,maxlat=%llu)\n",
-			       core_client_peer_addr(&n->core, c), zc->pending_count,
-			       (unsigned long long)c->packets_received,
-			       (unsigned long long)c->packets_sent,
+			       zc->peer_addr, zc->pending_count,
+			       (unsigned long long)packets_received,
+			       (unsigned long long)packets_sent,
 			       (unsigned long long)zc->session_id, zk_op_name(zc->last_op),
-			       (unsigned long long)c->connected_ms, zc->timeout_ms,
+			       (unsigned long long)connected_ms, zc->timeout_ms,
 			       (unsigned)zc->last_cxid, (unsigned long long)zc->last_zxid,
 			       (unsigned long long)zc->last_heard_ms,
 			       (unsigned long long)zc->last_latency_ms,
 			       (unsigned long long)zc->min_latency_ms, (unsigned long long)avg,
 			       (unsigned long long)zc->max_latency_ms);
 	}
-	if (len > 0) {
-		keel_wbuf_bytes(out, line, KEEL_MIN((size_t)len, sizeof(line) - 1));
-	}
+	keel_wbuf_bytes(out, line, KEEL_MIN(len, sizeof(line) - 1));
 }
 
-void zk_clients_stats(struct node *n, struct node_client_stats *out)
+void zk_clients_stats(const struct node_core *core, struct node_client_stats *out)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
 	}
 	out->outstanding = zs->outstanding;
 	out->latency_min_ms = zs->latency_min_ms;
 	out->latency_max_ms = zs->latency_max_ms;
-	out->latency_avg_ms =
-		zs->latency_count > 0 ? (double)zs->latency_total_ms / (double)zs->latency_count : 0;
+	out->latency_avg_ms = zs->latency_count > 0
+	                              ? (double)zs->latency_total_ms / (double)zs->latency_count
+	                              : 0;
 	out->watches = zk_watches_count(&zs->watches);
 	out->watched_paths = zs->watches.path_count;
 }
 
-void zk_clients_reset_stats(struct node *n)
+void zk_clients_reset_stats(struct node_core *core)
 {
-	struct zk_server *zs = server_of(n);
+	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
 	}

@@ -11,78 +11,74 @@
  *
  * STREAMING and WAITING are one state in code: `pump` sends from the
  * position until it reaches the end of the history or the connection's
- * output passes FEED_HIGH_WATER_BYTES. The check handle runs `pump` for
- * every subscriber after each loop turn while any is behind, so a waiting
- * one resumes once its writes complete.
+ * unsent output (the host's client_output_bytes) passes
+ * FEED_HIGH_WATER_BYTES. While any subscriber is behind, the core asks the
+ * host (feed_wait) to call node_feed_pump() once per turn of its loop, so
+ * a waiting one resumes once its writes complete.
  */
-#include "node/feed.h"
+#include "core/feed.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <uv.h>
 
 #include "base/assert.h"
+#include "base/fmt.h"
 #include "base/list.h"
 #include "core/core.h"
 #include "core/fsm.h"
-#include "net/net.h"
-#include "node/client.h"
-#include "node/metrics.h"
-#include "node/node.h"
-#include "os/log.h"
 #include "zk/zk_feed.h"
 #include "zk/zk_path.h"
 
 struct feed_sub {
 	struct keel_list link;
-	struct node_client *client;
+	uint64_t conn;                  /* the host's connection id */
+	char peer_addr[CORE_ADDR_SIZE]; /* for logs */
 	uint8_t *prefix; /* the cursor's prefix */
 	struct zk_feed_cursor cur;
 };
 
 struct node_feeds {
-	struct node *n;
+	struct node_core *core;
+	uint64_t snapshot_trailing; /* log entries kept behind a snapshot */
 	struct zk_feed_log log;
 	struct keel_list subs; /* of feed_sub */
 	uint64_t sub_count;
-	uv_check_t check;
-	bool check_active;
+	bool waiting; /* feed_wait(true) is in force */
 	struct keel_wbuf scratch;
 };
 
-static struct node_feeds *feeds_of(struct node *n)
+static struct node_feeds *feeds_of(const struct node_core *core)
 {
-	return n->feeds;
+	return core->feeds;
 }
 
-static void on_check(uv_check_t *h);
-
-enum keel_err node_feeds_init(struct node *n)
+enum keel_err node_feeds_init(struct node_core *core, uint64_t retain_bytes,
+			      uint32_t max_packet_bytes)
 {
 	struct node_feeds *f = calloc(1, sizeof(*f));
 	if (f == NULL) {
 		return KEEL_NOMEM;
 	}
-	f->n = n;
-	zk_feed_log_init(&f->log, n->cfg.feed_retain_bytes, (int64_t)n->core.applied_index);
+	f->core = core;
+	f->snapshot_trailing = core->raft_opts.snapshot_trailing_entries;
+	zk_feed_log_init(&f->log, retain_bytes, (int64_t)core->applied_index);
 	keel_list_init(&f->subs);
-	keel_wbuf_init_dynamic(&f->scratch, 256, (size_t)n->cfg.max_packet_bytes + 4096u);
-	uv_check_init(n->loop, &f->check);
-	f->check.data = f;
-	n->feeds = f;
+	keel_wbuf_init_dynamic(&f->scratch, 256, (size_t)max_packet_bytes + 4096u);
+	core->feeds = f;
 	return KEEL_OK;
 }
 
-static void on_check_closed(uv_handle_t *h)
+static void set_waiting(struct node_feeds *f, bool waiting)
 {
-	struct node_feeds *f = h->data;
-	keel_wbuf_free(&f->scratch);
-	free(f);
+	if (f->waiting != waiting) {
+		f->waiting = waiting;
+		f->core->host.ops->feed_wait(f->core->host.ctx, waiting);
+	}
 }
 
-void node_feeds_close(struct node *n)
+void node_feeds_close(struct node_core *core)
 {
-	struct node_feeds *f = feeds_of(n);
+	struct node_feeds *f = feeds_of(core);
 	if (f == NULL) {
 		return;
 	}
@@ -92,15 +88,11 @@ void node_feeds_close(struct node *n)
 		free(s->prefix);
 		free(s);
 	}
+	set_waiting(f, false);
 	zk_feed_log_close(&f->log);
-	n->feeds = NULL;
-	uv_check_stop(&f->check);
-	if (uv_is_closing((uv_handle_t *)&f->check)) {
-		/* node_close closed every handle and ran the loop: it is closed. */
-		on_check_closed((uv_handle_t *)&f->check);
-	} else {
-		uv_close((uv_handle_t *)&f->check, on_check_closed);
-	}
+	keel_wbuf_free(&f->scratch);
+	free(f);
+	core->feeds = NULL;
 }
 
 static void sub_free(struct node_feeds *f, struct feed_sub *s)
@@ -113,11 +105,11 @@ static void sub_free(struct node_feeds *f, struct feed_sub *s)
 }
 
 /* One frame: ReplyHeader{xid, zxid, err} + body (the body only with err 0). */
-static void send_frame(struct node *n, struct node_client *c, int32_t xid, int64_t zxid,
+static void send_frame(struct node_core *core, uint64_t conn, int32_t xid, int64_t zxid,
 		       int32_t err, const struct keel_wbuf *body)
 {
 	size_t mark;
-	struct keel_wbuf *w = core_client_begin(&n->core, c, &mark);
+	struct keel_wbuf *w = core_client_begin(core, conn, &mark);
 	if (w == NULL) {
 		return;
 	}
@@ -125,13 +117,13 @@ static void send_frame(struct node *n, struct node_client *c, int32_t xid, int64
 	if (err == ZK_OK) {
 		keel_wbuf_bytes(w, body->data, body->size);
 	}
-	core_client_end(&n->core, c, mark);
-	c->packets_sent++;
+	core_client_end(core, conn, mark);
 }
 
-static bool output_full(const struct node_client *c)
+static bool output_full(const struct node_feeds *f, const struct feed_sub *s)
 {
-	return net_conn_pending_output(&c->conn) > FEED_HIGH_WATER_BYTES;
+	return f->core->host.ops->client_output_bytes(f->core->host.ctx, s->conn) >
+	       FEED_HIGH_WATER_BYTES;
 }
 
 static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk_feed_change *ch,
@@ -142,20 +134,19 @@ static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk
 	keel_wbuf_reset(&f->scratch);
 	zk_feed_event_encode(&f->scratch, &ev);
 	if (!keel_wbuf_ok(&f->scratch)) {
-		KEEL_WARN("feed to %s: the event at zxid %lld is larger than a frame",
-			  core_client_peer_addr(&f->n->core, s->client), (long long)ch->zxid);
-		core_client_close(&f->n->core, s->client, KEEL_TOOBIG, true);
+		CORE_WARN(f->core, "feed to %s: the event at zxid %lld is larger than a frame",
+			  s->peer_addr, (long long)ch->zxid);
+		core_client_close(f->core, s->conn, KEEL_TOOBIG, true);
 		return;
 	}
-	send_frame(f->n, s->client, ZK_XID_FEED, ch->zxid, ZK_OK, &f->scratch);
+	send_frame(f->core, s->conn, ZK_XID_FEED, ch->zxid, ZK_OK, &f->scratch);
 }
 
 /* The subscriber's position left the history: a final event, then close. */
 static void end_compacted(struct node_feeds *f, struct feed_sub *s)
 {
-	KEEL_INFO("feed to %s fell behind the history (oldest zxid held %lld): closing",
-		  core_client_peer_addr(&f->n->core, s->client),
-		  (long long)zk_feed_log_oldest(&f->log));
+	CORE_INFO(f->core, "feed to %s fell behind the history (oldest zxid held %lld): closing",
+		  s->peer_addr, (long long)zk_feed_log_oldest(&f->log));
 	struct zk_feed_event ev = {
 		.status = ZK_FEED_COMPACTED,
 		.zxid = zk_feed_log_oldest(&f->log),
@@ -164,8 +155,8 @@ static void end_compacted(struct node_feeds *f, struct feed_sub *s)
 	};
 	keel_wbuf_reset(&f->scratch);
 	zk_feed_event_encode(&f->scratch, &ev);
-	send_frame(f->n, s->client, ZK_XID_FEED, ev.zxid, ZK_OK, &f->scratch);
-	core_client_close(&f->n->core, s->client, KEEL_LIMIT, true);
+	send_frame(f->core, s->conn, ZK_XID_FEED, ev.zxid, ZK_OK, &f->scratch);
+	core_client_close(f->core, s->conn, KEEL_LIMIT, true);
 	sub_free(f, s);
 }
 
@@ -174,7 +165,7 @@ static void end_compacted(struct node_feeds *f, struct feed_sub *s)
 static bool pump(struct node_feeds *f, struct feed_sub *s)
 {
 	for (;;) {
-		if (output_full(s->client)) {
+		if (output_full(f, s)) {
 			return false;
 		}
 		const struct zk_feed_change *ch;
@@ -192,7 +183,7 @@ static bool pump(struct node_feeds *f, struct feed_sub *s)
 	}
 }
 
-/* Pumps every subscriber; keeps the check handle on while any waits. */
+/* Pumps every subscriber; asks the host to keep calling while any waits. */
 static void pump_all(struct node_feeds *f)
 {
 	bool behind = false;
@@ -205,74 +196,70 @@ static void pump_all(struct node_feeds *f)
 		}
 		it = next;
 	}
-	if (behind && !f->check_active) {
-		uv_check_start(&f->check, on_check);
-		f->check_active = true;
-	} else if (!behind && f->check_active) {
-		uv_check_stop(&f->check);
-		f->check_active = false;
+	set_waiting(f, behind);
+}
+
+void node_feed_pump(struct node_core *core)
+{
+	struct node_feeds *f = feeds_of(core);
+	if (f != NULL) {
+		pump_all(f);
 	}
 }
 
-static void on_check(uv_check_t *h)
-{
-	pump_all(h->data);
-}
-
-static struct feed_sub *sub_of(struct node_feeds *f, const struct node_client *c)
+static struct feed_sub *sub_of(struct node_feeds *f, uint64_t conn)
 {
 	for (struct keel_list *it = keel_list_first(&f->subs); it != NULL;
 	     it = it->next != &f->subs ? it->next : NULL) {
 		struct feed_sub *s = KEEL_LIST_ITEM(it, struct feed_sub, link);
-		if (s->client == c) {
+		if (s->conn == conn) {
 			return s;
 		}
 	}
 	return NULL;
 }
 
-static void reply(struct node *n, struct node_client *c, int32_t xid, int32_t err,
+static void reply(struct node_core *core, uint64_t conn, int32_t xid, int32_t err,
 		  const struct zk_feed_response *rs)
 {
-	struct node_feeds *f = feeds_of(n);
+	struct node_feeds *f = feeds_of(core);
 	keel_wbuf_reset(&f->scratch);
 	if (err == ZK_OK) {
 		zk_feed_response_encode(&f->scratch, rs);
 	}
-	send_frame(n, c, xid, (int64_t)n->core.applied_index, err, &f->scratch);
+	send_frame(core, conn, xid, (int64_t)core->applied_index, err, &f->scratch);
 }
 
 /* Checks a request; ZK_OK or the ReplyHeader.err to answer. */
-static int32_t check_request(struct node_feeds *f, struct node_client *c,
+static int32_t check_request(struct node_feeds *f, uint64_t conn, const char *peer_addr,
 			     const struct zk_feed_request *rq)
 {
 	struct zk_path_error perr;
 	size_t len = zk_bytes_len(rq->path);
 	if (!zk_path_validate((const char *)rq->path.data, len, &perr)) {
-		KEEL_DEBUG("feed from %s: bad path (%s)", core_client_peer_addr(&f->n->core, c),
+		CORE_DEBUG(f->core, "feed from %s: bad path (%s)", peer_addr,
 			   zk_path_reason_message(perr.reason));
 		return ZK_BAD_ARGUMENTS;
 	}
-	if (sub_of(f, c) != NULL) {
-		KEEL_DEBUG("feed from %s: the connection already has a feed",
-			   core_client_peer_addr(&f->n->core, c));
+	if (sub_of(f, conn) != NULL) {
+		CORE_DEBUG(f->core, "feed from %s: the connection already has a feed", peer_addr);
 		return ZK_BAD_ARGUMENTS;
 	}
 	return ZK_OK;
 }
 
-void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids *ids, int32_t xid,
-		     const uint8_t *body, size_t size)
+void node_feed_serve(struct node_core *core, uint64_t conn, const char *peer_addr,
+		     const struct zk_ids *ids, int32_t xid, const uint8_t *body, size_t size)
 {
-	struct node_feeds *f = feeds_of(n);
+	struct node_feeds *f = feeds_of(core);
 	struct zk_feed_request rq;
 	if (zk_feed_request_decode(&rq, body, size) != KEEL_OK) {
-		reply(n, c, xid, ZK_MARSHALLING_ERROR, NULL);
+		reply(core, conn, xid, ZK_MARSHALLING_ERROR, NULL);
 		return;
 	}
-	int32_t err = check_request(f, c, &rq);
+	int32_t err = check_request(f, conn, peer_addr, &rq);
 	if (err != ZK_OK) {
-		reply(n, c, xid, err, NULL);
+		reply(core, conn, xid, err, NULL);
 		return;
 	}
 	/* 0 (or less): from the oldest this server holds. */
@@ -280,11 +267,11 @@ void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids 
 	struct zk_feed_response rs = {
 		.error = ZK_FEED_OK,
 		.oldest_zxid = zk_feed_log_oldest(&f->log),
-		.last_zxid = (int64_t)n->core.applied_index,
+		.last_zxid = (int64_t)core->applied_index,
 	};
 	if (from < rs.oldest_zxid) {
 		rs.error = ZK_FEED_COMPACTED;
-		reply(n, c, xid, ZK_OK, &rs);
+		reply(core, conn, xid, ZK_OK, &rs);
 		return;
 	}
 	struct feed_sub *s = calloc(1, sizeof(*s));
@@ -293,28 +280,29 @@ void node_feed_serve(struct node *n, struct node_client *c, const struct zk_ids 
 	if (s == NULL || prefix == NULL) {
 		free(s);
 		free(prefix);
-		core_client_close(&n->core, c, KEEL_NOMEM, false);
+		core_client_close(core, conn, KEEL_NOMEM, false);
 		return;
 	}
 	memcpy(prefix, rq.path.data, len);
-	s->client = c;
+	s->conn = conn;
+	keel_fmt(s->peer_addr, sizeof(s->peer_addr), "%s", peer_addr);
 	s->prefix = prefix;
 	zk_feed_cursor_init(&s->cur, &f->log, from, rq.from_zxid < 1 ? 0 : rq.from_seq,
 			    zk_bytes_of(prefix, len), rq.flags, ids);
 	keel_list_init(&s->link);
 	keel_list_push_back(&f->subs, &s->link);
 	f->sub_count++;
-	reply(n, c, xid, ZK_OK, &rs);
+	reply(core, conn, xid, ZK_OK, &rs);
 	pump_all(f);
 }
 
-void node_feed_on_close(struct node *n, struct node_client *c)
+void node_feed_on_close(struct node_core *core, uint64_t conn)
 {
-	struct node_feeds *f = feeds_of(n);
+	struct node_feeds *f = feeds_of(core);
 	if (f == NULL) {
 		return;
 	}
-	struct feed_sub *s = sub_of(f, c);
+	struct feed_sub *s = sub_of(f, conn);
 	if (s != NULL) {
 		sub_free(f, s);
 	}
@@ -338,15 +326,16 @@ static void end_before(struct node_feeds *f, int64_t zxid)
 	}
 }
 
-void node_feed_on_applied(struct node *n, const struct zk_result *res)
+void node_feed_on_applied(struct node_core *core, const struct zk_result *res)
 {
-	struct node_feeds *f = feeds_of(n);
+	struct node_feeds *f = feeds_of(core);
 	if (f == NULL || res->zxid <= f->log.last_zxid) {
 		return;
 	}
-	if (zk_feed_log_append(&f->log, fsm_zk(n->core.fsm), res) != KEEL_OK) {
-		KEEL_WARN("change feed: out of memory at zxid %lld; the history restarts there",
-			  (long long)res->zxid);
+	if (zk_feed_log_append(&f->log, fsm_zk(core->fsm), res) != KEEL_OK) {
+		CORE_WARN(core,
+		          "change feed: out of memory at zxid %lld; the history restarts there",
+		          (long long)res->zxid);
 		end_before(f, res->zxid);
 	}
 	if (f->sub_count > 0) {
@@ -354,21 +343,21 @@ void node_feed_on_applied(struct node *n, const struct zk_result *res)
 	}
 }
 
-void node_feed_on_snapshot_taken(struct node *n, uint64_t index)
+void node_feed_on_snapshot_taken(struct node_core *core, uint64_t index)
 {
-	struct node_feeds *f = feeds_of(n);
-	if (f == NULL || index <= n->cfg.snapshot_trailing) {
+	struct node_feeds *f = feeds_of(core);
+	if (f == NULL || index <= f->snapshot_trailing) {
 		return;
 	}
-	zk_feed_log_trim(&f->log, (int64_t)(index - n->cfg.snapshot_trailing));
+	zk_feed_log_trim(&f->log, (int64_t)(index - f->snapshot_trailing));
 	if (f->sub_count > 0) {
 		pump_all(f);
 	}
 }
 
-void node_feed_on_snapshot_installed(struct node *n, uint64_t index)
+void node_feed_on_snapshot_installed(struct node_core *core, uint64_t index)
 {
-	struct node_feeds *f = feeds_of(n);
+	struct node_feeds *f = feeds_of(core);
 	if (f == NULL) {
 		return;
 	}
@@ -377,18 +366,15 @@ void node_feed_on_snapshot_installed(struct node *n, uint64_t index)
 	end_before(f, (int64_t)index);
 }
 
-void node_feed_metrics(struct node *n, struct keel_wbuf *w)
+void node_feed_stats(const struct node_core *core, struct node_feed_stats *out)
 {
-	struct node_feeds *f = feeds_of(n);
+	const struct node_feeds *f = feeds_of(core);
+	memset(out, 0, sizeof(*out));
 	if (f == NULL) {
 		return;
 	}
-	metrics_gauge(w, "keel_feed_subscriptions", "Change feed subscriptions on this server",
-		      (double)f->sub_count);
-	metrics_gauge(w, "keel_feed_history_changes", "Transactions held in the change feed history",
-		      (double)f->log.count);
-	metrics_gauge(w, "keel_feed_history_bytes", "Bytes of the change feed history",
-		      (double)f->log.bytes);
-	metrics_gauge(w, "keel_feed_oldest_zxid", "Oldest start the change feed accepts",
-		      (double)zk_feed_log_oldest(&f->log));
+	out->subscriptions = f->sub_count;
+	out->history_changes = f->log.count;
+	out->history_bytes = f->log.bytes;
+	out->oldest_zxid = zk_feed_log_oldest(&f->log);
 }
