@@ -379,6 +379,28 @@ void sim_broker_event(struct sim *s, struct sim_event *ev)
 	}
 }
 
+/* The connection that carried request `m` was closed before its answer
+ * (the server's ZooKeeper session could not be had or ended): its sender
+ * hears of it at once and tries another server, as a broker's client does
+ * on a connection loss. */
+void sim_broker_request_lost(struct sim *s, const struct sim_ctl_msg *m)
+{
+	struct sim_ctl_world *w = sim_ctlw(s);
+	if (m->broker == 0) {
+		if (w->admin_busy && m->seq == w->admin_seq) {
+			w->admin_busy = false;
+		}
+		return;
+	}
+	struct sim_broker *b = broker_of(s, (uint64_t)m->broker);
+	if (!b->alive || m->incarnation != b->incarnation || m->channel > 1 ||
+	    !b->chan[m->channel].busy || b->chan[m->channel].seq != m->seq) {
+		return;
+	}
+	b->chan[m->channel].busy = false;
+	b->guess_server = random_server(s);
+}
+
 static void on_broker_reply(struct sim *s, struct sim_broker *b, const struct sim_ctl_msg *m)
 {
 	if (!b->alive || m->incarnation != b->incarnation || m->channel > 1 ||

@@ -3,10 +3,11 @@
  * real controller glue (core/controller.c) that every server core runs:
  *
  *   requests  a broker's or the admin client's request reaches a server
- *             (SIM_EV_CTL_REQUEST) and is handed to its core (host.c:
- *             node_ctl_submit); the core runs it on the active controller
- *             or forwards it to the leader, holds the answer until applied,
- *             and answers through ctl_complete;
+ *             (SIM_EV_CTL_REQUEST) and is sent to its core as a keel
+ *             extension frame on a ZooKeeper connection (host.c); the core
+ *             runs it on the active controller or forwards it to the
+ *             leader, holds the answer until applied, and answers on the
+ *             connection;
  *   replies   checked against the answering server's image (ctl_check.c),
  *             then sent back (delayed, sometimes lost);
  *   the log   the first time any server applies a metadata batch, it joins

@@ -25,17 +25,23 @@
  *                  served, and the server may take its snapshot;
  *   book, addrs    book_changed does nothing and addr_ok says yes: the
  *                  simulated network reaches servers by id;
- *   client_*       not used yet (no simulated ZooKeeper connections), nor
- *                  are session_proof_ok, client_output_bytes and feed_wait:
- *                  each stub fails the run loudly.
+ *   client_*       controller mode: the brokers' connection to the core's
+ *                  ZooKeeper clients (core/client_zk.c). Opened at the first
+ *                  request with a ConnectRequest (a real session through
+ *                  Raft); each request is a keel extension frame (request
+ *                  header + the meta/proto.h body) read by the real decoder
+ *                  and handed to the controller glue; the ConnectResponse
+ *                  and the answers come back through client_end/client_send
+ *                  and are matched by xid. Frames wait while the core
+ *                  pauses the connection; when it closes it, its requests
+ *                  are lost and their brokers try another server at once.
+ *                  session_proof_ok and feed_wait are not used (no cluster
+ *                  credential asked, no feed): they fail the run loudly.
  *
  * The checkers see what the core hands its own parts through its observer
  * (core.h, struct core_observer): each applied entry with what it produced
- * (apply order, the committed-log checks, the register writes' outcomes),
- * the ReadIndex results, and in controller mode the controller glue's
- * answers to the brokers' requests (handed in with node_ctl_submit under a
- * tracker id; the core's ZooKeeper clients find no connection waiting for
- * them).
+ * (apply order, the committed-log checks, the register writes' outcomes)
+ * and the ReadIndex results.
  *
  * The register workload of client.c runs as ZooKeeper transactions: key K
  * is the znode /kK holding its value as 8 big-endian bytes (a missing
@@ -57,6 +63,7 @@
 
 #include "base/assert.h"
 #include "base/hash.h"
+#include "core/client_zk.h"
 #include "core/controller.h"
 #include "core/core.h"
 #include "core/entry.h"
@@ -67,6 +74,7 @@
 #include "wal/writer.h"
 #include "zk/zk_codes.h"
 #include "zk/zk_jute.h"
+#include "zk/zk_proto.h"
 #include "zk/zk_state.h"
 #include "zk/zk_tree.h"
 #include "zk/zk_txn.h"
@@ -106,13 +114,30 @@ struct sim_host {
 	struct raft_entry *decode_entries; /* for traces and the rotation nemesis */
 	struct raft_msg_limits limits;
 	struct fsm_image_ops image; /* controller mode: the controller glue's */
-	/* Controller mode: requests of brokers given to the controller glue,
-	 * waiting for their answer (ctl_complete). */
+	/* Controller mode: the brokers' connection to this server's
+	 * ZooKeeper clients (core/client_zk.c), opened at the first request,
+	 * reopened after the core closes it. */
 	struct {
-		uint64_t request_id;
-		struct sim_ctl_msg msg;
-	} *ctl_reqs;
-	size_t n_ctl_reqs, cap_ctl_reqs;
+		uint64_t id; /* 0: none */
+		bool connected; /* its ConnectResponse came */
+		bool paused;    /* the core stopped reading it */
+		bool closed;    /* the core closed it: forget it after the drive */
+		int32_t next_xid;
+		struct keel_wbuf out; /* the frame being written (client_begin) */
+		/* Frames not yet read by the core, in order. */
+		struct {
+			uint8_t *data;
+			size_t size;
+		} *queued;
+		size_t n_queued, cap_queued;
+		/* Requests sent, waiting for their answer (by xid). */
+		struct {
+			int32_t xid;
+			struct sim_ctl_msg msg;
+		} *waiting;
+		size_t n_waiting, cap_waiting;
+	} bc;
+	uint64_t next_conn;
 	bool ctl_active; /* as of the last process: counts controller starts */
 	struct core_observer observer; /* host_observer_ops on this host */
 };
@@ -400,52 +425,114 @@ void sim_host_deliver(struct sim *s, struct sim_node *n, uint64_t from, const ui
 
 static void no_client(const char *what)
 {
-	keel_assert_fail(what, __FILE__, __LINE__, "sim host: no ZooKeeper clients yet");
+	keel_assert_fail(what, __FILE__, __LINE__, "sim host: an effect the simulator does not use");
+}
+
+static struct sim_host *conn_host(void *ctx, uint64_t conn)
+{
+	struct sim_host *h = host_of(ctx);
+	if (conn == 0 || conn != h->bc.id) {
+		sim_fail(h->s, "node %llu: the core wrote to connection %llu, not the brokers' %llu",
+			 (unsigned long long)h->n->id, (unsigned long long)conn,
+			 (unsigned long long)h->bc.id);
+	}
+	return h;
 }
 
 static struct keel_wbuf *host_client_begin(void *ctx, uint64_t conn, size_t *mark)
 {
-	(void)ctx, (void)conn, (void)mark;
-	no_client("client_begin");
-	return NULL;
+	struct sim_host *h = conn_host(ctx, conn);
+	keel_wbuf_reset(&h->bc.out);
+	*mark = 0;
+	return h->bc.closed ? NULL : &h->bc.out;
 }
+
+static void host_client_send(void *ctx, uint64_t conn, const void *payload, size_t size);
 
 static void host_client_end(void *ctx, uint64_t conn, size_t mark)
 {
-	(void)ctx, (void)conn, (void)mark;
-	no_client("client_end");
+	struct sim_host *h = conn_host(ctx, conn);
+	KEEL_ASSERT(mark == 0 && keel_wbuf_ok(&h->bc.out));
+	host_client_send(ctx, conn, h->bc.out.data, h->bc.out.size);
 }
 
+static void broker_answer(struct sim_host *h, int32_t xid, int32_t err, const uint8_t *body,
+			  size_t size)
+{
+	for (size_t i = 0; i < h->bc.n_waiting; i++) {
+		if (h->bc.waiting[i].xid != xid) {
+			continue;
+		}
+		struct sim_ctl_msg *reply = malloc(sizeof(*reply));
+		KEEL_ASSERT(reply != NULL);
+		*reply = h->bc.waiting[i].msg;
+		memmove(&h->bc.waiting[i], &h->bc.waiting[i + 1],
+			(h->bc.n_waiting - i - 1) * sizeof(h->bc.waiting[0]));
+		h->bc.n_waiting--;
+		sim_ctl_decode_reply(h->s, reply, err, body, size);
+		sim_ctl_release(h->s, h->n, reply);
+		return;
+	}
+	sim_fail(h->s, "node %llu: an answer to xid %d nobody asked", (unsigned long long)h->n->id,
+		 (int)xid);
+}
+
+/* A frame the core sent the brokers' connection: the ConnectResponse,
+ * then the answers to their requests. */
 static void host_client_send(void *ctx, uint64_t conn, const void *payload, size_t size)
 {
-	(void)ctx, (void)conn, (void)payload, (void)size;
-	no_client("client_send");
+	struct sim_host *h = conn_host(ctx, conn);
+	if (h->bc.closed) {
+		return;
+	}
+	if (!h->bc.connected) {
+		struct zk_connect_response rsp;
+		if (zk_connect_response_decode(&rsp, payload, size) != KEEL_OK ||
+		    rsp.timeout_ms <= 0) {
+			sim_fail(h->s, "node %llu: a bad ConnectResponse (%zu bytes)",
+				 (unsigned long long)h->n->id, size);
+			return;
+		}
+		h->bc.connected = true;
+		return;
+	}
+	struct keel_rbuf r;
+	keel_rbuf_init(&r, payload, size);
+	struct zk_reply_header rh;
+	if (zk_reply_header_decode(&rh, &r) != KEEL_OK) {
+		sim_fail(h->s, "node %llu: a reply of %zu bytes without its header",
+			 (unsigned long long)h->n->id, size);
+		return;
+	}
+	if (rh.xid < 0) {
+		return; /* a watch event or ping: the brokers ask for none */
+	}
+	broker_answer(h, rh.xid, rh.err, r.data + r.pos, keel_rbuf_remaining(&r));
 }
 
 static void host_client_pause(void *ctx, uint64_t conn, bool paused)
 {
-	(void)ctx, (void)conn, (void)paused;
-	no_client("client_pause");
+	conn_host(ctx, conn)->bc.paused = paused;
 }
 
 static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bool flush)
 {
-	(void)ctx, (void)conn, (void)reason, (void)flush;
-	no_client("client_close");
+	struct sim_host *h = conn_host(ctx, conn);
+	(void)flush;
+	sim_tracef(h->s, "node %llu: the core closed the brokers' connection: %s",
+		   (unsigned long long)h->n->id, keel_errname(reason));
+	h->bc.closed = true;
 }
 
 static bool host_client_paused(void *ctx, uint64_t conn)
 {
-	(void)ctx, (void)conn;
-	no_client("client_paused");
-	return false;
+	return conn_host(ctx, conn)->bc.paused;
 }
 
 static size_t host_client_output_bytes(void *ctx, uint64_t conn)
 {
-	(void)ctx, (void)conn;
-	no_client("client_output_bytes");
-	return 0;
+	(void)conn_host(ctx, conn);
+	return 0; /* delivered at once */
 }
 
 static void host_feed_wait(void *ctx, bool waiting)
@@ -471,29 +558,6 @@ static bool host_addr_ok(void *ctx, const char *addr)
 static void host_book_changed(void *ctx)
 {
 	(void)ctx; /* the simulated network links servers by id, not address */
-}
-
-/* The controller glue's answer to a broker's request (controller mode),
- * seen through the core's observer: the core's ZooKeeper clients get it
- * too and find no connection waiting for it. */
-static void host_ctl_complete(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
-			      size_t size)
-{
-	struct sim_host *h = host_of(ctx);
-	for (size_t i = 0; i < h->n_ctl_reqs; i++) {
-		if (h->ctl_reqs[i].request_id != request_id) {
-			continue;
-		}
-		struct sim_ctl_msg *reply = malloc(sizeof(*reply));
-		KEEL_ASSERT(reply != NULL);
-		*reply = h->ctl_reqs[i].msg;
-		h->ctl_reqs[i] = h->ctl_reqs[--h->n_ctl_reqs];
-		sim_ctl_decode_reply(h->s, reply, zk_err, body, size);
-		sim_ctl_release(h->s, h->n, reply);
-		return;
-	}
-	sim_fail(h->s, "node %llu: an answer to controller request %llu nobody asked",
-		 (unsigned long long)h->n->id, (unsigned long long)request_id);
 }
 
 /* ---- effects: time, randomness, logs ---- */
@@ -760,8 +824,86 @@ static const struct core_host_ops host_ops = {
 static const struct core_observer host_observer_ops = {
 	.applied = host_on_applied,
 	.reads = host_on_reads,
-	.ext_complete = host_ctl_complete,
 };
+
+/* ---- the brokers' connection (controller mode) ---- */
+
+static void broker_conn_queue(struct sim_host *h, const uint8_t *data, size_t size)
+{
+	if (h->bc.n_queued == h->bc.cap_queued) {
+		h->bc.cap_queued = h->bc.cap_queued == 0 ? 16 : 2 * h->bc.cap_queued;
+		h->bc.queued = realloc(h->bc.queued, h->bc.cap_queued * sizeof(*h->bc.queued));
+		KEEL_ASSERT(h->bc.queued != NULL);
+	}
+	uint8_t *copy = malloc(size);
+	KEEL_ASSERT(copy != NULL);
+	memcpy(copy, data, size);
+	h->bc.queued[h->bc.n_queued].data = copy;
+	h->bc.queued[h->bc.n_queued].size = size;
+	h->bc.n_queued++;
+}
+
+/* A new connection and its ConnectRequest (a new session). */
+static void broker_conn_open(struct sim_host *h)
+{
+	h->bc.id = ++h->next_conn;
+	h->bc.connected = false;
+	h->bc.paused = false;
+	h->bc.closed = false;
+	h->bc.next_xid = 1;
+	uint8_t passwd[ZK_PASSWD_SIZE] = {0};
+	struct zk_connect_request cr = {
+		.timeout_ms = SIM_ZK_SESSION_TIMEOUT_MS,
+		.passwd = zk_bytes_of(passwd, sizeof(passwd)),
+	};
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 64, 4096);
+	zk_connect_request_encode(&w, &cr);
+	KEEL_ASSERT(keel_wbuf_ok(&w));
+	broker_conn_queue(h, w.data, w.size);
+	keel_wbuf_free(&w);
+	zk_conn_open(&h->core, h->bc.id, "sim-broker:0", NULL);
+}
+
+/* The connection is gone: what waited on it is lost (the brokers time
+ * their requests out). */
+static void broker_conn_forget(struct sim_host *h)
+{
+	if (h->bc.id == 0) {
+		return;
+	}
+	zk_conn_on_close(&h->core, h->bc.id);
+	for (size_t i = 0; i < h->bc.n_queued; i++) {
+		free(h->bc.queued[i].data);
+	}
+	h->bc.n_queued = 0;
+	for (size_t i = 0; i < h->bc.n_waiting; i++) {
+		sim_broker_request_lost(h->s, &h->bc.waiting[i].msg);
+	}
+	h->bc.n_waiting = 0;
+	h->bc.id = 0;
+}
+
+/* Hands the core the queued frames while it reads the connection. */
+static void broker_conn_pump(struct sim_host *h)
+{
+	while (h->bc.id != 0 && !h->n->stop_pending && !h->s->failed) {
+		if (h->bc.closed) {
+			broker_conn_forget(h);
+			return;
+		}
+		if (h->bc.paused || h->bc.n_queued == 0) {
+			return;
+		}
+		uint8_t *data = h->bc.queued[0].data;
+		size_t size = h->bc.queued[0].size;
+		h->bc.n_queued--;
+		memmove(&h->bc.queued[0], &h->bc.queued[1], h->bc.n_queued * sizeof(h->bc.queued[0]));
+		(void)zk_conn_on_frame(&h->core, h->bc.id, data, size);
+		free(data);
+		core_drive(&h->core);
+	}
+}
 
 /* ---- lifecycle ---- */
 
@@ -779,6 +921,18 @@ static void ctl_open(struct sim_host *h)
 	char why[256];
 	enum keel_err err = node_ctl_create(&h->core, &o, why, sizeof(why));
 	KEEL_ASSERT(err == KEEL_OK);
+	/* The brokers reach the glue as a real broker does: keel extension
+	 * frames on a ZooKeeper session (no cluster credential asked). */
+	struct zk_clients_options zo = {
+		.max_packet_bytes = 1u << 20,
+		.max_pending_per_connection = 1000,
+		.max_watches_per_connection = 100,
+		.housekeeping_ms = 1000,
+		.insecure_peers = true,
+	};
+	err = zk_clients_open(&h->core, &zo, why, sizeof(why));
+	KEEL_ASSERT(err == KEEL_OK);
+	keel_wbuf_init_dynamic(&h->bc.out, 256, 1u << 20);
 	/* The stand-in's image field shows the glue's committed image to the
 	 * brokers and checkers (read-only; the glue owns it). */
 	h->n->sm.image = (struct meta_image *)node_ctl_image(&h->core);
@@ -903,6 +1057,7 @@ void sim_host_process(struct sim *s, struct sim_node *n)
 	struct sim_host *h = n->host;
 	core_drive(&h->core);
 	ack_early(h);
+	broker_conn_pump(h);
 	if (s->failed) {
 		return;
 	}
@@ -927,11 +1082,15 @@ void sim_host_close(struct sim_node *n)
 	}
 	core_stop(&h->core);
 	if (h->core.ctl != NULL) {
+		broker_conn_forget(h);
+		zk_clients_close(&h->core);
+		keel_wbuf_free(&h->bc.out);
 		node_ctl_destroy(&h->core);
 		n->sm.image = NULL;
 	}
 	core_close(&h->core);
-	free(h->ctl_reqs);
+	free(h->bc.queued);
+	free(h->bc.waiting);
 	while (h->head != NULL) {
 		struct host_batch *b = h->head;
 		h->head = b->next;
@@ -1065,24 +1224,28 @@ uint64_t sim_host_state_hash(const struct sim_node *n)
 void sim_host_ctl_request(struct sim *s, struct sim_node *n, const struct sim_ctl_msg *m)
 {
 	struct sim_host *h = n->host;
-	if (h->n_ctl_reqs == h->cap_ctl_reqs) {
-		h->cap_ctl_reqs = h->cap_ctl_reqs == 0 ? 16 : 2 * h->cap_ctl_reqs;
-		h->ctl_reqs = realloc(h->ctl_reqs, h->cap_ctl_reqs * sizeof(*h->ctl_reqs));
-		KEEL_ASSERT(h->ctl_reqs != NULL);
+	if (h->bc.id == 0) {
+		broker_conn_open(h);
 	}
-	/* From the tracker, as the server's clients get theirs: ids start at a
-	 * seeded random point per process life, so a late answer to a request
-	 * of an earlier life never matches a new one. */
-	uint64_t request_id = tracker_next_id(&h->core.tracker);
-	h->ctl_reqs[h->n_ctl_reqs].request_id = request_id;
-	h->ctl_reqs[h->n_ctl_reqs].msg = *m;
-	h->n_ctl_reqs++;
-	struct keel_wbuf body;
-	keel_wbuf_init_dynamic(&body, 256, 1u << 20);
+	struct keel_wbuf frame;
+	keel_wbuf_init_dynamic(&frame, 256, 1u << 20);
+	int32_t xid = h->bc.next_xid++;
+	keel_wbuf_i32(&frame, xid);
+	keel_wbuf_i32(&frame, 0); /* the opcode, once known */
 	int32_t opcode = 0;
-	sim_ctl_encode_request(m, &body, &opcode);
-	node_ctl_submit(&h->core, request_id, opcode, body.data, body.size);
-	keel_wbuf_free(&body);
+	sim_ctl_encode_request(m, &frame, &opcode);
+	KEEL_ASSERT(keel_wbuf_ok(&frame));
+	keel_store_be32(frame.data + 4, (uint32_t)opcode);
+	if (h->bc.n_waiting == h->bc.cap_waiting) {
+		h->bc.cap_waiting = h->bc.cap_waiting == 0 ? 16 : 2 * h->bc.cap_waiting;
+		h->bc.waiting = realloc(h->bc.waiting, h->bc.cap_waiting * sizeof(*h->bc.waiting));
+		KEEL_ASSERT(h->bc.waiting != NULL);
+	}
+	h->bc.waiting[h->bc.n_waiting].xid = xid;
+	h->bc.waiting[h->bc.n_waiting].msg = *m;
+	h->bc.n_waiting++;
+	broker_conn_queue(h, frame.data, frame.size);
+	keel_wbuf_free(&frame);
 	sim_host_process(s, n);
 }
 

@@ -444,6 +444,7 @@ void sim_ctl_request(struct sim *s, struct sim_event *ev);
 void sim_ctl_reply(struct sim *s, struct sim_event *ev);
 void sim_broker_event(struct sim *s, struct sim_event *ev);
 void sim_broker_fault(struct sim *s);
+void sim_broker_request_lost(struct sim *s, const struct sim_ctl_msg *m);
 void sim_admin_event(struct sim *s, uint64_t gen);
 void sim_ctl_send(struct sim *s, uint64_t server, const struct sim_ctl_msg *m);
 void sim_ctl_heal(struct sim *s);

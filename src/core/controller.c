@@ -636,10 +636,6 @@ static void deliver(struct node_core *core, uint64_t peer, uint64_t request_id, 
 {
 	if (peer == 0) {
 		zk_clients_ext_complete(core, request_id, zk_err, body, size);
-		if (core->observer != NULL) {
-			core->observer->ext_complete(core->observer->ctx, request_id, zk_err, body,
-			                             size);
-		}
 	} else {
 		send_peer_reply(core, peer, request_id, wait_index, zk_err, body, size);
 	}

@@ -233,16 +233,12 @@ struct core_host {
 
 /* A test host's view of what the ready loop hands its own parts (the
  * simulator's checkers; NULL in the server, which needs none of it):
- * each applied entry with what it produced, the ReadIndex results, and
- * the controller's answers to this server's own requests (those of the
- * ZooKeeper clients' keel extension frames). Called after the core's
- * parts got the same. */
+ * each applied entry with what it produced, and the ReadIndex results.
+ * Called after the core's parts got the same. */
 struct core_observer {
 	void (*applied)(void *ctx, const struct raft_entry *entry,
 	                const struct fsm_applied *applied);
 	void (*reads)(void *ctx, const struct raft_read_result *reads, size_t count);
-	void (*ext_complete)(void *ctx, uint64_t request_id, int32_t zk_err, const uint8_t *body,
-	                     size_t size);
 	void *ctx;
 };
 
