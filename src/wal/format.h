@@ -132,6 +132,7 @@ struct wal_scan_result {
 	uint64_t last_term;   /* 0 when there is no record */
 	uint64_t end_offset;  /* just past the last valid record */
 	uint64_t bad_offset;  /* TORN/CORRUPT: where the damage starts */
+	bool ends_in_zeros;   /* CLEAN: the records end at zeros or the file's end */
 	char reason[192];     /* TORN/CORRUPT: what is wrong, for the operator */
 };
 

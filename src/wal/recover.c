@@ -418,9 +418,16 @@ static enum keel_err collect_entry(void *arg, const struct wal_record *rec, uint
 	return KEEL_OK;
 }
 
+/* Believed on one read: the limit reached, or the last segment's records
+ * ending at zeros (a flipped bit cannot make a written record header all
+ * zeros). A clean end at a record of another generation is read again: a
+ * bit flipped in transit in the last record's generation field makes a
+ * synced, acknowledged entry look like a stale one, and trusting that
+ * read would silently drop it. */
 static bool scan_good(const struct rsegment *s, const struct wal_scan_result *r)
 {
-	return r->end == WAL_SCAN_LIMIT || (s->limit == UINT64_MAX && r->end == WAL_SCAN_CLEAN);
+	return r->end == WAL_SCAN_LIMIT ||
+	       (s->limit == UINT64_MAX && r->end == WAL_SCAN_CLEAN && r->ends_in_zeros);
 }
 
 static bool same_verdict(const struct wal_scan_result *a, const struct wal_scan_result *b)
@@ -429,8 +436,9 @@ static bool same_verdict(const struct wal_scan_result *a, const struct wal_scan_
 	       a->record_count == b->record_count && a->last_index == b->last_index;
 }
 
-/* Reads and scans one segment; reads it again before believing damage (a
- * bit flipped on the way from the disk is gone then). A verdict counts
+/* Reads and scans one segment; reads it again before believing damage, or
+ * an end at a stale record (a bit flipped on the way from the disk is gone
+ * then). A verdict counts
  * once two reads agree: a torn tail, damaged for real, is read twice —
  * and a flip on the second read must not turn it into corruption. */
 static enum keel_err scan_one(struct recovery *rc, struct rsegment *s, const char *path,

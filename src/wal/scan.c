@@ -106,6 +106,7 @@ static void classify_end(const uint8_t *data, size_t size, uint64_t generation,
 			expected, offset, found_later ? "missing or damaged" : wal_record_check_name(check));
 		return;
 	}
+	out->ends_in_zeros = check == WAL_RECORD_EMPTY;
 	verdict(out, WAL_SCAN_CLEAN, offset, "end of records (%s)", wal_record_check_name(check));
 }
 

@@ -306,6 +306,11 @@ void wal_vfs_fault_set_read_flip_rate(struct wal_vfs *vfs, uint64_t num, uint64_
  * data it returns (stored bytes untouched). 0 cancels. */
 void wal_vfs_fault_flip_nth_read(struct wal_vfs *vfs, uint64_t nth);
 
+/* The same, aimed: the nth read flips the bits `mask` of the byte at
+ * `file_offset` if it returns that byte (else it flips nothing). */
+void wal_vfs_fault_flip_nth_read_at(struct wal_vfs *vfs, uint64_t nth, uint64_t file_offset,
+				    uint8_t mask);
+
 /* After `mutations` more mutating calls (write, datasync, truncate, allocate,
  * create, rename, unlink, sync_dir, mkdir) the power goes off: the call that
  * would be number mutations+1 and everything after it fails with KEEL_IO and

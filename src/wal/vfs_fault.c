@@ -99,6 +99,9 @@ struct fault_vfs {
 	uint64_t flip_num;
 	uint64_t flip_den;
 	uint64_t flip_nth;
+	bool flip_aimed;      /* the nth read flips flip_mask at flip_offset */
+	uint64_t flip_offset; /* a file offset */
+	uint8_t flip_mask;
 	bool power_armed;
 	uint64_t power_budget;
 	bool powered_off;
@@ -607,10 +610,18 @@ static enum keel_err fault_pwrite(struct wal_vfs_file *file, const void *buf, si
 	return err;
 }
 
-static void maybe_flip(struct fault_vfs *fv, uint8_t *buf, size_t size)
+static void maybe_flip(struct fault_vfs *fv, uint8_t *buf, size_t size, uint64_t offset)
 {
 	bool scripted = fv->flip_nth > 0 && --fv->flip_nth == 0;
 	bool random = fv->flip_den > 0 && keel_rng_chance(fv->rng, fv->flip_num, fv->flip_den);
+	if (scripted && fv->flip_aimed) {
+		fv->flip_aimed = false;
+		if (fv->flip_offset >= offset && fv->flip_offset - offset < size) {
+			buf[fv->flip_offset - offset] ^= fv->flip_mask;
+			fv->stats.read_bit_flips++;
+		}
+		scripted = false;
+	}
 	if (size == 0 || !(scripted || random)) {
 		return;
 	}
@@ -636,7 +647,7 @@ static enum keel_err fault_pread(struct wal_vfs_file *file, void *buf, size_t si
 			n = (size_t)KEEL_MIN((uint64_t)size, b->size - offset);
 			memcpy(buf, b->data + offset, n);
 		}
-		maybe_flip(fv, buf, n);
+		maybe_flip(fv, buf, n, offset);
 		*nread = n;
 	}
 	pthread_mutex_unlock(&fv->mutex);
@@ -1067,6 +1078,19 @@ void wal_vfs_fault_flip_nth_read(struct wal_vfs *vfs, uint64_t nth)
 	struct fault_vfs *fv = fault_of(vfs);
 	pthread_mutex_lock(&fv->mutex);
 	fv->flip_nth = nth;
+	fv->flip_aimed = false;
+	pthread_mutex_unlock(&fv->mutex);
+}
+
+void wal_vfs_fault_flip_nth_read_at(struct wal_vfs *vfs, uint64_t nth, uint64_t file_offset,
+				    uint8_t mask)
+{
+	struct fault_vfs *fv = fault_of(vfs);
+	pthread_mutex_lock(&fv->mutex);
+	fv->flip_nth = nth;
+	fv->flip_aimed = nth > 0;
+	fv->flip_offset = file_offset;
+	fv->flip_mask = mask;
 	pthread_mutex_unlock(&fv->mutex);
 }
 
