@@ -379,6 +379,28 @@ void sim_broker_event(struct sim *s, struct sim_event *ev)
 	}
 }
 
+/* The connection that carried request `m` was closed before its answer
+ * (the server's ZooKeeper session could not be had or ended): its sender
+ * hears of it at once and tries another server, as a broker's client does
+ * on a connection loss. */
+void sim_broker_request_lost(struct sim *s, const struct sim_ctl_msg *m)
+{
+	struct sim_ctl_world *w = sim_ctlw(s);
+	if (m->broker == 0) {
+		if (w->admin_busy && m->seq == w->admin_seq) {
+			w->admin_busy = false;
+		}
+		return;
+	}
+	struct sim_broker *b = broker_of(s, (uint64_t)m->broker);
+	if (!b->alive || m->incarnation != b->incarnation || m->channel > 1 ||
+	    !b->chan[m->channel].busy || b->chan[m->channel].seq != m->seq) {
+		return;
+	}
+	b->chan[m->channel].busy = false;
+	b->guess_server = random_server(s);
+}
+
 static void on_broker_reply(struct sim *s, struct sim_broker *b, const struct sim_ctl_msg *m)
 {
 	if (!b->alive || m->incarnation != b->incarnation || m->channel > 1 ||
@@ -528,17 +550,21 @@ bool sim_ctl_settled(struct sim *s, char *why, size_t why_size)
 {
 	struct sim_ctl_world *w = sim_ctlw(s);
 	const struct sim_node *l = NULL;
+	uint64_t last_proposed = 0;
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		const struct sim_node *n = &s->nodes[id];
-		if (n->up && n->ctl.active) {
+		const struct meta_controller *ctl;
+		uint64_t last = 0;
+		if (n->up && sim_node_controller(n, &ctl, &last)) {
 			l = n;
+			last_proposed = last;
 		}
 	}
 	if (l == NULL) {
 		snprintf(why, why_size, "no active controller");
 		return false;
 	}
-	if (l->ctl.last_proposed_index > l->sm.applied) {
+	if (last_proposed > l->sm.applied) {
 		snprintf(why, why_size, "controller on node %llu has batches in flight",
 			 (unsigned long long)l->id);
 		return false;
@@ -555,7 +581,7 @@ bool sim_ctl_settled(struct sim *s, char *why, size_t why_size)
 
 /* ---- setup ---- */
 
-void sim_ctl_world_init(struct sim *s)
+void sim_ctl_world_new(struct sim *s)
 {
 	struct sim_ctl_world *w = calloc(1, sizeof(*w));
 	KEEL_ASSERT(w != NULL);
@@ -573,6 +599,17 @@ void sim_ctl_world_init(struct sim *s)
 	 * broker leading between the two (found with caps of 2-8; see
 	 * docs/simulator.md): the cap stays at or above 64 here. */
 	cfg->max_records_per_batch = (uint32_t)keel_rng_between(&s->rng, 64, 20000);
+}
+
+const struct meta_controller_config *sim_ctl_config(const struct sim *s)
+{
+	return &sim_ctlw(s)->cfg;
+}
+
+void sim_ctl_world_init(struct sim *s)
+{
+	struct sim_ctl_world *w = sim_ctlw(s);
+	const struct meta_controller_config *cfg = &w->cfg;
 	w->heartbeat_ms = (uint64_t)cfg->session_timeout_ms / keel_rng_between(&s->rng, 3, 5);
 	w->request_timeout_ms = keel_rng_between(&s->rng, 2 * timeout_ms(s), 6 * timeout_ms(s));
 	w->broker_faults_on = true;

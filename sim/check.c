@@ -157,7 +157,7 @@ void sim_check_applied(struct sim *s, struct sim_node *n, const struct raft_entr
 {
 	struct sim_committed *c = committed_at(s, e->index);
 	uint64_t dh = sim_entry_hash(e);
-	uint64_t sh = sim_sm_hash(&n->sm);
+	uint64_t sh = sim_node_state_hash(n);
 	if (!c->known) {
 		c->known = true;
 		c->term = e->term;
@@ -194,7 +194,7 @@ void sim_check_snapshot_loaded(struct sim *s, struct sim_node *n)
 		return;
 	}
 	struct sim_committed *c = committed_at(s, index);
-	uint64_t sh = sim_sm_hash(&n->sm);
+	uint64_t sh = sim_node_state_hash(n);
 	if (!c->known) {
 		c->known = true;
 		c->term = n->sm.applied_term;

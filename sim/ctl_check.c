@@ -358,11 +358,12 @@ static const char *decisions_differ(const struct meta_image *a, const struct met
 
 void sim_ctl_check_working(struct sim *s, struct sim_node *n)
 {
-	const struct sim_node_ctl *c = &n->ctl;
-	if (!c->active || c->last_proposed_index > n->sm.applied) {
+	const struct meta_controller *ctl;
+	uint64_t last_proposed = 0;
+	if (!sim_node_controller(n, &ctl, &last_proposed) || last_proposed > n->sm.applied) {
 		return;
 	}
-	const char *what = decisions_differ(meta_controller_image(&c->ctl), n->sm.image);
+	const char *what = decisions_differ(meta_controller_image(ctl), n->sm.image);
 	if (what != NULL) {
 		sim_fail(s, "controller on node %llu: with nothing in flight its working image "
 			    "differs from the committed one in %s",

@@ -123,4 +123,7 @@ void sim_ctl_check_free(struct sim_ctl_world *w);
 bool sim_ctl_image_settled(const struct sim_ctl_world *w, const struct meta_image *img, char *why,
 			   size_t why_size);
 
+/* ctl_wire.c: the incarnation id of a broker process. */
+void sim_ctl_incarnation_id(int32_t broker, uint32_t incarnation, uint8_t out[META_UUID_SIZE]);
+
 #endif

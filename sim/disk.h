@@ -1,41 +1,28 @@
 /*
- * disk.h — the storage a simulated node persists to, behind a small
- * interface with two implementations:
- *
- *   waldisk.c  the REAL write-ahead log (src/wal) over the fault-injecting
- *              in-memory file system (src/wal/vfs.h) — the default;
- *   memdisk.c  an in-memory model of the same contract (--disk sim), kept
- *              as a fast reference.
- *
- * The contract mirrors what the real node (src/node/storage.c) does with a
- * raft_ready:
+ * disk.h — the storage of a simulated server: the REAL write-ahead log
+ * (src/wal) over the fault-injecting in-memory file system (src/wal/vfs.h),
+ * waldisk.c. The server core persists through the real WAL writer over it
+ * (sim_waldisk_writer_*, below); the table is the rest of a disk's life:
  *   load(out)       what a starting process finds (hard state, newest
  *                   snapshot with its state-machine payload, the entries
  *                   after it) — or a refusal to start (KEEL_CORRUPT and a
- *                   reason: the node needs repair, see sim/repair.c);
- *   submit(batch)   write the persistent part of one ready (copied): chunks,
- *                   install, hard state, entries — not yet durable;
- *   sync_one(&id)   the oldest submitted batch becomes durable (its fsync
- *                   returned); batches become durable in submit order;
+ *                   reason: the server needs repair, see sim/repair.c);
  *   crash(rng)      power loss: what was not synced is lost, except what the
  *                   fault model lets survive (a prefix, a torn write);
- *   save_snapshot() a snapshot the node took, durable on return (temp file,
- *                   sync, rename, directory sync), and the log compacted
- *                   behind it; reports the snapshot's transfer size;
  *   snapshot_bytes()   a retained snapshot as it is sent to followers
  *                   (chunk offsets count in these bytes: meta.size_bytes);
- *   snapshot_payload() the state machine's part of a retained snapshot.
+ *   snapshot_payload() the state machine's part of a retained snapshot;
+ *   inject/heal     storage faults; failed/errmsg; stats; describe.
  *
  * Errors. A call that fails because the storage failed (injected EIO, the
  * power went off mid-operation) returns an error and failed() turns true
- * (sticky): the node must stop serving and restart, which runs recovery —
- * the real server's rule. Any other error (KEEL_INVAL: the node asked for
+ * (sticky): the server must stop serving and restart, which runs recovery —
+ * the real server's rule. Any other error (KEEL_INVAL: the server asked for
  * something inconsistent) is a bug the simulator reports.
  *
- * Ownership: submit copies everything; pointers returned by load,
- * snapshot_bytes and snapshot_payload point into the disk and stay valid
- * until the next call that changes it (submit, sync_one, crash, load,
- * save_snapshot, close).
+ * Ownership: pointers returned by load, snapshot_bytes and
+ * snapshot_payload point into the disk and stay valid until the next call
+ * that changes it (a writer run, crash, load, a snapshot, close).
  */
 #ifndef KEEL_SIM_DISK_H
 #define KEEL_SIM_DISK_H
@@ -90,19 +77,12 @@ struct sim_disk;
 struct sim_disk_ops {
 	enum keel_err (*load)(struct sim_disk *d, struct sim_disk_state *out, char *why,
 			      size_t why_size);
-	enum keel_err (*submit)(struct sim_disk *d, const struct raft_ready *rd);
-	enum keel_err (*sync_one)(struct sim_disk *d, uint64_t *persist_id);
 	/* Returns true when unsynced writes were in flight. */
 	bool (*crash)(struct sim_disk *d, struct keel_rng *rng);
-	enum keel_err (*save_snapshot)(struct sim_disk *d, const struct raft_snapshot_meta *meta,
-				       const uint8_t *payload, uint64_t payload_size,
-				       uint64_t *transfer_size);
 	const uint8_t *(*snapshot_bytes)(struct sim_disk *d, uint64_t index, uint64_t term,
 					 uint64_t *size);
 	const uint8_t *(*snapshot_payload)(struct sim_disk *d, uint64_t index, uint64_t term,
 					   uint64_t *size);
-	/* Batches submitted and not yet durable. */
-	size_t (*pending)(const struct sim_disk *d);
 	bool (*failed)(const struct sim_disk *d);
 	/* Why the last call failed (or the failure that made it sticky). */
 	const char *(*errmsg)(const struct sim_disk *d);
@@ -119,8 +99,6 @@ struct sim_disk {
 	const struct sim_disk_ops *ops;
 };
 
-/* The in-memory model (memdisk.c). */
-struct sim_disk *sim_memdisk_new(void);
 
 /* What every node of a run shares: the segment size (small, so that
  * segments roll, are compacted and reused in every run) and the largest
@@ -132,10 +110,39 @@ struct sim_wal_params {
 };
 
 void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out);
+/* Raises the segment size (and the largest entry) to at least this. */
+void sim_waldisk_params_at_least(struct sim_wal_params *p, uint64_t segment_size_bytes);
 
 /* The real WAL over a fault vfs of its own, seeded with `seed` (waldisk.c).
  * The per-node parameters (preallocation mode, spares, write buffer,
  * snapshots retained) are drawn from the seed too. */
 struct sim_disk *sim_waldisk_new(uint64_t seed, const struct sim_wal_params *params);
+
+/* The server's persistence path over a WAL disk (sim/host.c), instead of
+ * submit/sync_one: after load, the real WAL writer (wal/writer.h) in manual
+ * mode over the disk's WAL; `done` gets each completion (inside run), except
+ * those of a crash. A crash with batches queued cuts the power inside the
+ * group's writes half of the time, else drops them unwritten. */
+struct wal;
+struct wal_batch;
+struct wal_completion;
+enum keel_err sim_waldisk_writer_start(struct sim_disk *d,
+				       void (*done)(void *arg, const struct wal_completion *c),
+				       void *arg);
+enum keel_err sim_waldisk_writer_submit(struct sim_disk *d, const struct wal_batch *batch);
+/* A new member's first write (after load): the bootstrap entry with term 1,
+ * through the writer, durable on return. */
+enum keel_err sim_waldisk_bootstrap(struct sim_disk *d, const struct raft_entry *entry);
+/* Writes and syncs what is queued as one group (completions run inside);
+ * returns how many batches completed. */
+size_t sim_waldisk_writer_run(struct sim_disk *d);
+/* A writer prelude's work for received snapshot chunks and an install. */
+enum keel_err sim_waldisk_receive(struct sim_disk *d, struct wal *wal,
+				  const struct raft_snapshot_chunk *chunks, size_t n_chunks,
+				  const struct raft_snapshot_install *install, char *errmsg);
+/* The node's own snapshot file (durable on return), without compaction. */
+enum keel_err sim_waldisk_snapshot_file(struct sim_disk *d, const struct raft_snapshot_meta *meta,
+					const uint8_t *payload, uint64_t payload_size,
+					uint64_t *transfer_size);
 
 #endif

@@ -4,10 +4,9 @@
  *   keel-sim --seed S [--nodes N] [--steps K] [--verbose]
  *   keel-sim --seeds FIRST:COUNT [--nodes N] [--steps K]
  *   keel-sim --random COUNT [--nodes N] [--steps K]
- * and with any of these: --disk wal|sim (the real WAL over the fault vfs,
- * the default; or the in-memory model), --controller (the state machine
- * carries the metadata image; a meta controller runs on the leader, fed
- * by simulated brokers).
+ * and with any of these: --disk wal (the real WAL over the fault vfs, the
+ * only disk), --controller (the servers run the controller glue; the
+ * active controller on the leader is fed by simulated brokers).
  *
  *   keel-sim ... --workload zk [--zk-bug NAME]
  * runs the ZooKeeper workload (simulated clients, the ZooKeeper checkers)
@@ -38,7 +37,7 @@ static void usage(void)
 	fprintf(stderr, "usage: keel-sim --seed S [--nodes N] [--steps K] [--verbose]\n"
 			"       keel-sim --seeds FIRST:COUNT | --random COUNT [--nodes N] "
 			"[--steps K] [--expect-fail]\n"
-			"       options for both: [--disk wal|sim] [--controller]\n"
+			"       options for both: [--disk wal] [--controller]\n"
 			"                         [--workload kv|zk] [--zk-bug NAME]\n");
 }
 
@@ -102,9 +101,9 @@ static bool parse_args(int argc, char **argv, struct cli *c)
 		} else if (strcmp(a, "--steps") == 0 && parse_u64(v, &c->cfg.steps)) {
 		} else if (strcmp(a, "--random") == 0 && parse_u64(v, &c->random_count)) {
 		} else if (strcmp(a, "--seeds") == 0 && parse_range(v, &c->first, &c->count)) {
-		} else if (strcmp(a, "--disk") == 0 && v != NULL &&
-			   (strcmp(v, "wal") == 0 || strcmp(v, "sim") == 0)) {
-			c->cfg.disk = strcmp(v, "wal") == 0 ? SIM_DISK_WAL : SIM_DISK_MODEL;
+		} else if (strcmp(a, "--disk") == 0 && v != NULL && strcmp(v, "wal") == 0) {
+			/* the only disk: the real WAL (the model of the same
+			 * contract went with the stand-in server) */
 		} else if (strcmp(a, "--workload") == 0 && v != NULL &&
 			   (strcmp(v, "kv") == 0 || strcmp(v, "zk") == 0)) {
 			c->zk = strcmp(v, "zk") == 0;
@@ -175,7 +174,6 @@ int main(int argc, char **argv)
 				.nodes = 3,
 				.steps = 20000,
 				.verbose = false,
-				.disk = SIM_DISK_WAL,
 				.controller = false}};
 	if (!parse_args(argc, argv, &c)) {
 		usage();

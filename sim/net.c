@@ -125,12 +125,41 @@ void sim_net_send(struct sim *s, const struct raft_msg *m)
 	keel_wbuf_free(&w);
 }
 
+void sim_net_send_frame(struct sim *s, uint64_t from, uint64_t to, const uint8_t *bytes,
+			size_t size, const struct raft_msg *m)
+{
+	KEEL_ASSERT(from >= 1 && from <= s->n_slots);
+	KEEL_ASSERT(to >= 1 && to <= s->n_slots);
+	s->net.sent++;
+	sim_trace_hash(s, keel_hash_bytes(bytes, size, s->now));
+	if (s->cfg.verbose && m != NULL) {
+		char line[128];
+		describe(m, line, sizeof(line));
+		sim_tracef(s, "send %s", line);
+	}
+	if (s->net.blocked[from][to] || (m != NULL && sim_rotation_drops(s, m)) ||
+	    keel_rng_chance(&s->rng, s->net.drop_per_mille, 1000)) {
+		s->net.dropped++;
+		return;
+	}
+	struct raft_msg head = {.from = from, .to = to};
+	schedule_copy(s, &head, bytes, size);
+	if (keel_rng_chance(&s->rng, s->net.dup_per_mille, 1000)) {
+		s->net.duplicated++;
+		schedule_copy(s, &head, bytes, size);
+	}
+}
+
 void sim_net_deliver(struct sim *s, struct sim_event *ev)
 {
 	struct sim_packet *p = &ev->pkt;
 	struct sim_node *n = &s->nodes[p->to];
 	if (!n->up || s->net.blocked[p->from][p->to]) {
 		s->net.dropped++;
+		return;
+	}
+	if (n->host != NULL) {
+		sim_host_deliver(s, n, p->from, p->bytes, p->size);
 		return;
 	}
 	struct raft_msg_limits limits;

@@ -296,7 +296,7 @@ static void fault_event(struct sim *s)
 		id = l->id;
 	}
 	struct sim_node *n = &s->nodes[id];
-	if (s->cfg.disk == SIM_DISK_WAL && keel_rng_chance(&s->rng, 1, 6)) {
+	if (keel_rng_chance(&s->rng, 1, 6)) {
 		fault_disk(s, n);
 	} else if (kind < 22) {
 		sim_net_partition(s, id);
@@ -487,7 +487,6 @@ void sim_add_server(struct sim *s, uint64_t id, bool member_of_initial)
 	n->snapshot_every = keel_rng_between(&s->rng, 15, 80);
 	n->fsync_min_ms = 1;
 	n->fsync_max_ms = 12;
-	keel_rng_seed(&n->ctl.rng, keel_rng_next(&s->rng));
 	sim_node_boot(s, n, member_of_initial);
 }
 
@@ -525,9 +524,16 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	o->max_outbox_msgs = 1024;
 	s->snapshot_pad = keel_rng_between(&s->rng, 100, 1500);
 	sim_waldisk_params(&s->rng, &s->wal_params);
-	if (cfg->disk == SIM_DISK_WAL) {
-		o->max_entry_bytes = s->wal_params.max_entry_bytes;
+	if (cfg->controller) {
+		/* The controller glue builds each batch in a buffer of at least
+		 * 4 KiB bounded by the largest entry. */
+		sim_waldisk_params_at_least(&s->wal_params, 8u << 10);
+		/* Its snapshots hold the metadata image and its ZooKeeper view
+		 * (kilobytes): chunks of 64 bytes made a lagging server's catch-up
+		 * outlast the liveness deadline. */
+		o->snapshot_chunk_bytes *= 8;
 	}
+	o->max_entry_bytes = s->wal_params.max_entry_bytes;
 	if (cfg->controller) {
 		/* A metadata batch must fit the uncommitted window. */
 		o->max_uncommitted_bytes = KEEL_MAX(o->max_uncommitted_bytes, 32u << 10);
@@ -544,6 +550,9 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 							 : (uint32_t)keel_rng_below(&s->rng, 300);
 
 	sim_check_init(s);
+	if (cfg->controller) {
+		sim_ctl_world_new(s);
+	}
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		sim_add_server(s, id, id <= cfg->nodes);
 	}
@@ -563,7 +572,6 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 static void teardown(struct sim *s)
 {
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
-		sim_ctl_on_node_down(s, &s->nodes[id]);
 		sim_node_free(&s->nodes[id]);
 	}
 	sim_ctl_world_free(s);
@@ -866,9 +874,8 @@ static void report(const struct sim *s)
 		}
 		printf("FAIL seed=%llu nodes=%u steps=%llu\n", (unsigned long long)s->cfg.seed,
 		       s->cfg.nodes, (unsigned long long)s->cfg.steps);
-		printf("replay: keel-sim --seed %llu --nodes %u --steps %llu%s%s --verbose\n",
+		printf("replay: keel-sim --seed %llu --nodes %u --steps %llu%s --verbose\n",
 		       (unsigned long long)s->cfg.seed, s->cfg.nodes, (unsigned long long)s->cfg.steps,
-		       s->cfg.disk == SIM_DISK_MODEL ? " --disk sim" : "",
 		       s->cfg.controller ? " --controller" : "");
 		return;
 	}
@@ -896,7 +903,7 @@ static void report(const struct sim *s)
 	       (unsigned long long)s->stat_pauses, (unsigned long long)s->stat_member_changes,
 	       (unsigned long long)s->stat_transfers, (unsigned long long)s->stat_snapshots,
 	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->net.sent,
-	       s->cfg.disk == SIM_DISK_WAL ? "wal" : "sim", (unsigned long long)d.segment_rolls,
+	       "wal", (unsigned long long)d.segment_rolls,
 	       (unsigned long long)d.segments_reused, (unsigned long long)d.compactions,
 	       (unsigned long long)d.repairs_at_start, (unsigned long long)s->stat_disk_faults, (unsigned long long)s->stat_storage_stops,
 	       (unsigned long long)s->stat_refusals, (unsigned long long)s->stat_repairs, ctl);

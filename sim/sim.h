@@ -1,19 +1,20 @@
 /*
  * sim.h — the deterministic cluster simulator (keel-sim).
  *
- * One process, one thread: N Raft cores (src/raft) wired to a simulated
- * network, simulated disks (disk.h) and per-node clocks, all driven by one
+ * One process, one thread: N servers — the real server core (src/core,
+ * through host.c) — wired to a simulated network, the real WAL over
+ * simulated disks (disk.h) and per-node clocks, all driven by one
  * seeded generator through one event queue ordered by (time, sequence).
  * Nothing reads a real clock or a real random source, so a seed replays the
  * same run exactly; a running hash over every event ("trace hash") proves it.
  *
  * Files: sim.c (world, event loop, faults, phases), net.c (network),
- * node.c (glue between a core, its disk, its state machine and clients),
- * sm.c (state machine + snapshots), client.c (workload + history),
+ * host.c (the host of the real server core), node.c (a server's life),
+ * client.c (workload + history),
  * check.c (per-step invariants), linearize.c (history checker),
- * waldisk.c (the real WAL over a fault vfs), memdisk.c (disk model),
- * repair.c (servers whose storage refuses to start), ctl.c (controller
- * mode: the meta controller on the Raft leader), broker.c (simulated
+ * waldisk.c (the real WAL over a fault vfs), repair.c (servers whose
+ * storage refuses to start), ctl.c + ctl_wire.c (controller mode: the
+ * brokers' requests to the real controller glue), broker.c (simulated
  * brokers and the admin client), ctl_check.c (controller invariants),
  * main.c (CLI). docs/simulator.md describes the whole.
  */
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/buf.h"
 #include "base/rng.h"
 #include "meta/controller.h"
 #include "meta/follower.h"
@@ -37,42 +39,17 @@
 #define SIM_MAX_CLIENTS 8
 #define SIM_TIME_INF UINT64_MAX
 
-/* ---- state machine (sm.c) ---- */
-
+/* What a server's core has applied, as the workload and checkers see it
+ * (host.c keeps it current). */
 struct sim_sm {
-	uint64_t values[SIM_KEYS];
 	uint64_t applied;
 	uint64_t applied_term;
-	struct raft_config config; /* in force at `applied` */
-	struct meta_image *image;  /* controller mode only (owned) */
-	uint64_t image_hash;       /* meta_image_hash(image), kept current */
+	struct raft_config config;       /* in force at `applied` */
+	const struct meta_image *image;  /* controller mode: the glue's (not owned) */
 };
-
-/* First byte of an entry that carries a metadata record batch. */
-#define SIM_META_TAG 0x4d
-
-/* A write encoded as an entry's data. */
-struct sim_op_data {
-	uint64_t op_id; /* unique per write */
-	uint32_t key;
-	uint64_t value;
-};
-#define SIM_OP_BYTES (1 + 8 + 4 + 8)
 
 struct sim;
 struct sim_node;
-
-/* Empties the state (an image in controller mode); keeps its memory. */
-void sim_sm_reset(struct sim *s, struct sim_sm *sm);
-void sim_sm_free(struct sim_sm *sm);
-/* Applies one committed entry (any type) of node n; asserts order. */
-void sim_sm_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e);
-uint64_t sim_sm_hash(const struct sim_sm *sm);
-void sim_op_encode(const struct sim_op_data *op, uint8_t out[SIM_OP_BYTES]);
-bool sim_op_decode(const uint8_t *data, size_t size, struct sim_op_data *op);
-/* Snapshot bytes (malloc'd) of the state, padded to the run's size. */
-uint8_t *sim_sm_snapshot(struct sim *s, const struct sim_sm *sm, size_t *size);
-bool sim_sm_load(struct sim *s, struct sim_sm *sm, const uint8_t *bytes, size_t size);
 
 /* ---- network (net.c) ---- */
 
@@ -142,28 +119,8 @@ struct sim_pending_read {
 struct sim_submitted {
 	uint64_t id;
 	bool install;
+	bool reported; /* ACK_BEFORE_PERSIST (host.c): reported before durable */
 	struct raft_snapshot_meta meta;
-};
-
-/* A reply of the controller held until the batches before it are applied
- * on its server (ctl.c). */
-struct sim_held_reply {
-	uint64_t wait_index;
-	struct sim_ctl_msg *msg; /* owned */
-};
-
-/* The controller side of a server (ctl.c). */
-struct sim_node_ctl {
-	bool active;
-	bool broken; /* the log ignored records of one of its batches */
-	struct meta_controller ctl;
-	struct keel_rng rng; /* topic ids */
-	uint64_t last_proposed_index;
-	uint64_t rebuild_index; /* start again only once applied >= this */
-	uint64_t next_tick_local;
-	struct sim_held_reply *held;
-	size_t n_held;
-	size_t cap_held;
 };
 
 struct sim_node {
@@ -176,14 +133,14 @@ struct sim_node {
 	bool stop_pending; /* its storage failed: stops after this ready */
 	bool rotted;       /* bit rot was injected into its disk (until wiped) */
 	uint32_t refusals; /* starts refused in a row */
-	struct raft *r;
+	struct raft *r;   /* the Raft core (the host's, when it runs the server core) */
+	struct sim_host *host; /* the real server core (host.c), or NULL */
 	struct sim_disk *disk;
 	double clock_rate;    /* drift: local ms per simulated ms */
 	uint64_t clock_base;  /* local time at sim time 0 */
 	uint64_t last_local;  /* last local time given to the core */
 	uint64_t incarnation;
 	struct sim_sm sm;
-	struct sim_node_ctl ctl;
 	/* writes and reads of clients waiting on this node */
 	struct sim_pending_write *writes;
 	size_t n_writes;
@@ -197,8 +154,6 @@ struct sim_node {
 	uint64_t disk_busy_until; /* FIFO: completions never reorder */
 	uint64_t fsync_min_ms;    /* latency of one batch */
 	uint64_t fsync_max_ms;
-	uint64_t synced_batches;  /* ACK_BEFORE_PERSIST: reported early */
-	uint64_t reported_batches;
 	uint64_t snapshot_every;
 	uint64_t last_snapshot_index;
 	/* checker bookkeeping */
@@ -244,19 +199,16 @@ struct sim_event {
 	struct sim_packet pkt;
 };
 
-enum sim_disk_kind {
-	SIM_DISK_WAL = 0,   /* the real WAL over the fault vfs (default) */
-	SIM_DISK_MODEL = 1, /* the in-memory model (memdisk.c) */
-};
 
 struct sim_config {
 	uint64_t seed;
 	uint32_t nodes;   /* initial voters: 3 or 5 */
 	uint64_t steps;   /* events in the fault phase */
 	bool verbose;
-	uint8_t disk;     /* enum sim_disk_kind */
 	bool controller;  /* the state machine carries the metadata image */
 };
+
+struct sim_host;
 
 struct sim_trace_line {
 	char text[160];
@@ -357,6 +309,12 @@ void sim_net_partition(struct sim *s, uint64_t target);
 void sim_net_isolate(struct sim *s, uint64_t id);
 void sim_net_unisolate(struct sim *s, uint64_t id);
 
+/* net.c: one peer frame (type byte, then the core's body) from the server
+ * core of `from`; `m` is its decoded Raft message (or NULL: another frame
+ * type), for the rotation nemesis and traces. */
+void sim_net_send_frame(struct sim *s, uint64_t from, uint64_t to, const uint8_t *bytes,
+			size_t size, const struct raft_msg *m);
+
 /* sim.c: a node just became leader (the leader-hunting nemesis). */
 void sim_on_new_leader(struct sim *s, struct sim_node *n);
 /* sim.c: whether the rotation nemesis eats this message. */
@@ -373,6 +331,44 @@ void sim_node_tick(struct sim *s, struct sim_node *n);
 void sim_node_free(struct sim_node *n);
 bool sim_node_propose(struct sim *s, struct sim_node *n, size_t op);
 bool sim_node_read(struct sim *s, struct sim_node *n, size_t op);
+/* A client's write waiting for (index, term) on n; a read for ctx. */
+void sim_node_add_write(struct sim_node *n, size_t op, uint64_t index, uint64_t term);
+void sim_node_add_read(struct sim_node *n, size_t op, uint64_t ctx);
+/* Pieces both server kinds share: the FIFO of submitted batches; a
+ * persist batch's check and trace; the writes waiting for entry e (OK when
+ * e is theirs and applied_ok); the read indexes of a ready; writes at or
+ * below a loaded snapshot (UNKNOWN); a role or leader change (elections,
+ * the leader-hunting nemesis); the commit index never going back. */
+void sim_node_submitted_push(struct sim_node *n, const struct sim_submitted *sub);
+void sim_node_submitted_pop(struct sim_node *n);
+void sim_node_note_persist(struct sim *s, struct sim_node *n, const struct raft_ready *rd);
+void sim_node_complete_writes(struct sim *s, struct sim_node *n, const struct raft_entry *e,
+			      bool applied_ok);
+void sim_node_take_reads(struct sim *s, struct sim_node *n, const struct raft_read_result *reads,
+			 size_t count);
+void sim_node_writes_unknown_below(struct sim *s, struct sim_node *n, uint64_t index);
+void sim_node_note_role(struct sim *s, struct sim_node *n, uint8_t role, uint64_t leader,
+			uint64_t term);
+void sim_node_check_commit(struct sim *s, struct sim_node *n);
+/* The node stops after a storage failure; its supervisor restarts it. */
+void sim_node_stop_after_failure(struct sim *s, struct sim_node *n);
+/* The hash of n's replicated state (the state machine safety check). */
+uint64_t sim_node_state_hash(const struct sim_node *n);
+
+/* host.c: the real server core of a node (core mode). sim_host_start runs
+ * after the disk loaded `st` (false: the run failed); the others are the
+ * core-mode halves of the sim_node_* functions. */
+struct sim_disk_state;
+bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_state *st);
+void sim_host_close(struct sim_node *n);
+void sim_host_process(struct sim *s, struct sim_node *n);
+void sim_host_tick(struct sim *s, struct sim_node *n, uint64_t local);
+void sim_host_disk_done(struct sim *s, struct sim_node *n);
+void sim_host_deliver(struct sim *s, struct sim_node *n, uint64_t from, const uint8_t *bytes,
+		      size_t size);
+bool sim_host_propose(struct sim *s, struct sim_node *n, size_t op);
+bool sim_host_read(struct sim *s, struct sim_node *n, size_t op);
+uint64_t sim_host_state_hash(const struct sim_node *n);
 
 /* repair.c: the operator's procedure for a server whose storage refuses
  * to start (remove it, wipe it once the removal is committed, add it
@@ -437,21 +433,18 @@ struct sim_ctl_msg {
 /* Global state of controller mode (broker.c allocates it). */
 struct sim_ctl_world;
 
+/* Draws the controller configuration (before the servers start: the
+ * controller glue on each takes it), then the brokers and the admin. */
+void sim_ctl_world_new(struct sim *s);
+const struct meta_controller_config *sim_ctl_config(const struct sim *s);
 void sim_ctl_world_init(struct sim *s);
 void sim_ctl_world_free(struct sim *s);
-/* ctl.c: apply a metadata entry on node n (sm.c calls it). */
-void sim_ctl_apply(struct sim *s, struct sim_node *n, const struct raft_entry *e);
-/* ctl.c: after each ready of node n: start/stop the controller, release
- * held replies. Safe to call in any mode. */
-void sim_ctl_after_apply(struct sim *s, struct sim_node *n);
-void sim_ctl_tick(struct sim *s, struct sim_node *n);
-void sim_ctl_on_node_down(struct sim *s, struct sim_node *n);
-void sim_ctl_image_replaced(struct sim *s, struct sim_node *n);
 void sim_ctl_request(struct sim *s, struct sim_event *ev);
 /* broker.c */
 void sim_ctl_reply(struct sim *s, struct sim_event *ev);
 void sim_broker_event(struct sim *s, struct sim_event *ev);
 void sim_broker_fault(struct sim *s);
+void sim_broker_request_lost(struct sim *s, const struct sim_ctl_msg *m);
 void sim_admin_event(struct sim *s, uint64_t gen);
 void sim_ctl_send(struct sim *s, uint64_t server, const struct sim_ctl_msg *m);
 void sim_ctl_heal(struct sim *s);
@@ -459,6 +452,26 @@ void sim_ctl_heal(struct sim *s);
  * every partition led with a full ISR); fills why otherwise. */
 bool sim_ctl_settled(struct sim *s, char *why, size_t why_size);
 void sim_ctl_report(const struct sim *s, char *out, size_t size);
+/* ctl.c: a metadata batch (envelope or tag removed) applied on n with
+ * `res`: at its first apply anywhere, it joins the committed metadata log
+ * the brokers follow and is checked (sim_ctl_check_first_apply). */
+void sim_ctl_note_applied(struct sim *s, struct sim_node *n, uint64_t index, const uint8_t *data,
+			  size_t size, const struct meta_apply_result *res);
+/* ctl.c: whether n runs the active controller (*ctl, and the index of its
+ * last proposal). */
+bool sim_node_controller(const struct sim_node *n, const struct meta_controller **ctl,
+			 uint64_t *last_proposed_index);
+/* ctl.c: a reply the server core released (owned): checked, then sent. */
+void sim_ctl_release(struct sim *s, struct sim_node *n, struct sim_ctl_msg *reply);
+/* ctl_wire.c: a request as the keel extension's body, and a reply's body
+ * into the message's reply fields. */
+void sim_ctl_encode_request(const struct sim_ctl_msg *m, struct keel_wbuf *w, int32_t *opcode);
+void sim_ctl_decode_reply(struct sim *s, struct sim_ctl_msg *m, int32_t zk_err,
+			  const uint8_t *body, size_t size);
+/* host.c: controller mode on the real core. */
+void sim_host_ctl_request(struct sim *s, struct sim_node *n, const struct sim_ctl_msg *m);
+const struct meta_controller *sim_host_controller(const struct sim_node *n,
+						  uint64_t *last_proposed_index);
 /* ctl_check.c: the first apply of a metadata batch anywhere (log order):
  * image invariants, epoch history, ignored records. */
 void sim_ctl_check_first_apply(struct sim *s, struct sim_node *n, uint64_t index,

@@ -1,40 +1,37 @@
 /*
- * waldisk.c — the real write-ahead log under a simulated node (disk.h).
+ * waldisk.c — the real write-ahead log under a simulated server (disk.h).
  *
- * Each node owns one fault-injecting in-memory file system (src/wal/vfs.h,
- * seeded from the run's seed) holding one WAL directory. The node's
- * persist batches go through the same calls, in the same order, as the
- * server's storage thread (src/node/storage.c):
+ * Each server owns one fault-injecting in-memory file system (src/wal/vfs.h,
+ * seeded from the run's seed) holding one WAL directory. The server core
+ * persists through the real WAL writer (wal/writer.h) in manual mode over
+ * it, exactly as `keel server` does on its storage thread
+ * (sim_waldisk_writer_*; host.c builds the batches):
  *
- *   submit:   chunks  pwrite into snap-I-T.snap.tmp, fdatasync;
- *             install rename into place, sync the directory, verify the
- *                     checksum, then wal_reset (discard_log) or wal_compact;
- *             hard state  wal_save_hard_state, BEFORE the entries;
- *             entries wal_truncate_suffix at a conflict, wal_append;
- *   sync_one: wal_sync (group commit: it makes every batch submitted so
- *             far durable; the oldest is reported); in idle moments a
- *             spare segment is prepared, as the storage thread does;
- *   snapshot: wal_snapshot_save (temp, sync, rename, dir sync, prune),
- *             then wal_compact behind it;
- *   crash:    wal_close, then wal_vfs_fault_crash: only synced data is
- *             sure to survive; a torn prefix of unsynced writes, or a
- *             scramble of their sectors, may; un-fsynced directory
- *             operations may be lost. Half of the crashes with batches in
- *             flight cut the power in the middle of the group commit's
- *             writes (power_off_after, then wal_sync), so torn records
- *             really reach the file;
+ *   run:      the group: the newest hard state, each batch's prelude
+ *             (received chunks and the install, wal/install.h), truncation,
+ *             entries, one wal_sync; then, idle, a spare segment step;
+ *   snapshot: the server's own, wal_snapshot_save (temp, sync, rename,
+ *             dir sync, prune); the compaction behind it is a writer batch;
+ *   crash:    with batches queued, half of the time the power goes inside
+ *             the group's writes and sync (power_off_after 0-3 calls, so
+ *             torn records really reach the file), else they are dropped
+ *             unwritten; then wal_close and wal_vfs_fault_crash: only synced
+ *             data is sure to survive; a torn prefix of unsynced writes, or
+ *             a scramble of their sectors, may; un-fsynced directory
+ *             operations may be lost;
  *   load:     wal_open (recovery) — a refusal (KEEL_CORRUPT) is passed on
- *             with the WAL's message: the node needs repair (repair.c).
+ *             with the WAL's message: the server needs repair (repair.c).
  *
  * A snapshot's transfer bytes are the whole snapshot file (header with the
  * membership, then the payload), as the server sends them; the receiver
  * writes them to its temp file and the WAL verifies them at install. Reads
  * of snapshot files are checked (header, size, payload CRC) and re-read on
- * a mismatch, so a bit flipped on the way from the disk never spreads.
+ * a mismatch, so a bit flipped on the way from the disk never spreads; an
+ * installed snapshot stays readable until the server has loaded it.
  *
  * Every I/O error — injected EIO, a power cut, a received snapshot that
  * does not verify — makes the disk failed (sticky) until the next crash:
- * the node stops. The simulator reads a few private fields of struct wal
+ * the server stops. The simulator reads a few private fields of struct wal
  * (segments, spares) only to count segment rolls, reuse and compaction for
  * its report; nothing depends on them.
  */
@@ -46,8 +43,10 @@
 #include "base/buf.h"
 #include "base/crc32c.h"
 #include "sim/disk.h"
+#include "wal/install.h"
 #include "wal/snapshot.h"
 #include "wal/wal.h"
+#include "wal/writer.h"
 
 #define WD_DIR "/wal"
 #define WD_SNAP_CACHE 12 /* > the persist batches in flight: pinned installs fit */
@@ -87,15 +86,19 @@ struct waldisk {
 	struct wal_recovered rec;
 	bool has_rec;
 	struct raft_entry *views;
-	struct wal_entry *entry_buf;
-	size_t cap_entry_buf;
-	uint64_t *queue; /* persist ids submitted, not yet synced (FIFO) */
-	size_t n_queue;
-	size_t cap_queue;
 	struct wd_snap cache[WD_SNAP_CACHE];
 	uint64_t cache_clock;
 	struct sim_disk_stats stats;
 	struct wd_shape shape;
+	/* The server's persistence path (sim/host.c): the real WAL writer in
+	 * manual mode, between load and crash. */
+	struct wal_writer writer;
+	bool writer_on;
+	bool writer_dead; /* crashing: completions are the dead process's */
+	struct {
+		wal_writer_done_fn fn;
+		void *arg;
+	} done; /* the host's completion callback */
 };
 
 static struct waldisk *wd_of(struct sim_disk *base)
@@ -311,191 +314,166 @@ static const uint8_t *wd_snapshot_payload(struct sim_disk *base, uint64_t index,
 	return c->file + c->payload_offset;
 }
 
-/* ---- submit: chunks, install, hard state, entries ---- */
+/* ---- the server's persistence path: the real WAL writer (sim/host.c) ---- */
 
-static enum keel_err write_chunk(struct waldisk *d, const struct raft_snapshot_chunk *c)
+static void writer_done(void *arg, const struct wal_completion *c)
 {
-	char path[WAL_VFS_PATH_MAX];
-	snap_path(path, c->meta.index, c->meta.term, true);
-	struct wal_vfs_file *f;
-	enum keel_err err = wal_vfs_open(&d->vfs, path, WAL_VFS_CREATE, &f);
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "snapshot chunk: open", wal_vfs_last_error());
-	}
-	if (c->offset == 0) {
-		err = wal_vfs_truncate(f, 0);
-	}
-	if (err == KEEL_OK) {
-		err = wal_vfs_pwrite(f, c->data, c->size, c->offset);
-	}
-	if (err == KEEL_OK) {
-		err = wal_vfs_datasync(f);
-	}
-	wal_vfs_close(f);
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "snapshot chunk: write", wal_vfs_last_error());
-	}
-	return KEEL_OK;
-}
-
-static enum keel_err do_install(struct waldisk *d, const struct raft_snapshot_install *in)
-{
-	char tmp[WAL_VFS_PATH_MAX];
-	char final_path[WAL_VFS_PATH_MAX];
-	char name[WAL_NAME_MAX];
-	snap_path(tmp, in->meta.index, in->meta.term, true);
-	snap_path(final_path, in->meta.index, in->meta.term, false);
-	wal_snapshot_name(name, in->meta.index, in->meta.term, false);
-	enum keel_err err = wal_vfs_rename(&d->vfs, tmp, final_path);
-	if (err == KEEL_OK) {
-		err = wal_vfs_sync_dir(&d->vfs, WD_DIR);
-	}
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "install snapshot", wal_vfs_last_error());
-	}
-	struct keel_arena arena;
-	keel_arena_init(&arena, 4096);
-	struct wal_snapshot_meta meta;
-	char msg[WAL_ERRMSG_SIZE];
-	err = wal_snapshot_verify(&d->config, name, &arena, &meta, msg);
-	keel_arena_close(&arena);
-	if (err != KEEL_OK) {
-		/* The server removes the damaged file and stops. */
-		wal_vfs_unlink(&d->vfs, final_path);
+	struct waldisk *d = arg;
+	if (c->result != KEEL_OK && !d->failed) {
+		snprintf(d->errmsg, sizeof(d->errmsg), "%s", c->errmsg);
 		d->failed = true;
-		return wd_fail(d, err, "install snapshot: received file does not verify", msg);
 	}
-	/* The node loads it once the batch is durable — after later installs
-	 * may have pruned the file: like a server holding it open, keep it. */
-	struct wd_snap *c = snapshot_get(d, in->meta.index, in->meta.term);
-	if (c == NULL) {
-		return wd_fail(d, KEEL_IO, "install snapshot", "cannot read it back");
+	if (!d->writer_dead) {
+		d->done.fn(d->done.arg, c);
 	}
-	c->pinned = true;
-	/* discard_log false says the stored entries AFTER the snapshot stay.
-	 * The core decides it from its in-memory log, which may hold the
-	 * entry at the snapshot's index without having handed it to storage
-	 * yet: then the stored log does not reach it (or holds an older entry
-	 * there) and must restart after the snapshot too — the next append is
-	 * index + 1. (Found by keel-sim --seed 1056 --nodes 5.) */
-	bool reset = in->discard_log || wal_term_at(&d->wal, in->meta.index) != in->meta.term;
-	size_t files = d->wal.segment_count + d->wal.obsolete_count;
-	err = reset ? wal_reset(&d->wal, in->meta.index, in->meta.term)
-		    : wal_compact(&d->wal, in->meta.index);
-	note_shape(d);
-	note_compaction(d, files);
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "install snapshot", d->wal.errmsg);
-	}
-	err = wal_snapshot_prune(&d->config, d->config.snapshots_retained, msg);
-	if (err != KEEL_OK && io_trouble(d, err)) {
-		return wd_fail(d, err, "install snapshot: prune", msg);
-	}
-	return KEEL_OK;
 }
 
-static enum keel_err write_entries(struct waldisk *d, const struct raft_entry *entries, size_t n)
-{
-	uint64_t first = entries[0].index;
-	enum keel_err err = KEEL_OK;
-	if (first <= wal_last_index(&d->wal)) {
-		err = wal_truncate_suffix(&d->wal, first);
-		note_shape(d);
-		if (err != KEEL_OK) {
-			return wd_fail(d, err, "truncate", d->wal.errmsg);
-		}
-	}
-	if (n > d->cap_entry_buf) {
-		d->cap_entry_buf = n * 2;
-		d->entry_buf = realloc(d->entry_buf, d->cap_entry_buf * sizeof(*d->entry_buf));
-		KEEL_ASSERT(d->entry_buf != NULL);
-	}
-	for (size_t i = 0; i < n; i++) {
-		const struct raft_entry *e = &entries[i];
-		d->entry_buf[i] = (struct wal_entry){e->index, e->term, e->type, e->size, e->data};
-	}
-	err = wal_append(&d->wal, d->entry_buf, n);
-	note_shape(d);
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "append", d->wal.errmsg);
-	}
-	return KEEL_OK;
-}
-
-static enum keel_err wd_submit(struct sim_disk *base, const struct raft_ready *rd)
+enum keel_err sim_waldisk_writer_start(struct sim_disk *base, wal_writer_done_fn done, void *arg)
 {
 	struct waldisk *d = wd_of(base);
 	KEEL_ASSERT(d->open);
-	KEEL_ASSERT(rd->persist_id != 0);
-	if (d->failed) {
-		return KEEL_FAILED;
+	KEEL_ASSERT(!d->writer_on);
+	d->done.fn = done;
+	d->done.arg = arg;
+	d->writer_dead = false;
+	/* No back-pressure, as in the server (node/storage.c): the Raft core
+	 * bounds what it hands out. */
+	struct wal_writer_config wc = {
+		.done = writer_done,
+		.done_arg = d,
+		.max_queued_batches = UINT32_MAX,
+		.max_queued_bytes = UINT64_MAX,
+		.prepare_spares = true,
+		.prepare_step_bytes = 16u << 10,
+		.manual = true,
+	};
+	enum keel_err err = wal_writer_start(&d->writer, &d->wal, &wc);
+	if (err == KEEL_OK) {
+		d->writer_on = true;
 	}
-	enum keel_err err = KEEL_OK;
-	for (size_t i = 0; err == KEEL_OK && i < rd->n_chunks; i++) {
-		err = write_chunk(d, &rd->chunks[i]);
+	return err;
+}
+
+enum keel_err sim_waldisk_writer_submit(struct sim_disk *base, const struct wal_batch *batch)
+{
+	struct waldisk *d = wd_of(base);
+	KEEL_ASSERT(d->writer_on);
+	uint64_t seq = 0;
+	enum keel_err err = wal_writer_submit(&d->writer, batch, &seq);
+	if (err == KEEL_FAILED) {
+		d->failed = true;
 	}
-	if (err == KEEL_OK && rd->install != NULL) {
-		err = do_install(d, rd->install);
+	return err;
+}
+
+size_t sim_waldisk_writer_run(struct sim_disk *base)
+{
+	struct waldisk *d = wd_of(base);
+	KEEL_ASSERT(d->writer_on);
+	size_t files = d->wal.segment_count + d->wal.obsolete_count;
+	size_t count = wal_writer_run(&d->writer);
+	note_shape(d);
+	note_compaction(d, files);
+	if (count > 0 && d->writer.queued_batches == 0 && !d->failed) {
+		/* Idle: a step of spare preparation, as the storage thread does. */
+		bool done = true;
+		(void)wal_writer_idle_step(&d->writer, &done);
 	}
-	if (err == KEEL_OK && rd->hard_state_changed) {
-		struct wal_hard_state hs;
-		memset(&hs, 0, sizeof(hs));
-		hs.term = rd->hard_state.term;
-		hs.voted_for = rd->hard_state.vote;
-		err = wal_save_hard_state(&d->wal, &hs);
-		if (err != KEEL_OK) {
-			err = wd_fail(d, err, "hard state", d->wal.errmsg);
+	if (wal_vfs_fault_powered_off(&d->vfs) || wal_writer_failed(&d->writer)) {
+		if (!d->failed) {
+			wd_fail(d, KEEL_IO, "storage", "the power went off");
 		}
 	}
-	if (err == KEEL_OK && rd->n_entries > 0) {
-		err = write_entries(d, rd->entries, rd->n_entries);
-	}
+	return count;
+}
+
+static void bootstrap_done(void *arg, const struct wal_completion *c)
+{
+	*(enum keel_err *)arg = c->result;
+}
+
+enum keel_err sim_waldisk_bootstrap(struct sim_disk *base, const struct raft_entry *entry)
+{
+	struct waldisk *d = wd_of(base);
+	enum keel_err result = KEEL_SHUTDOWN; /* no completion */
+	enum keel_err err = sim_waldisk_writer_start(base, bootstrap_done, &result);
 	if (err != KEEL_OK) {
 		return err;
 	}
-	if (d->n_queue == d->cap_queue) {
-		d->cap_queue = d->cap_queue == 0 ? 16 : d->cap_queue * 2;
-		d->queue = realloc(d->queue, d->cap_queue * sizeof(*d->queue));
-		KEEL_ASSERT(d->queue != NULL);
+	struct wal_hard_state hs = {.term = 1};
+	struct wal_entry e = {entry->index, entry->term, entry->type, entry->size, entry->data};
+	struct wal_batch b = {.hard_state = &hs, .entries = &e, .entry_count = 1};
+	err = sim_waldisk_writer_submit(base, &b);
+	if (err == KEEL_OK) {
+		(void)sim_waldisk_writer_run(base);
+		err = result;
 	}
-	d->queue[d->n_queue++] = rd->persist_id;
-	return KEEL_OK;
+	wal_writer_stop(&d->writer);
+	d->writer_on = false;
+	return err;
 }
 
-static enum keel_err wd_sync_one(struct sim_disk *base, uint64_t *persist_id)
+/* A crash with the writer on: half of the time with batches queued, the
+ * power goes while the group is written and synced (some writes reach the
+ * file); otherwise nothing queued was written. Returns whether batches
+ * were in flight. */
+static bool writer_crash(struct waldisk *d, struct keel_rng *rng)
+{
+	bool in_flight = d->writer.queued_batches > 0;
+	d->writer_dead = true;
+	if (in_flight && !d->failed && keel_rng_chance(rng, 1, 2)) {
+		wal_vfs_fault_power_off_after(&d->vfs, keel_rng_below(rng, 4));
+		(void)wal_writer_run(&d->writer);
+	}
+	(void)wal_writer_drop_queued(&d->writer);
+	wal_writer_stop(&d->writer);
+	d->writer_on = false;
+	return in_flight;
+}
+
+/* The prelude of a batch carrying received snapshot chunks and an install
+ * (wal/install.h, the server's code); the installed file is kept readable
+ * until the node loads it, like a file the server holds open. */
+enum keel_err sim_waldisk_receive(struct sim_disk *base, struct wal *wal,
+				  const struct raft_snapshot_chunk *chunks, size_t n_chunks,
+				  const struct raft_snapshot_install *install,
+				  char *errmsg)
 {
 	struct waldisk *d = wd_of(base);
-	*persist_id = 0;
-	if (d->failed) {
-		return KEEL_FAILED;
+	enum keel_err err = KEEL_OK;
+	for (size_t i = 0; err == KEEL_OK && i < n_chunks; i++) {
+		const struct raft_snapshot_chunk *c = &chunks[i];
+		err = wal_install_write_chunk(&d->config, c->meta.index, c->meta.term, c->offset,
+					      c->data, c->size, errmsg);
 	}
-	if (d->n_queue == 0) {
-		return KEEL_OK;
+	if (err != KEEL_OK || install == NULL) {
+		return err;
 	}
-	enum keel_err err = wal_sync(&d->wal);
+	char name[WAL_NAME_MAX];
+	size_t files = d->wal.segment_count + d->wal.obsolete_count;
+	err = wal_install_snapshot(wal, install->meta.index, install->meta.term,
+				   install->discard_log, name, errmsg);
+	note_shape(d);
+	note_compaction(d, files);
 	if (err != KEEL_OK) {
-		return wd_fail(d, err, "fdatasync", d->wal.errmsg);
+		return err;
 	}
-	*persist_id = d->queue[0];
-	memmove(&d->queue[0], &d->queue[1], (d->n_queue - 1) * sizeof(*d->queue));
-	d->n_queue--;
-	if (d->n_queue == 0) {
-		/* Idle: prepare a spare segment, as the storage thread does. A
-		 * failure here is not sticky in the WAL, but a power cut is. */
-		bool done = true;
-		wal_prepare_spare_step(&d->wal, 16u << 10, &done);
-		if (wal_vfs_fault_powered_off(&d->vfs)) {
-			wd_fail(d, KEEL_IO, "prepare spare", "the power went off");
-		}
+	struct wd_snap *c = snapshot_get(d, install->meta.index, install->meta.term);
+	if (c == NULL) {
+		snprintf(errmsg, WAL_ERRMSG_SIZE, "install snapshot: cannot read %s back", name);
+		return KEEL_IO;
 	}
+	c->pinned = true;
 	return KEEL_OK;
 }
 
-/* ---- snapshots the node takes ---- */
-
-static enum keel_err wd_save_snapshot(struct sim_disk *base, const struct raft_snapshot_meta *meta,
-				      const uint8_t *payload, uint64_t payload_size,
-				      uint64_t *transfer_size)
+/* A snapshot the node took, written durably (temp, sync, rename, dir
+ * sync, prune) as the server's snapshotter does; the log is compacted
+ * behind it by a writer batch (compact_upto), not here. */
+enum keel_err sim_waldisk_snapshot_file(struct sim_disk *base,
+					const struct raft_snapshot_meta *meta,
+					const uint8_t *payload, uint64_t payload_size,
+					uint64_t *transfer_size)
 {
 	struct waldisk *d = wd_of(base);
 	KEEL_ASSERT(d->open);
@@ -513,12 +491,6 @@ static enum keel_err wd_save_snapshot(struct sim_disk *base, const struct raft_s
 	keel_wbuf_free(&w);
 	if (err != KEEL_OK) {
 		return wd_fail(d, err, "save snapshot", msg);
-	}
-	size_t files = d->wal.segment_count + d->wal.obsolete_count;
-	err = wal_compact(&d->wal, meta->index);
-	note_compaction(d, files);
-	if (err != KEEL_OK) {
-		return wd_fail(d, err, "compact", d->wal.errmsg);
 	}
 	return KEEL_OK;
 }
@@ -544,14 +516,8 @@ static void release_recovered(struct waldisk *d)
 static bool wd_crash(struct sim_disk *base, struct keel_rng *rng)
 {
 	struct waldisk *d = wd_of(base);
-	bool in_flight = d->n_queue > 0;
+	bool in_flight = d->writer_on && writer_crash(d, rng);
 	if (d->open) {
-		if (in_flight && !d->failed && keel_rng_chance(rng, 1, 2)) {
-			/* The power goes while the storage thread writes and
-			 * syncs the group: some of its writes reach the file. */
-			wal_vfs_fault_power_off_after(&d->vfs, keel_rng_below(rng, 4));
-			wal_sync(&d->wal);
-		}
 		wal_close(&d->wal);
 		d->open = false;
 	}
@@ -565,7 +531,6 @@ static bool wd_crash(struct sim_disk *base, struct keel_rng *rng)
 	wal_vfs_fault_crash(&d->vfs, &crash);
 	cancel_scripts(d);
 	d->power_armed = false;
-	d->n_queue = 0;
 	d->failed = false;
 	cache_clear(d);
 	d->stats.torn_crashes += in_flight && crash.mode != WAL_VFS_CRASH_DROP_UNSYNCED;
@@ -600,7 +565,7 @@ static enum keel_err wd_load(struct sim_disk *base, struct sim_disk_state *out, 
 			     size_t why_size)
 {
 	struct waldisk *d = wd_of(base);
-	KEEL_ASSERT(d->n_queue == 0);
+	KEEL_ASSERT(!d->writer_on);
 	memset(out, 0, sizeof(*out));
 	if (d->open) { /* a clean restart */
 		wal_close(&d->wal);
@@ -769,11 +734,6 @@ static void wd_heal(struct sim_disk *base)
 
 /* ---- the rest of the table ---- */
 
-static size_t wd_pending(const struct sim_disk *base)
-{
-	return wd_of_const(base)->n_queue;
-}
-
 static bool wd_failed(const struct sim_disk *base)
 {
 	return wd_of_const(base)->failed;
@@ -797,6 +757,12 @@ static void wd_stats(const struct sim_disk *base, struct sim_disk_stats *out)
 static void wd_close(struct sim_disk *base)
 {
 	struct waldisk *d = wd_of(base);
+	if (d->writer_on) {
+		d->writer_dead = true;
+		wal_writer_drop_queued(&d->writer);
+		wal_writer_stop(&d->writer);
+		d->writer_on = false;
+	}
 	if (d->open) {
 		wal_close(&d->wal);
 	}
@@ -804,8 +770,6 @@ static void wd_close(struct sim_disk *base)
 	cache_clear(d);
 	wal_vfs_fault_close(&d->vfs);
 	free(d->views);
-	free(d->entry_buf);
-	free(d->queue);
 	free(d);
 }
 
@@ -847,13 +811,9 @@ static void wd_describe(struct sim_disk *base, char *out, size_t size)
 
 static const struct sim_disk_ops waldisk_ops = {
 	.load = wd_load,
-	.submit = wd_submit,
-	.sync_one = wd_sync_one,
 	.crash = wd_crash,
-	.save_snapshot = wd_save_snapshot,
 	.snapshot_bytes = wd_snapshot_bytes,
 	.snapshot_payload = wd_snapshot_payload,
-	.pending = wd_pending,
 	.failed = wd_failed,
 	.errmsg = wd_errmsg,
 	.inject = wd_inject,
@@ -863,14 +823,26 @@ static const struct sim_disk_ops waldisk_ops = {
 	.close = wd_close,
 };
 
-void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out)
+static void set_segment_size(struct sim_wal_params *out, uint64_t segment_size_bytes)
 {
-	out->segment_size_bytes =
-		(uint64_t)segment_sizes_kib[keel_rng_below(rng, KEEL_ARRAY_SIZE(segment_sizes_kib))]
-		<< 10;
+	out->segment_size_bytes = segment_size_bytes;
 	/* Room for one record of the largest entry in a segment. */
 	out->max_entry_bytes = (uint32_t)(out->segment_size_bytes - WAL_SEGMENT_HEADER_SIZE -
 					  WAL_RECORD_HEADER_SIZE - WAL_RECORD_ALIGN);
+}
+
+void sim_waldisk_params(struct keel_rng *rng, struct sim_wal_params *out)
+{
+	set_segment_size(out, (uint64_t)segment_sizes_kib[keel_rng_below(
+					  rng, KEEL_ARRAY_SIZE(segment_sizes_kib))]
+				      << 10);
+}
+
+void sim_waldisk_params_at_least(struct sim_wal_params *p, uint64_t segment_size_bytes)
+{
+	if (p->segment_size_bytes < segment_size_bytes) {
+		set_segment_size(p, segment_size_bytes);
+	}
 }
 
 struct sim_disk *sim_waldisk_new(uint64_t seed, const struct sim_wal_params *params)

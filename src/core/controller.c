@@ -109,6 +109,7 @@ struct node_ctl {
 	struct keel_rng rng;
 	bool active;
 	bool broken; /* apply ignored records of our own batch */
+	struct meta_apply_result last_apply; /* of the last META entry */
 	uint64_t last_proposed_index;
 	uint64_t rebuild_index; /* start again only once applied >= this */
 	int64_t next_tick_ms;
@@ -237,6 +238,9 @@ enum keel_err node_ctl_create(struct node_core *core, const struct node_ctl_opti
 	keel_list_init(&c->held);
 	keel_list_init(&c->forwarded);
 	controller_config(o, &c->cfg);
+	if (o->config != NULL) {
+		c->cfg = *o->config;
+	}
 	uint64_t seed = core_seed_next(core);
 	keel_rng_seed(&c->rng, seed);
 	core->ctl = c;
@@ -291,6 +295,19 @@ const struct meta_image *node_ctl_image(const struct node_core *core)
 const struct metrics_hist *node_ctl_request_latency(const struct node_core *core)
 {
 	return &ctl_of(core)->request_latency;
+}
+
+void node_ctl_last_apply(const struct node_core *core, struct meta_apply_result *out)
+{
+	*out = ctl_of(core)->last_apply;
+}
+
+const struct meta_controller *node_ctl_controller(const struct node_core *core,
+                                                  uint64_t *last_proposed_index)
+{
+	const struct node_ctl *c = ctl_of(core);
+	*last_proposed_index = c->last_proposed_index;
+	return c->active ? &c->ctl : NULL;
 }
 
 bool node_ctl_active(const struct node_core *core)
@@ -407,6 +424,7 @@ void node_ctl_apply(struct node_core *core, const struct raft_entry *entry,
 		core->failed = true;
 		return;
 	}
+	c->last_apply = res;
 	if (res.ignored > 0 || res.batch_ignored) {
 		bool ours = c->active && batch.hdr.controller_id == c->ctl.controller_id &&
 		            batch.hdr.controller_epoch == c->ctl.controller_epoch;
@@ -789,11 +807,20 @@ static void controller_tick(struct node_core *core)
 static void maybe_start(struct node_core *core)
 {
 	struct node_ctl *c = ctl_of(core);
+#ifdef KEEL_PLANT_BUG_CTL_EARLY_START
+	/* PLANTED BUG (keel-sim-bug-ctl-early-start): built as soon as this
+	 * server leads, before its image holds the decisions of earlier terms. */
+	if (c->active || core->stopped || core->failed || core->role != RAFT_LEADER ||
+	    core->leader != core->id) {
+		return;
+	}
+#else
 	if (c->active || core->stopped || core->failed || core->role != RAFT_LEADER ||
 	    core->leader != core->id || core->applied_term != core->term ||
 	    core->applied_index < c->rebuild_index) {
 		return;
 	}
+#endif
 	KEEL_ASSERT(core->term <= INT32_MAX);
 	enum keel_err rc =
 	        meta_controller_init(&c->ctl, &c->cfg, (int32_t)core->id, (int32_t)core->term,
@@ -945,7 +972,14 @@ static void handle_on_leader(struct node_core *core, uint64_t peer, uint64_t req
 		deliver_not_controller(core, peer, request_id, api, body, size);
 		return;
 	}
-	if (c->last_proposed_index <= core->applied_index) {
+#ifdef KEEL_PLANT_BUG_CTL_REPLY_EARLY
+	/* PLANTED BUG (keel-sim-bug-ctl-reply-early): the answer goes out
+	 * before the decision is committed and applied. */
+	bool now = true;
+#else
+	bool now = c->last_proposed_index <= core->applied_index;
+#endif
+	if (now) {
 		metrics_hist_observe(&c->request_latency, (core_mono_ns(core) - started) / 1000u);
 		deliver(core, peer, request_id, c->last_proposed_index, 0, out->data, out->size);
 		return;

@@ -52,6 +52,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "meta/controller.h"
 #include "meta/image.h"
 #include "core/entry.h"
 #include "core/core.h"
@@ -68,6 +69,9 @@ struct node_ctl_options {
 	uint32_t broker_session_timeout_ms;
 	uint32_t leader_rebalance_interval_ms;
 	uint32_t max_packet_bytes; /* the client port's packet limit */
+	/* Optional: the controller's whole configuration instead of the one
+	 * derived from the fields above (the simulator draws it). */
+	const struct meta_controller_config *config;
 };
 
 /* Creates core->ctl. */
@@ -144,6 +148,13 @@ bool node_ctl_active(const struct node_core *core);
 /* The metadata offset broker `id` last reported to this server's active
  * controller, or -1 (not active, no session or no heartbeat yet). */
 int64_t node_ctl_broker_offset(const struct node_core *core, int32_t id);
+
+/* For the simulator's checkers: what applying the last META entry did
+ * (records ignored), and the active controller — NULL when there is none —
+ * with the index of its last proposal. */
+void node_ctl_last_apply(const struct node_core *core, struct meta_apply_result *out);
+const struct meta_controller *node_ctl_controller(const struct node_core *core,
+                                                  uint64_t *last_proposed_index);
 
 /* Latency of controller requests on this server's active controller:
  * taken -> answer released (decided, committed, applied). */

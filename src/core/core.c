@@ -44,7 +44,11 @@ void core_init(struct node_core *c, uint64_t id, const struct core_host *host, u
 enum keel_err core_open(struct node_core *c, const struct core_options *o, char *err,
                         size_t err_size)
 {
-	raft_options_default(&c->raft_opts);
+	if (o->raft != NULL) {
+		c->raft_opts = *o->raft;
+	} else {
+		raft_options_default(&c->raft_opts);
+	}
 	c->raft_opts.id = c->id;
 	keel_rng_seed(&c->raft_opts.rng, core_seed_next(c));
 	c->raft_opts.election_timeout_ms = o->election_timeout_ms;

@@ -6,9 +6,8 @@
  * layers). Everything it needs from the outside world it asks of its host
  * through `struct core_host`; everything the outside world tells it
  * arrives through the inputs below. Two hosts implement it: the libuv
- * shell of `keel server` (node/host.c, node/node.c) and, next, the
- * simulator (docs/simulator.md, "the real server core under the
- * simulator").
+ * shell of `keel server` (node/host.c, node/node.c) and the simulator
+ * (sim/host.c, docs/simulator.md).
  *
  * In the core (src/core): the ready loop and the peer, storage and tick
  * inputs (drive.c), the state machine (fsm.c), the request tracker
@@ -232,6 +231,17 @@ struct core_host {
 	void *ctx;
 };
 
+/* A test host's view of what the ready loop hands its own parts (the
+ * simulator's checkers; NULL in the server, which needs none of it):
+ * each applied entry with what it produced, and the ReadIndex results.
+ * Called after the core's parts got the same. */
+struct core_observer {
+	void (*applied)(void *ctx, const struct raft_entry *entry,
+	                const struct fsm_applied *applied);
+	void (*reads)(void *ctx, const struct raft_read_result *reads, size_t count);
+	void *ctx;
+};
+
 /* Something waiting for its Raft entry to commit (admin operations on the
  * leader). Matched by (index, term) in commit order. `link` puts it in
  * c->waiters (index order), then in c->done until its callback runs; it is
@@ -267,6 +277,7 @@ struct node_stats {
  * and by nothing that needs the host's handles. */
 struct node_core {
 	struct core_host host;
+	const struct core_observer *observer; /* NULL but in a test host */
 	uint64_t id;         /* this server's id */
 	uint64_t seed_state; /* core_seed_next() */
 	/* The replicated state machine (core/fsm.h) and the address book,
@@ -349,6 +360,10 @@ struct core_options {
 	uint32_t max_entry_bytes;
 	const struct zk_config *zk_config; /* copied */
 	const struct fsm_image_ops *image; /* borrowed for the core's life */
+	/* Optional: every other Raft option (window sizes, read timeout ...)
+	 * instead of raft_options_default(); the fields above, the id and the
+	 * seeded rng still come from the core. The simulator draws them. */
+	const struct raft_options *raft;
 };
 
 /* After core_init: creates the Raft core, the request tracker (request ids

@@ -246,6 +246,9 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 			node_ctl_apply(c, e, &applied.entry);
 		}
 		on_applied(c, &applied);
+		if (c->observer != NULL) {
+			c->observer->applied(c->observer->ctx, e, &applied);
+		}
 		c->bytes_since_snapshot += e->size;
 		c->applied_index = e->index;
 		c->applied_term = e->term;
@@ -254,6 +257,9 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 	}
 	if (rd->n_reads > 0) {
 		zk_clients_on_reads(c, rd->reads, rd->n_reads);
+		if (c->observer != NULL) {
+			c->observer->reads(c->observer->ctx, rd->reads, rd->n_reads);
+		}
 	}
 	c->commit_index = rd->commit;
 	if (rd->soft_state_changed) {

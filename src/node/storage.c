@@ -34,7 +34,6 @@
 #include "node/storage.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +44,8 @@
 #include "base/assert.h"
 #include "os/clock.h"
 #include "os/log.h"
+#include "wal/install.h"
+#include "wal/ready.h"
 #include "wal/snapshot.h"
 #include "wal/wal.h"
 #include "wal/writer.h"
@@ -107,8 +108,7 @@ struct node_storage {
 
 	/* Loop thread only. */
 	uint64_t last_group_observed; /* for the fsync histogram */
-	struct wal_entry *scratch;    /* the ready's entries, as the writer wants them */
-	size_t scratch_capacity;
+	struct wal_ready_scratch scratch; /* the ready as a writer batch */
 
 	/* Sending snapshots (loop thread only). */
 	struct wal_vfs_file *send_file; /* NULL: none open */
@@ -136,92 +136,19 @@ static void batch_free(struct batch *b)
 	free(b);
 }
 
-/* Writes a failure's reason (truncated to fit). */
-__attribute__((format(printf, 2, 3))) static void set_error(char errmsg[WAL_ERRMSG_SIZE],
-							    const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(errmsg, WAL_ERRMSG_SIZE, fmt, ap);
-	va_end(ap);
-}
-
-static enum keel_err write_chunk(struct node_storage *s, const struct chunk_copy *c,
-				 char errmsg[WAL_ERRMSG_SIZE])
-{
-	char name[WAL_NAME_MAX], path[2048];
-	wal_snapshot_name(name, c->index, c->term, true);
-	snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-	struct wal_vfs_file *f;
-	enum keel_err rc = wal_vfs_open(&s->vfs, path, WAL_VFS_CREATE, &f);
-	if (rc != KEEL_OK) {
-		set_error(errmsg, "snapshot chunk: cannot open %s: %s", path,
-			 wal_vfs_last_error());
-		return rc;
-	}
-	if (c->offset == 0) {
-		rc = wal_vfs_truncate(f, 0); /* a transfer starting over */
-	}
-	if (rc == KEEL_OK) {
-		rc = wal_vfs_pwrite(f, c->data, c->size, c->offset);
-	}
-	if (rc == KEEL_OK) {
-		rc = wal_vfs_datasync(f);
-	}
-	if (rc != KEEL_OK) {
-		set_error(errmsg, "snapshot chunk: %s: %s", path,
-			 wal_vfs_last_error());
-		rc = rc == KEEL_NOSPACE ? KEEL_NOSPACE : KEEL_IO;
-	}
-	wal_vfs_close(f);
-	return rc;
-}
-
+/* The install (wal/install.h), then the name of the newest snapshot. */
 static enum keel_err do_install(struct node_storage *s, struct wal *wal,
 			       const struct raft_snapshot_install *in,
 			       char errmsg[WAL_ERRMSG_SIZE])
 {
-	char tmp[WAL_NAME_MAX], final_name[WAL_NAME_MAX], from[2048], to[2048];
-	wal_snapshot_name(tmp, in->meta.index, in->meta.term, true);
-	wal_snapshot_name(final_name, in->meta.index, in->meta.term, false);
-	snprintf(from, sizeof(from), "%s/%s", s->dir, tmp);
-	snprintf(to, sizeof(to), "%s/%s", s->dir, final_name);
-	if (wal_vfs_rename(&s->vfs, from, to) != KEEL_OK) {
-		set_error(errmsg, "install snapshot: rename %s: %s", from,
-			 wal_vfs_last_error());
-		return KEEL_IO;
-	}
-	if (wal_vfs_sync_dir(&s->vfs, s->dir) != KEEL_OK) {
-		set_error(errmsg, "install snapshot: cannot sync directory %s: %s",
-			 s->dir, wal_vfs_last_error());
-		return KEEL_IO;
-	}
-	struct keel_arena arena;
-	keel_arena_init(&arena, 4096);
-	struct wal_snapshot_meta meta;
-	char msg[WAL_ERRMSG_SIZE];
-	enum keel_err rc = wal_snapshot_verify(&s->wal_config, final_name, &arena, &meta, msg);
-	keel_arena_close(&arena);
+	char name[WAL_NAME_MAX];
+	enum keel_err rc = wal_install_snapshot(wal, in->meta.index, in->meta.term,
+						in->discard_log, name, errmsg);
 	if (rc != KEEL_OK) {
-		set_error(errmsg, "install snapshot: received file is damaged: %s",
-			 msg);
-		(void)wal_vfs_unlink(&s->vfs, to);
-		return KEEL_CORRUPT;
-	}
-	/* The core decides discard_log from its in-memory log, which may hold
-	 * the snapshot's entry before storage has it: keep the stored log only
-	 * if storage itself holds that entry with that term. */
-	if (in->discard_log || wal_term_at(wal, in->meta.index) != in->meta.term) {
-		rc = wal_reset(wal, in->meta.index, in->meta.term);
-	} else {
-		rc = wal_compact(wal, in->meta.index);
-	}
-	if (rc != KEEL_OK) {
-		set_error(errmsg, "install snapshot: %s", wal->errmsg);
 		return rc;
 	}
 	pthread_mutex_lock(&s->mu);
-	snprintf(s->newest_snapshot, sizeof(s->newest_snapshot), "%s", final_name);
+	snprintf(s->newest_snapshot, sizeof(s->newest_snapshot), "%s", name);
 	pthread_mutex_unlock(&s->mu);
 	return KEEL_OK; /* the batch's prune_snapshots prunes the older ones */
 }
@@ -244,7 +171,9 @@ static enum keel_err prelude(void *user_data, struct wal *wal, char errmsg[WAL_E
 	}
 #endif
 	for (size_t i = 0; rc == KEEL_OK && i < b->n_chunks; i++) {
-		rc = write_chunk(s, &b->chunks[i], errmsg);
+		const struct chunk_copy *c = &b->chunks[i];
+		rc = wal_install_write_chunk(&s->wal_config, c->index, c->term, c->offset,
+					     c->data, c->size, errmsg);
 	}
 	if (rc == KEEL_OK && b->has_install) {
 		rc = do_install(s, wal, &b->install, errmsg);
@@ -393,28 +322,6 @@ static enum keel_err copy_chunks(struct batch *b, const struct raft_ready *rd)
 	return KEEL_OK;
 }
 
-/* The ready's entries as wal entries (pointing at the ready's data, which
- * the writer copies at submit). */
-static enum keel_err entries_view(struct node_storage *s, const struct raft_ready *rd)
-{
-	if (rd->n_entries > s->scratch_capacity) {
-		size_t cap = KEEL_MAX(rd->n_entries, 2 * s->scratch_capacity);
-		struct wal_entry *grown = realloc(s->scratch, cap * sizeof(*grown));
-		if (grown == NULL) {
-			return KEEL_NOMEM;
-		}
-		s->scratch = grown;
-		s->scratch_capacity = cap;
-	}
-	for (size_t i = 0; i < rd->n_entries; i++) {
-		const struct raft_entry *e = &rd->entries[i];
-		s->scratch[i] = (struct wal_entry){.index = e->index, .term = e->term,
-						   .type = e->type, .size = e->size,
-						   .data = e->data};
-	}
-	return KEEL_OK;
-}
-
 enum keel_err node_storage_submit(struct node_storage *s, const struct raft_ready *rd)
 {
 	KEEL_ASSERT(rd->persist_id != 0);
@@ -425,30 +332,14 @@ enum keel_err node_storage_submit(struct node_storage *s, const struct raft_read
 	b->s = s;
 	b->kind = BATCH_PERSIST;
 	b->persist_id = rd->persist_id;
-	if (copy_chunks(b, rd) != KEEL_OK || entries_view(s, rd) != KEEL_OK) {
+	struct wal_batch wb;
+	if (copy_chunks(b, rd) != KEEL_OK || wal_batch_from_ready(rd, &s->scratch, &wb) != KEEL_OK) {
 		batch_free(b);
 		return KEEL_NOMEM;
 	}
-	struct wal_batch wb;
-	memset(&wb, 0, sizeof(wb));
 	if (rd->install != NULL) {
 		b->has_install = true;
 		b->install = *rd->install;
-		wb.install_index = rd->install->meta.index;
-		wb.prune_snapshots = true;
-	}
-	struct wal_hard_state hs;
-	if (rd->hard_state_changed) {
-		memset(&hs, 0, sizeof(hs));
-		hs.term = rd->hard_state.term;
-		hs.voted_for = rd->hard_state.vote;
-		wb.hard_state = &hs;
-	}
-	if (rd->n_entries > 0) {
-		/* Raft: stored entries from the first one on are replaced. */
-		wb.truncate_from = rd->entries[0].index;
-		wb.entries = s->scratch;
-		wb.entry_count = rd->n_entries;
 	}
 #ifdef KEEL_PLANT_BUG_ACK_BEFORE_FSYNC
 	/* PLANTED BUG (tests only: cmake -DKEEL_PLANT_BUG=ACK_BEFORE_FSYNC; the
@@ -732,7 +623,7 @@ static void storage_free(struct node_storage *s)
 {
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cond);
-	free(s->scratch);
+	wal_ready_scratch_free(&s->scratch);
 	free(s);
 }
 

@@ -373,6 +373,10 @@ enum keel_err wal_writer_start(struct wal_writer *w, struct wal *wal,
 	}
 	pthread_mutex_init(&w->mutex, NULL);
 	pthread_cond_init(&w->wake, NULL);
+	if (w->config.manual) {
+		w->running = true;
+		return KEEL_OK;
+	}
 	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
 		pthread_cond_destroy(&w->wake);
 		pthread_mutex_destroy(&w->mutex);
@@ -387,11 +391,17 @@ void wal_writer_stop(struct wal_writer *w)
 	if (!w->running) {
 		return;
 	}
+	if (w->config.manual) {
+		while (wal_writer_run(w) > 0) {
+		}
+	}
 	pthread_mutex_lock(&w->mutex);
 	w->stopping = true;
 	pthread_cond_signal(&w->wake);
 	pthread_mutex_unlock(&w->mutex);
-	pthread_join(w->thread, NULL);
+	if (!w->config.manual) {
+		pthread_join(w->thread, NULL);
+	}
 	KEEL_ASSERT(w->head == NULL);
 	KEEL_ASSERT(w->queued_batches == 0);
 	pthread_cond_destroy(&w->wake);
@@ -412,4 +422,67 @@ void wal_writer_get_stats(struct wal_writer *w, struct wal_writer_stats *stats)
 	pthread_mutex_lock(&w->mutex);
 	*stats = w->stats;
 	pthread_mutex_unlock(&w->mutex);
+}
+
+/* ---- manual mode (no thread) ---- */
+
+/* Takes everything queued, as the storage thread does. */
+static struct wal_pending *take_queued(struct wal_writer *w, bool *failed)
+{
+	pthread_mutex_lock(&w->mutex);
+	struct wal_pending *list = w->head;
+	w->head = NULL;
+	w->tail = NULL;
+	*failed = w->failed;
+	pthread_mutex_unlock(&w->mutex);
+	return list;
+}
+
+size_t wal_writer_run(struct wal_writer *w)
+{
+	KEEL_ASSERT(w->config.manual);
+	KEEL_ASSERT(w->running);
+	bool failed = false;
+	struct wal_pending *list = take_queued(w, &failed);
+	size_t count = 0;
+	for (struct wal_pending *p = list; p != NULL; p = p->next) {
+		count++;
+	}
+	if (list != NULL) {
+		process_group(w, list, failed);
+	}
+	return count;
+}
+
+enum keel_err wal_writer_idle_step(struct wal_writer *w, bool *done)
+{
+	KEEL_ASSERT(w->config.manual);
+	KEEL_ASSERT(w->head == NULL);
+	*done = true;
+	if (!w->config.prepare_spares || wal_writer_failed(w)) {
+		return KEEL_OK;
+	}
+	return wal_prepare_spare_step(w->wal, w->config.prepare_step_bytes, done);
+}
+
+size_t wal_writer_drop_queued(struct wal_writer *w)
+{
+	KEEL_ASSERT(w->config.manual);
+	bool failed = false;
+	struct wal_pending *list = take_queued(w, &failed);
+	size_t count = 0;
+	uint64_t bytes = 0;
+	while (list != NULL) {
+		struct wal_pending *p = list;
+		list = p->next;
+		bytes += p->bytes;
+		count++;
+		free(p);
+	}
+	pthread_mutex_lock(&w->mutex);
+	KEEL_ASSERT(w->queued_batches >= count);
+	w->queued_batches -= (uint32_t)count;
+	w->queued_bytes -= bytes;
+	pthread_mutex_unlock(&w->mutex);
+	return count;
 }

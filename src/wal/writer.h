@@ -64,6 +64,13 @@
  *
  * Lifetime:  wal_open -> wal_writer_start -> submit... -> wal_writer_stop
  *            (completes everything queued, joins) -> wal_close.
+ *
+ * Manual mode (config.manual, for the deterministic simulator): no storage
+ * thread. The caller's thread runs each group itself with wal_writer_run
+ * (the `done` callbacks run inside it) and the idle work with
+ * wal_writer_idle_step; wal_writer_drop_queued forgets what is queued
+ * without a callback (the process died). Everything else is the same code:
+ * submit's checks, the group's order, sticky failure.
  * While the writer runs, only the storage thread touches the struct wal;
  * snapshots (snapshot.h) may be written by any other thread meanwhile.
  */
@@ -124,6 +131,7 @@ struct wal_writer_config {
 	uint64_t prepare_step_bytes;
 	wal_clock_fn clock; /* NULL: sync_ns stays 0 */
 	void *clock_arg;
+	bool manual; /* no thread: the caller runs groups (wal_writer_run) */
 };
 
 struct wal_writer_stats {
@@ -175,6 +183,18 @@ enum keel_err wal_writer_submit(struct wal_writer *w, const struct wal_batch *ba
 void wal_writer_stop(struct wal_writer *w);
 
 bool wal_writer_failed(struct wal_writer *w);
+
+/* Manual mode only. Writes and syncs everything queued as one group and
+ * completes each batch (callbacks run inside); returns how many batches it
+ * completed (0: nothing was queued). */
+size_t wal_writer_run(struct wal_writer *w);
+/* Manual mode only, with nothing queued: one step of the idle work (a
+ * spare segment zero-filled, config.prepare_step_bytes at a time); *done
+ * is true when there is no more. */
+enum keel_err wal_writer_idle_step(struct wal_writer *w, bool *done);
+/* Manual mode only: frees every queued batch without a callback (a crash:
+ * nothing of it was written); returns how many. */
+size_t wal_writer_drop_queued(struct wal_writer *w);
 void wal_writer_get_stats(struct wal_writer *w, struct wal_writer_stats *stats);
 
 #endif

@@ -720,6 +720,50 @@ static void test_prune_snapshots_with_compaction(void **state)
 	fixture_free(&fx);
 }
 
+
+/* Manual mode (the simulator's): no thread; wal_writer_run writes what is
+ * queued as one group and completes it in order on the caller's thread;
+ * dropped batches are never written nor completed. */
+static void test_manual_mode_runs_groups_on_the_caller(void **state)
+{
+	(void)state;
+	struct wal_fixture fx;
+	fixture_init(&fx, 47);
+	assert_int_equal(fixture_open(&fx), KEEL_OK);
+	collector_init(&col);
+	struct wal_writer_config wc = {.done = on_done, .done_arg = &col, .manual = true,
+				       .prepare_spares = true, .prepare_step_bytes = 1024};
+	assert_int_equal(wal_writer_start(&writer, &fx.wal, &wc), KEEL_OK);
+	struct wal_hard_state hs = {.term = 2, .voted_for = 1};
+	assert_int_equal(submit(1, 3, 2, 0, &hs, 0, 0), KEEL_OK);
+	assert_int_equal(submit(4, 2, 2, 0, NULL, 0, 0), KEEL_OK);
+	assert_int_equal(col.count, 0); /* nothing runs by itself */
+	assert_int_equal(wal_writer_run(&writer), 2);
+	assert_int_equal(col.count, 2);
+	assert_int_equal(col.done[0].seq, 0);
+	assert_int_equal(col.done[1].seq, 1);
+	assert_int_equal(col.done[0].group, col.done[1].group);
+	assert_int_equal(col.done[1].result, KEEL_OK);
+	assert_int_equal(col.done[1].durable_index, 5);
+	assert_int_equal(wal_writer_run(&writer), 0);
+	bool done = false;
+	for (int i = 0; i < 1000 && !done; i++) {
+		assert_int_equal(wal_writer_idle_step(&writer, &done), KEEL_OK);
+	}
+	assert_true(done);
+	/* A crash: what is queued is forgotten, no callback. */
+	assert_int_equal(submit(6, 2, 2, 0, NULL, 0, 0), KEEL_OK);
+	assert_int_equal(wal_writer_drop_queued(&writer), 1);
+	assert_int_equal(col.count, 2);
+	assert_int_equal(wal_writer_run(&writer), 0);
+	stop();
+	fixture_crash(&fx, WAL_VFS_CRASH_DROP_UNSYNCED, true);
+	assert_int_equal(fixture_open(&fx), KEEL_OK);
+	assert_int_equal(fx.rec.hard_state.term, 2);
+	assert_log(&fx.rec, model + 1, 5);
+	fixture_free(&fx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -734,6 +778,7 @@ int main(void)
 		cmocka_unit_test(test_crash_at_every_step_of_an_install),
 		cmocka_unit_test(test_sync_ns_and_group_numbers),
 		cmocka_unit_test(test_prune_snapshots_with_compaction),
+		cmocka_unit_test(test_manual_mode_runs_groups_on_the_caller),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
