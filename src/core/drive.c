@@ -245,13 +245,16 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 		if (applied.kind == FSM_APPLIED_META && c->ctl != NULL) {
 			node_ctl_apply(c, e, &applied.entry);
 		}
+		/* Applied from here on: a read that on_applied serves behind a
+		 * write of this entry (its turn in the connection's FIFO) is
+		 * answered with this index as its zxid, never an older one. */
+		c->applied_index = e->index;
+		c->applied_term = e->term;
 		on_applied(c, &applied);
 		if (c->observer != NULL) {
 			c->observer->applied(c->observer->ctx, e, &applied);
 		}
 		c->bytes_since_snapshot += e->size;
-		c->applied_index = e->index;
-		c->applied_term = e->term;
 		c->stats.entries_applied++;
 		waiters_on_commit(c, e->index, e->term);
 	}
