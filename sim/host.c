@@ -706,6 +706,9 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 		sim_ctl_note_applied(h->s, n, entry->index, applied->entry.payload,
 				     applied->entry.payload_size, &res);
 	}
+	if (applied->kind == FSM_APPLIED_ZK && applied->zk->kind == ZK_TXN_REQUEST) {
+		sim_zkw_note_applied(h->s, applied->zk->session_id, applied->zk->xid);
+	}
 	sim_check_applied(h->s, n, entry);
 	sim_node_complete_writes(h->s, n, entry,
 				 applied->kind == FSM_APPLIED_ZK && applied->zk->err == 0);

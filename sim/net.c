@@ -79,7 +79,7 @@ static void describe(const struct raft_msg *m, char *buf, size_t size)
 
 /* A copy of the bytes, delivered to m->to at `at`. */
 static void schedule_at(struct sim *s, const struct raft_msg *m, const uint8_t *bytes, size_t size,
-			uint64_t at)
+			uint64_t at, uint64_t link_seq)
 {
 	struct sim_packet pkt;
 	pkt.from = m->from;
@@ -88,7 +88,7 @@ static void schedule_at(struct sim *s, const struct raft_msg *m, const uint8_t *
 	pkt.bytes = malloc(size);
 	KEEL_ASSERT(pkt.bytes != NULL);
 	memcpy(pkt.bytes, bytes, size);
-	sim_schedule(s, at, SIM_EV_DELIVER, m->to, 0, &pkt);
+	sim_schedule(s, at, SIM_EV_DELIVER, m->to, link_seq, &pkt);
 }
 
 static void schedule_copy(struct sim *s, const struct raft_msg *m, const uint8_t *bytes,
@@ -98,7 +98,7 @@ static void schedule_copy(struct sim *s, const struct raft_msg *m, const uint8_t
 	if (keel_rng_chance(&s->rng, s->net.slow_per_mille, 1000)) {
 		delay = keel_rng_between(&s->rng, s->net.max_delay_ms, s->net.slow_max_ms);
 	}
-	schedule_at(s, m, bytes, size, s->now + delay);
+	schedule_at(s, m, bytes, size, s->now + delay, 0);
 }
 
 /* A copy that arrives after everything sent before it on the link. */
@@ -108,7 +108,7 @@ static void schedule_in_order(struct sim *s, const struct raft_msg *m, const uin
 	uint64_t at = s->now + keel_rng_between(&s->rng, s->net.min_delay_ms, s->net.max_delay_ms);
 	at = KEEL_MAX(at, s->net.link_last_at[m->from][m->to]);
 	s->net.link_last_at[m->from][m->to] = at;
-	schedule_at(s, m, bytes, size, at);
+	schedule_at(s, m, bytes, size, at, ++s->net.link_sent[m->from][m->to]);
 }
 
 void sim_net_send(struct sim *s, const struct raft_msg *m)

@@ -729,14 +729,19 @@ static void step(struct sim *s)
 	if (node_bound && s->nodes[ev.node].up && s->nodes[ev.node].paused) {
 		/* Deferred: re-queued behind the pause, as it was. */
 		ev.at = s->now + 10;
-		if (ev.kind == SIM_EV_DELIVER && ev.pkt.size >= 1 &&
-		    ev.pkt.bytes[0] != PEER_FRAME_RAFT) {
-			/* what comes later on its link stays behind it */
-			uint64_t *last = &s->net.link_last_at[ev.pkt.from][ev.pkt.to];
-			*last = KEEL_MAX(*last, ev.at);
-		}
 		push_event(s, ev);
 		return;
+	}
+	if (ev.kind == SIM_EV_DELIVER && ev.arg != 0) {
+		/* An in-order frame: one sent before it on its link is still
+		 * on the way (held up behind a pause): it waits. */
+		uint64_t *taken = &s->net.link_taken[ev.pkt.from][ev.pkt.to];
+		if (ev.arg != *taken + 1) {
+			ev.at = s->now + 1;
+			push_event(s, ev);
+			return;
+		}
+		*taken = ev.arg;
 	}
 	sim_trace_hash(s, ev.at * 31 + ev.kind * 7 + ev.node * 131 + ev.arg);
 	if (!node_event_void(s, &ev)) {

@@ -64,6 +64,10 @@ struct sim_net {
 	bool blocked[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1]; /* [from][to] */
 	/* the last delivery time of an in-order frame on each link */
 	uint64_t link_last_at[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	/* in-order frames numbered per link (the event's arg) and the last
+	 * one taken off the link: one that comes early waits */
+	uint64_t link_sent[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t link_taken[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
 	uint32_t drop_per_mille;
 	uint32_t dup_per_mille;
 	uint32_t slow_per_mille; /* delayed by up to slow_max_ms instead */
@@ -557,6 +561,8 @@ bool sim_zkw_idle(struct sim *s);
 bool sim_zkw_check(struct sim *s, struct simzk_result *r);
 void sim_zkw_counts(struct sim *s, struct simzk_result *r);
 void sim_zkw_print_stuck(struct sim *s);
+/* host.c: a client txn (session, xid) was applied on some server. */
+void sim_zkw_note_applied(struct sim *s, int64_t session, int32_t xid);
 /* host.c: node n's core (it runs). sim.c: the configuration of the
  * current leader (NULL: none). */
 struct node_core *sim_host_core(struct sim_node *n);

@@ -364,7 +364,7 @@ static bool collect_path(const struct simzk_history *h, const char *path, struct
 {
 	for (size_t i = 0; i < h->op_count; i++) {
 		const struct simzk_op *o = &h->ops[i];
-		if (o->kind != SIMZK_REQUEST || o->status == SIMZK_PENDING) {
+		if (o->kind != SIMZK_REQUEST || o->status == SIMZK_PENDING || o->never_applied) {
 			continue;
 		}
 		bool unknown = o->status == SIMZK_UNKNOWN;

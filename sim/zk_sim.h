@@ -97,6 +97,9 @@ struct simzk_op {
 	uint32_t sub_count;
 	struct simzk_sub sub[SIMZK_MULTI_MAX];
 	size_t after_sync; /* a read sent right behind a sync: the sync's index */
+	/* UNKNOWN write that no server ever applied (the run resolves it from
+	 * the servers' committed logs): it never took effect */
+	bool never_applied;
 	/* setWatches(2) after a move: the watches set again (bit i: path
 	 * simzk_path_name(i)) and the last zxid the client saw */
 	uint16_t sw_data;

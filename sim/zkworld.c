@@ -39,6 +39,7 @@
 #include "core/fsm.h"
 #include "sim/sim.h"
 #include "sim/zk_sim.h"
+#include "zk/zk_codes.h"
 #include "zk/zk_state.h"
 
 #define ZKW_CLIENTS 8
@@ -69,6 +70,11 @@ struct zkw_conn {
 	struct zkw_queue inbox; /* arrived, not yet read by the core */
 };
 
+struct zkw_txn {
+	int64_t session;
+	int32_t xid;
+};
+
 struct sim_zk_world {
 	struct simzk_history hist;
 	struct simzk_clients cs;
@@ -79,7 +85,9 @@ struct sim_zk_world {
 	uint8_t *frame; /* a frame to the client being framed */
 	size_t frame_cap;
 	uint64_t max_delay_ms;
-	bool ticking;
+	/* (session, xid) of every client txn some server applied */
+	struct zkw_txn *applied;
+	size_t n_applied, cap_applied;
 };
 
 static struct sim_zk_world *zkw(struct sim *s)
@@ -477,6 +485,7 @@ void sim_zkw_free(struct sim *s)
 		free(w->conns[i]);
 	}
 	free(w->conns);
+	free(w->applied);
 	free(w->frame);
 	keel_wbuf_free(&w->out);
 	simzk_clients_free(&w->cs);
@@ -493,6 +502,64 @@ void sim_zkw_finish(struct sim *s)
 bool sim_zkw_idle(struct sim *s)
 {
 	return simzk_clients_idle(&zkw(s)->cs);
+}
+
+/* ---- resolving unknown writes ---- */
+
+void sim_zkw_note_applied(struct sim *s, int64_t session, int32_t xid)
+{
+	struct sim_zk_world *w = s->zkw;
+	if (w == NULL || session == 0 || xid <= 0) {
+		return;
+	}
+	if (w->n_applied == w->cap_applied) {
+		w->cap_applied = w->cap_applied == 0 ? 256 : 2 * w->cap_applied;
+		w->applied = realloc(w->applied, w->cap_applied * sizeof(*w->applied));
+		KEEL_ASSERT(w->applied != NULL);
+	}
+	w->applied[w->n_applied++] = (struct zkw_txn){session, xid};
+}
+
+static int txn_cmp(const void *a, const void *b)
+{
+	const struct zkw_txn *x = a, *y = b;
+	if (x->session != y->session) {
+		return x->session < y->session ? -1 : 1;
+	}
+	return (x->xid > y->xid) - (x->xid < y->xid);
+}
+
+static bool is_write(int32_t opcode)
+{
+	switch (opcode) {
+	case ZK_OP_CREATE:
+	case ZK_OP_CREATE2:
+	case ZK_OP_CREATE_CONTAINER:
+	case ZK_OP_CREATE_TTL:
+	case ZK_OP_DELETE:
+	case ZK_OP_SET_DATA:
+	case ZK_OP_MULTI:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* An UNKNOWN write whose (session, xid) no server applied never took
+ * effect (the cluster is settled: every member applied the whole log). */
+static void resolve_unknown(struct sim_zk_world *w)
+{
+	qsort(w->applied, w->n_applied, sizeof(*w->applied), txn_cmp);
+	for (size_t i = 0; i < w->hist.op_count; i++) {
+		struct simzk_op *o = &w->hist.ops[i];
+		if (o->kind != SIMZK_REQUEST || o->status != SIMZK_UNKNOWN || !is_write(o->opcode) ||
+		    o->session == 0) {
+			continue;
+		}
+		struct zkw_txn key = {o->session, o->xid};
+		o->never_applied = bsearch(&key, w->applied, w->n_applied, sizeof(*w->applied),
+					   txn_cmp) == NULL;
+	}
 }
 
 /* A server the view shows: up, and a member of the leader's configuration. */
@@ -545,6 +612,7 @@ bool sim_zkw_check(struct sim *s, struct simzk_result *r)
 {
 	struct sim_zk_world *w = zkw(s);
 	struct simzk_view view = {s, s->n_slots, view_state, view_applied};
+	resolve_unknown(w);
 	r->ok = simzk_check_all(&w->hist, &view, r->why, sizeof(r->why));
 	return r->ok;
 }

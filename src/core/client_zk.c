@@ -166,6 +166,7 @@ struct zk_server {
 	struct keel_hmap by_conn;    /* host connection id -> zk_conn */
 	struct tracker *tracker;     /* the node's (request ids, writes in flight) */
 	struct keel_list barriers;   /* of zk_pending: syncs and handshakes behind a barrier */
+	bool release_pending;        /* writes behind served syncs wait for the ready's end */
 	struct zk_watches watches;
 	struct zk_expiry expiry;
 	bool expiry_active;
@@ -1172,6 +1173,11 @@ static void handle_write(struct node_core *core, struct zk_conn *zc, const struc
 /* Proposes the writes that waited behind syncs now served (fifo_advance). */
 static void release_behind_sync(struct node_core *core, struct zk_conn *zc)
 {
+	if (core->in_ready) {
+		/* proposing waits until the ready is handled */
+		server_of(core)->release_pending = true;
+		return;
+	}
 	struct keel_list *it;
 	KEEL_LIST_FOR_EACH (it, &zc->fifo) {
 		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, fifo_link);
@@ -1848,6 +1854,16 @@ void zk_clients_after_apply(struct node_core *core)
 	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
+	}
+	if (zs->release_pending) {
+		zs->release_pending = false;
+		struct keel_list *c;
+		KEEL_LIST_FOR_EACH (c, &zs->conns) {
+			struct zk_conn *zc = KEEL_LIST_ITEM(c, struct zk_conn, link);
+			if (zc->state == ZC_ACTIVE) {
+				release_behind_sync(core, zc);
+			}
+		}
 	}
 	struct keel_list *it = keel_list_first(&zs->barriers);
 	while (it != NULL) {
