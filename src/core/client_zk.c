@@ -959,6 +959,10 @@ static void decide_connect(struct node_core *core, struct zk_conn *zc, struct zk
 			return;
 		}
 		p->kind = PK_CONNECT;
+		/* Again: a barrier before this decision took it out of the map
+		 * and cleared it, and a close must find it to forget the
+		 * connection it points to. */
+		zc->connect_pending = p;
 		zc->timeout_ms = timeout;
 		struct keel_wbuf *w = &zs->scratch;
 		encode_entry_header(core, p, w);
@@ -1729,6 +1733,9 @@ void zk_conn_on_close(struct node_core *core, uint64_t conn)
 	while (!keel_list_empty(&zc->fifo)) {
 		struct zk_pending *p = fifo_pop(zc);
 		p->zc = NULL;
+		if (p->behind_sync) {
+			pending_map_remove(zs, p); /* never sent: nothing to resolve */
+		}
 		if (!p->in_map) {
 			pending_free(zs, p);
 		}
