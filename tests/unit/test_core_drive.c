@@ -465,6 +465,42 @@ static void test_zk_client_by_id(void **state)
 	                     ZK_NODE_NONE);
 	assert_false(h->closed);
 
+	/* create /b, then getData /b behind it in the connection's order: the
+	 * read is served when the create applies, sees /b, and answers with a
+	 * zxid no older than the create's (it was the index before it). */
+	keel_wbuf_reset(&w);
+	keel_wbuf_i32(&w, 2);
+	keel_wbuf_i32(&w, ZK_OP_CREATE);
+	zk_write_str(&w, "/b");
+	zk_write_bytes(&w, zk_bytes_of("y", 1));
+	keel_wbuf_i32(&w, 1);
+	keel_wbuf_i32(&w, ZK_PERM_ALL);
+	zk_write_str(&w, "world");
+	zk_write_str(&w, "anyone");
+	keel_wbuf_i32(&w, 0);
+	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
+	keel_wbuf_reset(&w);
+	keel_wbuf_i32(&w, 3);
+	keel_wbuf_i32(&w, ZK_OP_GET_DATA);
+	zk_write_str(&w, "/b");
+	keel_wbuf_u8(&w, 0);
+	assert_true(keel_wbuf_ok(&w));
+	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
+	core_drive(&f->core);
+	assert_int_equal(h->n_frames, 2);
+	make_durable(f);
+	assert_int_equal(h->n_frames, 4);
+	struct zk_reply_header created, read;
+	keel_rbuf_init(&r, h->frames[2], h->frame_sizes[2]);
+	assert_int_equal(zk_reply_header_decode(&created, &r), KEEL_OK);
+	keel_rbuf_init(&r, h->frames[3], h->frame_sizes[3]);
+	assert_int_equal(zk_reply_header_decode(&read, &r), KEEL_OK);
+	assert_int_equal(created.xid, 2);
+	assert_int_equal(created.err, ZK_OK);
+	assert_int_equal(read.xid, 3);
+	assert_int_equal(read.err, ZK_OK);
+	assert_true(read.zxid >= created.zxid);
+
 	zk_conn_on_close(&f->core, 7);
 	zk_clients_close(&f->core);
 	core_stop(&f->core);
