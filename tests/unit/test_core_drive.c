@@ -386,6 +386,21 @@ static void test_storage_failure_stops(void **state)
 /* A ZooKeeper client of the core, by connection id only: its
  * ConnectRequest becomes a session and its create a znode, each answered
  * on the connection only once the entry is durable and applied. */
+/* A create request (world:anyone, persistent) with one byte of data. */
+static void encode_create(struct keel_wbuf *w, int32_t xid, const char *path, const char *data)
+{
+	keel_wbuf_reset(w);
+	keel_wbuf_i32(w, xid);
+	keel_wbuf_i32(w, ZK_OP_CREATE);
+	zk_write_str(w, path);
+	zk_write_bytes(w, zk_bytes_of(data, 1));
+	keel_wbuf_i32(w, 1);
+	keel_wbuf_i32(w, ZK_PERM_ALL);
+	zk_write_str(w, "world");
+	zk_write_str(w, "anyone");
+	keel_wbuf_i32(w, 0);
+}
+
 static void test_zk_client_by_id(void **state)
 {
 	(void)state;
@@ -430,16 +445,7 @@ static void test_zk_client_by_id(void **state)
 	assert_false(h->paused);
 
 	/* create /a: answered after its entry is applied, with its path. */
-	keel_wbuf_reset(&w);
-	keel_wbuf_i32(&w, 1);
-	keel_wbuf_i32(&w, ZK_OP_CREATE);
-	zk_write_str(&w, "/a");
-	zk_write_bytes(&w, zk_bytes_of("x", 1));
-	keel_wbuf_i32(&w, 1);
-	keel_wbuf_i32(&w, ZK_PERM_ALL);
-	zk_write_str(&w, "world");
-	zk_write_str(&w, "anyone");
-	keel_wbuf_i32(&w, 0);
+	encode_create(&w, 1, "/a", "x");
 	assert_true(keel_wbuf_ok(&w));
 	struct node_feed_stats fs;
 	node_feed_stats(&f->core, &fs);
@@ -468,16 +474,7 @@ static void test_zk_client_by_id(void **state)
 	/* create /b, then getData /b behind it in the connection's order: the
 	 * read is served when the create applies, sees /b, and answers with a
 	 * zxid no older than the create's (it was the index before it). */
-	keel_wbuf_reset(&w);
-	keel_wbuf_i32(&w, 2);
-	keel_wbuf_i32(&w, ZK_OP_CREATE);
-	zk_write_str(&w, "/b");
-	zk_write_bytes(&w, zk_bytes_of("y", 1));
-	keel_wbuf_i32(&w, 1);
-	keel_wbuf_i32(&w, ZK_PERM_ALL);
-	zk_write_str(&w, "world");
-	zk_write_str(&w, "anyone");
-	keel_wbuf_i32(&w, 0);
+	encode_create(&w, 2, "/b", "y");
 	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
 	keel_wbuf_reset(&w);
 	keel_wbuf_i32(&w, 3);
