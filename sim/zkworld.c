@@ -467,7 +467,9 @@ void sim_zkw_new(struct sim *s)
 	keel_wbuf_init_dynamic(&w->out, 256, 1u << 20);
 	simzk_history_init(&w->hist);
 	struct simzk_transport tr = {s, tr_open, tr_send, tr_close};
-	simzk_clients_init(&w->cs, ZKW_CLIENTS, s->cfg.nodes, keel_rng_next(&s->rng), &tr,
+	/* Every server slot, spares included: membership changes may leave
+	 * the initial servers outside the configuration. */
+	simzk_clients_init(&w->cs, ZKW_CLIENTS, s->n_slots, keel_rng_next(&s->rng), &tr,
 			   &w->hist);
 	sim_schedule(s, s->now + ZKW_TICK_MS, SIM_EV_ZK_TICK, 0, 0, NULL);
 }
