@@ -542,6 +542,11 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 		 * (kilobytes): chunks of 64 bytes made a lagging server's catch-up
 		 * outlast the liveness deadline. */
 		o->snapshot_chunk_bytes *= 8;
+	} else if (cfg->zk) {
+		/* Likewise the ZooKeeper workload's trees and sessions: with
+		 * the smallest chunks a lagging server's transfer outlasted
+		 * the leader's next snapshots, again and again. */
+		o->snapshot_chunk_bytes *= 8;
 	}
 	o->max_entry_bytes = s->wal_params.max_entry_bytes;
 	if (cfg->controller) {
