@@ -551,7 +551,9 @@ static bool is_write(int32_t opcode)
  * effect (the cluster is settled: every member applied the whole log). */
 static void resolve_unknown(struct sim_zk_world *w)
 {
-	qsort(w->applied, w->n_applied, sizeof(*w->applied), txn_cmp);
+	if (w->n_applied > 0) {
+		qsort(w->applied, w->n_applied, sizeof(*w->applied), txn_cmp);
+	}
 	for (size_t i = 0; i < w->hist.op_count; i++) {
 		struct simzk_op *o = &w->hist.ops[i];
 		if (o->kind != SIMZK_REQUEST || o->status != SIMZK_UNKNOWN || !is_write(o->opcode) ||
@@ -559,7 +561,8 @@ static void resolve_unknown(struct sim_zk_world *w)
 			continue;
 		}
 		struct zkw_txn key = {o->session, o->xid};
-		o->never_applied = bsearch(&key, w->applied, w->n_applied, sizeof(*w->applied),
+		o->never_applied = w->n_applied == 0 ||
+				   bsearch(&key, w->applied, w->n_applied, sizeof(*w->applied),
 					   txn_cmp) == NULL;
 	}
 }
