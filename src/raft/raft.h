@@ -524,8 +524,6 @@ struct raft_ready {
 	uint64_t commit;
 };
 
-/* True when raft_ready() would return something. */
-bool raft_has_ready(const struct raft *r);
 
 /* Collects the outputs accumulated since the last advance. Returns false
  * (and zeroes *rd) when there is nothing. */
