@@ -75,9 +75,9 @@ void meta_follower_close(struct meta_follower *f);
  * below the current offset is skipped (already applied: KEEL_OK, no
  * changes); decode errors return the decoder's code with `eb` (may be
  * NULL) saying why, and leave the image unchanged. KEEL_NOMEM after the
- * decode is different: the records before the one in flight stay applied
- * (meta_image_apply) and the role changes reported are incomplete, so the
- * image can no longer be trusted to match the log.
+ * decode is different: the batch may be applied in part (the records before
+ * the one in flight, meta_image_apply) or in whole, and the role changes
+ * reported are incomplete; the follower is then out of step with the log.
  */
 enum keel_err meta_follower_apply(struct meta_follower *f, int64_t offset, const void *data,
 				  size_t size, const struct meta_role_change **changes,
