@@ -795,8 +795,14 @@ static void liveness(struct sim *s)
 	uint64_t next_probe = s->now;
 	size_t probe = SIZE_MAX;
 	uint32_t probe_client = s->n_clients; /* a client slot no workload uses */
+	uint64_t probe_deadline = 0;
 	while (!s->failed && s->now < deadline) {
 		const struct sim_hist_op *h = probe == SIZE_MAX ? NULL : &s->hist[probe];
+		if (h != NULL && h->status == SIM_OP_PENDING && s->now >= probe_deadline) {
+			/* Given up, as a client would: a leader that was removed
+			 * from the configuration never hears the outcome. */
+			sim_hist_complete(s, probe, SIM_OP_UNKNOWN, 0);
+		}
 		if (s->now >= next_probe && (h == NULL || h->status == SIM_OP_FAILED ||
 					     h->status == SIM_OP_UNKNOWN)) {
 			next_probe = s->now + PROBE_EVERY_MS;
@@ -806,6 +812,7 @@ static void liveness(struct sim *s)
 							 (uint64_t)s->n_hist + 1);
 				if (sim_node_propose(s, l, op)) {
 					probe = op;
+					probe_deadline = s->now + s->client_timeout_ms;
 				} else {
 					sim_hist_complete(s, op, SIM_OP_FAILED, 0);
 				}

@@ -38,6 +38,8 @@
 #define HW_HEADER_SIZE 10u /* magic, version, count */
 #define HW_ENTRY_SIZE  28u
 #define HW_MAX_FILE    (64u << 20)
+_Static_assert(HW_HEADER_SIZE == 4 + 2 + 4, "header: u32 magic, u16 version, u32 count");
+_Static_assert(HW_ENTRY_SIZE == 16 + 4 + 8, "entry: topic id, i32 partition, i64 high watermark");
 
 enum keel_err broker_hw_checkpoint_encode(const struct broker_core *core, struct keel_wbuf *w)
 {

@@ -359,7 +359,7 @@ struct core_options {
 	uint64_t snapshot_trailing;
 	uint32_t max_entry_bytes;
 	const struct zk_config *zk_config; /* copied */
-	const struct fsm_image_ops *image; /* borrowed for the core's life */
+	const struct fsm_image_ops *image; /* copied; image->ctx must outlive the core */
 	/* Optional: every other Raft option (window sizes, read timeout ...)
 	 * instead of raft_options_default(); the fields above, the id and the
 	 * seeded rng still come from the core. The simulator draws them. */

@@ -2,13 +2,25 @@
  * fsm.h — the replicated state machine of a server: everything committed
  * entries change, and its snapshot.
  *
- * Ownership: struct node_fsm (c->fsm, fsm_create/fsm_destroy) owns the
- * ZooKeeper state (src/zk) and its configuration. It does NOT own the two
- * other parts of the replicated state: the address book is c->book in
- * struct node_core (core/core.h), which fsm_apply changes and the snapshot
- * carries; the metadata image belongs to the controller glue, which applies
- * META entries itself (fsm_apply only says FSM_APPLIED_META) and saves and
- * loads its section through `struct fsm_image_ops`, given at fsm_create.
+ * Ownership and lifetimes:
+ *  - struct node_fsm (c->fsm; fsm_create allocates, fsm_destroy frees) owns
+ *    the ZooKeeper state (src/zk), a copy of its configuration and the
+ *    result buffer of the last applied txn (fsm_applied.zk points into it
+ *    until the next fsm_apply). fsm_snapshot_read replaces the ZooKeeper
+ *    state by value once its section has loaded whole: fsm_zk() keeps its
+ *    address, but any pointer INTO the old tree (nodes, sessions, data) is
+ *    dangling after a snapshot load.
+ *  - The address book is c->book, a fixed array inside struct node_core
+ *    (core/core.h), never allocated. fsm_apply of a CLUSTER entry edits it
+ *    in place (a removal moves the last entry into the hole) and a snapshot
+ *    load overwrites it whole, so a pointer from core_addr_find() is good
+ *    only until the next fsm_apply or fsm_snapshot_read.
+ *  - The metadata image is owned by the controller glue (struct node_ctl in
+ *    core/controller.c allocates and frees it). It applies META entries
+ *    itself (fsm_apply only says FSM_APPLIED_META) and saves and loads the
+ *    image's snapshot section through `struct fsm_image_ops`: fsm_create
+ *    copies the ops struct and keeps its ctx, which must outlive the fsm.
+ *    The fsm keeps no pointer into the image.
  * Deterministic: the same entries in the same order give the same state on
  * every server (zk_state_hash() is equal; the ZooKeeper snapshot carries it).
  */
@@ -40,7 +52,8 @@ struct fsm_image_ops {
 	void *ctx;
 };
 
-/* `zk_config` is copied; `image` is borrowed for the fsm's life. */
+/* `zk_config` and the ops struct `image` are copied; image->ctx is kept
+ * and must outlive the fsm. */
 enum keel_err fsm_create(const struct zk_config *zk_config, const struct fsm_image_ops *image,
 			 struct node_fsm **out);
 void fsm_destroy(struct node_fsm *fsm);

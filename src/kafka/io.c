@@ -118,15 +118,6 @@ void kio_i64(struct kafka_io *io, int64_t *v)
 	}
 }
 
-void kio_u32(struct kafka_io *io, uint32_t *v)
-{
-	if (io->writing) {
-		keel_wbuf_u32(io->w, *v);
-	} else {
-		*v = keel_rbuf_u32(&io->r);
-	}
-}
-
 void kio_bool(struct kafka_io *io, bool *v)
 {
 	if (io->writing) {

@@ -113,7 +113,6 @@ void kio_i8(struct kafka_io *io, int8_t *v);
 void kio_i16(struct kafka_io *io, int16_t *v);
 void kio_i32(struct kafka_io *io, int32_t *v);
 void kio_i64(struct kafka_io *io, int64_t *v);
-void kio_u32(struct kafka_io *io, uint32_t *v);
 void kio_bool(struct kafka_io *io, bool *v);
 void kio_uuid(struct kafka_io *io, struct kafka_uuid *v);
 void kio_str(struct kafka_io *io, struct kafka_str *v, bool nullable);

@@ -67,17 +67,6 @@ void meta_fmt_i64(struct meta_fmt *f, int64_t v)
 	meta_fmt_u64(f, (uint64_t)v);
 }
 
-void meta_fmt_hex64(struct meta_fmt *f, uint64_t v)
-{
-	static const char hex[] = "0123456789abcdef";
-	char out[16];
-	for (int i = 15; i >= 0; i--) {
-		out[i] = hex[v & 0xf];
-		v >>= 4;
-	}
-	meta_fmt_mem(f, out, sizeof(out));
-}
-
 static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 void meta_fmt_uuid(struct meta_fmt *f, const uint8_t id[16])

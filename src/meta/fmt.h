@@ -40,7 +40,6 @@ void meta_fmt_mem(struct meta_fmt *f, const char *s, size_t n);
 void meta_fmt_str(struct meta_fmt *f, const char *s);
 void meta_fmt_i64(struct meta_fmt *f, int64_t v);
 void meta_fmt_u64(struct meta_fmt *f, uint64_t v);
-void meta_fmt_hex64(struct meta_fmt *f, uint64_t v); /* 16 lowercase digits */
 void meta_fmt_uuid(struct meta_fmt *f, const uint8_t id[16]);
 
 /* Length of the base64url form of a 16-byte id (no padding). */

@@ -74,7 +74,10 @@ void meta_follower_close(struct meta_follower *f);
  * the role changes in *changes / *count (possibly none); a batch at or
  * below the current offset is skipped (already applied: KEEL_OK, no
  * changes); decode errors return the decoder's code with `eb` (may be
- * NULL) saying why, and leave the image unchanged.
+ * NULL) saying why, and leave the image unchanged. KEEL_NOMEM after the
+ * decode is different: the batch may be applied in part (the records before
+ * the one in flight, meta_image_apply) or in whole, and the role changes
+ * reported are incomplete; the follower is then out of step with the log.
  */
 enum keel_err meta_follower_apply(struct meta_follower *f, int64_t offset, const void *data,
 				  size_t size, const struct meta_role_change **changes,

@@ -754,15 +754,6 @@ static void dec_header(struct meta_dec *d, struct meta_batch_header *hdr, uint32
 	*count = meta_dec_count(d, META_MAX_BATCH_RECORDS, 8, "batch record count");
 }
 
-enum keel_err meta_batch_peek_header(const void *data, size_t size, struct meta_batch_header *hdr,
-				     uint32_t *record_count)
-{
-	struct meta_dec d;
-	meta_dec_init(&d, data, size, NULL, NULL);
-	dec_header(&d, hdr, record_count);
-	return meta_dec_finish(&d, false, "batch header");
-}
-
 enum keel_err meta_batch_decode(const void *data, size_t size, struct keel_arena *arena,
 				struct meta_batch *out, struct meta_errbuf *eb)
 {

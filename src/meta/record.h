@@ -269,9 +269,6 @@ enum keel_err meta_batch_encode(const struct meta_batch *batch, struct keel_wbuf
 enum keel_err meta_batch_decode(const void *data, size_t size, struct keel_arena *arena,
 				struct meta_batch *out, struct meta_errbuf *eb);
 
-/* Decodes only the header of an encoded batch (cheap peek for the server). */
-enum keel_err meta_batch_peek_header(const void *data, size_t size, struct meta_batch_header *hdr,
-				     uint32_t *record_count);
 
 /* ---- validation shared by the codec, the image and the controller ---- */
 

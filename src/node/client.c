@@ -44,11 +44,6 @@ struct node_client *node_client_find(struct node *n, uint64_t id)
 	return c != NULL && !c->conn.closing ? c : NULL;
 }
 
-struct node_client *node_clients_head(struct node *n)
-{
-	return n->clients != NULL ? n->clients->head : NULL;
-}
-
 size_t node_clients_count(struct node *n)
 {
 	return n->clients != NULL ? n->clients->count : 0;

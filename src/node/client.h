@@ -56,8 +56,6 @@ void node_clients_close(struct node *n);
 void node_clients_free(struct node *n);
 
 struct node_client *node_client_find(struct node *n, uint64_t id);
-/* First of all open connections (follow ->next). */
-struct node_client *node_clients_head(struct node *n);
 size_t node_clients_count(struct node *n);
 void node_clients_stats(struct node *n, struct node_client_stats *out);
 void node_clients_reset_stats(struct node *n);

@@ -16,11 +16,6 @@ void keel_log_set_level(enum keel_log_level level)
 	log_level = level;
 }
 
-enum keel_log_level keel_log_get_level(void)
-{
-	return log_level;
-}
-
 void keel_log_set_prefix(const char *prefix)
 {
 	snprintf(log_prefix, sizeof(log_prefix), "%s", prefix != NULL ? prefix : "");

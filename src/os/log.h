@@ -20,7 +20,6 @@ enum keel_log_level {
 };
 
 void keel_log_set_level(enum keel_log_level level);
-enum keel_log_level keel_log_get_level(void);
 
 /* Parses "debug", "info", "warn", "error", "off"; returns -1 when unknown. */
 int keel_log_parse_level(const char *name);

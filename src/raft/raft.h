@@ -32,11 +32,16 @@
  *
  * ---- Persistence rules (enforced by the core, not just documented) ----
  *
- * A ready with persist_id != 0 carries a batch to make durable: snapshot
- * chunks, then a snapshot install, then the hard state, then entries (that
- * order: the hard state goes first so that a crash part-way through a batch
- * never leaves entries of a term newer than the stored term, which recovery
- * would refuse as corrupt). Batches are made durable in persist_id order (a FIFO storage
+ * A ready with persist_id != 0 carries a batch to make durable, in this
+ * order: the hard state first, then snapshot chunks, then a snapshot
+ * install, then entries (see struct raft_ready; the server's WAL writer and
+ * the simulator's, src/wal/writer.h, do exactly this). The hard state goes
+ * first so that a crash part-way through a batch never leaves a chunk, an
+ * install or entries of a term newer than the stored term, which recovery
+ * would refuse as corrupt; a term or vote saved ahead of its entries is
+ * harmless, because nothing that depends on the batch leaves the node before
+ * the whole batch is durable (see below). Batches are made durable in
+ * persist_id order (a FIFO storage
  * thread does this naturally) and several may be outstanding at once, up to
  * options.max_persist_batches; past that, ready() holds new persistent work
  * back until raft_persisted() catches up (backpressure, never unbounded).
@@ -476,18 +481,24 @@ enum raft_role {
 struct raft_ready {
 	/* ---- the persist batch (persist_id == 0: nothing to persist) ----
 	 * Make durable in this order, then raft_persisted(persist_id):
-	 * 1. chunks[]: write chunk bytes to the temp file of chunk.meta
+	 * 1. hard state, if hard_state_changed (atomically: write-temp, fsync,
+	 *    rename), before everything else of the batch, so that no chunk,
+	 *    install or entry of a newer term is ever on disk under an older
+	 *    stored term (recovery refuses that). Saving only the newest hard
+	 *    state of several batches written together, before all of them, is
+	 *    as good: terms only grow, and the server's WAL writer does that;
+	 * 2. chunks[]: write chunk bytes to the temp file of chunk.meta
 	 *    (offset 0 truncates/creates it);
-	 * 2. install (if not NULL): the temp file is complete — make it the
+	 * 3. install (if not NULL): the temp file is complete — make it the
 	 *    current snapshot, drop stored entries as install->discard_log says;
 	 *    once durable, load it into the state machine BEFORE calling
 	 *    raft_persisted() (the core then counts install->meta.index as
 	 *    applied; report it with raft_applied() too);
-	 * 3. hard state, if hard_state_changed (atomically: write-temp, fsync,
-	 *    rename), before the entries of its term (saving it before steps
-	 *    1-2 is as good: the server's WAL writer does);
 	 * 4. entries[]: delete stored entries with index >= entries[0].index,
-	 *    then append these. */
+	 *    then append these.
+	 * A crash part-way leaves a prefix of these steps, which recovery
+	 * accepts: raft_persisted() comes only after all of it is synced, so no
+	 * vote, ack or commit has relied on the missing part. */
 	uint64_t persist_id;
 	const struct raft_snapshot_chunk *chunks;
 	size_t n_chunks;
@@ -513,8 +524,6 @@ struct raft_ready {
 	uint64_t commit;
 };
 
-/* True when raft_ready() would return something. */
-bool raft_has_ready(const struct raft *r);
 
 /* Collects the outputs accumulated since the last advance. Returns false
  * (and zeroes *rd) when there is nothing. */

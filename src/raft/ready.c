@@ -253,35 +253,6 @@ static void collect_persist(struct raft *r, struct raft_ready *rd)
 	}
 }
 
-bool raft_has_ready(const struct raft *r)
-{
-	if (r->role == RAFT_LEADER) {
-		for (uint32_t i = 0; i < r->n_progress; i++) {
-			const struct raft_progress *pr = &r->progress[i];
-			if (pr->id != r->id && pr->want_send) {
-				return true;
-			}
-		}
-		if (r->read_round_wanted) {
-			return true;
-		}
-	}
-	if (r->n_results > 0 || r->role != r->last_role || r->leader != r->last_leader) {
-		return true;
-	}
-	if (raft_needs_persist(r) && r->n_batches < r->opts.max_persist_batches) {
-		return true;
-	}
-	for (size_t i = 0; i < r->n_out; i++) {
-		if (out_sendable(r, &r->out[i])) {
-			return true;
-		}
-	}
-	uint64_t upto = KEEL_MIN(r->commit, r->persisted_index);
-	return r->install_wait_index == 0 && upto > r->applied_handed &&
-	       upto <= raft_log_last(&r->log);
-}
-
 bool raft_ready(struct raft *r, struct raft_ready *rd)
 {
 	KEEL_ASSERT(!r->handed.active);

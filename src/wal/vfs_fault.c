@@ -602,8 +602,12 @@ static enum keel_err fault_pwrite(struct wal_vfs_file *file, const void *buf, si
 				  (unsigned long long)fv->max_file_size);
 		err = KEEL_NOSPACE;
 	}
-	if (err == KEEL_OK && (!pending_add(f->inode, PENDING_WRITE, offset, buf, size) ||
-			       !bytes_write(&f->inode->current, offset, buf, size))) {
+	if (err == KEEL_OK && !pending_add(f->inode, PENDING_WRITE, offset, buf, size)) {
+		err = no_memory(f->path);
+	} else if (err == KEEL_OK && !bytes_write(&f->inode->current, offset, buf, size)) {
+		/* A failed write changes nothing (vfs.h): forget its pending copy. */
+		struct pending *last = &f->inode->pending[--f->inode->pending_count];
+		free(last->bytes);
 		err = no_memory(f->path);
 	}
 	pthread_mutex_unlock(&fv->mutex);

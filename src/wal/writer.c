@@ -31,8 +31,6 @@ struct wal_pending {
 	bool has_hard_state;
 	struct wal_hard_state hard_state; /* extra points into this allocation */
 	wal_prelude_fn prelude;
-	uint64_t reset_index;
-	uint64_t reset_term;
 	uint64_t truncate_from;
 	uint64_t compact_upto;
 	bool prune_snapshots;
@@ -50,17 +48,10 @@ static enum keel_err check_batch(struct wal_writer *w, const struct wal_batch *b
 {
 	uint64_t expected = w->next_index;
 	uint64_t floor = 0; /* truncate_from must be above it */
-	if (b->install_index != 0 && b->reset_index != 0) {
-		return KEEL_INVAL; /* the prelude's install already decides */
-	}
 	if (b->install_index != 0) {
 		/* Reset: continues at install_index+1; kept: where it did. */
 		expected = KEEL_MAX(expected, b->install_index + 1);
 		floor = b->install_index;
-	}
-	if (b->reset_index != 0) {
-		expected = b->reset_index + 1;
-		floor = b->reset_index;
 	}
 	if (b->truncate_from != 0) {
 		if (b->truncate_from > expected || b->truncate_from <= floor) {
@@ -112,8 +103,6 @@ static struct wal_pending *copy_batch(const struct wal_batch *b, uint64_t bytes)
 	at += b->entry_count * sizeof(struct wal_entry);
 	p->bytes = bytes;
 	p->prelude = b->prelude;
-	p->reset_index = b->reset_index;
-	p->reset_term = b->reset_term;
 	p->truncate_from = b->truncate_from;
 	p->compact_upto = b->compact_upto;
 	p->prune_snapshots = b->prune_snapshots;
@@ -205,10 +194,7 @@ static enum keel_err write_batch(struct wal *wal, struct wal_pending *p,
 			return err;
 		}
 	}
-	if (p->reset_index != 0) {
-		err = wal_reset(wal, p->reset_index, p->reset_term);
-	}
-	if (err == KEEL_OK && p->truncate_from != 0) {
+	if (p->truncate_from != 0) {
 		err = wal_truncate_suffix(wal, p->truncate_from);
 	}
 	if (err == KEEL_OK && p->entry_count > 0) {

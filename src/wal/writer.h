@@ -16,7 +16,6 @@
  *                  the batch's user_data and the WAL (e.g. writing received
  *                  snapshot chunks and installing a snapshot: rename, sync,
  *                  then wal_reset or wal_compact as the log on disk says)
- *   reset_index    discard the log after an installed snapshot (wal_reset)
  *   truncate_from  drop entries from this index on (wal_truncate_suffix;
  *                  the index after the log's last is allowed: no-op)
  *   entries        appended
@@ -85,7 +84,7 @@
 #include "base/err.h"
 #include "wal/wal.h"
 
-/* Runs on the storage thread before the batch's reset/truncate/entries; on
+/* Runs on the storage thread before the batch's truncate/entries; on
  * an error it writes the reason into errmsg. */
 typedef enum keel_err (*wal_prelude_fn)(void *user_data, struct wal *wal,
 					char errmsg[WAL_ERRMSG_SIZE]);
@@ -94,8 +93,6 @@ struct wal_batch {
 	const struct wal_hard_state *hard_state; /* NULL: none */
 	wal_prelude_fn prelude; /* NULL: none; called with user_data */
 	uint64_t install_index; /* 0: none; the prelude installs a snapshot here */
-	uint64_t reset_index;   /* 0: none; else with reset_term */
-	uint64_t reset_term;
 	uint64_t truncate_from; /* 0: none */
 	const struct wal_entry *entries;
 	size_t entry_count;

@@ -25,18 +25,6 @@ const char *zk_feed_type_name(int32_t type)
 	}
 }
 
-const char *zk_feed_status_name(int32_t status)
-{
-	switch (status) {
-	case ZK_FEED_OK:
-		return "ok";
-	case ZK_FEED_COMPACTED:
-		return "compacted";
-	default:
-		return "unknown";
-	}
-}
-
 /* ---- codec ---- */
 
 static bool version_ok(struct keel_rbuf *r)

@@ -79,7 +79,6 @@ enum zk_feed_type {
 
 /* "created", "deleted", "data", "child", "acl"; "unknown" otherwise. */
 const char *zk_feed_type_name(int32_t type);
-const char *zk_feed_status_name(int32_t status);
 
 struct zk_feed_request {
 	int64_t from_zxid;

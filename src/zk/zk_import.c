@@ -20,9 +20,11 @@
 #define LOG_MAGIC 0x5a4b4c47u  /* "ZKLG" */
 #define FILE_VERSION 2
 #define FILE_HEADER_SIZE 16u
-#define TXN_HEADER_SIZE 28u
 #define TXN_DIGEST_SIZE 12u /* TxnDigest {int version, long treeDigest} */
 #define RECORD_OVERHEAD 13u /* long checksum, int length, byte 'B' */
+_Static_assert(FILE_HEADER_SIZE == 4 + 4 + 8, "file header: int magic, int version, long dbid");
+_Static_assert(TXN_DIGEST_SIZE == 4 + 8, "TxnDigest: int version, long treeDigest");
+_Static_assert(RECORD_OVERHEAD == 8 + 4 + 1, "record: long checksum, int length, byte 'B'");
 #define OPEN_ACL_KEY (-1)   /* ZooKeeper's key for world:anyone:ALL */
 #define ADLER_MOD 65521u
 

@@ -107,17 +107,6 @@ static void *special_item(uint32_t id)
 	return (void *)(uintptr_t)((uintptr_t)id + 1);
 }
 
-static bool special_eq(const void *item, const void *key)
-{
-	return item == key;
-}
-
-bool zk_mut_is_special(const struct zk_state *st, uint32_t id)
-{
-	void *item = special_item(id);
-	return keel_hmap_find(&st->special, keel_hash_u64(id), special_eq, item) != NULL;
-}
-
 enum keel_err zk_mut_special_add(struct zk_state *st, uint32_t id)
 {
 	return keel_hmap_insert(&st->special, keel_hash_u64(id), special_item(id));

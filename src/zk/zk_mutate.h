@@ -84,7 +84,6 @@ enum keel_err zk_mut_session_remove(struct zk_state *st, struct zk_session *s);
 
 /* Helpers shared with apply, reads and snapshots. */
 struct zk_session *zk_mut_session_find(const struct zk_state *st, int64_t id);
-bool zk_mut_is_special(const struct zk_state *st, uint32_t id);
 enum keel_err zk_mut_trigger(struct zk_result *res, int32_t type, uint32_t acl,
 			     struct zk_bytes path);
 

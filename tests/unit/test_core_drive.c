@@ -34,6 +34,7 @@ struct fake_host {
 	uint64_t persisted_total;
 	bool drive_due;
 	bool failed;
+	bool refuse_persist; /* persist returns KEEL_IO */
 	size_t applied_book;
 	/* The one client connection the tests open (its id: conn). */
 	uint64_t conn;
@@ -48,6 +49,9 @@ struct fake_host {
 static enum keel_err fh_persist(void *ctx, const struct raft_ready *rd)
 {
 	struct fake_host *h = ctx;
+	if (h->refuse_persist) {
+		return KEEL_IO;
+	}
 	assert_true(h->n_pending < MAX_PENDING);
 	if (h->n_pending > 0) {
 		assert_true(rd->persist_id > h->pending[h->n_pending - 1]);
@@ -383,6 +387,36 @@ static void test_storage_failure_stops(void **state)
 	free(f);
 }
 
+/* Storage refuses a batch whose ready also carries committed entries:
+ * the core stops without applying them (nor sending anything), so no part
+ * of the state moves on after the failure. */
+static void test_refused_persist_applies_nothing(void **state)
+{
+	(void)state;
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	open_core(f, 44);
+	elect(f);
+	uint64_t applied_before = f->core.applied_index;
+	propose_address(f, 9, "127.0.0.1:9000");
+	core_drive(&f->core);
+	assert_true(f->host.n_pending > 0);
+	/* A second entry waits for the next ready, with the first's commit. */
+	propose_address(f, 10, "127.0.0.1:10000");
+	f->host.refuse_persist = true;
+	for (size_t i = 0; i < f->host.n_pending; i++) {
+		core_on_durable(&f->core, f->host.pending[i], KEEL_OK);
+	}
+	core_drive(&f->core);
+	assert_true(f->core.failed);
+	assert_true(f->host.failed);
+	assert_int_equal(f->core.applied_index, applied_before);
+	assert_null(core_addr_find(&f->core, 9));
+	assert_null(core_addr_find(&f->core, 10));
+	core_close(&f->core);
+	free(f);
+}
+
 /* A ZooKeeper client of the core, by connection id only: its
  * ConnectRequest becomes a session and its create a znode, each answered
  * on the connection only once the entry is durable and applied. */
@@ -534,6 +568,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_applies_only_after_durable),
 	        cmocka_unit_test(test_storage_failure_stops),
+	        cmocka_unit_test(test_refused_persist_applies_nothing),
 	        cmocka_unit_test(test_zk_client_by_id),
 	        cmocka_unit_test(test_seeded),
 	};

@@ -201,6 +201,15 @@ static void test_snapshot_then_batches(void **state)
 	assert_int_not_equal(meta_follower_load_snapshot(&f, snap, size, &ch, &n, NULL), KEEL_OK);
 	assert_true(meta_follower_offset(&f) == c.committed.offset);
 	free(snap);
+	/* A batch that does not decode is refused and the image kept. */
+	uint64_t hash = meta_image_hash(&f.image);
+	static const uint8_t undecodable[] = {0xff, 0xff, 0xff, 0xff, 1, 2, 3};
+	enum keel_err bad = meta_follower_apply(&f, c.committed.offset + 1, undecodable,
+						sizeof(undecodable), &ch, &n, NULL);
+	assert_int_not_equal(bad, KEEL_OK);
+	assert_int_equal(n, 0);
+	assert_true(meta_follower_offset(&f) == c.committed.offset);
+	assert_true(meta_image_hash(&f.image) == hash);
 
 	/* Then the log goes on: the follower applies the next batches. */
 	c.auto_commit = false;
