@@ -249,8 +249,10 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 			node_ctl_apply(c, e, &applied.entry);
 		}
 		if (c->failed) {
-			/* The controller could not follow this entry: it is not
-			 * applied, nor anything after it (the server stops). */
+			/* This entry could not be applied in full (out of
+			 * memory, or the controller cannot follow it): it does
+			 * not count as applied, nor does anything after it (the
+			 * server stops). */
 			break;
 		}
 		on_applied(c, &applied);
