@@ -439,8 +439,19 @@ static struct sim_host *conn_host(void *ctx, uint64_t conn)
 	return h;
 }
 
+/* The ZooKeeper workload's connections (zkworld.c). */
+static bool zk_conn(void *ctx, uint64_t conn)
+{
+	(void)ctx;
+	return conn >= SIM_ZK_CONN_BASE;
+}
+
 static struct keel_wbuf *host_client_begin(void *ctx, uint64_t conn, size_t *mark)
 {
+	if (zk_conn(ctx, conn)) {
+		*mark = 0;
+		return sim_zkw_client_begin(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+	}
 	struct sim_host *h = conn_host(ctx, conn);
 	keel_wbuf_reset(&h->bc.out);
 	*mark = 0;
@@ -451,6 +462,11 @@ static void host_client_send(void *ctx, uint64_t conn, const void *payload, size
 
 static void host_client_end(void *ctx, uint64_t conn, size_t mark)
 {
+	if (zk_conn(ctx, conn)) {
+		KEEL_ASSERT(mark == 0);
+		sim_zkw_client_end(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+		return;
+	}
 	struct sim_host *h = conn_host(ctx, conn);
 	KEEL_ASSERT(mark == 0 && keel_wbuf_ok(&h->bc.out));
 	host_client_send(ctx, conn, h->bc.out.data, h->bc.out.size);
@@ -481,6 +497,10 @@ static void broker_answer(struct sim_host *h, int32_t xid, int32_t err, const ui
  * then the answers to their requests. */
 static void host_client_send(void *ctx, uint64_t conn, const void *payload, size_t size)
 {
+	if (zk_conn(ctx, conn)) {
+		sim_zkw_client_send(host_of(ctx)->s, host_of(ctx)->n->id, conn, payload, size);
+		return;
+	}
 	struct sim_host *h = conn_host(ctx, conn);
 	if (h->bc.closed) {
 		return;
@@ -512,11 +532,23 @@ static void host_client_send(void *ctx, uint64_t conn, const void *payload, size
 
 static void host_client_pause(void *ctx, uint64_t conn, bool paused)
 {
+	if (zk_conn(ctx, conn)) {
+		sim_zkw_client_pause(host_of(ctx)->s, host_of(ctx)->n->id, conn, paused);
+		return;
+	}
 	conn_host(ctx, conn)->bc.paused = paused;
 }
 
 static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bool flush)
 {
+	if (zk_conn(ctx, conn)) {
+		/* flush or not: what the core wrote is on the wire already */
+		sim_tracef(host_of(ctx)->s, "node %llu: the core closes connection %llu: %s",
+			   (unsigned long long)host_of(ctx)->n->id,
+			   (unsigned long long)(conn - SIM_ZK_CONN_BASE), keel_errname(reason));
+		sim_zkw_client_close(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+		return;
+	}
 	struct sim_host *h = conn_host(ctx, conn);
 	(void)flush;
 	sim_tracef(h->s, "node %llu: the core closed the brokers' connection: %s",
@@ -526,11 +558,17 @@ static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bo
 
 static bool host_client_paused(void *ctx, uint64_t conn)
 {
+	if (zk_conn(ctx, conn)) {
+		return sim_zkw_client_paused(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+	}
 	return conn_host(ctx, conn)->bc.paused;
 }
 
 static size_t host_client_output_bytes(void *ctx, uint64_t conn)
 {
+	if (zk_conn(ctx, conn)) {
+		return 0; /* on the wire at once */
+	}
 	(void)conn_host(ctx, conn);
 	return 0; /* delivered at once */
 }
@@ -667,6 +705,9 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 		node_ctl_last_apply(&h->core, &res);
 		sim_ctl_note_applied(h->s, n, entry->index, applied->entry.payload,
 				     applied->entry.payload_size, &res);
+	}
+	if (applied->kind == FSM_APPLIED_ZK && applied->zk->kind == ZK_TXN_REQUEST) {
+		sim_zkw_note_applied(h->s, applied->zk->session_id, applied->zk->xid);
 	}
 	sim_check_applied(h->s, n, entry);
 	sim_node_complete_writes(h->s, n, entry,
@@ -938,6 +979,28 @@ static void ctl_open(struct sim_host *h)
 	h->n->sm.image = (struct meta_image *)node_ctl_image(&h->core);
 }
 
+/* The ZooKeeper workload: the core serves ZooKeeper clients (no cluster
+ * credential asked). */
+static void zk_open(struct sim_host *h)
+{
+	struct zk_clients_options zo = {
+		.max_packet_bytes = 1u << 20,
+		.max_pending_per_connection = 1000,
+		.max_watches_per_connection = 1000,
+		.housekeeping_ms = 1000,
+		.insecure_peers = true,
+	};
+	char why[256];
+	enum keel_err err = zk_clients_open(&h->core, &zo, why, sizeof(why));
+	KEEL_ASSERT(err == KEEL_OK);
+}
+
+struct node_core *sim_host_core(struct sim_node *n)
+{
+	KEEL_ASSERT(n->host != NULL);
+	return &n->host->core;
+}
+
 bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_state *st)
 {
 	KEEL_ASSERT(n->host == NULL);
@@ -975,6 +1038,8 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 	memset(&n->sm, 0, sizeof(n->sm));
 	if (s->cfg.controller) {
 		ctl_open(h);
+	} else if (s->cfg.zk) {
+		zk_open(h);
 	}
 	raft_options_msg_limits(&h->core.raft_opts, &h->limits);
 	h->decode_entries = calloc(h->limits.max_entries, sizeof(*h->decode_entries));
@@ -1058,6 +1123,7 @@ void sim_host_process(struct sim *s, struct sim_node *n)
 	core_drive(&h->core);
 	ack_early(h);
 	broker_conn_pump(h);
+	sim_zkw_pump(s, n);
 	if (s->failed) {
 		return;
 	}
@@ -1087,6 +1153,9 @@ void sim_host_close(struct sim_node *n)
 		keel_wbuf_free(&h->bc.out);
 		node_ctl_destroy(&h->core);
 		n->sm.image = NULL;
+	} else if (h->core.zk_server != NULL) {
+		sim_zkw_server_down(h->s, n->id, true);
+		zk_clients_close(&h->core);
 	}
 	core_close(&h->core);
 	free(h->bc.queued);

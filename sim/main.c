@@ -8,12 +8,11 @@
  * only disk), --controller (the servers run the controller glue; the
  * active controller on the leader is fed by simulated brokers).
  *
- *   keel-sim ... --workload zk [--zk-bug NAME]
- * runs the ZooKeeper workload (simulated clients, the ZooKeeper checkers)
- * against the stand-in cluster of sim/zk_standin.c until the real server
- * core is wired in; --zk-bug plants one of its bugs (reply-before-apply,
- * watch-after-data, keep-pending-on-leader-change,
- * expire-no-ephemeral-delete). --steps is then simulated milliseconds.
+ *   keel-sim ... --workload zk
+ * runs the ZooKeeper workload (zkworld.c: simulated ZooKeeper clients on
+ * simulated connections to the servers' real cores, the ZooKeeper
+ * checkers) under the same faults as the register workload (kv, the
+ * default). Not with --controller.
  *
  * One line per seed: "ok seed=S ... trace=HASH ..." (the same seed always
  * prints the same hash) or, on a violated invariant or liveness failure,
@@ -30,15 +29,13 @@
 
 #include "os/log.h"
 #include "sim/sim.h"
-#include "sim/zk_sim.h"
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: keel-sim --seed S [--nodes N] [--steps K] [--verbose]\n"
 			"       keel-sim --seeds FIRST:COUNT | --random COUNT [--nodes N] "
 			"[--steps K] [--expect-fail]\n"
-			"       options for both: [--disk wal] [--controller]\n"
-			"                         [--workload kv|zk] [--zk-bug NAME]\n");
+			"       options for both: [--disk wal] [--controller | --workload kv|zk]\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -70,8 +67,6 @@ struct cli {
 	uint64_t random_count;
 	bool have_seed;
 	bool expect_fail;
-	bool zk;
-	enum simzk_bug zk_bug;
 };
 
 /* Parses "--seeds FIRST:COUNT". */
@@ -106,10 +101,7 @@ static bool parse_args(int argc, char **argv, struct cli *c)
 			 * contract went with the stand-in server) */
 		} else if (strcmp(a, "--workload") == 0 && v != NULL &&
 			   (strcmp(v, "kv") == 0 || strcmp(v, "zk") == 0)) {
-			c->zk = strcmp(v, "zk") == 0;
-		} else if (strcmp(a, "--zk-bug") == 0 && v != NULL &&
-			   simzk_bug_parse(v) != SIMZK_BUG_NONE) {
-			c->zk_bug = simzk_bug_parse(v);
+			c->cfg.zk = strcmp(v, "zk") == 0;
 		} else if (strcmp(a, "--controller") == 0) {
 			c->cfg.controller = true;
 			takes_value = false;
@@ -125,47 +117,12 @@ static bool parse_args(int argc, char **argv, struct cli *c)
 		i += takes_value ? 1 : 0;
 	}
 	if (nodes < 1 || nodes > SIM_MAX_NODES - 2 ||
-	    (!c->have_seed && c->count == 0 && c->random_count == 0)) {
+	    (!c->have_seed && c->count == 0 && c->random_count == 0) ||
+	    (c->cfg.zk && c->cfg.controller)) {
 		return false;
 	}
 	c->cfg.nodes = (uint32_t)nodes;
 	return true;
-}
-
-/* One seed of the ZooKeeper workload: prints its line, returns 0 if it passed. */
-static int run_zk(const struct cli *c)
-{
-	struct simzk_config zc = {.seed = c->cfg.seed,
-				  .servers = c->cfg.nodes,
-				  .clients = 8,
-				  .steps = c->cfg.steps,
-				  .bug = c->zk_bug,
-				  .verbose = c->cfg.verbose};
-	struct simzk_result r;
-	simzk_run(&zc, &r);
-	printf("%s seed=%llu nodes=%u workload=zk%s%s trace=%016llx sim_ms=%llu ops=%llu "
-	       "unknown=%llu sessions=%llu watches=%llu events=%llu moves=%llu expiries=%llu "
-	       "expired=%llu closes=%llu leader_changes=%llu zxid=%llu feed_changes=%llu "
-	       "feed_moves=%llu feed_compacted=%llu feed_gaps=%llu%s%s\n",
-	       r.ok ? "ok" : "FAIL", (unsigned long long)zc.seed, zc.servers,
-	       zc.bug != SIMZK_BUG_NONE ? " bug=" : "",
-	       zc.bug != SIMZK_BUG_NONE ? simzk_bug_name(zc.bug) : "", (unsigned long long)r.trace,
-	       (unsigned long long)r.sim_ms, (unsigned long long)r.ops,
-	       (unsigned long long)r.unknown, (unsigned long long)r.sessions,
-	       (unsigned long long)r.watches, (unsigned long long)r.events,
-	       (unsigned long long)r.moves, (unsigned long long)r.expiries,
-	       (unsigned long long)r.expired_by_server, (unsigned long long)r.closes,
-	       (unsigned long long)r.leader_changes, (unsigned long long)r.zxid,
-	       (unsigned long long)r.feed_changes, (unsigned long long)r.feed_moves,
-	       (unsigned long long)r.feed_compacted, (unsigned long long)r.feed_gaps,
-	       r.ok ? "" : ": ", r.ok ? "" : r.why);
-	if (!r.ok) {
-		printf("replay: keel-sim --seed %llu --nodes %u --workload zk --steps %llu%s%s\n",
-		       (unsigned long long)zc.seed, zc.servers, (unsigned long long)zc.steps,
-		       zc.bug != SIMZK_BUG_NONE ? " --zk-bug " : "",
-		       zc.bug != SIMZK_BUG_NONE ? simzk_bug_name(zc.bug) : "");
-	}
-	return r.ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -184,14 +141,14 @@ int main(int argc, char **argv)
 	 * that is noise unless a run is replayed verbosely. */
 	keel_log_set_level(c.cfg.verbose ? KEEL_LOG_INFO : KEEL_LOG_ERROR);
 	if (c.have_seed) {
-		int rc = c.zk ? run_zk(&c) : sim_run(&c.cfg);
+		int rc = sim_run(&c.cfg);
 		return c.expect_fail ? !rc : rc;
 	}
 	uint64_t runs = c.count > 0 ? c.count : c.random_count;
 	uint64_t failures = 0;
 	for (uint64_t i = 0; i < runs; i++) {
 		c.cfg.seed = c.count > 0 ? c.first + i : fresh_seed();
-		if ((c.zk ? run_zk(&c) : sim_run(&c.cfg)) != 0) {
+		if ((sim_run(&c.cfg)) != 0) {
 			failures++;
 			if (c.expect_fail) {
 				printf("expected failure found after %llu seeds\n",

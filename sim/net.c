@@ -17,6 +17,7 @@
 
 #include "base/assert.h"
 #include "base/hash.h"
+#include "core/core.h"
 #include "sim/sim.h"
 
 /* One line describing a message, for verbose traces. */
@@ -76,8 +77,9 @@ static void describe(const struct raft_msg *m, char *buf, size_t size)
 	}
 }
 
-static void schedule_copy(struct sim *s, const struct raft_msg *m, const uint8_t *bytes,
-			  size_t size)
+/* A copy of the bytes, delivered to m->to at `at`. */
+static void schedule_at(struct sim *s, const struct raft_msg *m, const uint8_t *bytes, size_t size,
+			uint64_t at, uint64_t link_seq)
 {
 	struct sim_packet pkt;
 	pkt.from = m->from;
@@ -86,11 +88,27 @@ static void schedule_copy(struct sim *s, const struct raft_msg *m, const uint8_t
 	pkt.bytes = malloc(size);
 	KEEL_ASSERT(pkt.bytes != NULL);
 	memcpy(pkt.bytes, bytes, size);
+	sim_schedule(s, at, SIM_EV_DELIVER, m->to, link_seq, &pkt);
+}
+
+static void schedule_copy(struct sim *s, const struct raft_msg *m, const uint8_t *bytes,
+			  size_t size)
+{
 	uint64_t delay = keel_rng_between(&s->rng, s->net.min_delay_ms, s->net.max_delay_ms);
 	if (keel_rng_chance(&s->rng, s->net.slow_per_mille, 1000)) {
 		delay = keel_rng_between(&s->rng, s->net.max_delay_ms, s->net.slow_max_ms);
 	}
-	sim_schedule(s, s->now + delay, SIM_EV_DELIVER, m->to, 0, &pkt);
+	schedule_at(s, m, bytes, size, s->now + delay, 0);
+}
+
+/* A copy that arrives after everything sent before it on the link. */
+static void schedule_in_order(struct sim *s, const struct raft_msg *m, const uint8_t *bytes,
+			      size_t size)
+{
+	uint64_t at = s->now + keel_rng_between(&s->rng, s->net.min_delay_ms, s->net.max_delay_ms);
+	at = KEEL_MAX(at, s->net.link_last_at[m->from][m->to]);
+	s->net.link_last_at[m->from][m->to] = at;
+	schedule_at(s, m, bytes, size, at, ++s->net.link_sent[m->from][m->to]);
 }
 
 void sim_net_send(struct sim *s, const struct raft_msg *m)
@@ -143,6 +161,14 @@ void sim_net_send_frame(struct sim *s, uint64_t from, uint64_t to, const uint8_t
 		return;
 	}
 	struct raft_msg head = {.from = from, .to = to};
+	if (size >= 1 && bytes[0] != PEER_FRAME_RAFT) {
+		/* The server's other peer frames (forwarded requests, replies,
+		 * session touches) ride its TCP links: in order, never twice;
+		 * lost when a link breaks. Only Raft's own messages, which
+		 * tolerate it, see reordering and duplicates. */
+		schedule_in_order(s, &head, bytes, size);
+		return;
+	}
 	schedule_copy(s, &head, bytes, size);
 	if (keel_rng_chance(&s->rng, s->net.dup_per_mille, 1000)) {
 		s->net.duplicated++;

@@ -25,10 +25,13 @@
 
 #include "base/assert.h"
 #include "base/hash.h"
+#include "core/core.h"
 #include "sim/sim.h"
+#include "sim/zk_sim.h"
 
 #define LIVENESS_TIMEOUTS 40
 #define PROBE_EVERY_MS 100
+#define ZK_FINISH_MS 60000 /* after liveness: the clients' final sync + read */
 
 void sim_trace_hash(struct sim *s, uint64_t v)
 {
@@ -152,6 +155,12 @@ static struct sim_node *current_leader(struct sim *s)
 		}
 	}
 	return best;
+}
+
+const struct raft_config *sim_final_config(struct sim *s)
+{
+	struct sim_node *l = current_leader(s);
+	return l != NULL ? raft_config(l->r) : NULL;
 }
 
 static void fault_membership(struct sim *s)
@@ -300,6 +309,7 @@ static void fault_event(struct sim *s)
 		fault_disk(s, n);
 	} else if (kind < 22) {
 		sim_net_partition(s, id);
+		sim_zkw_cut(s, id);
 		sim_schedule(s, s->now + keel_rng_between(&s->rng, t / 2, 5 * t), SIM_EV_HEAL, 0, 0,
 			     NULL);
 	} else if (kind < 30) {
@@ -532,6 +542,11 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 		 * (kilobytes): chunks of 64 bytes made a lagging server's catch-up
 		 * outlast the liveness deadline. */
 		o->snapshot_chunk_bytes *= 8;
+	} else if (cfg->zk) {
+		/* Likewise the ZooKeeper workload's trees and sessions: with
+		 * the smallest chunks a lagging server's transfer outlasted
+		 * the leader's next snapshots, again and again. */
+		o->snapshot_chunk_bytes *= 8;
 	}
 	o->max_entry_bytes = s->wal_params.max_entry_bytes;
 	if (cfg->controller) {
@@ -561,7 +576,11 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	/* Impatient clients keep feeding a leader that lost its quorum: long
 	 * unreplicated tails. */
 	s->client_timeout_ms = keel_rng_between(&s->rng, o->election_timeout_ms / 2, 4000);
-	sim_clients_init(s, (uint32_t)keel_rng_between(&s->rng, 3, 6));
+	uint32_t kv_clients = (uint32_t)keel_rng_between(&s->rng, 3, 6);
+	sim_clients_init(s, cfg->zk ? 0 : kv_clients);
+	if (cfg->zk) {
+		sim_zkw_new(s);
+	}
 	sim_schedule(s, s->now + keel_rng_between(&s->rng, 2 * timeout_ms(s), 6 * timeout_ms(s)),
 		     SIM_EV_FAULT, 0, 0, NULL);
 	if (cfg->controller) {
@@ -575,6 +594,7 @@ static void teardown(struct sim *s)
 		sim_node_free(&s->nodes[id]);
 	}
 	sim_ctl_world_free(s);
+	sim_zkw_free(s);
 	for (size_t i = 0; i < s->n_heap; i++) {
 		free(s->heap[i].pkt.bytes);
 	}
@@ -590,6 +610,7 @@ static void strike(struct sim *s, struct sim_node *n, uint64_t how)
 	uint64_t t = timeout_ms(s);
 	if (how == 0) {
 		sim_net_isolate(s, n->id);
+		sim_zkw_cut(s, n->id);
 		sim_schedule(s, s->now + keel_rng_between(&s->rng, t, 4 * t), SIM_EV_UNISOLATE, n->id,
 			     0, NULL);
 	} else if (how == 1 && n->up) {
@@ -693,6 +714,10 @@ static void dispatch(struct sim *s, struct sim_event *ev)
 	case SIM_EV_ADMIN:
 		sim_admin_event(s, ev->arg);
 		break;
+	case SIM_EV_ZK_TICK:
+	case SIM_EV_ZK_NET:
+		sim_zkw_event(s, ev);
+		break;
 	default:
 		KEEL_UNREACHABLE();
 	}
@@ -711,6 +736,17 @@ static void step(struct sim *s)
 		ev.at = s->now + 10;
 		push_event(s, ev);
 		return;
+	}
+	if (ev.kind == SIM_EV_DELIVER && ev.arg != 0) {
+		/* An in-order frame: one sent before it on its link is still
+		 * on the way (held up behind a pause): it waits. */
+		uint64_t *taken = &s->net.link_taken[ev.pkt.from][ev.pkt.to];
+		if (ev.arg != *taken + 1) {
+			ev.at = s->now + 1;
+			push_event(s, ev);
+			return;
+		}
+		*taken = ev.arg;
 	}
 	sim_trace_hash(s, ev.at * 31 + ev.kind * 7 + ev.node * 131 + ev.arg);
 	if (!node_event_void(s, &ev)) {
@@ -759,8 +795,14 @@ static void liveness(struct sim *s)
 	uint64_t next_probe = s->now;
 	size_t probe = SIZE_MAX;
 	uint32_t probe_client = s->n_clients; /* a client slot no workload uses */
+	uint64_t probe_deadline = 0;
 	while (!s->failed && s->now < deadline) {
 		const struct sim_hist_op *h = probe == SIZE_MAX ? NULL : &s->hist[probe];
+		if (h != NULL && h->status == SIM_OP_PENDING && s->now >= probe_deadline) {
+			/* Given up, as a client would: a leader that was removed
+			 * from the configuration never hears the outcome. */
+			sim_hist_complete(s, probe, SIM_OP_UNKNOWN, 0);
+		}
 		if (s->now >= next_probe && (h == NULL || h->status == SIM_OP_FAILED ||
 					     h->status == SIM_OP_UNKNOWN)) {
 			next_probe = s->now + PROBE_EVERY_MS;
@@ -770,6 +812,7 @@ static void liveness(struct sim *s)
 							 (uint64_t)s->n_hist + 1);
 				if (sim_node_propose(s, l, op)) {
 					probe = op;
+					probe_deadline = s->now + s->client_timeout_ms;
 				} else {
 					sim_hist_complete(s, op, SIM_OP_FAILED, 0);
 				}
@@ -862,16 +905,98 @@ static void final_checks(struct sim *s)
 	}
 }
 
+static void print_last_events(const struct sim *s)
+{
+	printf("last events (replay with --verbose for all):\n");
+	size_t n = KEEL_MIN(s->ring_next, KEEL_ARRAY_SIZE(s->ring));
+	for (size_t i = s->ring_next - n; i < s->ring_next; i++) {
+		printf("  %s\n", s->ring[i % KEEL_ARRAY_SIZE(s->ring)].text);
+	}
+}
+
+/* Every member of the leader's configuration runs and applied all the
+ * leader has. */
+static bool zk_quiet(struct sim *s)
+{
+	struct sim_node *l = current_leader(s);
+	if (l == NULL || sim_repair_busy(s)) {
+		return false;
+	}
+	const struct raft_config *c = raft_config(l->r);
+	uint64_t last = raft_last_index(l->r);
+	if (sim_host_core(l)->applied_index != last) {
+		return false;
+	}
+	for (uint32_t i = 0; i < c->count; i++) {
+		struct sim_node *m = &s->nodes[c->members[i].id];
+		if (!m->up || m->host == NULL || sim_host_core(m)->applied_index != last) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The ZooKeeper workload after liveness: the clients finish (a final sync
+ * + read each), the cluster settles, then the ZooKeeper checkers run. */
+static void zk_finish(struct sim *s, struct simzk_result *r)
+{
+	sim_zkw_finish(s);
+	uint64_t deadline = s->now + ZK_FINISH_MS;
+	bool settled = false;
+	while (!s->failed && s->now < deadline && s->n_heap > 0) {
+		if (sim_zkw_idle(s) && zk_quiet(s)) {
+			settled = true;
+			break;
+		}
+		step(s);
+	}
+	if (s->failed) {
+		return;
+	}
+	if (!settled) {
+		sim_fail(s, "zk liveness: the clients did not finish, or the members did not settle, "
+			    "within %u ms",
+			 ZK_FINISH_MS);
+		sim_zkw_print_stuck(s);
+		return;
+	}
+	if (!sim_zkw_check(s, r)) {
+		sim_fail(s, "zk: %s", r->why);
+	}
+}
+
+static void report_zk(const struct sim *s, const struct simzk_result *r)
+{
+	uint64_t trace = keel_hash_u64(s->trace_hash ^ r->trace);
+	printf("%s seed=%llu nodes=%u steps=%llu workload=zk trace=%016llx sim_ms=%llu ops=%llu "
+	       "unknown=%llu sessions=%llu watches=%llu events=%llu moves=%llu expiries=%llu "
+	       "expired=%llu closes=%llu leader_changes=%llu zxid=%llu crashes=%llu "
+	       "partitions=%llu members=%llu snapshots=%llu installs=%llu dfaults=%llu%s%s\n",
+	       s->failed ? "FAIL" : "ok", (unsigned long long)s->cfg.seed, s->cfg.nodes,
+	       (unsigned long long)s->cfg.steps, (unsigned long long)trace,
+	       (unsigned long long)s->now, (unsigned long long)r->ops,
+	       (unsigned long long)r->unknown, (unsigned long long)r->sessions,
+	       (unsigned long long)r->watches, (unsigned long long)r->events,
+	       (unsigned long long)r->moves, (unsigned long long)r->expiries,
+	       (unsigned long long)r->expired_by_server, (unsigned long long)r->closes,
+	       (unsigned long long)s->stat_elections, (unsigned long long)r->zxid,
+	       (unsigned long long)s->stat_crashes, (unsigned long long)s->stat_partitions,
+	       (unsigned long long)s->stat_member_changes, (unsigned long long)s->stat_snapshots,
+	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->stat_disk_faults,
+	       s->failed ? ": " : "", s->failed ? s->failure : "");
+	if (s->failed) {
+		print_last_events(s);
+		printf("replay: keel-sim --seed %llu --nodes %u --workload zk --steps %llu --verbose\n",
+		       (unsigned long long)s->cfg.seed, s->cfg.nodes, (unsigned long long)s->cfg.steps);
+	}
+}
+
 static void report(const struct sim *s)
 {
 	if (s->failed) {
 		printf("FAIL seed=%llu nodes=%u steps=%llu: %s\n", (unsigned long long)s->cfg.seed,
 		       s->cfg.nodes, (unsigned long long)s->cfg.steps, s->failure);
-		printf("last events (replay with --verbose for all):\n");
-		size_t n = KEEL_MIN(s->ring_next, KEEL_ARRAY_SIZE(s->ring));
-		for (size_t i = s->ring_next - n; i < s->ring_next; i++) {
-			printf("  %s\n", s->ring[i % KEEL_ARRAY_SIZE(s->ring)].text);
-		}
+		print_last_events(s);
 		printf("FAIL seed=%llu nodes=%u steps=%llu\n", (unsigned long long)s->cfg.seed,
 		       s->cfg.nodes, (unsigned long long)s->cfg.steps);
 		printf("replay: keel-sim --seed %llu --nodes %u --steps %llu%s --verbose\n",
@@ -925,13 +1050,23 @@ int sim_run(const struct sim_config *cfg)
 	if (!s->failed && s->cfg.controller) {
 		controller_liveness(s);
 	}
+	struct simzk_result zr;
+	memset(&zr, 0, sizeof(zr));
+	if (!s->failed && s->cfg.zk) {
+		zk_finish(s, &zr);
+	}
 	if (!s->failed) {
 		drain_clients(s);
 	}
 	if (!s->failed) {
 		final_checks(s);
 	}
-	report(s);
+	if (s->cfg.zk) {
+		sim_zkw_counts(s, &zr);
+		report_zk(s, &zr);
+	} else {
+		report(s);
+	}
 	int rc = s->failed ? 1 : 0;
 	teardown(s);
 	free(s);

@@ -62,6 +62,12 @@ struct sim_packet {
 
 struct sim_net {
 	bool blocked[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1]; /* [from][to] */
+	/* the last delivery time of an in-order frame on each link */
+	uint64_t link_last_at[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	/* in-order frames numbered per link (the event's arg) and the last
+	 * one taken off the link: one that comes early waits */
+	uint64_t link_sent[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
+	uint64_t link_taken[SIM_MAX_NODES + 1][SIM_MAX_NODES + 1];
 	uint32_t drop_per_mille;
 	uint32_t dup_per_mille;
 	uint32_t slow_per_mille; /* delayed by up to slow_max_ms instead */
@@ -187,6 +193,8 @@ enum sim_event_kind {
 	SIM_EV_ADMIN = 16,         /* the admin client's next action */
 	SIM_EV_BROKER_RESTART = 17,
 	SIM_EV_BROKER_RESUME = 18,
+	SIM_EV_ZK_TICK = 19, /* the ZooKeeper clients act */
+	SIM_EV_ZK_NET = 20,  /* a client connection's item arrives (arg: conn*2+dir) */
 };
 
 struct sim_event {
@@ -206,6 +214,7 @@ struct sim_config {
 	uint64_t steps;   /* events in the fault phase */
 	bool verbose;
 	bool controller;  /* the state machine carries the metadata image */
+	bool zk;          /* the ZooKeeper workload (zkworld.c) instead of registers */
 };
 
 struct sim_host;
@@ -238,6 +247,8 @@ struct sim {
 	uint64_t rot_node; /* a node whose disk rotted and has not restarted */
 	/* controller mode */
 	struct sim_ctl_world *ctlw;
+	/* the ZooKeeper workload (zkworld.c) */
+	struct sim_zk_world *zkw;
 	/* workload */
 	struct sim_client clients[SIM_MAX_CLIENTS];
 	uint32_t n_clients;
@@ -513,6 +524,49 @@ void sim_check_entries(struct sim *s, struct sim_node *n, const struct raft_entr
 void sim_check_applied(struct sim *s, struct sim_node *n, const struct raft_entry *e);
 void sim_check_snapshot_loaded(struct sim *s, struct sim_node *n);
 uint64_t sim_entry_hash(const struct raft_entry *e);
+
+/* ---- the ZooKeeper workload (zkworld.c) ----
+ * Simulated ZooKeeper clients (zk_client.c) on simulated TCP connections
+ * to the servers' real cores; the checkers of zk_check.c at the end. */
+
+/* The core's id of a workload connection: the client's number plus this
+ * (host.c tells them from the brokers' connection). */
+#define SIM_ZK_CONN_BASE (1ull << 40)
+
+struct sim_zk_world;
+struct simzk_result;
+struct node_core;
+void sim_zkw_new(struct sim *s);
+void sim_zkw_free(struct sim *s);
+void sim_zkw_event(struct sim *s, const struct sim_event *ev);
+/* Node n's core reads the frames waiting for it, forgets the connections
+ * it closed (after each turn of its ready loop). */
+void sim_zkw_pump(struct sim *s, struct sim_node *n);
+/* Server `node` crashed (tell_core false: its core is gone) or is cut off
+ * (sim_zkw_cut): its clients' connections break. */
+void sim_zkw_server_down(struct sim *s, uint64_t node, bool tell_core);
+void sim_zkw_cut(struct sim *s, uint64_t node);
+/* The core's client effects on a workload connection. */
+struct keel_wbuf *sim_zkw_client_begin(struct sim *s, uint64_t node, uint64_t id);
+void sim_zkw_client_end(struct sim *s, uint64_t node, uint64_t id);
+void sim_zkw_client_send(struct sim *s, uint64_t node, uint64_t id, const void *payload,
+			 size_t size);
+void sim_zkw_client_pause(struct sim *s, uint64_t node, uint64_t id, bool paused);
+bool sim_zkw_client_paused(struct sim *s, uint64_t node, uint64_t id);
+void sim_zkw_client_close(struct sim *s, uint64_t node, uint64_t id);
+/* The end of the run: the clients finish (final sync + read); idle once
+ * none waits for anything; check runs every checker and fills r. */
+void sim_zkw_finish(struct sim *s);
+bool sim_zkw_idle(struct sim *s);
+bool sim_zkw_check(struct sim *s, struct simzk_result *r);
+void sim_zkw_counts(struct sim *s, struct simzk_result *r);
+void sim_zkw_print_stuck(struct sim *s);
+/* host.c: a client txn (session, xid) was applied on some server. */
+void sim_zkw_note_applied(struct sim *s, int64_t session, int32_t xid);
+/* host.c: node n's core (it runs). sim.c: the configuration of the
+ * current leader (NULL: none). */
+struct node_core *sim_host_core(struct sim_node *n);
+const struct raft_config *sim_final_config(struct sim *s);
 
 /* linearize.c: true when the history of every key is linearizable;
  * otherwise fills why. */

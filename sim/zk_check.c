@@ -346,9 +346,12 @@ static void session_end(const struct simzk_history *h, int64_t s, uint64_t *invo
 	*response = SIMZK_TIME_INF;
 	for (size_t i = 0; i < h->op_count; i++) {
 		const struct simzk_op *o = &h->ops[i];
-		if (o->kind == SIMZK_REQUEST && o->session == s && succeeded(o) &&
-		    o->opcode != ZK_OP_PING && o->invoke > *invoke &&
-		    o->opcode != ZK_OP_CLOSE_SESSION) {
+		/* Only writes: a plain read may be served by a server that has
+		 * not applied the session's end yet. */
+		bool write = is_create(o->opcode) || o->opcode == ZK_OP_SET_DATA ||
+			     o->opcode == ZK_OP_DELETE || o->opcode == ZK_OP_MULTI;
+		if (o->kind == SIMZK_REQUEST && o->session == s && succeeded(o) && write &&
+		    o->invoke > *invoke) {
 			*invoke = o->invoke;
 		}
 		bool ended = (o->kind == SIMZK_REQUEST && o->opcode == ZK_OP_CLOSE_SESSION &&
@@ -364,7 +367,7 @@ static bool collect_path(const struct simzk_history *h, const char *path, struct
 {
 	for (size_t i = 0; i < h->op_count; i++) {
 		const struct simzk_op *o = &h->ops[i];
-		if (o->kind != SIMZK_REQUEST || o->status == SIMZK_PENDING) {
+		if (o->kind != SIMZK_REQUEST || o->status == SIMZK_PENDING || o->never_applied) {
 			continue;
 		}
 		bool unknown = o->status == SIMZK_UNKNOWN;

@@ -1,8 +1,7 @@
 /*
  * zk_sim.h — the ZooKeeper workload of the simulator (docs/simulator.md,
- * "ZooKeeper workload"): simulated clients, their history, the checkers,
- * and a stand-in cluster that the workload runs against until the real
- * server core is wired in.
+ * "ZooKeeper workload"): simulated clients, their history and the checkers
+ * (zkworld.c runs them against the servers' real cores).
  *
  *	simzk_clients --frames--> struct simzk_transport --> cluster under test
  *	      ^                                                  |
@@ -98,6 +97,9 @@ struct simzk_op {
 	uint32_t sub_count;
 	struct simzk_sub sub[SIMZK_MULTI_MAX];
 	size_t after_sync; /* a read sent right behind a sync: the sync's index */
+	/* UNKNOWN write that no server ever applied (the run resolves it from
+	 * the servers' committed logs): it never took effect */
+	bool never_applied;
 	/* setWatches(2) after a move: the watches set again (bit i: path
 	 * simzk_path_name(i)) and the last zxid the client saw */
 	uint16_t sw_data;
@@ -173,8 +175,8 @@ const char *simzk_path_name(int index);
  * Each is a pure function of the history (and the final states); on a
  * violation it returns false and writes one line into why. */
 
-/* The cluster's final state, read through callbacks (the stand-in and the
- * real-core wiring each implement them). */
+/* The cluster's final state, read through callbacks (zkworld.c: the
+ * servers' real cores). */
 struct simzk_view {
 	void *ctx;
 	uint32_t servers; /* numbered 0..servers-1 */
@@ -298,29 +300,12 @@ void simzk_clients_on_frame(struct simzk_clients *cs, uint64_t conn, const uint8
 			    size_t size);
 void simzk_clients_on_closed(struct simzk_clients *cs, uint64_t conn);
 
-/* ---- the stand-in cluster and the run (zk_standin.c, zk_run.c) ---- */
+/* ---- the run (zkworld.c, on the real server core) ---- */
 
-/* Bugs the stand-in can plant (the checkers must catch each). */
+/* Bugs the feed consumers can plant (zk_feed.c). */
 enum simzk_bug {
 	SIMZK_BUG_NONE = 0,
-	SIMZK_BUG_REPLY_BEFORE_APPLY,
-	SIMZK_BUG_WATCH_AFTER_DATA,
-	SIMZK_BUG_KEEP_PENDING_ON_LEADER_CHANGE,
-	SIMZK_BUG_EXPIRE_NO_EPHEMERAL_DELETE,
-	SIMZK_BUG_FEED_RESUME_BY_ZXID, /* zk_feed.c: resumes after the last zxid */
-};
-
-/* "reply-before-apply" ... ; SIMZK_BUG_NONE for an unknown name. */
-enum simzk_bug simzk_bug_parse(const char *name);
-const char *simzk_bug_name(enum simzk_bug bug);
-
-struct simzk_config {
-	uint64_t seed;
-	uint32_t servers;
-	uint32_t clients;
-	uint64_t steps;
-	enum simzk_bug bug;
-	bool verbose;
+	SIMZK_BUG_FEED_RESUME_BY_ZXID = 5, /* zk_feed.c: resumes after the last zxid */
 };
 
 struct simzk_result {
@@ -410,7 +395,5 @@ void simzk_feed_drain(struct simzk_feed *f, struct zk_feed_log *const *logs, uin
  * position order, with its Stat (outside the gaps it announced). */
 bool simzk_check_feed(const struct simzk_feed *f, char *why, size_t why_size);
 
-/* One run of the workload against the stand-in cluster. */
-void simzk_run(const struct simzk_config *cfg, struct simzk_result *out);
 
 #endif

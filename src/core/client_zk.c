@@ -117,6 +117,7 @@ struct zk_pending {
 	size_t frame_size;
 	uint8_t *reply; /* a whole reply payload made before its turn */
 	size_t reply_size;
+	bool behind_sync; /* a write kept (entry in frame) until the syncs before it are served */
 };
 
 struct zk_conn {
@@ -165,6 +166,7 @@ struct zk_server {
 	struct keel_hmap by_conn;    /* host connection id -> zk_conn */
 	struct tracker *tracker;     /* the node's (request ids, writes in flight) */
 	struct keel_list barriers;   /* of zk_pending: syncs and handshakes behind a barrier */
+	bool release_pending;        /* writes behind served syncs wait for the ready's end */
 	struct zk_watches watches;
 	struct zk_expiry expiry;
 	bool expiry_active;
@@ -399,6 +401,8 @@ static struct zk_pending *fifo_head(const struct zk_conn *zc)
 
 static void serve_read(struct node_core *core, struct zk_conn *zc, struct zk_pending *p);
 static void fifo_advance(struct node_core *core, struct zk_conn *zc);
+static void release_behind_sync(struct node_core *core, struct zk_conn *zc);
+static bool sync_before(const struct zk_conn *zc, const struct zk_pending *p);
 
 /* Completes `p` with a reply payload: sent now if it is the head, else kept. */
 static void complete(struct node_core *core, struct zk_pending *p, int32_t err, int64_t zxid,
@@ -454,6 +458,7 @@ static void fifo_advance(struct node_core *core, struct zk_conn *zc)
 		}
 		break;
 	}
+	release_behind_sync(core, zc);
 	if (zc->paused_for_backlog &&
 	    zc->pending_count < zc->core->zk_server->opts.max_pending_per_connection / 2) {
 		zc->paused_for_backlog = false;
@@ -640,8 +645,11 @@ static void encode_entry_header(struct node_core *core, struct zk_pending *p, st
 static void propose_or_hold(struct node_core *core, struct zk_pending *p, struct keel_wbuf *entry)
 {
 	struct zk_server *zs = server_of(core);
-	uint64_t sent_to = submit_entry(core, p, entry->data, entry->size);
-	if (sent_to == 0 && (core->role == RAFT_LEADER ||
+	/* Behind a held write, this one is held too: the tracker resends
+	 * them in order, so a session's writes reach the log in its order. */
+	bool behind = tracker_holds(zs->tracker, TRACK_ZK_WRITE);
+	uint64_t sent_to = behind ? 0 : submit_entry(core, p, entry->data, entry->size);
+	if (sent_to == 0 && !behind && (core->role == RAFT_LEADER ||
 			     (core->leader != 0 && core_peer_connected(core, core->leader)))) {
 		/* A leader that refused (busy, transferring): give up on it. */
 		if (p->zc != NULL) {
@@ -951,6 +959,10 @@ static void decide_connect(struct node_core *core, struct zk_conn *zc, struct zk
 			return;
 		}
 		p->kind = PK_CONNECT;
+		/* Again: a barrier before this decision took it out of the map
+		 * and cleared it, and a close must find it to forget the
+		 * connection it points to. */
+		zc->connect_pending = p;
 		zc->timeout_ms = timeout;
 		struct keel_wbuf *w = &zs->scratch;
 		encode_entry_header(core, p, w);
@@ -1148,7 +1160,68 @@ static void handle_write(struct node_core *core, struct zk_conn *zc, const struc
 		conn_close(zc, KEEL_TOOBIG, false);
 		return;
 	}
+	if (sync_before(zc, p)) {
+		p->frame = malloc(w->size);
+		if (p->frame == NULL) {
+			conn_close(zc, KEEL_NOMEM, false);
+			return;
+		}
+		memcpy(p->frame, w->data, w->size);
+		p->frame_size = w->size;
+		p->behind_sync = true;
+		return;
+	}
 	propose_or_hold(core, p, w);
+}
+
+/* Proposes the writes that waited behind syncs now served (fifo_advance). */
+static void release_behind_sync(struct node_core *core, struct zk_conn *zc)
+{
+	if (core->in_ready) {
+		/* proposing waits until the ready is handled */
+		server_of(core)->release_pending = true;
+		return;
+	}
+	struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &zc->fifo) {
+		struct zk_pending *p = KEEL_LIST_ITEM(it, struct zk_pending, fifo_link);
+		if (p->kind == PK_SYNC || p->kind == PK_RECONFIG) {
+			return;
+		}
+		if (!p->behind_sync) {
+			continue;
+		}
+		p->behind_sync = false;
+		struct keel_wbuf entry;
+		keel_wbuf_init_fixed(&entry, p->frame, p->frame_size);
+		entry.size = p->frame_size;
+		uint8_t *frame = p->frame;
+		p->frame = NULL;
+		p->frame_size = 0;
+		propose_or_hold(core, p, &entry);
+		free(frame);
+		if (zc->state != ZC_ACTIVE) {
+			return;
+		}
+	}
+}
+
+/* Whether a sync (or reconfig) before `p` in the connection's order is not
+ * served yet: the reads behind it are served once it is, from the state
+ * then applied, which must not hold a write the client sent after them. */
+static bool sync_before(const struct zk_conn *zc, const struct zk_pending *p)
+{
+	const struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &zc->fifo) {
+		const struct zk_pending *q = KEEL_LIST_ITEM(it, struct zk_pending, fifo_link);
+		if (q == p) {
+			return false;
+		}
+		if (q->kind == PK_SYNC || q->kind == PK_RECONFIG || q->behind_sync) {
+			return true;
+		}
+	}
+	return false;
 }
 
 /* A reconfig may wait long for its membership steps (a new voter catching
@@ -1660,6 +1733,9 @@ void zk_conn_on_close(struct node_core *core, uint64_t conn)
 	while (!keel_list_empty(&zc->fifo)) {
 		struct zk_pending *p = fifo_pop(zc);
 		p->zc = NULL;
+		if (p->behind_sync) {
+			pending_map_remove(zs, p); /* never sent: nothing to resolve */
+		}
 		if (!p->in_map) {
 			pending_free(zs, p);
 		}
@@ -1785,6 +1861,16 @@ void zk_clients_after_apply(struct node_core *core)
 	struct zk_server *zs = server_of(core);
 	if (zs == NULL) {
 		return;
+	}
+	if (zs->release_pending) {
+		zs->release_pending = false;
+		struct keel_list *c;
+		KEEL_LIST_FOR_EACH (c, &zs->conns) {
+			struct zk_conn *zc = KEEL_LIST_ITEM(c, struct zk_conn, link);
+			if (zc->state == ZC_ACTIVE) {
+				release_behind_sync(core, zc);
+			}
+		}
 	}
 	struct keel_list *it = keel_list_first(&zs->barriers);
 	while (it != NULL) {

@@ -220,11 +220,14 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 		}
 		c->persist_submitted_ns[rd->persist_id % PERSIST_RING] = core_mono_ns(c);
 		enum keel_err rc = c->host.ops->persist(c->host.ctx, rd);
+		c->stats.persist_batches++;
 		if (rc != KEEL_OK) {
+			/* Nothing more from this batch: its messages may answer for
+			 * entries that are not on disk, and the server stops. */
 			CORE_ERROR(c, "storage refused a batch (%s): stopping", keel_strerror(rc));
 			c->failed = true;
+			return;
 		}
-		c->stats.persist_batches++;
 	}
 	for (size_t i = 0; i < rd->n_msgs; i++) {
 		send_raft_msg(c, &rd->msgs[i]);
@@ -245,13 +248,23 @@ static void handle_ready(struct node_core *c, struct raft_ready *rd)
 		if (applied.kind == FSM_APPLIED_META && c->ctl != NULL) {
 			node_ctl_apply(c, e, &applied.entry);
 		}
+		if (c->failed) {
+			/* This entry could not be applied in full (out of
+			 * memory, or the controller cannot follow it): it does
+			 * not count as applied, nor does anything after it (the
+			 * server stops). */
+			break;
+		}
+		/* Applied from here on: a read that on_applied serves behind a
+		 * write of this entry (its turn in the connection's FIFO) is
+		 * answered with this index as its zxid, never an older one. */
+		c->applied_index = e->index;
+		c->applied_term = e->term;
 		on_applied(c, &applied);
 		if (c->observer != NULL) {
 			c->observer->applied(c->observer->ctx, e, &applied);
 		}
 		c->bytes_since_snapshot += e->size;
-		c->applied_index = e->index;
-		c->applied_term = e->term;
 		c->stats.entries_applied++;
 		waiters_on_commit(c, e->index, e->term);
 	}

@@ -247,14 +247,18 @@ void tracker_tick(struct tracker *t, uint64_t leader, uint64_t term, uint64_t no
 	keel_list_init(&no_leader);
 	keel_list_init(&timed_out);
 	struct keel_list *it, *next;
+	/* Held requests go in the order they were added: once one of a kind
+	 * cannot go, the later ones of that kind wait behind it. */
+	bool stuck[TRACK_KIND_MAX + 1] = {false};
 	KEEL_LIST_FOR_EACH_SAFE (it, next, &t->reqs) {
 		struct tracker_req *req = KEEL_LIST_ITEM(it, struct tracker_req, link);
-		if (req->state == TRACK_WAIT_LEADER && leader != 0) {
+		if (req->state == TRACK_WAIT_LEADER && leader != 0 && !stuck[req->kind]) {
 			const struct tracker_kind_ops *ops = &t->kinds[req->kind];
 			if (ops->resend(ops->ctx, req)) {
 				set_sent(t, req, leader, term, now_ms);
 				continue;
 			}
+			stuck[req->kind] = true;
 		}
 		if (req->deadline_ms == 0 || now_ms < req->deadline_ms) {
 			continue;
@@ -263,6 +267,18 @@ void tracker_tick(struct tracker *t, uint64_t leader, uint64_t term, uint64_t no
 	}
 	fail_list(t, &no_leader, KEEL_NOLEADER);
 	fail_list(t, &timed_out, KEEL_TIMEOUT);
+}
+
+bool tracker_holds(const struct tracker *t, enum tracker_kind kind)
+{
+	const struct keel_list *it;
+	KEEL_LIST_FOR_EACH (it, &t->reqs) {
+		const struct tracker_req *req = KEEL_LIST_ITEM(it, struct tracker_req, link);
+		if (req->state == TRACK_WAIT_LEADER && req->kind == kind) {
+			return true;
+		}
+	}
+	return false;
 }
 
 size_t tracker_count(const struct tracker *t)

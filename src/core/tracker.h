@@ -187,6 +187,9 @@ void tracker_on_term_applied(struct tracker *t, uint64_t term);
  * past its deadline. `leader` and `term` are this server's current view. */
 void tracker_tick(struct tracker *t, uint64_t leader, uint64_t term, uint64_t now_ms);
 
+/* Whether a request of `kind` waits for a leader (TRACK_WAIT_LEADER): a
+ * new one of that kind must wait behind it (the tick resends in order). */
+bool tracker_holds(const struct tracker *t, enum tracker_kind kind);
 size_t tracker_count(const struct tracker *t);
 
 /* ---- the peer frames (after the frame type byte) ----

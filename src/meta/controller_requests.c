@@ -179,7 +179,11 @@ static enum keel_err controlled_shutdown(struct meta_controller *ctl, const stru
 	int32_t id = b->id;
 	int64_t epoch = b->epoch;
 	enum keel_err err = KEEL_OK;
-	if (!b->fenced && !b->in_controlled_shutdown) {
+	/* A fenced broker is marked too: a heartbeat it sent before asking to
+	 * stop may still reach the controller after the answer (retried through
+	 * another server), and a fenced broker that is not in controlled
+	 * shutdown would be unfenced by it after it was told to stop. */
+	if (!b->in_controlled_shutdown) {
 		if (ctl_room(ctl) < 1) {
 			return KEEL_OK; /* the broker asks again with its next heartbeat */
 		}

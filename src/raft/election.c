@@ -187,7 +187,7 @@ static void record_vote(struct raft *r, uint64_t id, bool granted)
 void raft_campaign(struct raft *r, bool pre_vote, bool transfer)
 {
 	KEEL_ASSERT(r->role != RAFT_LEADER);
-	if (!raft_is_voter(r, r->id)) {
+	if (!raft_may_campaign(r)) {
 		return;
 	}
 	votes_reset(r);

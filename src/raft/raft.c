@@ -194,6 +194,25 @@ bool raft_is_voter(const struct raft *r, uint64_t id)
 	return raft_config_role(&r->config, id) == RAFT_VOTER;
 }
 
+bool raft_may_campaign(const struct raft *r)
+{
+	if (raft_is_voter(r, r->id)) {
+		return true;
+	}
+	/* A newer configuration leaves us out, but no majority may have it
+	 * yet: until it is committed we may be needed to commit it (say we
+	 * hold it and the other voters of the old configuration cannot win
+	 * without our vote, which our longer log refuses them). Campaigning
+	 * is safe: the votes counted are those of the latest configuration,
+	 * ours not among them. Won, we lead only until the change commits. */
+	if (r->config_index <= r->log.base_index || r->config_index <= r->commit) {
+		return false;
+	}
+	struct raft_config before;
+	raft_config_at(r, r->config_index - 1, &before);
+	return raft_config_role(&before, r->id) == RAFT_VOTER;
+}
+
 void raft_config_at(const struct raft *r, uint64_t index, struct raft_config *out)
 {
 	KEEL_ASSERT(index >= r->log.base_index);
@@ -296,7 +315,7 @@ void raft_tick(struct raft *r, uint64_t now_ms)
 	if (now_ms < r->election_deadline_ms) {
 		return;
 	}
-	if (raft_is_voter(r, r->id)) {
+	if (raft_may_campaign(r)) {
 		raft_campaign(r, r->opts.pre_vote, false);
 	} else {
 		raft_reset_election_timer(r);

@@ -268,6 +268,9 @@ struct raft {
 uint64_t raft_random_timeout(struct raft *r);
 void raft_reset_election_timer(struct raft *r);
 bool raft_is_voter(const struct raft *r, uint64_t id);
+/* A voter of the latest configuration, or of the one before it while the
+ * latest (which leaves this server out) is not known to be committed. */
+bool raft_may_campaign(const struct raft *r);
 /* Recomputes r->config/config_index from the log and base_config. */
 void raft_config_reload(struct raft *r);
 /* The config in force at index (base_index <= index <= last). */

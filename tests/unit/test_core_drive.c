@@ -34,6 +34,7 @@ struct fake_host {
 	uint64_t persisted_total;
 	bool drive_due;
 	bool failed;
+	bool refuse_persist; /* persist returns KEEL_IO */
 	size_t applied_book;
 	/* The one client connection the tests open (its id: conn). */
 	uint64_t conn;
@@ -48,6 +49,9 @@ struct fake_host {
 static enum keel_err fh_persist(void *ctx, const struct raft_ready *rd)
 {
 	struct fake_host *h = ctx;
+	if (h->refuse_persist) {
+		return KEEL_IO;
+	}
 	assert_true(h->n_pending < MAX_PENDING);
 	if (h->n_pending > 0) {
 		assert_true(rd->persist_id > h->pending[h->n_pending - 1]);
@@ -383,9 +387,54 @@ static void test_storage_failure_stops(void **state)
 	free(f);
 }
 
+/* Storage refuses a batch whose ready also carries committed entries:
+ * the core stops without applying them (nor sending anything), so no part
+ * of the state moves on after the failure. */
+static void test_refused_persist_applies_nothing(void **state)
+{
+	(void)state;
+	struct fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	open_core(f, 44);
+	elect(f);
+	uint64_t applied_before = f->core.applied_index;
+	propose_address(f, 9, "127.0.0.1:9000");
+	core_drive(&f->core);
+	assert_true(f->host.n_pending > 0);
+	/* A second entry waits for the next ready, with the first's commit. */
+	propose_address(f, 10, "127.0.0.1:10000");
+	f->host.refuse_persist = true;
+	for (size_t i = 0; i < f->host.n_pending; i++) {
+		core_on_durable(&f->core, f->host.pending[i], KEEL_OK);
+	}
+	core_drive(&f->core);
+	assert_true(f->core.failed);
+	assert_true(f->host.failed);
+	assert_int_equal(f->core.applied_index, applied_before);
+	assert_null(core_addr_find(&f->core, 9));
+	assert_null(core_addr_find(&f->core, 10));
+	core_close(&f->core);
+	free(f);
+}
+
 /* A ZooKeeper client of the core, by connection id only: its
  * ConnectRequest becomes a session and its create a znode, each answered
  * on the connection only once the entry is durable and applied. */
+/* A create request (world:anyone, persistent) with one byte of data. */
+static void encode_create(struct keel_wbuf *w, int32_t xid, const char *path, const char *data)
+{
+	keel_wbuf_reset(w);
+	keel_wbuf_i32(w, xid);
+	keel_wbuf_i32(w, ZK_OP_CREATE);
+	zk_write_str(w, path);
+	zk_write_bytes(w, zk_bytes_of(data, 1));
+	keel_wbuf_i32(w, 1);
+	keel_wbuf_i32(w, ZK_PERM_ALL);
+	zk_write_str(w, "world");
+	zk_write_str(w, "anyone");
+	keel_wbuf_i32(w, 0);
+}
+
 static void test_zk_client_by_id(void **state)
 {
 	(void)state;
@@ -430,16 +479,7 @@ static void test_zk_client_by_id(void **state)
 	assert_false(h->paused);
 
 	/* create /a: answered after its entry is applied, with its path. */
-	keel_wbuf_reset(&w);
-	keel_wbuf_i32(&w, 1);
-	keel_wbuf_i32(&w, ZK_OP_CREATE);
-	zk_write_str(&w, "/a");
-	zk_write_bytes(&w, zk_bytes_of("x", 1));
-	keel_wbuf_i32(&w, 1);
-	keel_wbuf_i32(&w, ZK_PERM_ALL);
-	zk_write_str(&w, "world");
-	zk_write_str(&w, "anyone");
-	keel_wbuf_i32(&w, 0);
+	encode_create(&w, 1, "/a", "x");
 	assert_true(keel_wbuf_ok(&w));
 	struct node_feed_stats fs;
 	node_feed_stats(&f->core, &fs);
@@ -464,6 +504,33 @@ static void test_zk_client_by_id(void **state)
 	assert_int_not_equal(zk_state_lookup(fsm_zk(f->core.fsm), zk_bytes_str("/a")),
 	                     ZK_NODE_NONE);
 	assert_false(h->closed);
+
+	/* create /b, then getData /b behind it in the connection's order: the
+	 * read is served when the create applies, sees /b, and answers with a
+	 * zxid no older than the create's (it was the index before it). */
+	encode_create(&w, 2, "/b", "y");
+	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
+	keel_wbuf_reset(&w);
+	keel_wbuf_i32(&w, 3);
+	keel_wbuf_i32(&w, ZK_OP_GET_DATA);
+	zk_write_str(&w, "/b");
+	keel_wbuf_u8(&w, 0);
+	assert_true(keel_wbuf_ok(&w));
+	assert_true(zk_conn_on_frame(&f->core, 7, w.data, w.size));
+	core_drive(&f->core);
+	assert_int_equal(h->n_frames, 2);
+	make_durable(f);
+	assert_int_equal(h->n_frames, 4);
+	struct zk_reply_header created, read;
+	keel_rbuf_init(&r, h->frames[2], h->frame_sizes[2]);
+	assert_int_equal(zk_reply_header_decode(&created, &r), KEEL_OK);
+	keel_rbuf_init(&r, h->frames[3], h->frame_sizes[3]);
+	assert_int_equal(zk_reply_header_decode(&read, &r), KEEL_OK);
+	assert_int_equal(created.xid, 2);
+	assert_int_equal(created.err, ZK_OK);
+	assert_int_equal(read.xid, 3);
+	assert_int_equal(read.err, ZK_OK);
+	assert_true(read.zxid >= created.zxid);
 
 	zk_conn_on_close(&f->core, 7);
 	zk_clients_close(&f->core);
@@ -501,6 +568,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_applies_only_after_durable),
 	        cmocka_unit_test(test_storage_failure_stops),
+	        cmocka_unit_test(test_refused_persist_applies_nothing),
 	        cmocka_unit_test(test_zk_client_by_id),
 	        cmocka_unit_test(test_seeded),
 	};

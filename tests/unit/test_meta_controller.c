@@ -452,6 +452,50 @@ static void test_controlled_shutdown_moves_leaders_first(void **state)
 	h_close(&c);
 }
 
+/* A broker fenced for missed heartbeats asks to stop. It is marked in
+ * controlled shutdown before it is told it may stop, so that a heartbeat it
+ * sent earlier, reaching the controller after the answer (retried through
+ * another server), cannot unfence it again. */
+static void test_fenced_broker_told_to_stop_stays_fenced(void **state)
+{
+	(void)state;
+	struct h_cluster c;
+	start3(&c, NULL);
+	assert_int_equal(h_create_topic(&c, "sensor-data", 3, 2, NULL, 0), META_ERR_NONE);
+	struct h_broker *b = h_broker(&c, 2);
+	b->paused = true;
+	h_run(&c, 9500, 500);
+	const struct meta_broker *mb = meta_image_broker(&c.committed, 2);
+	assert_true(mb->fenced);
+	assert_false(mb->in_controlled_shutdown);
+	assert_false(leads(&c, 2));
+
+	struct meta_broker_heartbeat_request stop = {2, b->epoch, c.committed.offset, false, true};
+	struct meta_broker_heartbeat_request stale = {2, b->epoch, c.committed.offset, false,
+						      false};
+	struct meta_broker_heartbeat_response resp;
+	struct meta_batch *batch;
+	assert_int_equal(meta_controller_heartbeat(&c.ctl, c.now, &stop, &resp, &batch), KEEL_OK);
+	assert_int_equal(resp.error, META_ERR_NONE);
+	assert_true(resp.should_shut_down);
+	/* The answer waits for a batch that marks it. */
+	assert_non_null(batch);
+	h_propose(&c, batch, -1, 0, -1);
+	mb = meta_image_broker(&c.committed, 2);
+	assert_true(mb->fenced);
+	assert_true(mb->in_controlled_shutdown);
+
+	/* The earlier heartbeat arrives: caught up, but it stays fenced. */
+	assert_int_equal(meta_controller_heartbeat(&c.ctl, c.now, &stale, &resp, &batch),
+			 KEEL_OK);
+	assert_null(batch);
+	assert_true(resp.is_caught_up);
+	assert_true(resp.is_fenced);
+	assert_true(meta_image_broker(&c.committed, 2)->fenced);
+	assert_int_equal(c.ignored_records, 0);
+	h_close(&c);
+}
+
 static void test_preferred_leader_restored(void **state)
 {
 	(void)state;
@@ -1388,6 +1432,7 @@ int main(void)
 		cmocka_unit_test(test_unclean_election),
 		cmocka_unit_test(test_alter_partition_rules),
 		cmocka_unit_test(test_controlled_shutdown_moves_leaders_first),
+		cmocka_unit_test(test_fenced_broker_told_to_stop_stays_fenced),
 		cmocka_unit_test(test_preferred_leader_restored),
 		cmocka_unit_test(test_failover_same_image_same_decisions),
 		cmocka_unit_test(test_failover_fresh_timeouts_and_nothing_twice),

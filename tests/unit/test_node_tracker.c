@@ -166,6 +166,33 @@ static void test_wait_leader_resent_when_leader_known(void **state)
 	tracker_finish(&w->t, &req);
 }
 
+/* Held requests go in the order they were added: once one cannot go, the
+ * later ones of its kind wait behind it; tracker_holds says one waits. */
+static void test_held_requests_resend_in_order(void **state)
+{
+	struct world *w = *state;
+	struct tracker_req first, second;
+	assert_false(tracker_holds(&w->t, TRACK_ZK_WRITE));
+	add(w, &first, TRACK_ZK_WRITE, 0, 0, 0, 1000);
+	add(w, &second, TRACK_ZK_WRITE, 0, 0, 0, 1000);
+	assert_true(tracker_holds(&w->t, TRACK_ZK_WRITE));
+	assert_false(tracker_holds(&w->t, TRACK_ADMIN));
+	w->by_kind[TRACK_ZK_WRITE].resend_ok = false;
+	tracker_tick(&w->t, LEADER, 7, 1500);
+	/* the first could not go: the second was not tried */
+	assert_int_equal(w->by_kind[TRACK_ZK_WRITE].resends, 1);
+	assert_int_equal(first.state, TRACK_WAIT_LEADER);
+	assert_int_equal(second.state, TRACK_WAIT_LEADER);
+	w->by_kind[TRACK_ZK_WRITE].resend_ok = true;
+	tracker_tick(&w->t, LEADER, 7, 1600);
+	assert_int_equal(w->by_kind[TRACK_ZK_WRITE].resends, 3);
+	assert_int_equal(first.state, TRACK_SENT);
+	assert_int_equal(second.state, TRACK_SENT);
+	assert_false(tracker_holds(&w->t, TRACK_ZK_WRITE));
+	tracker_finish(&w->t, &first);
+	tracker_finish(&w->t, &second);
+}
+
 static void test_leader_change_puts_in_doubt_and_reply_still_counts(void **state)
 {
 	struct world *w = *state;
@@ -402,6 +429,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_wait_leader_resent_when_leader_known, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_held_requests_resend_in_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_leader_change_puts_in_doubt_and_reply_still_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leader_change_fails_retry_safe_kinds_at_once,

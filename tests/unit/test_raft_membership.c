@@ -250,6 +250,53 @@ static void test_server_holding_its_own_uncommitted_removal_votes(void **state)
 	assert_int_equal(raft_config_role(raft_config(th_node(&cl, 2)->r), 2), RAFT_VOTER);
 }
 
+/* A server whose log ends in its own removal, which no other server has,
+ * campaigns (under the new configuration, without its own vote) when the
+ * old configuration's other voters cannot win without it: its longer log
+ * refuses them its vote, and an empty voter holds no configuration and
+ * votes for nobody. Raft's single-server changes allow this: a server out
+ * of its latest configuration may be needed until that one is committed.
+ * Found by the simulator (seeds 630769167500/3, 850734855932/3
+ * --controller), where no leader came back for good after heal. */
+static void test_server_holding_its_own_uncommitted_removal_campaigns(void **state)
+{
+	(void)state;
+	th_init(&cl, 3, 0, NULL, 9);
+	th_elect(&cl, 1);
+	uint64_t id = th_add_empty_node(&cl);
+	th_isolate(&cl, id, true);
+	/* {1,2,3,4}: 1, 2 and 3 hold the log, a majority of four */
+	assert_int_equal(change(1, RAFT_ADD_VOTER, id), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).commit_index, th_status(&cl, 1).last_index);
+	/* 1 removes itself, nobody hears it, and 1 restarts */
+	th_isolate(&cl, 1, true);
+	assert_int_equal(change(1, RAFT_REMOVE, 1), KEEL_OK);
+	th_stabilize(&cl, true);
+	uint64_t removal = th_status(&cl, 1).last_index;
+	assert_true(th_status(&cl, 2).last_index < removal);
+	th_restart(&cl, 1);
+	th_heal(&cl);
+	th_isolate(&cl, id, true); /* 4 stays empty */
+	uint64_t leader = 0;
+	for (int i = 0; i < 100 && (leader == 0 || leader == 1); i++) {
+		th_tick_all(&cl, 100);
+		th_stabilize(&cl, true);
+		leader = th_leader(&cl);
+	}
+	/* 1 led just long enough to commit its removal, then left */
+	assert_true(leader == 2 || leader == 3);
+	assert_true(th_status(&cl, leader).commit_index >= removal);
+	assert_int_equal(raft_config_role(raft_config(th_node(&cl, leader)->r), 1), 0);
+	assert_int_equal(th_propose(&cl, leader, "y", NULL), KEEL_OK);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, leader).commit_index, th_status(&cl, leader).last_index);
+	/* 1, out of the committed configuration, never campaigns again */
+	th_tick(&cl, 1, th_node(&cl, 1)->now_ms + 10000);
+	th_stabilize(&cl, true);
+	assert_int_equal(th_status(&cl, 1).role, RAFT_FOLLOWER);
+}
+
 /* Transfer: the target is caught up, gets TimeoutNow, campaigns at once
  * (ignoring stickiness) and wins; proposals meanwhile get KEEL_BUSY. */
 static void test_leadership_transfer(void **state)
@@ -346,6 +393,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_remove_follower, teardown),
 		cmocka_unit_test_teardown(test_remove_leader_itself, teardown),
 		cmocka_unit_test_teardown(test_server_holding_its_own_uncommitted_removal_votes, teardown),
+		cmocka_unit_test_teardown(test_server_holding_its_own_uncommitted_removal_campaigns,
+					  teardown),
 		cmocka_unit_test_teardown(test_change_waits_for_a_quorum_that_holds_the_log, teardown),
 		cmocka_unit_test_teardown(test_leadership_transfer, teardown),
 		cmocka_unit_test_teardown(test_transfer_times_out, teardown),
