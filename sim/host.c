@@ -370,6 +370,7 @@ static enum keel_err host_snapshot_load(void *ctx, const struct raft_snapshot_me
 	n->last_snapshot_index = meta->index;
 	s->stat_snap_installs++;
 	sim_node_writes_unknown_below(s, n, meta->index);
+	sim_zkf_snapshot_installed(s, n->id);
 	return KEEL_OK;
 }
 

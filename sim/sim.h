@@ -596,6 +596,9 @@ void sim_zkf_note_applied(struct sim *s, struct sim_node *n, uint64_t index,
 			  const struct zk_result *res);
 /* zkworld.c: server `node` crashed or was cut off (as sim_zkw_server_down). */
 void sim_zkf_server_down(struct sim *s, uint64_t node, bool tell_core);
+/* host.c: node `node` loaded a snapshot from the leader: after its turn its
+ * feed connections close (the server closes its ZooKeeper connections). */
+void sim_zkf_snapshot_installed(struct sim *s, uint64_t node);
 /* The end: consumers read to the end, then the feed checker; the counts
  * and the feed's part of the trace. */
 bool sim_zkf_check(struct sim *s, char *why, size_t why_size);

@@ -27,7 +27,8 @@
  * connection (client_close) after a COMPACTED event: the consumer hears
  * of it after the frames before it, and the core forgets it
  * (node_feed_on_close) after its turn. A crash or a cut of the server
- * ends its feed connections as it ends the clients'.
+ * ends its feed connections as it ends the clients', and so does an
+ * installed snapshot (the server closes every ZooKeeper connection then).
  *
  * The reference history: at the first apply of each index on any server
  * (first applies come in index order; the state machine safety check
@@ -58,6 +59,7 @@ struct sim_zk_feedw {
 	struct zkf_conn *conns;
 	size_t n_conns, cap_conns;
 	bool waiting[SIM_MAX_NODES + 1]; /* feed_wait(true) from that core */
+	bool installed[SIM_MAX_NODES + 1]; /* loaded a snapshot from the leader */
 	struct keel_wbuf out;		  /* the frame a core is writing */
 	struct zk_ids ids;		  /* the consumers' identities */
 	uint64_t ref_index;		  /* the reference's last index */
@@ -257,6 +259,20 @@ void sim_zkf_pump(struct sim *s, struct sim_node *n)
 		node_feed_pump(sim_host_core(n));
 	}
 	forget_closed(w, n->id);
+	if (w->installed[n->id]) {
+		/* After the install (core/feed.c ended the subscribers it
+		 * passed), the server closes every ZooKeeper connection
+		 * (client_zk.c), feed subscribers among them. */
+		w->installed[n->id] = false;
+		sim_zkf_server_down(s, n->id, true);
+	}
+}
+
+void sim_zkf_snapshot_installed(struct sim *s, uint64_t node)
+{
+	if (s->zkf != NULL) {
+		s->zkf->installed[node] = true;
+	}
 }
 
 /* ---- the server's side ---- */
