@@ -568,6 +568,9 @@ static void setup(struct sim *s, const struct sim_config *cfg)
 	if (cfg->controller) {
 		sim_ctl_world_new(s);
 	}
+	if (cfg->zk) {
+		sim_zkf_new(s); /* the servers' cores take their feed options from it */
+	}
 	for (uint32_t id = 1; id <= s->n_slots; id++) {
 		sim_add_server(s, id, id <= cfg->nodes);
 	}
@@ -595,6 +598,7 @@ static void teardown(struct sim *s)
 	}
 	sim_ctl_world_free(s);
 	sim_zkw_free(s);
+	sim_zkf_free(s);
 	for (size_t i = 0; i < s->n_heap; i++) {
 		free(s->heap[i].pkt.bytes);
 	}
@@ -971,7 +975,9 @@ static void report_zk(const struct sim *s, const struct simzk_result *r)
 	printf("%s seed=%llu nodes=%u steps=%llu workload=zk trace=%016llx sim_ms=%llu ops=%llu "
 	       "unknown=%llu sessions=%llu watches=%llu events=%llu moves=%llu expiries=%llu "
 	       "expired=%llu closes=%llu leader_changes=%llu zxid=%llu crashes=%llu "
-	       "partitions=%llu members=%llu snapshots=%llu installs=%llu dfaults=%llu%s%s\n",
+	       "partitions=%llu members=%llu snapshots=%llu installs=%llu dfaults=%llu "
+	       "feed_changes=%llu feed_subs=%llu feed_moves=%llu feed_compacted=%llu "
+	       "feed_gaps=%llu%s%s\n",
 	       s->failed ? "FAIL" : "ok", (unsigned long long)s->cfg.seed, s->cfg.nodes,
 	       (unsigned long long)s->cfg.steps, (unsigned long long)trace,
 	       (unsigned long long)s->now, (unsigned long long)r->ops,
@@ -983,7 +989,9 @@ static void report_zk(const struct sim *s, const struct simzk_result *r)
 	       (unsigned long long)s->stat_crashes, (unsigned long long)s->stat_partitions,
 	       (unsigned long long)s->stat_member_changes, (unsigned long long)s->stat_snapshots,
 	       (unsigned long long)s->stat_snap_installs, (unsigned long long)s->stat_disk_faults,
-	       s->failed ? ": " : "", s->failed ? s->failure : "");
+	       (unsigned long long)r->feed_changes, (unsigned long long)r->feed_subscriptions,
+	       (unsigned long long)r->feed_moves, (unsigned long long)r->feed_compacted,
+	       (unsigned long long)r->feed_gaps, s->failed ? ": " : "", s->failed ? s->failure : "");
 	if (s->failed) {
 		print_last_events(s);
 		printf("replay: keel-sim --seed %llu --nodes %u --workload zk --steps %llu --verbose\n",
