@@ -35,8 +35,10 @@
  *                  and are matched by xid. Frames wait while the core
  *                  pauses the connection; when it closes it, its requests
  *                  are lost and their brokers try another server at once.
- *                  session_proof_ok and feed_wait are not used (no cluster
- *                  credential asked, no feed): they fail the run loudly.
+ *                  session_proof_ok is not used (no cluster credential
+ *                  asked): it fails the run loudly. The ZooKeeper
+ *                  workload's connections go to zkworld.c, the change-feed
+ *                  consumers' (and feed_wait) to zkfeedworld.c.
  *
  * The checkers see what the core hands its own parts through its observer
  * (core.h, struct core_observer): each applied entry with what it produced
@@ -67,6 +69,7 @@
 #include "core/controller.h"
 #include "core/core.h"
 #include "core/entry.h"
+#include "core/feed.h"
 #include "core/fsm.h"
 #include "sim/ctl_int.h"
 #include "sim/sim.h"
@@ -367,6 +370,7 @@ static enum keel_err host_snapshot_load(void *ctx, const struct raft_snapshot_me
 	n->last_snapshot_index = meta->index;
 	s->stat_snap_installs++;
 	sim_node_writes_unknown_below(s, n, meta->index);
+	sim_zkf_snapshot_installed(s, n->id);
 	return KEEL_OK;
 }
 
@@ -443,11 +447,22 @@ static struct sim_host *conn_host(void *ctx, uint64_t conn)
 static bool zk_conn(void *ctx, uint64_t conn)
 {
 	(void)ctx;
-	return conn >= SIM_ZK_CONN_BASE;
+	return conn >= SIM_ZK_CONN_BASE && conn < SIM_FEED_CONN_BASE;
+}
+
+/* The change-feed consumers' connections (zkfeedworld.c). */
+static bool feed_conn(void *ctx, uint64_t conn)
+{
+	(void)ctx;
+	return conn >= SIM_FEED_CONN_BASE;
 }
 
 static struct keel_wbuf *host_client_begin(void *ctx, uint64_t conn, size_t *mark)
 {
+	if (feed_conn(ctx, conn)) {
+		*mark = 0;
+		return sim_zkf_client_begin(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+	}
 	if (zk_conn(ctx, conn)) {
 		*mark = 0;
 		return sim_zkw_client_begin(host_of(ctx)->s, host_of(ctx)->n->id, conn);
@@ -462,6 +477,11 @@ static void host_client_send(void *ctx, uint64_t conn, const void *payload, size
 
 static void host_client_end(void *ctx, uint64_t conn, size_t mark)
 {
+	if (feed_conn(ctx, conn)) {
+		KEEL_ASSERT(mark == 0);
+		sim_zkf_client_end(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+		return;
+	}
 	if (zk_conn(ctx, conn)) {
 		KEEL_ASSERT(mark == 0);
 		sim_zkw_client_end(host_of(ctx)->s, host_of(ctx)->n->id, conn);
@@ -541,6 +561,11 @@ static void host_client_pause(void *ctx, uint64_t conn, bool paused)
 
 static void host_client_close(void *ctx, uint64_t conn, enum keel_err reason, bool flush)
 {
+	if (feed_conn(ctx, conn)) {
+		/* flush or not: what the core wrote is with the consumer already */
+		sim_zkf_client_close(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+		return;
+	}
 	if (zk_conn(ctx, conn)) {
 		/* flush or not: what the core wrote is on the wire already */
 		sim_tracef(host_of(ctx)->s, "node %llu: the core closes connection %llu: %s",
@@ -566,6 +591,9 @@ static bool host_client_paused(void *ctx, uint64_t conn)
 
 static size_t host_client_output_bytes(void *ctx, uint64_t conn)
 {
+	if (feed_conn(ctx, conn)) {
+		return sim_zkf_client_output_bytes(host_of(ctx)->s, host_of(ctx)->n->id, conn);
+	}
 	if (zk_conn(ctx, conn)) {
 		return 0; /* on the wire at once */
 	}
@@ -575,8 +603,7 @@ static size_t host_client_output_bytes(void *ctx, uint64_t conn)
 
 static void host_feed_wait(void *ctx, bool waiting)
 {
-	(void)ctx, (void)waiting;
-	no_client("feed_wait");
+	sim_zkf_feed_wait(host_of(ctx)->s, host_of(ctx)->n->id, waiting);
 }
 
 static bool host_session_proof_ok(void *ctx, uint64_t session_id, const uint8_t passwd[16],
@@ -709,6 +736,10 @@ static void host_on_applied(void *ctx, const struct raft_entry *entry,
 	if (applied->kind == FSM_APPLIED_ZK && applied->zk->kind == ZK_TXN_REQUEST) {
 		sim_zkw_note_applied(h->s, applied->zk->session_id, applied->zk->xid);
 	}
+	sim_zkf_note_applied(h->s, n, entry->index,
+			     applied->kind == FSM_APPLIED_ZK || applied->kind == FSM_APPLIED_ZK_SYSTEM
+				     ? applied->zk
+				     : NULL);
 	sim_check_applied(h->s, n, entry);
 	sim_node_complete_writes(h->s, n, entry,
 				 applied->kind == FSM_APPLIED_ZK && applied->zk->err == 0);
@@ -792,6 +823,8 @@ static void maybe_snapshot(struct sim_host *h)
 		sim_fail(s, "node %llu: the WAL writer refused a compaction: %s",
 			 (unsigned long long)n->id, keel_errname(err));
 	}
+	/* As the server's snapshotter does: the feed's history follows the log. */
+	node_feed_on_snapshot_taken(c, meta.index);
 }
 
 /* After an apply: reads whose index is applied are served, and the
@@ -990,6 +1023,9 @@ static void zk_open(struct sim_host *h)
 		.housekeeping_ms = 1000,
 		.insecure_peers = true,
 	};
+	/* The change feed's history and high water: small, drawn by the
+	 * feed's consumers (zkfeedworld.c), so that they fall behind. */
+	sim_zkf_options(h->s, &zo.feed_retain_bytes, &zo.feed_high_water_bytes);
 	char why[256];
 	enum keel_err err = zk_clients_open(&h->core, &zo, why, sizeof(why));
 	KEEL_ASSERT(err == KEEL_OK);
@@ -1038,8 +1074,6 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 	memset(&n->sm, 0, sizeof(n->sm));
 	if (s->cfg.controller) {
 		ctl_open(h);
-	} else if (s->cfg.zk) {
-		zk_open(h);
 	}
 	raft_options_msg_limits(&h->core.raft_opts, &h->limits);
 	h->decode_entries = calloc(h->limits.max_entries, sizeof(*h->decode_entries));
@@ -1057,6 +1091,11 @@ bool sim_host_start(struct sim *s, struct sim_node *n, const struct sim_disk_sta
 		n->sm.applied = st->snapshot.index;
 		n->sm.applied_term = st->snapshot.term;
 		n->sm.config = st->snapshot.config;
+	}
+	if (s->cfg.zk && !s->cfg.controller) {
+		/* After the snapshot, as the server opens its clients after
+		 * recovery: the change feed's history starts after it. */
+		zk_open(h);
 	}
 	err = raft_restore(h->core.raft, &st->hs, st->has_snapshot ? &st->snapshot : NULL,
 			   st->entries, st->n_entries);
@@ -1124,6 +1163,7 @@ void sim_host_process(struct sim *s, struct sim_node *n)
 	ack_early(h);
 	broker_conn_pump(h);
 	sim_zkw_pump(s, n);
+	sim_zkf_pump(s, n);
 	if (s->failed) {
 		return;
 	}

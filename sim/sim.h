@@ -247,8 +247,10 @@ struct sim {
 	uint64_t rot_node; /* a node whose disk rotted and has not restarted */
 	/* controller mode */
 	struct sim_ctl_world *ctlw;
-	/* the ZooKeeper workload (zkworld.c) */
+	/* the ZooKeeper workload (zkworld.c) and its change-feed consumers
+	 * (zkfeedworld.c) */
 	struct sim_zk_world *zkw;
+	struct sim_zk_feedw *zkf;
 	/* workload */
 	struct sim_client clients[SIM_MAX_CLIENTS];
 	uint32_t n_clients;
@@ -563,6 +565,44 @@ void sim_zkw_counts(struct sim *s, struct simzk_result *r);
 void sim_zkw_print_stuck(struct sim *s);
 /* host.c: a client txn (session, xid) was applied on some server. */
 void sim_zkw_note_applied(struct sim *s, int64_t session, int32_t xid);
+
+/* ---- the change-feed consumers (zkfeedworld.c, zk_feed.c) ----
+ * Subscriptions to the servers' real feed (core/feed.c) on connections
+ * of the core; the feed checker at the end. Only with the zk workload. */
+
+/* The core's id of a feed connection: the consumer's number plus this. */
+#define SIM_FEED_CONN_BASE (1ull << 44)
+
+struct sim_zk_feedw;
+struct zk_result;
+/* Before the servers start; after the run. */
+void sim_zkf_new(struct sim *s);
+void sim_zkf_free(struct sim *s);
+/* The feed's options of a server's core (its history, its high water). */
+void sim_zkf_options(struct sim *s, uint64_t *retain_bytes, uint32_t *high_water_bytes);
+/* A tick of the workload: a consumer acts. */
+void sim_zkf_step(struct sim *s);
+/* host.c: the core's effects on a feed connection, and its feed_wait. */
+struct keel_wbuf *sim_zkf_client_begin(struct sim *s, uint64_t node, uint64_t id);
+void sim_zkf_client_end(struct sim *s, uint64_t node, uint64_t id);
+void sim_zkf_client_close(struct sim *s, uint64_t node, uint64_t id);
+size_t sim_zkf_client_output_bytes(struct sim *s, uint64_t node, uint64_t id);
+void sim_zkf_feed_wait(struct sim *s, uint64_t node, bool waiting);
+/* host.c, after each turn of node n: the waiting feed sends, the core
+ * forgets the connections it closed. */
+void sim_zkf_pump(struct sim *s, struct sim_node *n);
+/* host.c: node n applied `index` (res: its ZooKeeper result, or NULL). */
+void sim_zkf_note_applied(struct sim *s, struct sim_node *n, uint64_t index,
+			  const struct zk_result *res);
+/* zkworld.c: server `node` crashed or was cut off (as sim_zkw_server_down). */
+void sim_zkf_server_down(struct sim *s, uint64_t node, bool tell_core);
+/* host.c: node `node` loaded a snapshot from the leader: after its turn its
+ * feed connections close (the server closes its ZooKeeper connections). */
+void sim_zkf_snapshot_installed(struct sim *s, uint64_t node);
+/* The end: consumers read to the end, then the feed checker; the counts
+ * and the feed's part of the trace. */
+bool sim_zkf_check(struct sim *s, char *why, size_t why_size);
+void sim_zkf_counts(struct sim *s, struct simzk_result *r);
 /* host.c: node n's core (it runs). sim.c: the configuration of the
  * current leader (NULL: none). */
 struct node_core *sim_host_core(struct sim_node *n);

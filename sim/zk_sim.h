@@ -325,20 +325,47 @@ struct simzk_result {
 	uint64_t expired_by_server;
 	uint64_t zxid;
 	uint64_t feed_changes; /* changes the feed consumers got */
+	uint64_t feed_subscriptions; /* FeedRequests answered */
 	uint64_t feed_moves;   /* times a consumer's server "died" */
-	uint64_t feed_compacted; /* times a consumer's position left a history */
+	uint64_t feed_compacted; /* COMPACTED answers and events */
 	uint64_t feed_gaps;    /* announced gaps (no server held the position) */
 };
 
-/* ---- the change feed (zk_feed.c) ---- */
+/* ---- the change feed (zk_feed.c) ----
+ *
+ * Consumers of the change feed (docs/change-feed.md) on the servers'
+ * feed connections. A consumer speaks the wire protocol: it sends a
+ * FeedRequest, reads the FeedResponse and then the FeedEvent frames, a
+ * few at a time; the frames it has not read are the connection's unsent
+ * output as the server sees it (beyond the socket buffers). */
 
 #define SIMZK_FEED_CONSUMERS 3
+
+/* How the consumers reach the servers (0-based server numbers). */
+struct simzk_feed_transport {
+	void *ctx;
+	uint32_t servers;
+	/* Opens connection `conn` to `server` and sends it the FeedRequest
+	 * (`body`, with `xid`). The server's reply, and the events it sends
+	 * at once, come back through simzk_feed_on_frame() before this
+	 * returns. false: the server cannot be reached (nothing was sent). */
+	bool (*subscribe)(void *ctx, uint32_t server, uint64_t conn, int32_t xid,
+			  const uint8_t *body, size_t size);
+	/* The consumer hangs up `conn` (what it did not read is lost). */
+	void (*hang_up)(void *ctx, uint64_t conn);
+	/* The consumer read from `conn`: its server may send more. */
+	void (*drained)(void *ctx, uint64_t conn);
+	/* At the end: whether `server` holds every committed change (it
+	 * runs, is a member and applied the whole log). */
+	bool (*settled)(void *ctx, uint32_t server);
+};
 
 struct simzk_feed_got {
 	int64_t zxid;
 	int32_t seq;
 	int32_t type;
 	uint64_t path_hash;
+	uint64_t data_hash; /* with ZK_FEED_WITH_DATA; 0 otherwise */
 	int32_t version;
 	int64_t mzxid;
 };
@@ -351,12 +378,22 @@ struct simzk_feed_gap {
 	int64_t to_zxid;
 };
 
+/* A frame a server sent, not yet read (data NULL: the server closed). */
+struct simzk_feed_frame {
+	uint8_t *data;
+	size_t size;
+};
+
 struct simzk_feed_consumer {
 	const char *prefix;
 	int32_t flags;
 	uint32_t server;
-	bool subscribed;
-	struct zk_feed_cursor cur;
+	uint64_t conn;	     /* 0: not subscribed */
+	int32_t xid;	     /* of its last FeedRequest */
+	size_t window_bytes; /* unread bytes the socket buffers hold */
+	struct simzk_feed_frame *inbox; /* a ring */
+	size_t in_head, in_count, in_cap;
+	size_t unread_bytes;
 	int64_t next_zxid; /* the position after the last change it got */
 	int32_t next_seq;
 	struct simzk_feed_got *got;
@@ -366,34 +403,50 @@ struct simzk_feed_consumer {
 	size_t gap_count;
 	size_t gap_cap;
 	uint64_t stalled_until; /* no reading before this step */
+	uint64_t subscriptions;
 	uint64_t moves;
-	uint64_t compacted;
-	uint64_t gap_moves;
+	uint64_t compacted; /* COMPACTED answers and events */
 };
 
 struct simzk_feed {
 	struct keel_rng rng; /* the feed's own: the workload's runs do not change */
 	enum simzk_bug bug;
+	struct simzk_feed_transport tr;
 	uint64_t steps;
+	uint64_t next_conn;
 	struct zk_feed_log ref; /* every committed change */
 	struct simzk_feed_consumer c[SIMZK_FEED_CONSUMERS];
+	bool broken; /* a server broke the protocol: why */
+	char why[256];
 };
 
-void simzk_feed_init(struct simzk_feed *f, uint64_t seed, enum simzk_bug bug);
+void simzk_feed_init(struct simzk_feed *f, uint64_t seed, enum simzk_bug bug,
+		     const struct simzk_feed_transport *tr);
 void simzk_feed_free(struct simzk_feed *f);
-/* A byte bound for one server's history (16 KiB .. 1 MiB). */
+/* A byte bound for one server's history (16 KiB .. 1 MiB) and the unsent
+ * output its feed waits above (1 .. 8 KiB): from the feed's PRNG. */
 size_t simzk_feed_history_bytes(struct simzk_feed *f);
+uint32_t simzk_feed_high_water_bytes(struct simzk_feed *f);
 /* The committed state applied res->zxid: the reference history. */
 void simzk_feed_on_commit(struct simzk_feed *f, const struct zk_state *st,
 			  const struct zk_result *res);
-/* One random step: a consumer reads, or its server dies, or a server
- * compacts its history. `logs` are the servers' histories. */
-void simzk_feed_step(struct simzk_feed *f, struct zk_feed_log *const *logs, uint32_t servers);
-/* Every consumer reads to the end (the cluster is quiet). */
-void simzk_feed_drain(struct simzk_feed *f, struct zk_feed_log *const *logs, uint32_t servers);
-/* Each consumer got every committed change under its path once, in
- * position order, with its Stat (outside the gaps it announced). */
+/* A server sent a frame on `conn` (payload without its length), or closed
+ * it (frame NULL). */
+void simzk_feed_on_frame(struct simzk_feed *f, uint64_t conn, const uint8_t *frame, size_t size);
+/* The bytes on `conn` the server would count as unsent output. */
+size_t simzk_feed_unsent_bytes(const struct simzk_feed *f, uint64_t conn);
+/* One random step: a consumer reads a few changes, or its server dies
+ * (it subscribes on another), or it stops reading for a while. */
+void simzk_feed_step(struct simzk_feed *f);
+/* Every consumer reads to the end on a settled server (the cluster is
+ * quiet). */
+void simzk_feed_drain(struct simzk_feed *f);
+/* No server broke the protocol, and each consumer got every committed
+ * change under its path once, in position order, with its Stat (and
+ * data), outside the gaps it announced. */
 bool simzk_check_feed(const struct simzk_feed *f, char *why, size_t why_size);
+/* Counts for the run line, and the consumers' output mixed into `trace`. */
+void simzk_feed_counts(const struct simzk_feed *f, struct simzk_result *r, uint64_t *trace);
 
 
 #endif

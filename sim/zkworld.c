@@ -414,6 +414,7 @@ void sim_zkw_server_down(struct sim *s, uint64_t node, bool tell_core)
 			conn_server_end(s, c, tell_core);
 		}
 	}
+	sim_zkf_server_down(s, node, tell_core);
 }
 
 void sim_zkw_cut(struct sim *s, uint64_t node)
@@ -437,6 +438,7 @@ void sim_zkw_event(struct sim *s, const struct sim_event *ev)
 	struct sim_zk_world *w = zkw(s);
 	if (ev->kind == SIM_EV_ZK_TICK) {
 		simzk_clients_step(&w->cs, s->now);
+		sim_zkf_step(s);
 		sim_schedule(s, s->now + ZKW_TICK_MS, SIM_EV_ZK_TICK, 0, 0, NULL);
 		return;
 	}
@@ -618,7 +620,8 @@ bool sim_zkw_check(struct sim *s, struct simzk_result *r)
 	struct sim_zk_world *w = zkw(s);
 	struct simzk_view view = {s, s->n_slots, view_state, view_applied};
 	resolve_unknown(w);
-	r->ok = simzk_check_all(&w->hist, &view, r->why, sizeof(r->why));
+	r->ok = simzk_check_all(&w->hist, &view, r->why, sizeof(r->why)) &&
+		sim_zkf_check(s, r->why, sizeof(r->why));
 	return r->ok;
 }
 
@@ -630,6 +633,7 @@ void sim_zkw_counts(struct sim *s, struct simzk_result *r)
 		simzk_history_print(&w->hist, stdout);
 	}
 	r->trace = history_trace(&w->hist);
+	sim_zkf_counts(s, r);
 	r->ops = w->cs.ops;
 	r->events = w->cs.events;
 	r->sessions = w->cs.sessions;

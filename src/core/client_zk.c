@@ -2195,7 +2195,8 @@ enum keel_err zk_clients_open(struct node_core *core, const struct zk_clients_op
 	}
 	zk_watches_set_max_bytes(&zs->watches, o->max_watch_bytes_per_connection);
 	keel_wbuf_init_dynamic(&zs->scratch, 4096, 2u * o->max_packet_bytes + 65536u);
-	if (node_feeds_init(core, o->feed_retain_bytes, o->max_packet_bytes) != KEEL_OK) {
+	if (node_feeds_init(core, o->feed_retain_bytes, o->feed_high_water_bytes,
+	                    o->max_packet_bytes) != KEEL_OK) {
 		keel_fmt(err, err_size, "out of memory");
 		return KEEL_NOMEM;
 	}

@@ -47,6 +47,8 @@ struct zk_clients_options {
 	uint64_t max_watch_bytes_per_connection; /* 0: unlimited */
 	uint32_t housekeeping_ms;                /* container/TTL scan interval */
 	uint64_t feed_retain_bytes;              /* the change feed's history (core/feed.h) */
+	uint32_t feed_high_water_bytes; /* a subscriber's unsent output the feed waits
+	                                 * above; 0: FEED_HIGH_WATER_BYTES (the server) */
 	bool no_read_only;                       /* readonlymode.enabled=false */
 	bool insecure_peers;                     /* no cluster secret: no credential asked */
 	char super_digest[256];                  /* "super:BASE64" or empty */

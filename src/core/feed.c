@@ -11,8 +11,8 @@
  *
  * STREAMING and WAITING are one state in code: `pump` sends from the
  * position until it reaches the end of the history or the connection's
- * unsent output (the host's client_output_bytes) passes
- * FEED_HIGH_WATER_BYTES. While any subscriber is behind, the core asks the
+ * unsent output (the host's client_output_bytes) passes its high water
+ * (FEED_HIGH_WATER_BYTES unless the host asked for less). While any subscriber is behind, the core asks the
  * host (feed_wait) to call node_feed_pump() once per turn of its loop, so
  * a waiting one resumes once its writes complete.
  */
@@ -40,6 +40,7 @@ struct feed_sub {
 struct node_feeds {
 	struct node_core *core;
 	uint64_t snapshot_trailing; /* log entries kept behind a snapshot */
+	size_t high_water_bytes;    /* unsent output a subscriber may have */
 	struct zk_feed_log log;
 	struct keel_list subs; /* of feed_sub */
 	uint64_t sub_count;
@@ -53,7 +54,7 @@ static struct node_feeds *feeds_of(const struct node_core *core)
 }
 
 enum keel_err node_feeds_init(struct node_core *core, uint64_t retain_bytes,
-			      uint32_t max_packet_bytes)
+			      uint32_t high_water_bytes, uint32_t max_packet_bytes)
 {
 	struct node_feeds *f = calloc(1, sizeof(*f));
 	if (f == NULL) {
@@ -61,6 +62,7 @@ enum keel_err node_feeds_init(struct node_core *core, uint64_t retain_bytes,
 	}
 	f->core = core;
 	f->snapshot_trailing = core->raft_opts.snapshot_trailing_entries;
+	f->high_water_bytes = high_water_bytes > 0 ? high_water_bytes : FEED_HIGH_WATER_BYTES;
 	zk_feed_log_init(&f->log, retain_bytes, (int64_t)core->applied_index);
 	keel_list_init(&f->subs);
 	keel_wbuf_init_dynamic(&f->scratch, 256, (size_t)max_packet_bytes + 4096u);
@@ -123,7 +125,7 @@ static void send_frame(struct node_core *core, uint64_t conn, int32_t xid, int64
 static bool output_full(const struct node_feeds *f, const struct feed_sub *s)
 {
 	return f->core->host.ops->client_output_bytes(f->core->host.ctx, s->conn) >
-	       FEED_HIGH_WATER_BYTES;
+	       f->high_water_bytes;
 }
 
 static void send_event(struct node_feeds *f, struct feed_sub *s, const struct zk_feed_change *ch,

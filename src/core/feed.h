@@ -35,14 +35,17 @@
 
 struct node_core;
 
-/* Unsent output of a subscriber's connection above which the feed waits. */
+/* Unsent output of a subscriber's connection above which the feed waits
+ * (the server's; a host may ask for less, as the simulator does so that
+ * its slow consumers fall behind within a run). */
 #define FEED_HIGH_WATER_BYTES (1u << 20)
 
 /* Creates core->feeds (from zk_clients_open): a history of at most
- * `retain_bytes`, starting after what is applied now; frames up to
- * `max_packet_bytes`. */
+ * `retain_bytes`, starting after what is applied now; waits on a
+ * subscriber above `high_water_bytes` of unsent output (0:
+ * FEED_HIGH_WATER_BYTES); frames up to `max_packet_bytes`. */
 enum keel_err node_feeds_init(struct node_core *core, uint64_t retain_bytes,
-                              uint32_t max_packet_bytes);
+                              uint32_t high_water_bytes, uint32_t max_packet_bytes);
 void node_feeds_close(struct node_core *core);
 
 /* A keel feed request (ZK_OP_KEEL_FEED) at its turn in connection `conn`'s
