@@ -468,6 +468,36 @@ static void fifo_advance(struct node_core *core, struct zk_conn *zc)
 
 /* ---- watch events ---- */
 
+#ifdef KEEL_PLANT_BUG_WATCH_AFTER_DATA
+/* PLANTED BUG (simulator only: build/keel-sim-bug-watch-after-data;
+ * tests/sim catches it): an event for a connection with requests open is
+ * queued in its FIFO behind them, like a reply, so the reply that shows
+ * the change (the write's own, a read waiting behind it) goes out first. */
+static bool queue_event(struct zk_conn *zc, const struct zk_watch_event *ev)
+{
+	if (keel_list_empty(&zc->fifo)) {
+		return false;
+	}
+	struct zk_pending *p = pending_new(server_of(zc->core), zc, PK_READ, -1, 0);
+	struct keel_wbuf w;
+	keel_wbuf_init_dynamic(&w, 64, SIZE_MAX);
+	zk_reply_header_encode(&w, -1, -1, 0);
+	struct zk_watcher_event we = {ev->type, ZK_STATE_SYNC_CONNECTED, ev->path};
+	zk_watcher_event_encode(&w, &we);
+	if (p == NULL || !keel_wbuf_ok(&w)) {
+		keel_wbuf_free(&w);
+		if (p != NULL) {
+			pending_free(server_of(zc->core), p);
+		}
+		conn_close(zc, KEEL_NOMEM, false);
+		return true;
+	}
+	p->reply = keel_wbuf_release(&w, &p->reply_size);
+	fifo_push(zc, p);
+	return true;
+}
+#endif
+
 static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct zk_watch_event *ev)
 {
 	(void)ctx;
@@ -475,6 +505,11 @@ static void on_watch_fire(void *ctx, struct zk_watch_conn *wconn, const struct z
 	if (zc->state == ZC_CLOSING) {
 		return;
 	}
+#ifdef KEEL_PLANT_BUG_WATCH_AFTER_DATA
+	if (queue_event(zc, ev)) {
+		return;
+	}
+#endif
 	size_t mark;
 	struct keel_wbuf *w = core_client_begin(zc->core, zc->conn_id, &mark);
 	if (w == NULL) {
@@ -657,7 +692,11 @@ static void propose_or_hold(struct node_core *core, struct zk_pending *p, struct
 		}
 		return;
 	}
+#ifdef KEEL_PLANT_BUG_KEEP_PENDING_ON_LEADER_CHANGE
+	if (true) { /* the entry is kept for a resend (tracker.c) */
+#else
 	if (sent_to == 0) {
+#endif
 		p->frame = malloc(entry->size);
 		if (p->frame == NULL) {
 			if (p->zc != NULL) {
@@ -684,9 +723,11 @@ static bool track_resend(void *ctx, struct tracker_req *req)
 	if (submit_entry(core, p, p->frame, p->frame_size) == 0) {
 		return false;
 	}
+#ifndef KEEL_PLANT_BUG_KEEP_PENDING_ON_LEADER_CHANGE /* else kept for a resend (tracker.c) */
 	free(p->frame);
 	p->frame = NULL;
 	p->frame_size = 0;
+#endif
 	return true;
 }
 
@@ -1760,6 +1801,51 @@ void zk_conn_on_close(struct node_core *core, uint64_t conn)
 
 /* ---- apply ---- */
 
+#ifdef KEEL_PLANT_BUG_REPLY_BEFORE_APPLY
+/* PLANTED BUG (simulator only: build/keel-sim-bug-reply-before-apply;
+ * tests/sim catches it): the leader sends the result of a forwarded write
+ * to its origin as soon as it applies it, and the origin answers its
+ * client from that, before applying the entry itself: a read the client
+ * sends next may be served from a state without its write. */
+static void tell_origin(struct node_core *core, const struct node_entry *ne,
+			const struct zk_result *res)
+{
+	if (core->role != RAFT_LEADER || ne->origin == core->id || ne->request_id == 0 ||
+	    res->kind != ZK_TXN_REQUEST || res->opcode == ZK_OP_CLOSE_SESSION) {
+		return;
+	}
+	struct tracker_reply hdr = {TRACK_ZK_WRITE, ne->origin, ne->request_id, KEEL_OK,
+				    (uint64_t)res->zxid};
+	size_t mark;
+	struct keel_wbuf *w = core_reply_begin(core, &hdr, &mark);
+	if (w != NULL) {
+		keel_wbuf_i32(w, res->err);
+		keel_wbuf_bytes(w, res->body.data, res->body.size);
+		core_peer_end(core, ne->origin, mark);
+	}
+}
+
+bool zk_clients_on_leader_result(struct node_core *core, const struct tracker_reply *hdr,
+				 const uint8_t *body, size_t size)
+{
+	struct zk_server *zs = server_of(core);
+	if (zs == NULL || hdr->kind != TRACK_ZK_WRITE || hdr->err != KEEL_OK ||
+	    hdr->origin != core->id || size < 4) {
+		return false;
+	}
+	struct zk_pending *p = pending_lookup(zs, hdr->request_id);
+	if (p == NULL || p->kind != PK_WRITE) {
+		return false;
+	}
+	if (!pending_decided(zs, p)) {
+		return true;
+	}
+	int32_t err = (int32_t)keel_load_be32(body);
+	complete(core, p, err, (int64_t)hdr->wait_index, body + 4, size - 4);
+	return true;
+}
+#endif
+
 void zk_clients_on_applied(struct node_core *core, const struct node_entry *ne,
 			   const struct zk_result *res)
 {
@@ -1791,6 +1877,9 @@ void zk_clients_on_applied(struct node_core *core, const struct node_entry *ne,
 			conn_close(owner, KEEL_OK, true);
 		}
 	}
+#ifdef KEEL_PLANT_BUG_REPLY_BEFORE_APPLY
+	tell_origin(core, ne, res);
+#endif
 	if (ne->origin != core->id || ne->request_id == 0) {
 		return;
 	}

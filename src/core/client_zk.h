@@ -122,6 +122,12 @@ void zk_clients_after_apply(struct node_core *core);
  * waiting client if it is ours, close expired sessions' connections. */
 void zk_clients_on_applied(struct node_core *core, const struct node_entry *ne,
                            const struct zk_result *res);
+#ifdef KEEL_PLANT_BUG_REPLY_BEFORE_APPLY
+/* The leader's word on a forwarded write it applied (client_zk.c): true
+ * when it answered a client of this server. */
+bool zk_clients_on_leader_result(struct node_core *core, const struct tracker_reply *hdr,
+				 const uint8_t *body, size_t size);
+#endif
 /* A txn from this server could not be decoded: fail its request. */
 void zk_clients_on_apply_failed(struct node_core *core, const struct node_entry *ne);
 void zk_clients_on_snapshot_installed(struct node_core *core);

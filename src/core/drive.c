@@ -531,6 +531,11 @@ void core_on_peer_frame(struct node_core *c, uint64_t from, uint8_t type, const 
 			          (unsigned long long)from);
 			return;
 		}
+#ifdef KEEL_PLANT_BUG_REPLY_BEFORE_APPLY
+		if (zk_clients_on_leader_result(c, &hdr, rest, rest_size)) {
+			return;
+		}
+#endif
 		/* No match: already ended (timed out, failed on a change). */
 		(void)tracker_on_reply(&c->tracker, c->id, &hdr, rest, rest_size);
 		return;

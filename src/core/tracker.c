@@ -200,6 +200,21 @@ void tracker_on_leader_change(struct tracker *t, uint64_t leader, uint64_t now_m
 		if (t->kinds[req->kind].fail_on_leader_change) {
 			doom(t, req, &doomed);
 		} else {
+#ifdef KEEL_PLANT_BUG_KEEP_PENDING_ON_LEADER_CHANGE
+			/* PLANTED BUG (simulator only: build/keel-sim-bug-keep-
+			 * pending-on-leader-change; tests/sim catches it): a
+			 * request decided by apply stays pending and goes again
+			 * to the new leader, as if the old one had surely lost
+			 * it. When the old leader's entry survives, the write is
+			 * applied twice (its client hears of the first). */
+			if (t->kinds[req->kind].reply == NULL && t->kinds[req->kind].resend != NULL) {
+				req->state = TRACK_WAIT_LEADER;
+				req->leader = 0;
+				req->term = 0;
+				req->deadline_ms = now_ms + t->policy.leader_wait_ms;
+				continue;
+			}
+#endif
 			set_in_doubt(t, req, now_ms);
 		}
 	}

@@ -529,6 +529,29 @@ static void apply_close_session(struct apply_ctx *c)
 	zk_mut_commit(c->st);
 }
 
+#ifdef KEEL_PLANT_BUG_EXPIRE_NO_EPHEMERAL_DELETE
+/* PLANTED BUG (simulator only: build/keel-sim-bug-expire-no-ephemeral-delete;
+ * tests/sim catches it): an expired session leaves the session table but
+ * its ephemeral nodes stay, owned by a session that no longer exists (the
+ * code that meets such a node below tolerates the missing owner). */
+static void apply_expire_session(struct apply_ctx *c)
+{
+	struct zk_session *s = zk_mut_session_find(c->st, c->session_id);
+	if (s == NULL) {
+		return;
+	}
+	s->eph_head = ZK_NODE_NONE;
+	s->eph_count = 0;
+	enum keel_err err = zk_mut_session_remove(c->st, s);
+	if (err != KEEL_OK) {
+		c->fatal = err;
+		return;
+	}
+	c->res->closed_session_id = c->session_id;
+	zk_mut_commit(c->st);
+}
+#endif
+
 static void apply_create_session(struct apply_ctx *c, const struct zk_txn *txn)
 {
 	int64_t id = txn->meta.session_id != 0 ? txn->meta.session_id : c->zxid;
@@ -680,6 +703,12 @@ enum keel_err zk_apply(struct zk_state *st, uint64_t zxid, const void *data, siz
 		apply_create_session(&c, &txn);
 		break;
 	case ZK_TXN_CLOSE_SESSION:
+#ifdef KEEL_PLANT_BUG_EXPIRE_NO_EPHEMERAL_DELETE
+		if (txn.reason == ZK_CLOSE_EXPIRED) {
+			apply_expire_session(&c);
+			break;
+		}
+#endif
 		apply_close_session(&c);
 		break;
 	case ZK_TXN_DELETE_CONTAINER:
