@@ -795,7 +795,8 @@ static void heal_all(struct sim *s)
 	sim_tracef(s, "heal: all faults stop");
 }
 
-/* After heal: a leader commits a fresh write that every member applies. */
+/* What the running servers have applied, summed: it grows while any of
+ * them makes progress. */
 static uint64_t applied_total(const struct sim *s)
 {
 	uint64_t sum = 0;
@@ -805,6 +806,7 @@ static uint64_t applied_total(const struct sim *s)
 	return sum;
 }
 
+/* After heal: a leader commits a fresh write that every member applies. */
 static void liveness(struct sim *s)
 {
 	uint64_t budget = LIVENESS_TIMEOUTS * timeout_ms(s);
